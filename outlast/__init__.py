@@ -1,0 +1,46 @@
+"""outlast: long, tool-using runs that outlast the worker that started them."""
+
+from outlast.action import NOT_EXECUTED, Action, current_action
+from outlast.app import App, Retry
+from outlast.errors import (
+    Fenced,
+    InDoubt,
+    InvalidInput,
+    JournalAltered,
+    OutlastError,
+    ProgramChanged,
+    ResumeImpossible,
+    ResumeRefused,
+    RunConflict,
+    ToolError,
+    UnknownRun,
+    UnknownWorkflow,
+)
+from outlast.model import Run, RunState
+from outlast.producer import AsyncClient, Client
+from outlast.settings import Settings
+
+__all__ = [
+    "NOT_EXECUTED",
+    "Action",
+    "App",
+    "AsyncClient",
+    "Client",
+    "Fenced",
+    "InDoubt",
+    "InvalidInput",
+    "JournalAltered",
+    "OutlastError",
+    "ProgramChanged",
+    "ResumeImpossible",
+    "ResumeRefused",
+    "Retry",
+    "Run",
+    "RunConflict",
+    "RunState",
+    "Settings",
+    "ToolError",
+    "UnknownRun",
+    "UnknownWorkflow",
+    "current_action",
+]

@@ -1,0 +1,3 @@
+from outlast.cli import main
+
+main()

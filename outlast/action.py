@@ -1,0 +1,45 @@
+"""What a running tool can know about its own call: ``current_action()``."""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True)
+class Action:
+    """The identity of one operation: stable across every resume of the run."""
+
+    run_id: str
+    operation_id: str
+    tool: str
+    idempotency_key: str
+    fencing_token: int
+
+
+class _NotExecuted:
+    def __repr__(self) -> str:
+        return "NOT_EXECUTED"
+
+
+NOT_EXECUTED: Final = _NotExecuted()
+"""A reconciler's answer when it knows the action did not happen."""
+
+_current: contextvars.ContextVar[Action] = contextvars.ContextVar("outlast_action")
+
+
+def current_action() -> Action:
+    """The action of the tool running now (inside a tool or reconciler only)."""
+    try:
+        return _current.get()
+    except LookupError:
+        raise RuntimeError("current_action() is only available inside a tool or a reconciler") from None
+
+
+def set_action(action: Action) -> contextvars.Token[Action]:
+    return _current.set(action)
+
+
+def reset_action(token: contextvars.Token[Action]) -> None:
+    _current.reset(token)

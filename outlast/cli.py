@@ -1,0 +1,308 @@
+"""The ``outlast`` command: one subcommand per task. Settings are parsed once, here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import click
+
+from outlast.errors import OutlastError
+from outlast.logs import configure
+from outlast.model import Run
+from outlast.producer import AsyncClient
+from outlast.settings import Settings
+
+T = TypeVar("T")
+
+
+def _env(name: str, **kw: Any) -> dict[str, Any]:
+    return {"envvar": f"OUTLAST_{name}", "show_envvar": True, **kw}
+
+
+def _settings(ctx: click.Context) -> Settings:
+    s: Settings = ctx.obj
+    return s
+
+
+def _run(coro_fn: Callable[[AsyncClient], Coroutine[Any, Any, T]], ctx: click.Context) -> T:
+    """Open a client (announcing the embedded default if it serves), run, close."""
+
+    async def go() -> T:
+        client = AsyncClient(settings=_settings(ctx))
+        if client.note:
+            click.echo(client.note, err=True)
+        try:
+            await client.open()
+            return await coro_fn(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--database-url", **_env("DATABASE_URL"), help="Postgres URL (unset: embedded default).")
+@click.option("--redis-url", **_env("REDIS_URL"), help="Redis URL (unset: embedded default).")
+@click.option("--schema", **_env("SCHEMA", default="outlast"), help="Postgres schema.")
+@click.option("--prefix", **_env("PREFIX", default="outlast"), help="Redis key prefix.")
+@click.option("--home", **_env("HOME", default=".outlast"), help="Where embedded servers live.")
+@click.option(
+    "--log-format", **_env("LOG_FORMAT", default="auto"), type=click.Choice(["auto", "json", "console"])
+)
+@click.pass_context
+def cli(ctx: click.Context, /, **opts: Any) -> None:
+    """outlast: runs that outlast the worker that started them."""
+    from pathlib import Path
+
+    opts["home"] = Path(opts["home"])
+    ctx.obj = Settings.from_env().with_(**opts)
+    configure(ctx.obj.log_format)
+
+
+@cli.command()
+@click.pass_context
+def migrate(ctx: click.Context) -> None:
+    """Create or upgrade the schema (idempotent)."""
+
+    s = _settings(ctx)
+
+    async def run() -> int:
+        client = AsyncClient(settings=s)
+        if client.note:
+            click.echo(client.note, err=True)
+        try:
+            await client.store.open(check=False)
+            return await client.store.migrate()
+        finally:
+            await client.close()
+
+    version = asyncio.run(run())
+    click.echo(f"schema '{s.schema}' at version {version}")
+
+
+@cli.command()
+@click.argument("app_spec", metavar="MODULE:APP")
+@click.option("--queue", "-q", "queues", multiple=True, **_env("QUEUE", default=["default"]))
+@click.option("--concurrency", "-c", type=int, **_env("CONCURRENCY", default=16))
+@click.option("--processes", "-p", type=int, **_env("PROCESSES", default=1))
+@click.option("--lease-ttl", type=float, **_env("LEASE_TTL", default=30.0), help="Seconds.")
+@click.option("--grace", type=float, **_env("GRACE", default=10.0), help="Seconds to finish on SIGTERM.")
+@click.option("--max-attempts", type=int, **_env("MAX_ATTEMPTS", default=5))
+@click.option("--name", **_env("WORKER_NAME"), help="Consumer name (default: host-N, stable).")
+@click.pass_context
+def worker(
+    ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any
+) -> None:
+    """Serve the workflows of MODULE:APP."""
+    from outlast.services import resolve
+    from outlast.worker import serve
+
+    s, note = resolve(
+        _settings(ctx).with_(
+            concurrency=opts["concurrency"],
+            lease_ttl=opts["lease_ttl"],
+            grace=opts["grace"],
+            max_attempts=opts["max_attempts"],
+            worker_name=opts["name"],
+        )
+    )
+    if note:
+        click.echo(note, err=True)
+    serve(app_spec, s, list(queues), processes)
+
+
+def _json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} is not valid JSON: {exc}") from None
+
+
+@cli.command()
+@click.argument("workflow")
+@click.option("--input", "input_json", default="{}", help="The run's input, a JSON object.")
+@click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
+@click.option("--queue", **_env("QUEUE", default="default"))
+@click.option("--deadline", type=float, help="Seconds from now.")
+@click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
+@click.pass_context
+def enqueue(ctx: click.Context, /, workflow: str, input_json: str, wait: bool, **opts: Any) -> None:
+    """Enqueue a run of WORKFLOW."""
+    data = _json_arg(input_json, "--input")
+
+    async def go(c: AsyncClient) -> Run:
+        run = await c.enqueue(
+            workflow, data, run_id=opts["run_id"], queue=opts["queue"], deadline=opts["deadline"]
+        )
+        click.echo(f"run {run.id} {run.state}")
+        return await c.wait(run.id) if wait else run
+
+    run = _run(go, ctx)
+    if wait:
+        _print_final(run)
+
+
+def _print_final(run: Run) -> None:
+    click.echo(f"run {run.id} {run.state}" + (f" ({run.reason})" if run.reason else ""))
+    if run.result is not None:
+        click.echo(json.dumps(run.result, indent=2, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """State, reason, journal chain, pending intentions, in-doubt operations and resolutions."""
+    from outlast.status import describe
+
+    async def go(c: AsyncClient) -> dict[str, Any]:
+        return await describe(c, run_id)
+
+    info = _run(go, ctx)
+    if as_json:
+        click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
+        return
+    from outlast.status import render
+
+    click.echo(render(info))
+
+
+@cli.command()
+@click.option("--state", help="Only runs in this state.")
+@click.option("--limit", type=int, default=50)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
+    """The latest runs."""
+
+    async def go(c: AsyncClient) -> list[Run]:
+        return await c.runs(state, limit)
+
+    found = _run(go, ctx)
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in found], indent=2, default=str))
+        return
+    for r in found:
+        reason = f" ({r.reason})" if r.reason else ""
+        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}")
+    if not found:
+        click.echo("no runs")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def events(ctx: click.Context, run_id: str) -> None:
+    """What happened to a run."""
+
+    async def go(c: AsyncClient) -> list[dict[str, Any]]:
+        return await c.events(run_id)
+
+    for e in _run(go, ctx):
+        detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<12} {detail}")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def verify(ctx: click.Context, run_id: str) -> None:
+    """Check the journal's hash chain; exit 1 naming the first bad crossing."""
+
+    async def go(c: AsyncClient) -> tuple[int | None, int]:
+        return await c.verify(run_id), (await c.status(run_id)).journal_len
+
+    bad, length = _run(go, ctx)
+    if bad is not None:
+        click.echo(f"run {run_id}: journal altered at crossing #{bad}", err=True)
+        sys.exit(1)
+    click.echo(f"run {run_id}: journal verifies ({length} entries)")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("operation_id")
+@click.option("--executed", "executed", flag_value=True, default=None, help="It happened.")
+@click.option("--not-executed", "executed", flag_value=False, help="It did not happen: run it once.")
+@click.option("--result", "result_json", help="With --executed: its result, as JSON.")
+@click.pass_context
+def resolve(
+    ctx: click.Context, run_id: str, operation_id: str, executed: bool | None, result_json: str | None
+) -> None:
+    """Say how an in-doubt operation ended, and wake the run."""
+    if executed is None:
+        raise click.UsageError("say --executed or --not-executed")
+    result = _json_arg(result_json, "--result")
+
+    async def go(c: AsyncClient) -> Run:
+        return await c.resolve(run_id, operation_id, executed=executed, result=result)
+
+    run = _run(go, ctx)
+    click.echo(
+        f"run {run.id}: {operation_id} resolved as {'executed' if executed else 'not executed'}; {run.state}"
+    )
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--accept-program-change", is_flag=True, help="Migrate the run to the new program.")
+@click.pass_context
+def resume(ctx: click.Context, run_id: str, accept_program_change: bool) -> None:
+    """Put a waiting run back in the queue (after a refusal was dealt with)."""
+
+    async def go(c: AsyncClient) -> Run:
+        return await c.resume(run_id, accept_program_change=accept_program_change)
+
+    run = _run(go, ctx)
+    click.echo(f"run {run.id} {run.state}")
+
+
+@cli.command()
+@click.option("--stop", is_flag=True, help="Stop the embedded servers.")
+@click.pass_context
+def dev(ctx: click.Context, stop: bool) -> None:
+    """Start the embedded Postgres and Redis and print the URLs to export."""
+    from outlast import embedded
+
+    home = _settings(ctx).home
+    if stop:
+        for line in embedded.stop(home) or ["nothing was running"]:
+            click.echo(line)
+        return
+    db, redis, how = embedded.ensure(home)
+    click.echo(f"# {how}")
+    click.echo(f"export OUTLAST_DATABASE_URL={db}")
+    click.echo(f"export OUTLAST_REDIS_URL={redis}")
+
+
+@cli.command()
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """The story in under 30 seconds, on the embedded default (or the configured servers)."""
+    from outlast.demo import main as demo_main
+
+    demo_main(_settings(ctx))
+
+
+def main() -> None:
+    """Entry point: a user's mistake prints one line and exits non-zero, never a traceback."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except OutlastError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,135 @@
+"""One hierarchy: every refusal and failure is an ``OutlastError`` that names the run and the way out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class OutlastError(Exception):
+    """Root of every error outlast raises on purpose."""
+
+
+class ConfigError(OutlastError):
+    """Settings are missing or wrong (e.g. no server reachable and nothing embedded)."""
+
+
+class ServiceUnavailable(OutlastError):
+    """Postgres or Redis could not be reached; the message names the URL, never the password."""
+
+
+class SchemaError(OutlastError):
+    """The database schema is missing or newer than this outlast knows."""
+
+
+class UnknownRun(OutlastError):
+    """No run has this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run '{run_id}' (list runs with: outlast runs)")
+        self.run_id = run_id
+
+
+class UnknownWorkflow(OutlastError):
+    """The app registers no workflow of this name."""
+
+
+class UnknownTool(OutlastError):
+    """The app registers no tool of this name."""
+
+
+class RunConflict(OutlastError):
+    """Enqueue with an existing run id but another workflow or input."""
+
+    def __init__(self, run_id: str, what: str) -> None:
+        super().__init__(
+            f"run '{run_id}' already exists with a different {what}; "
+            "use another run id, or the same input to get the existing run"
+        )
+        self.run_id = run_id
+
+
+class InvalidInput(OutlastError):
+    """Input that cannot be accepted (not a JSON object, bad tool arguments, ...)."""
+
+
+class Fenced(OutlastError):
+    """A write carried a stale fencing token: another worker owns the run now."""
+
+    def __init__(self, run_id: str, token: int) -> None:
+        super().__init__(
+            f"run '{run_id}': fencing token {token} is stale, another worker owns the run; "
+            "this worker abandons it"
+        )
+        self.run_id = run_id
+        self.token = token
+
+
+class RunFinished(OutlastError):
+    """A final state never changes."""
+
+
+class WaitTimeout(OutlastError):
+    """``Client.wait`` gave up before the run finished (the run goes on)."""
+
+
+class ResumeRefused(OutlastError):
+    """Resume refused; the run is left intact and waits with the reason."""
+
+    reason = "resume_refused"
+
+
+class ProgramChanged(ResumeRefused):
+    """The workflow's code fingerprint differs from the one the run was admitted with."""
+
+    reason = "program_changed"
+
+
+class JournalAltered(ResumeRefused):
+    """The journal's SHA-256 chain no longer verifies."""
+
+    reason = "journal_altered"
+
+    def __init__(self, run_id: str, crossing: int) -> None:
+        super().__init__(
+            f"run '{run_id}': journal altered at crossing #{crossing}; "
+            f"inspect it with: outlast verify {run_id}"
+        )
+        self.crossing = crossing
+
+
+class ResumeImpossible(ResumeRefused):
+    """What the program asks now differs from what the journal holds."""
+
+    reason = "resume_impossible"
+
+    def __init__(self, run_id: str, crossing: int, journal: str, program: str) -> None:
+        super().__init__(
+            f"run '{run_id}': resume impossible at crossing #{crossing}: "
+            f"journal has {journal}, program asks {program}"
+        )
+        self.crossing = crossing
+
+
+class InDoubt(OutlastError):
+    """An operation may or may not have happened; nothing will run it again silently."""
+
+    def __init__(self, run_id: str, operation_id: str, tool: str) -> None:
+        super().__init__(
+            f"run '{run_id}': operation {operation_id} ({tool}) is in doubt: it may have happened. "
+            f"Resolve it with: outlast resolve {run_id} {operation_id} --executed [--result JSON] "
+            "or --not-executed"
+        )
+        self.run_id = run_id
+        self.operation_id = operation_id
+        self.tool = tool
+
+
+class ToolError(OutlastError):
+    """A tool raised; its error is journaled as its result, so replay raises it again."""
+
+    def __init__(self, tool: str, type_name: str, message: str, detail: Any = None) -> None:
+        super().__init__(f"tool '{tool}' raised {type_name}: {message}")
+        self.tool = tool
+        self.type_name = type_name
+        self.message = message
+        self.detail = detail

@@ -1,0 +1,38 @@
+"""Named crash points for crash tests. Inert unless armed (``OUTLAST_FAILPOINTS``, read once
+into the settings and passed to ``arm``). Hitting an armed point kills the process at once:
+no cleanup, no ``finally``, as a power cut would.
+
+Spec: ``name`` or ``name:tool``, comma-separated, e.g. ``after_effect:transfer,before_ack``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+POINTS = frozenset(
+    {"before_intention", "after_intention", "after_effect", "after_result", "before_ack", "after_final"}
+)
+
+_armed: set[tuple[str, str | None]] = set()
+
+
+def arm(spec: str) -> None:
+    """Arm the points in ``spec`` (replacing any armed before)."""
+    _armed.clear()
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, tool = item.partition(":")
+        if name not in POINTS:
+            raise ValueError(f"unknown failpoint {name!r}; known: {', '.join(sorted(POINTS))}")
+        _armed.add((name, tool or None))
+
+
+def hit(name: str, tool: str | None = None) -> None:
+    """Die here if this point (for this tool, or for any tool) is armed."""
+    if not _armed:
+        return
+    if (name, None) in _armed or (tool is not None and (name, tool) in _armed):
+        sys.stderr.write(f"outlast: failpoint {name}{':' + tool if tool else ''} hit, killing process\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,98 @@
+"""Run states and the records outlast hands to its users."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"  # reason: timer, in_doubt, program_changed, journal_altered, ...
+    AWAITING_APPROVAL = "awaiting_approval"
+    CANCELLING = "cancelling"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    EXHAUSTED = "exhausted"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.PARTIAL,
+        RunState.FAILED,
+        RunState.TIMED_OUT,
+        RunState.EXHAUSTED,
+        RunState.CANCELLED,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run as Postgres knows it."""
+
+    id: str
+    workflow: str
+    queue: str
+    input: dict[str, Any]
+    state: RunState
+    reason: str | None
+    result: Any
+    error: dict[str, Any] | None
+    program: str | None
+    fencing_token: int
+    owner: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    deadline: datetime | None
+    journal_head: str
+    journal_len: int
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Run:
+        return cls(
+            id=row["id"],
+            workflow=row["workflow"],
+            queue=row["queue"],
+            input=row["input"],
+            state=RunState(row["state"]),
+            reason=row["reason"],
+            result=row["result"],
+            error=row["error"],
+            program=row["program"],
+            fencing_token=row["fencing_token"],
+            owner=row["owner"],
+            lease_expires_at=row["lease_expires_at"],
+            attempts=row["attempts"],
+            deadline=row["deadline"],
+            journal_head=row["journal_head"],
+            journal_len=row["journal_len"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            finished_at=row["finished_at"],
+        )
+
+    @property
+    def final(self) -> bool:
+        return self.state.final
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in self.__dict__.items():
+            out[k] = v.isoformat() if isinstance(v, datetime) else v
+        out["state"] = str(self.state)
+        return out

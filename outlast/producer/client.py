@@ -1,0 +1,255 @@
+"""Client and AsyncClient: enqueue runs, read their status, wait for results, resolve doubts.
+
+AsyncClient is the one implementation; Client is a thin synchronous facade that runs it on a
+private event loop thread (so it also works inside a program that has a loop of its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from outlast.app import App
+from outlast.errors import InvalidInput, OutlastError, RunConflict, UnknownRun, WaitTimeout
+from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry
+from outlast.model import Run, RunState
+from outlast.queue import Queue
+from outlast.services import resolve
+from outlast.settings import Settings
+from outlast.store import Store
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """Talks to Postgres (the truth) and Redis (the hand-out) on behalf of an application."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        *,
+        app: App | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        s = (settings or Settings()).with_(database_url=database_url, redis_url=redis_url)
+        self.settings, self.note = resolve(s)
+        assert self.settings.database_url and self.settings.redis_url
+        self.app = app
+        self.store = Store(self.settings.database_url, self.settings.schema, max_size=4)
+        self.queue = Queue(self.settings.redis_url, self.settings.prefix)
+        self._opened = False
+
+    @classmethod
+    def from_env(cls, app: App | None = None, **overrides: Any) -> AsyncClient:
+        return cls(app=app, settings=Settings.from_env(**overrides))
+
+    async def open(self) -> AsyncClient:
+        if not self._opened:
+            await self.store.open()
+            self._opened = True
+        return self
+
+    async def close(self) -> None:
+        await self.store.close()
+        await self.queue.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def enqueue(
+        self,
+        workflow: str,
+        input: dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        queue: str | None = None,
+        deadline: timedelta | float | None = None,
+    ) -> Run:
+        """Commit the run row (state ``queued``), then add its id to the queue's stream.
+
+        Idempotent on ``run_id``: the same id with the same workflow and input returns the
+        existing run; with others it raises ``RunConflict``. ``deadline`` is a duration from now.
+        """
+        await self.open()
+        data = {} if input is None else input
+        if not isinstance(data, dict):
+            raise InvalidInput(f"a run's input must be a JSON object, got {type(data).__name__}")
+        program = None
+        if self.app is not None:
+            program = self.app.get_workflow(workflow).program
+        seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+        rid = run_id or uuid.uuid4().hex[:20]
+        try:
+            ihash = digest(canonical(data))
+        except ValueError as exc:
+            raise InvalidInput(f"run input is not JSON: {exc}") from None
+        run, created = await self.store.insert_run(
+            id=rid,
+            workflow=workflow,
+            queue=queue or self.settings.queue,
+            input=data,
+            input_hash=ihash,
+            program=program,
+            deadline_in=seconds,
+        )
+        if not created:
+            if run.workflow != workflow:
+                raise RunConflict(rid, f"workflow ('{run.workflow}')")
+            if digest(canonical(run.input)) != ihash:
+                raise RunConflict(rid, "input")
+        if created or run.state == RunState.QUEUED:
+            await self.queue.publish(run.queue, run.id)
+        return run
+
+    async def status(self, run_id: str) -> Run:
+        await self.open()
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise UnknownRun(run_id)
+        return run
+
+    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 0.1) -> Run:
+        """Wait until the run is final and return it, with its stored result. Never runs the work."""
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        while True:
+            run = await self.status(run_id)
+            if run.final:
+                return run
+            if until is not None and loop.time() >= until:
+                raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
+            await asyncio.sleep(poll)
+
+    async def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
+        await self.open()
+        if state is not None:
+            RunState(state)  # refuse a state that does not exist
+        return await self.store.list_runs(state, limit)
+
+    async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        await self.status(run_id)
+        return await self.store.events(run_id, after)
+
+    async def journal(self, run_id: str) -> list[Entry]:
+        await self.status(run_id)
+        return await self.store.journal(run_id)
+
+    async def verify(self, run_id: str) -> int | None:
+        """The first crossing whose chain does not verify, or None."""
+        run = await self.status(run_id)
+        return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
+
+    async def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
+        """Record how an in-doubt operation ended, in the journal, and wake the run."""
+        run = await self.status(run_id)
+        entries = await self.store.journal(run_id)
+        kinds = {e.kind for e in entries if e.op_id == operation_id}
+        if "in_doubt" not in kinds or "resolution" in kinds:
+            raise OutlastError(
+                f"run '{run_id}': operation {operation_id} is not in doubt "
+                f"(see the in-doubt operations with: outlast status {run_id})"
+            )
+        if run.state != RunState.WAITING or run.reason != "in_doubt":
+            raise OutlastError(f"run '{run_id}' is {run.state}, not waiting on an in-doubt operation")
+        data: dict[str, Any] = {"how": "operator", "executed": executed}
+        if executed:
+            data["result"] = result
+        entry = make_entry(run.journal_head, run.journal_len + 1, "resolution", operation_id, data)
+        if not await self.store.append_unowned(run_id, "in_doubt", run.journal_head, entry):
+            raise OutlastError(f"run '{run_id}' changed while resolving; look again: outlast status {run_id}")
+        await self.store.event(run_id, "resolved", {"op": operation_id, "executed": executed})
+        await self.queue.publish(run.queue, run_id)
+        return await self.status(run_id)
+
+    async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
+        """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
+        program of the worker that takes it (replay must still match)."""
+        run = await self.status(run_id)
+        if run.final:
+            raise OutlastError(
+                f"run '{run_id}' is {run.state}: a finished run is never resumed; start a new run"
+            )
+        if run.state != RunState.WAITING:
+            raise OutlastError(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
+        detail = {"accept_program_change": accept_program_change, "was": run.reason}
+        if not await self.store.requeue(run_id, accept_program_change, detail):
+            raise OutlastError(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
+        await self.queue.publish(run.queue, run_id)
+        return await self.status(run_id)
+
+
+class Client:
+    """The synchronous facade over ``AsyncClient``."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        *,
+        app: App | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="outlast-client", daemon=True)
+        self._thread.start()
+
+        async def make() -> AsyncClient:
+            return AsyncClient(database_url, redis_url, app=app, settings=settings)
+
+        self.aio = self._call(make())
+        self.settings = self.aio.settings
+        self.note = self.aio.note
+
+    @classmethod
+    def from_env(cls, app: App | None = None, **overrides: Any) -> Client:
+        return cls(app=app, settings=Settings.from_env(**overrides))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        self._call(self.aio.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def enqueue(self, workflow: str, input: dict[str, Any] | None = None, **kw: Any) -> Run:
+        return self._call(self.aio.enqueue(workflow, input, **kw))
+
+    def status(self, run_id: str) -> Run:
+        return self._call(self.aio.status(run_id))
+
+    def wait(self, run_id: str, timeout: float | None = None) -> Run:
+        return self._call(self.aio.wait(run_id, timeout))
+
+    def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
+        return self._call(self.aio.runs(state, limit))
+
+    def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        return self._call(self.aio.events(run_id, after))
+
+    def journal(self, run_id: str) -> list[Entry]:
+        return self._call(self.aio.journal(run_id))
+
+    def verify(self, run_id: str) -> int | None:
+        return self._call(self.aio.verify(run_id))
+
+    def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
+        return self._call(self.aio.resolve(run_id, operation_id, executed=executed, result=result))
+
+    def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
+        return self._call(self.aio.resume(run_id, accept_program_change=accept_program_change))

@@ -1,0 +1,73 @@
+"""What ``outlast status`` shows: state and reason, the chain, pending and in-doubt operations,
+and resolutions — read without resuming anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from outlast.journal import first_bad_crossing
+from outlast.producer import AsyncClient
+
+
+async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
+    """A run's status as plain data (what ``status --json`` prints)."""
+    run = await client.status(run_id)
+    entries = await client.store.journal(run_id)
+    bad = first_bad_crossing(entries, run.journal_head)
+    ops: dict[str, dict[str, dict[str, Any]]] = {}
+    for e in entries:
+        if e.op_id is not None and bad is None:
+            ops.setdefault(e.op_id, {})[e.kind] = e.data
+    pending, in_doubt, resolutions = [], [], []
+    for op, kinds in ops.items():
+        intent = kinds.get("intention")
+        if intent is None:
+            continue
+        item = {"operation": op, "tool": intent["tool"], "args": intent["args"], "key": intent["key"]}
+        if "resolution" in kinds:
+            resolutions.append({**item, **kinds["resolution"]})
+        elif "in_doubt" in kinds:
+            in_doubt.append({**item, "why": kinds["in_doubt"]["why"]})
+        elif "result" not in kinds:
+            pending.append(item)
+        elif "how" in kinds["result"]:
+            resolutions.append({**item, "how": kinds["result"]["how"]})
+    events = await client.store.events(run_id)
+    last_message = next(
+        (e["detail"].get("message") for e in reversed(events) if e["detail"].get("message")), None
+    )
+    return {
+        "run": run.to_dict(),
+        "message": last_message if run.reason else None,
+        "chain": {"head": run.journal_head, "entries": run.journal_len, "verifies": bad is None, "bad": bad},
+        "pending": pending,
+        "in_doubt": in_doubt,
+        "resolutions": resolutions,
+    }
+
+
+def render(info: dict[str, Any]) -> str:
+    """The status for a person to read."""
+    r, chain = info["run"], info["chain"]
+    lines = [f"run {r['id']}  ({r['workflow']}, queue {r['queue']})"]
+    state = r["state"] + (f" ({r['reason']})" if r["reason"] else "")
+    lines.append(f"  state        {state}")
+    if info["message"]:
+        lines.append(f"  why          {info['message']}")
+    if r["owner"]:
+        lines.append(
+            f"  lease        {r['owner']}, token {r['fencing_token']}, until {r['lease_expires_at']}"
+        )
+    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}")
+    head = chain["head"][:16] or "-"
+    verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"
+    lines.append(f"  journal      {chain['entries']} entries, head {head}, chain {verdict}")
+    for title, key in (("pending", "pending"), ("in doubt", "in_doubt"), ("resolved", "resolutions")):
+        for op in info[key]:
+            extra = op.get("why") or op.get("how") or ""
+            lines.append(f"  {title:<12} {op['operation']} {op['tool']} key {op['key']} {extra}".rstrip())
+    if r["result"] is not None:
+        lines.append(f"  result       {r['result']}")
+    if r["error"]:
+        lines.append(f"  error        {r['error'].get('type')}: {r['error'].get('message')}")
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""Executes one claimed run: verify the journal, replay, go on live, commit how it ended."""
+
+from __future__ import annotations
+
+import json
+import traceback
+from enum import Enum
+from typing import Any
+
+import structlog
+
+from outlast import failpoints
+from outlast.app import App
+from outlast.errors import Fenced, InDoubt, JournalAltered, OutlastError, ResumeRefused, ServiceUnavailable
+from outlast.journal import canonical, first_bad_crossing
+from outlast.model import Run, RunState
+from outlast.store import Store
+from outlast.worker.context import Journaled, RunContext
+
+log = structlog.get_logger("outlast.worker")
+
+
+class Outcome(Enum):
+    FINAL = "final"  # a final state is committed
+    WAITING = "waiting"  # a durable wait is committed; no worker is held
+    FENCED = "fenced"  # another worker owns the run now
+
+
+class HandOver(BaseException):
+    """Raised at a crossing when the worker is shutting down: the run goes to another worker.
+    A BaseException, so that a workflow's ``except Exception`` does not swallow it."""
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+class Execution:
+    """One claimed run on one worker. ``context`` exists once the journal is loaded."""
+
+    def __init__(self, run: Run, app: App, store: Store) -> None:
+        self.run = run
+        self.app = app
+        self.store = store
+        self.context: RunContext | None = None
+        self.stop_requested = False
+        self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
+
+    def _stop_at_crossing(self) -> None:
+        if self.stop_requested:
+            raise HandOver()
+
+    async def _finish(self, state: RunState, **kw: Any) -> Outcome:
+        if not await self.store.finish(self.run.id, self.run.fencing_token, state, **kw):
+            raise Fenced(self.run.id, self.run.fencing_token)
+        failpoints.hit("after_final")
+        self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
+        return Outcome.FINAL
+
+    async def _wait(self, reason: str, message: str) -> Outcome:
+        if not await self.store.wait(self.run.id, self.run.fencing_token, reason, message):
+            raise Fenced(self.run.id, self.run.fencing_token)
+        self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
+        return Outcome.WAITING
+
+    async def execute(self) -> Outcome:
+        """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
+        run keeps its lease until it expires) and HandOver; returns FENCED if superseded."""
+        try:
+            return await self._execute()
+        except Fenced as exc:
+            self.log.warning(str(exc))
+            return Outcome.FENCED
+
+    async def _execute(self) -> Outcome:
+        run = self.run
+        wf = self.app.workflows.get(run.workflow)
+        if wf is None:
+            return await self._finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
+        if not isinstance(run.input, dict):
+            return await self._finish(RunState.FAILED, reason="input is not a JSON object")
+        entries = await self.store.journal(run.id) if run.journal_len else []
+        bad = first_bad_crossing(entries, run.journal_head)
+        if bad is not None:
+            exc = JournalAltered(run.id, bad)
+            return await self._wait(exc.reason, str(exc))
+        journal = Journaled(entries)
+        self._log_resume(journal)
+        ctx = self.context = RunContext(run, self.app, self.store, journal)
+        ctx.before_crossing = self._stop_at_crossing
+        try:
+            value = await wf.fn(ctx, **run.input)
+            ctx.check_consumed()
+            result = json.loads(canonical(value))
+        except (Fenced, ServiceUnavailable, HandOver):
+            raise
+        except ResumeRefused as exc:
+            return await self._wait(exc.reason, str(exc))
+        except InDoubt as exc:
+            return await self._wait("in_doubt", str(exc))
+        except Exception as exc:
+            reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
+            return await self._finish(RunState.FAILED, error=_error(exc), reason=reason[:500])
+        return await self._finish(RunState.SUCCEEDED, result=result)
+
+    def _log_resume(self, journal: Journaled) -> None:
+        if not journal.entries:
+            return
+        self.log.info(
+            f"↻ resuming run {self.run.id}: {journal.length} journaled entries re-derived with no effect",
+            entries=journal.length,
+        )
+        for op, intent in journal.pending():
+            self.log.info(
+                f"  intention without result: {intent['tool']} ({op}, key {intent['key']}): to resolve",
+                operation_id=op,
+                tool=intent["tool"],
+            )

@@ -1,0 +1,289 @@
+"""The worker: read run ids from the stream, claim each run's lease in Postgres, execute it,
+and acknowledge the entry only once the run's state is committed. Heartbeats, reclaiming and
+sweeping run beside it; SIGTERM hands runs over at once instead of waiting for the TTL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from outlast import failpoints
+from outlast.app import App
+from outlast.errors import ServiceUnavailable
+from outlast.model import RunState
+from outlast.queue import Delivery, Queue
+from outlast.settings import Settings
+from outlast.store import Store
+from outlast.worker.executor import Execution
+
+log = structlog.get_logger("outlast.worker")
+
+
+@dataclass
+class Active:
+    """A run this worker holds: its delivery, its lease token and what executes it."""
+
+    delivery: Delivery
+    execution: Execution
+    task: asyncio.Task[None] | None = None
+    lost: bool = False  # the lease was not renewed: another worker may own the run
+    handed_over: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Worker:
+    """One asyncio loop serving up to ``concurrency`` runs from the given queues."""
+
+    def __init__(self, app: App, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
+        self.app = app
+        self.store = store
+        self.queue = queue
+        self.s = settings
+        self.queues = queues
+        self.name = ""
+        self._name_token = ""
+        self.active: dict[str, Active] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+        self._room = asyncio.Event()
+        self._programs = app.programs()
+        self.log = log
+
+    # -- life ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve until ``stop()`` (or SIGTERM/SIGINT when installed), then hand over."""
+        for q in self.queues:
+            await self.queue.ensure_group(q)
+        if self.s.worker_name:
+            self.name = self.s.worker_name
+        else:
+            self.name, self._name_token = await self.queue.acquire_name(
+                socket.gethostname(), self.s.lease_ttl
+            )
+        self.log = log.bind(worker=self.name)
+        self.log.info(
+            f"worker {self.name} serving queues {', '.join(self.queues)}",
+            concurrency=self.s.concurrency,
+            lease_ttl=self.s.lease_ttl,
+        )
+        loops = [self._read_loop(), self._heartbeat_loop(), self._reclaim_loop(), self._sweep_loop()]
+        background = [asyncio.create_task(c) for c in loops]
+        await self._stopping.wait()
+        for t in background:
+            t.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await self._hand_over()
+        if self._name_token:
+            await self.queue.release_name(self.name, self._name_token)
+        self.log.info(f"worker {self.name} stopped")
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def install_signals(self) -> None:
+        """SIGTERM/SIGINT: stop taking work and hand over; a second signal exits at once."""
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: int) -> None:
+            if self._stopping.is_set():
+                os._exit(1)
+            self.log.info(f"signal {signal.Signals(sig).name}: stopping, grace {self.s.grace}s")
+            self.stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+
+    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+        """Repeat a background step, through outages of Postgres or Redis."""
+        while True:
+            try:
+                await step()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.log.warning(f"{step.__name__} failed, retrying: {exc}")
+            await asyncio.sleep(seconds)
+
+    # -- taking work --------------------------------------------------------------------
+
+    def _room_left(self) -> int:
+        return self.s.concurrency - len(self._tasks)
+
+    async def _read_loop(self) -> None:
+        for q in self.queues:  # a restarted worker first re-reads what it was given before
+            for d in await self.queue.read(q, self.name, self.s.concurrency * 4, 0, own_pending=True):
+                self._start(d)
+        while True:
+            try:
+                if self._room_left() <= 0:
+                    self._room.clear()
+                    await self._room.wait()
+                    continue
+                for q in self.queues:
+                    block = max(50, int(1000 / len(self.queues)))
+                    for d in await self.queue.read(q, self.name, self._room_left(), block):
+                        self._start(d)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.log.warning(f"reading the queue failed, retrying: {exc}")
+                await asyncio.sleep(1)
+
+    def _start(self, d: Delivery) -> None:
+        held = self.active.get(d.run_id or "")
+        if held is not None and held.delivery.entry_id == d.entry_id:
+            return  # our own entry, still being served
+        task = asyncio.create_task(self._serve(d))
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._tasks.discard(t)
+            self._room.set()
+
+        task.add_done_callback(done)
+
+    async def _serve(self, d: Delivery) -> None:
+        try:
+            await self._serve_one(d)
+        except ServiceUnavailable as exc:
+            # Not acknowledged: the entry is reclaimed once idle, the lease expires by itself.
+            self.log.warning(f"run {d.run_id}: left for later, {exc}")
+        except Exception:
+            self.log.exception(f"run {d.run_id}: unexpected error serving the entry")
+
+    async def _serve_one(self, d: Delivery) -> None:
+        run_id = d.run_id
+        if run_id is None:
+            await self._dead_letter(d, f"unparseable entry {d.fields!r}: no run id")
+            return
+        if run_id in self.active:
+            await self.queue.ack(d)  # a duplicate of a run this worker is running
+            return
+        run = await self.store.claim(run_id, self.name, self.s.lease_ttl, self._programs)
+        if run is None:
+            await self._not_claimed(d, run_id)
+            return
+        execution = Execution(run, self.app, self.store)
+        if run.attempts > self.s.max_attempts:
+            reason = f"crashed its worker {run.attempts - 1} times"
+            await execution._finish(RunState.FAILED, reason=reason)
+            await self.queue.ack(d)
+            return
+        active = Active(d, execution)
+        self.active[run_id] = active
+        try:
+            active.task = asyncio.current_task()
+            inner = asyncio.create_task(execution.execute())
+            try:
+                outcome = await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                outcome = None
+            if outcome is None:
+                await self._after_cancel(active, inner)
+                return
+        finally:
+            self.active.pop(run_id, None)
+        failpoints.hit("before_ack")
+        await self.queue.ack(d)
+        execution.log.debug("acknowledged", outcome=outcome.value)
+
+    async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
+        """The serving task was cancelled: the lease was lost, or the worker is stopping."""
+        ex = active.execution
+        if not inner.done():
+            ex.stop_requested = True
+            ctx = ex.context
+            if active.lost or ctx is None or ctx.dispatching == 0:
+                inner.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(inner, return_exceptions=True), self.s.grace)
+            inner.cancel()
+            await asyncio.gather(inner, return_exceptions=True)
+        if active.lost:
+            ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
+            await self.queue.ack(active.delivery)
+            return
+        if inner.done() and not inner.cancelled() and inner.exception() is None:
+            await self.queue.ack(active.delivery)  # it got to a final state or a wait after all
+            return
+        if await self.store.release(ex.run.id, ex.run.fencing_token, "worker shutting down"):
+            await self.queue.publish(active.delivery.queue, ex.run.id)
+            ex.log.info(f"run {ex.run.id}: handed over")
+        await self.queue.ack(active.delivery)
+
+    async def _not_claimed(self, d: Delivery, run_id: str) -> None:
+        run = await self.store.get_run(run_id)
+        if run is None:
+            await self._dead_letter(d, f"no run '{run_id}'")
+            return
+        mine = self._programs.get(run.workflow)
+        if run.state == RunState.QUEUED and run.program is not None and mine != run.program:
+            msg = (
+                f"run '{run_id}': the program changed since this run started (admitted with "
+                f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
+                f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
+            )
+            if await self.store.refuse_program(run_id, run.program, msg):
+                self.log.warning(msg)
+        # Final, waiting, or leased by a live worker: that worker (or the sweeper) answers for it.
+        await self.queue.ack(d)
+
+    async def _dead_letter(self, d: Delivery, reason: str) -> None:
+        self.log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
+        await self.queue.dead_letter(d, reason)
+
+    # -- beside the work ----------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        await self._every(self.s.lease_ttl / 3, self._heartbeat)
+
+    async def _heartbeat(self) -> None:
+        held = {rid: a.execution.run.fencing_token for rid, a in self.active.items() if not a.lost}
+        renewed = await self.store.renew(held, self.s.lease_ttl)
+        for rid in held.keys() - renewed:
+            a = self.active.get(rid)
+            if a is not None and a.task is not None:
+                a.lost = True
+                a.task.cancel()
+        if self._name_token:
+            await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
+        await self.queue.touch([a.delivery for a in self.active.values()], self.name)
+
+    async def _reclaim_loop(self) -> None:
+        await self._every(max(self.s.lease_ttl / 2, 0.5), self._reclaim)
+
+    async def _reclaim(self) -> None:
+        for q in self.queues:
+            room = self._room_left()
+            if room <= 0:
+                return
+            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000), room):
+                self._start(d)
+
+    async def _sweep_loop(self) -> None:
+        await self._every(self.s.sweep_interval, self._sweep)
+
+    async def _sweep(self) -> None:
+        """Re-publish what Postgres says needs a worker and no stream entry may deliver."""
+        for run_id, q in await self.store.due(self.s.republish_after):
+            await self.queue.publish(q, run_id)
+            self.log.info(f"sweeper re-published run {run_id}", queue=q)
+
+    async def _hand_over(self) -> None:
+        """Let running runs finish within the grace period, then hand the rest over at once."""
+        if not self._tasks:
+            return
+        self.log.info(f"waiting up to {self.s.grace}s for {len(self._tasks)} run(s)")
+        _done, pending = await asyncio.wait(set(self._tasks), timeout=self.s.grace)
+        for a in list(self.active.values()):
+            if a.task is not None and a.task in pending:
+                a.task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=self.s.grace * 2 + 5)
