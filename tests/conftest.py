@@ -1,0 +1,169 @@
+"""Real Postgres and Redis for every test, each test isolated in its own schema and key prefix.
+
+Servers: OUTLAST_TEST_DATABASE_URL / OUTLAST_TEST_REDIS_URL, else OUTLAST_DATABASE_URL /
+OUTLAST_REDIS_URL, else the embedded default (started for the session, stopped after it if
+this session started it).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+
+from outlast.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[tuple[str, str]]:
+    db = os.environ.get("OUTLAST_TEST_DATABASE_URL") or os.environ.get("OUTLAST_DATABASE_URL")
+    rd = os.environ.get("OUTLAST_TEST_REDIS_URL") or os.environ.get("OUTLAST_REDIS_URL")
+    if db and rd:
+        yield db, rd
+        return
+    from outlast import embedded
+
+    home = ROOT / ".outlast"
+    db, rd, how = embedded.ensure(home)
+    yield db, rd
+    if "(started)" in how:
+        embedded.stop(home)
+
+
+@dataclass
+class World:
+    """One test's private corner of the real servers, and the worker processes it started."""
+
+    database_url: str
+    redis_url: str
+    schema: str
+    prefix: str
+    tmp: Path
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def settings(self, **kw: Any) -> Settings:
+        base = Settings(
+            database_url=self.database_url,
+            redis_url=self.redis_url,
+            schema=self.schema,
+            prefix=self.prefix,
+            lease_ttl=2.0,
+            sweep_interval=0.3,
+            republish_after=1.0,
+            grace=1.0,
+        )
+        return base.with_(**kw)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")}
+        env.update(
+            OUTLAST_DATABASE_URL=self.database_url,
+            OUTLAST_REDIS_URL=self.redis_url,
+            OUTLAST_SCHEMA=self.schema,
+            OUTLAST_PREFIX=self.prefix,
+            OUTLAST_LEASE_TTL="2",
+            OUTLAST_SWEEP_INTERVAL="0.3",
+            OUTLAST_REPUBLISH_AFTER="1",
+            OUTLAST_GRACE="1",
+            OUTLAST_LOG_FORMAT="json",
+            PYTHONPATH=str(ROOT),
+        )
+        env.update(extra)
+        return env
+
+    def worker(self, app: str = "tests.apps.basic:app", *args: str, **env: str) -> subprocess.Popen[bytes]:
+        """Start a real worker process; its log goes to a file of the test's own."""
+        with open(self.tmp / f"worker-{len(self.procs)}.log", "wb") as log:
+            p = subprocess.Popen(
+                [sys.executable, "-m", "outlast", "worker", app, *args],
+                env=self.env(**env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
+        self.procs.append(p)
+        return p
+
+    def cli(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "outlast", *args],
+            env=self.env(**env),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+
+    def logs(self) -> str:
+        return "\n".join(p.read_text(errors="replace") for p in sorted(self.tmp.glob("worker-*.log")))
+
+    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(self.database_url, autocommit=True, options=f"-c search_path={self.schema}") as c:
+            cur = c.execute(statement.encode(), params)
+            return cur.fetchall() if cur.description else []
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url, decode_responses=True)
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+        for p in self.procs:
+            p.wait(10)
+
+
+@pytest.fixture
+def world(services: tuple[str, str], tmp_path: Path) -> Iterator[World]:
+    db, rd = services
+    tag = uuid.uuid4().hex[:10]
+    w = World(db, rd, f"t_{tag}", f"t{tag}", tmp_path)
+    from outlast.store import Store
+
+    import asyncio
+
+    async def migrate() -> None:
+        s = Store(db, w.schema)
+        await s.open(check=False)
+        await s.migrate()
+        await s.close()
+
+    asyncio.run(migrate())
+    w.sql("CREATE TABLE executions (id serial PRIMARY KEY, run_id text, what text)")
+    try:
+        yield w
+    finally:
+        w.stop_all()
+        with psycopg.connect(db, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{w.schema}" CASCADE'.encode())
+        r = w.redis()
+        keys = list(r.scan_iter(f"{w.prefix}:*"))
+        if keys:
+            r.delete(*keys)
+        r.close()
+
+
+def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
+    """Poll until ``predicate()`` is truthy; fail naming ``what`` after ``timeout`` seconds."""
+    until = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > until:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)

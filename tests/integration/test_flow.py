@@ -1,0 +1,52 @@
+"""The foundation end to end: producer → Redis Streams → worker → Postgres, with real servers."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from outlast import AsyncClient, RunConflict
+from outlast.worker.loop import Worker
+from outlast.queue import Queue
+from outlast.store import Store
+from tests.apps.basic import app
+from tests.conftest import World
+
+
+async def start_worker(world: World, **kw: object) -> tuple[Worker, asyncio.Task[None]]:
+    s = world.settings(**kw)
+    assert s.database_url and s.redis_url
+    store = Store(s.database_url, s.schema)
+    await store.open()
+    w = Worker(app, store, Queue(s.redis_url, s.prefix), s, ["default"])
+    return w, asyncio.create_task(w.run())
+
+
+async def test_enqueue_runs_to_succeeded(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", world.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", world.schema)
+    async with AsyncClient(settings=world.settings()) as c:
+        run = await c.enqueue("echo", {"a": 1})
+        assert run.state == "queued"
+        w, task = await start_worker(world)
+        done = await c.wait(run.id, timeout=20)
+        w.stop()
+        await task
+        await w.store.close()
+        await w.queue.close()
+    assert done.state == "succeeded"
+    assert done.result == {"echo": {"a": 1}}
+    assert world.sql("SELECT count(*) FROM executions WHERE run_id = %s", run.id) == [(1,)]
+
+
+async def test_enqueue_is_idempotent_on_run_id(world: World) -> None:
+    async with AsyncClient(settings=world.settings()) as c:
+        a = await c.enqueue("echo", {"a": 1}, run_id="same")
+        b = await c.enqueue("echo", {"a": 1}, run_id="same")
+        assert a.id == b.id == "same"
+        assert world.sql("SELECT count(*) FROM runs") == [(1,)]
+        with pytest.raises(RunConflict, match="'same'"):
+            await c.enqueue("echo", {"a": 2}, run_id="same")
+        with pytest.raises(RunConflict, match="workflow"):
+            await c.enqueue("slow", {"a": 1}, run_id="same")
