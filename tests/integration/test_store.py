@@ -1,0 +1,93 @@
+"""The store's guarantees, checked in the database itself."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from outlast.errors import SchemaError
+from outlast.journal import make_entry
+from outlast.store import SCHEMA_VERSION, Store
+from tests.conftest import World
+
+
+async def opened(world: World) -> Store:
+    s = Store(world.database_url, world.schema)
+    await s.open()
+    return s
+
+
+async def test_final_state_never_changes_even_by_hand(world: World) -> None:
+    store = await opened(world)
+    await store.insert_run(
+        id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
+    )
+    claimed = await store.claim("r", "me", 30, {})
+    assert claimed is not None
+    assert await store.finish("r", claimed.fencing_token, "succeeded", result={"ok": 1})
+    with pytest.raises(psycopg.errors.CheckViolation, match="final"):
+        world.sql("UPDATE runs SET state = 'running' WHERE id = 'r'")
+    assert not await store.finish("r", claimed.fencing_token, "failed")
+    assert world.sql("SELECT state, result FROM runs WHERE id = 'r'") == [("succeeded", {"ok": 1})]
+    await store.close()
+
+
+async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
+    store = await opened(world)
+    await store.insert_run(
+        id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
+    )
+    first = await store.claim("r", "a", 30, {})
+    assert first is not None
+    world.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = 'r'")
+    second = await store.claim("r", "b", 30, {})
+    assert second is not None and second.fencing_token == first.fencing_token + 1
+    entry = make_entry("", 1, "value", "op-1", {"name": "now", "value": 1})
+    assert not await store.append("r", first.fencing_token, entry)
+    assert await store.append("r", second.fencing_token, entry)
+    assert await store.renew({"r": first.fencing_token}, 30) == set()
+    assert await store.renew({"r": second.fencing_token}, 30) == {"r"}
+    assert await store.claim("r", "c", 30, {}) is None  # the live lease holds
+    await store.close()
+
+
+async def test_a_newer_schema_is_refused(world: World) -> None:
+    world.sql("UPDATE outlast_meta SET value = %s WHERE key = 'schema_version'", str(SCHEMA_VERSION + 1))
+    store = Store(world.database_url, world.schema)
+    with pytest.raises(SchemaError, match="newer than this outlast knows"):
+        await store.open()
+    await store.close()
+
+
+async def test_migrate_is_idempotent_and_missing_schema_is_named(world: World) -> None:
+    store = await opened(world)
+    assert await store.migrate() == SCHEMA_VERSION
+    assert await store.migrate() == SCHEMA_VERSION
+    await store.close()
+    missing = Store(world.database_url, world.schema + "_none")
+    with pytest.raises(SchemaError, match="outlast migrate"):
+        await missing.open()
+    await missing.close()
+
+
+async def test_shared_commits_batch_concurrent_writes(world: World) -> None:
+    import asyncio
+
+    store = await opened(world)
+    await asyncio.gather(
+        *(
+            store.insert_run(
+                id=f"r{i}",
+                workflow="w",
+                queue="default",
+                input={},
+                input_hash="h",
+                program=None,
+                deadline_in=None,
+            )
+            for i in range(50)
+        )
+    )
+    assert world.sql("SELECT count(*) FROM runs") == [(50,)]
+    assert store.writer.commits < store.writer.writes  # commits were shared
+    await store.close()

@@ -1,0 +1,57 @@
+"""The chain: canonical JSON, hashing, and where verification says a journal was altered."""
+
+from __future__ import annotations
+
+import pytest
+
+from outlast.journal import Entry, args_hash, canonical, first_bad_crossing, make_entry
+
+
+def chain_of(n: int) -> list[Entry]:
+    out: list[Entry] = []
+    head = ""
+    for i in range(1, n + 1):
+        e = make_entry(head, i, "value", f"op-{i}", {"name": "now", "value": i})
+        out.append(e)
+        head = e.hash
+    return out
+
+
+def test_canonical_is_order_independent_and_compact() -> None:
+    assert canonical({"b": 1, "a": [1, "é"]}) == '{"a":[1,"é"],"b":1}'
+    assert args_hash({"x": 1, "y": 2}) == args_hash({"y": 2, "x": 1})
+    with pytest.raises(ValueError):
+        canonical({"x": float("nan")})
+
+
+def test_an_intact_chain_verifies() -> None:
+    entries = chain_of(5)
+    assert first_bad_crossing(entries, entries[-1].hash) is None
+    assert first_bad_crossing([], "") is None
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_one_changed_byte_names_its_crossing(n: int) -> None:
+    entries = chain_of(5)
+    e = entries[n - 1]
+    entries[n - 1] = Entry(e.seq, e.kind, e.op_id, e.body.replace(f'"value":{n}', f'"value":{n + 1}'), e.hash)
+    assert first_bad_crossing(entries, entries[-1].hash) == n
+
+
+def test_a_recomputed_entry_breaks_the_next_link() -> None:
+    entries = chain_of(4)
+    forged = make_entry(entries[0].hash, 2, "value", "op-2", {"name": "now", "value": 99})
+    entries[1] = forged
+    assert first_bad_crossing(entries, entries[-1].hash) == 3
+
+
+def test_a_truncated_journal_does_not_match_the_recorded_head() -> None:
+    entries = chain_of(4)
+    assert first_bad_crossing(entries[:3], entries[-1].hash) == 4
+
+
+def test_columns_must_agree_with_the_body() -> None:
+    entries = chain_of(2)
+    e = entries[1]
+    entries[1] = Entry(e.seq, "intention", e.op_id, e.body, e.hash)
+    assert first_bad_crossing(entries, entries[-1].hash) == 2
