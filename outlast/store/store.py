@@ -62,6 +62,7 @@ class Store:
             },
         )
         self.writer = Writer(self._connect)
+        self.reads = 0  # read round trips, for the cost model's measurements
 
     async def _connect(self) -> Conn:
         try:
@@ -100,6 +101,7 @@ class Store:
             raise self._unavailable(exc) from exc
 
     async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        self.reads += 1
         async with self._conn() as conn:
             cur = await conn.execute(Q[name], params)
             return await cur.fetchall() if cur.description else []
