@@ -111,7 +111,9 @@ class World:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.tmp.glob("worker-*.log")))
 
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        with psycopg.connect(self.database_url, autocommit=True, options=f"-c search_path={self.schema}") as c:
+        with psycopg.connect(
+            self.database_url, autocommit=True, options=f"-c search_path={self.schema}"
+        ) as c:
             cur = c.execute(statement.encode(), params)
             return cur.fetchall() if cur.description else []
 
@@ -132,9 +134,9 @@ def world(services: tuple[str, str], tmp_path: Path) -> Iterator[World]:
     db, rd = services
     tag = uuid.uuid4().hex[:10]
     w = World(db, rd, f"t_{tag}", f"t{tag}", tmp_path)
-    from outlast.store import Store
-
     import asyncio
+
+    from outlast.store import Store
 
     async def migrate() -> None:
         s = Store(db, w.schema)

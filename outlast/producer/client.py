@@ -14,7 +14,14 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from outlast.app import App
-from outlast.errors import InvalidInput, OutlastError, RunConflict, UnknownRun, WaitTimeout
+from outlast.errors import (
+    InvalidInput,
+    OutlastError,
+    RunConflict,
+    ServiceUnavailable,
+    UnknownRun,
+    WaitTimeout,
+)
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry
 from outlast.model import Run, RunState
 from outlast.queue import Queue
@@ -106,7 +113,12 @@ class AsyncClient:
             if digest(canonical(run.input)) != ihash:
                 raise RunConflict(rid, "input")
         if created or run.state == RunState.QUEUED:
-            await self.queue.publish(run.queue, run.id)
+            try:
+                await self.queue.publish(run.queue, run.id)
+            except ServiceUnavailable as exc:
+                raise ServiceUnavailable(
+                    f"{exc}; run '{run.id}' is recorded (queued) and a worker's sweeper will publish it"
+                ) from exc
         return run
 
     async def status(self, run_id: str) -> Run:
@@ -130,8 +142,9 @@ class AsyncClient:
 
     async def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
         await self.open()
-        if state is not None:
-            RunState(state)  # refuse a state that does not exist
+        if state is not None and state not in set(RunState):
+            known = ", ".join(RunState)
+            raise InvalidInput(f"no run state '{state}' (states: {known})")
         return await self.store.list_runs(state, limit)
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:

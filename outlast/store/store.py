@@ -68,6 +68,7 @@ class Store:
         try:
             return await psycopg.AsyncConnection.connect(
                 self.url,
+                connect_timeout=5,
                 autocommit=True,
                 row_factory=dict_row,
                 options=f"-c search_path={self.schema}",
@@ -81,6 +82,8 @@ class Store:
 
     async def open(self, check: bool = True) -> None:
         """Connect; with ``check``, refuse a schema that is missing or newer than this code."""
+        probe = await self._connect()  # fails fast, with the driver's reason, if unreachable
+        await probe.close()
         try:
             await self._pool.open(wait=True, timeout=10)
         except psycopg_pool.PoolTimeout as exc:

@@ -10,7 +10,7 @@ import os
 import signal
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
@@ -34,7 +34,6 @@ class Active:
     execution: Execution
     task: asyncio.Task[None] | None = None
     lost: bool = False  # the lease was not renewed: another worker may own the run
-    handed_over: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class Worker:
@@ -223,6 +222,10 @@ class Worker:
         if run is None:
             await self._dead_letter(d, f"no run '{run_id}'")
             return
+        if run.state == RunState.RUNNING:
+            # Leased by a live worker: leave the entry pending here. If that worker dies, the
+            # entry is reclaimed again and claimed once the lease has expired.
+            return
         mine = self._programs.get(run.workflow)
         if run.state == RunState.QUEUED and run.program is not None and mine != run.program:
             msg = (
@@ -232,7 +235,7 @@ class Worker:
             )
             if await self.store.refuse_program(run_id, run.program, msg):
                 self.log.warning(msg)
-        # Final, waiting, or leased by a live worker: that worker (or the sweeper) answers for it.
+        # Final or waiting: nothing to do for this entry (the sweeper wakes what is due).
         await self.queue.ack(d)
 
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
@@ -264,7 +267,8 @@ class Worker:
             room = self._room_left()
             if room <= 0:
                 return
-            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000), room):
+            # Idle longer than 1.5 leases: the lease (taken just after delivery) has surely expired.
+            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1500), room):
                 self._start(d)
 
     async def _sweep_loop(self) -> None:

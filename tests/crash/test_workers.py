@@ -35,8 +35,10 @@ def test_ack_only_after_commit_and_no_second_execution(world: World) -> None:
         pending = r.xpending(f"{world.prefix}:{{default}}:runs", "workers")
         assert pending["pending"] == 1  # the entry was never acknowledged
         world.worker()  # a new worker re-delivers the entry and finds the run final
-        wait_for(lambda: r.xpending(f"{world.prefix}:{{default}}:runs", "workers")["pending"] == 0,
-                 what="the entry to be acknowledged")
+        wait_for(
+            lambda: r.xpending(f"{world.prefix}:{{default}}:runs", "workers")["pending"] == 0,
+            what="the entry to be acknowledged",
+        )
         assert executions(world, run.id) == 1
         assert c.status(run.id).result == {"echo": {"n": 1}}
 
@@ -72,8 +74,12 @@ def test_stale_worker_cannot_commit_after_takeover(world: World) -> None:
         after = c.status(run.id)
         assert after.result["pid"] == b.pid
         assert after.fencing_token == token_after
-        assert world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'succeeded'", run.id) == [(1,)]
-        wait_for(lambda: "stale" in world.logs() or "lease lost" in world.logs(), what="A to know it was fenced")
+        assert world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'succeeded'", run.id) == [
+            (1,)
+        ]
+        wait_for(
+            lambda: "stale" in world.logs() or "lease lost" in world.logs(), what="A to know it was fenced"
+        )
 
 
 def test_killed_worker_run_completes_elsewhere_after_lease(world: World) -> None:
@@ -124,8 +130,10 @@ def test_flushall_loses_nothing(private_redis: World) -> None:
     with Client(settings=world.settings()) as c:
         ids = [c.enqueue("slow", {"seconds": 0.5, "tag": str(i)}).id for i in range(20)]
         world.worker("tests.apps.basic:app", "--concurrency", "4")
-        wait_for(lambda: world.sql("SELECT count(*) FROM runs WHERE state = 'running'")[0][0] > 0,
-                 what="some runs to be running")
+        wait_for(
+            lambda: world.sql("SELECT count(*) FROM runs WHERE state = 'running'")[0][0] > 0,
+            what="some runs to be running",
+        )
         world.redis().flushall()
         for rid in ids:
             assert c.wait(rid, timeout=60).state == "succeeded"
@@ -178,5 +186,7 @@ def test_sigterm_hands_the_run_over_before_the_lease_expires(world: World) -> No
         took = time.monotonic() - began
     assert done.state == "succeeded" and done.result["pid"] == b.pid
     assert took < 15, f"handed over in {took:.1f}s; the lease TTL is 30s"
-    assert world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'handed_over'", run.id) == [(1,)]
+    assert world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'handed_over'", run.id) == [
+        (1,)
+    ]
     assert os.getpid() != b.pid

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from outlast import AsyncClient, RunConflict
-from outlast.worker.loop import Worker
 from outlast.queue import Queue
 from outlast.store import Store
+from outlast.worker.loop import Worker
 from tests.apps.basic import app
 from tests.conftest import World
 
