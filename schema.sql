@@ -25,8 +25,8 @@ CREATE TABLE IF NOT EXISTS runs (
     lease_expires_at    timestamptz,
     attempts            integer NOT NULL DEFAULT 0,   -- claims since the run last made durable progress
     deadline            timestamptz,
-    wake_at             timestamptz,     -- (timers, later) when a waiting run is due
-    parent_id           text REFERENCES runs (id),    -- (continuations, later)
+    wake_at             timestamptz,     -- when a waiting run is due (timer, approval expiry)
+    parent_id           text REFERENCES runs (id),    -- the run this one continues
     journal_head        text NOT NULL DEFAULT '',
     journal_len         integer NOT NULL DEFAULT 0,
     published_at        timestamptz NOT NULL DEFAULT now(),
@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS runs (
 -- index keeps their cost independent of how many runs have finished.
 CREATE INDEX IF NOT EXISTS runs_unfinished ON runs (published_at)
     WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling');
+CREATE INDEX IF NOT EXISTS runs_deadline ON runs (deadline)
+    WHERE deadline IS NOT NULL
+      AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling');
 CREATE INDEX IF NOT EXISTS runs_by_state ON runs (state, created_at DESC);
 CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner) WHERE state = 'running';
 
@@ -82,8 +85,44 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, id);
 
--- Room for later issues: approvals, budgets.
+-- Version 2: cancellation, budgets shared along a chain of continued runs.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS cancel_requested boolean NOT NULL DEFAULT false;
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS budget_id text;
 
-INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '1')
+-- An approval request is bound to the exact action: tool, canonical args and their hash, policy
+-- version, who may approve, expiry (database clock). A decision is written once; the same
+-- decision again changes nothing, another one is refused.
+CREATE TABLE IF NOT EXISTS approvals (
+    id              text PRIMARY KEY,
+    run_id          text NOT NULL REFERENCES runs (id),
+    op_id           text NOT NULL,
+    action          text NOT NULL,
+    args            jsonb NOT NULL,
+    args_hash       text NOT NULL,
+    policy_version  text NOT NULL DEFAULT '',
+    approvers       text[] NOT NULL,
+    expires_at      timestamptz,
+    status          text NOT NULL DEFAULT 'pending'
+                    CHECK (status IN ('pending', 'approved', 'rejected', 'revised')),
+    decided_by      text,
+    comment         text,
+    new_args        jsonb,
+    decided_at      timestamptz,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (run_id, op_id)
+);
+
+-- Named limits, shared by a run and the runs that continue it. A dispatch reserves its estimate
+-- in one conditional statement; the result replaces the reservation with the actual use.
+CREATE TABLE IF NOT EXISTS budgets (
+    budget_id   text NOT NULL,
+    name        text NOT NULL,
+    limit_value numeric NOT NULL CHECK (limit_value >= 0),
+    spent       numeric NOT NULL DEFAULT 0,
+    reserved    numeric NOT NULL DEFAULT 0,
+    PRIMARY KEY (budget_id, name)
+);
+
+INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '2')
     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
     WHERE outlast_meta.value::int < EXCLUDED.value::int;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 
@@ -16,6 +16,13 @@ class Action:
     tool: str
     idempotency_key: str
     fencing_token: int
+    charges: dict[str, float] = field(default_factory=dict, compare=False)
+
+    def charge(self, **amounts: float) -> None:
+        """Report the actual cost of this call (e.g. ``charge(usd=0.02, tokens=812)``); it
+        replaces the tool's estimate in the run's budget once the result is committed."""
+        for name, amount in amounts.items():
+            self.charges[name] = self.charges.get(name, 0.0) + float(amount)
 
 
 class _NotExecuted:

@@ -46,6 +46,7 @@ class Tool:
     idempotent: bool = False
     retry: Retry | None = None
     args_model: type[pydantic.BaseModel] = field(default=pydantic.BaseModel)
+    cost: dict[str, float] = field(default_factory=dict)  # the estimate reserved before dispatch
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""
@@ -74,6 +75,9 @@ class Tool:
 
 
 Reconciler = Callable[[dict[str, Any], Action], Any]
+Compensation = Callable[[dict[str, Any], Any], Any]
+Policy = Callable[[str, dict[str, Any], Any], Any]
+CompensateOn = Literal["cancel", "failure"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ class Workflow:
     fn: Callable[..., Awaitable[Any]]
     version: str
     fingerprint: str
+    compensate_on: tuple[CompensateOn, ...] = ()
 
     @property
     def program(self) -> str:
@@ -117,16 +122,24 @@ class App:
         self.workflows: dict[str, Workflow] = {}
         self.tools: dict[str, Tool] = {}
         self.reconcilers: dict[str, Reconciler] = {}
+        self.compensations: dict[str, Tool] = {}
+        self.policy_hook: Policy | None = None
 
     def workflow(
-        self, name: str | None = None, *, version: str = "1"
+        self,
+        name: str | None = None,
+        *,
+        version: str = "1",
+        compensate_on: tuple[CompensateOn, ...] = (),
     ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
-        """Register an ``async def`` workflow taking ``run`` and the run's input as keywords."""
+        """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
+        ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
+        operations, newest first, before the run ends ``cancelled`` / ``failed``."""
 
         def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
             if not inspect.iscoroutinefunction(fn):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
-            wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn))
+            wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on))
             self.workflows[wf.name] = wf
             return fn
 
@@ -139,17 +152,41 @@ class App:
         effect: Effect = "write",
         idempotent: bool = False,
         retry: Retry | None = None,
+        cost: dict[str, float] | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
-        promise that a repeat with the same idempotency key has no second effect."""
+        promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
+        estimate reserved from the run's budget before each dispatch (the tool may report the
+        actual with ``current_action().charge(...)``)."""
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or fn.__name__
             model = _args_model(tool_name, fn)
-            self.tools[tool_name] = Tool(tool_name, fn, effect, idempotent, retry, model)
+            self.tools[tool_name] = Tool(tool_name, fn, effect, idempotent, retry, model, dict(cost or {}))
             return fn
 
         return register
+
+    def compensation(self, tool: str, *, idempotent: bool = False) -> Callable[[Compensation], Compensation]:
+        """Register the undo/offset step of ``tool``: called as ``fn(args, result)`` with the
+        completed operation's arguments and result, as a journaled operation of its own."""
+
+        def register(fn: Compensation) -> Compensation:
+            name = f"compensate:{tool}"
+            config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+            model = pydantic.create_model(
+                f"{tool}_compensation", __config__=config, args=(Any, ...), result=(Any, None)
+            )
+            self.compensations[tool] = Tool(name, fn, "write", idempotent, None, model)
+            return fn
+
+        return register
+
+    def policy(self, fn: Policy) -> Policy:
+        """Register the hook called before every dispatch as ``fn(action, args, run)``: return
+        True or None to allow; False or a reason (str) to refuse (``PolicyRefused``)."""
+        self.policy_hook = fn
+        return fn
 
     def reconciler(self, tool: str) -> Callable[[Reconciler], Reconciler]:
         """Register how to ask the world whether an interrupted call of ``tool`` happened: return

@@ -264,6 +264,81 @@ def resume(ctx: click.Context, run_id: str, accept_program_change: bool) -> None
     click.echo(f"run {run.id} {run.state}")
 
 
+def _decision_command(kind: str, doc: str) -> None:
+    @click.argument("run_id")
+    @click.argument("approval_id")
+    @click.option("--as", "approver", required=True, help="Who decides (must be one of the approvers).")
+    @click.option("--comment", required=True, help="Why: 1 to 500 non-blank characters.")
+    @click.option("--args-hash", help="The hash of the arguments you saw (default: the request's, shown).")
+    @click.pass_context
+    def command(
+        ctx: click.Context, /, run_id: str, approval_id: str, approver: str, comment: str, **kw: Any
+    ) -> None:
+        new_args = _json_arg(kw.get("args_json"), "--args")
+        if kind == "revise" and not isinstance(new_args, dict):
+            raise click.UsageError("revise needs --args with the new arguments, a JSON object")
+
+        async def go(c: AsyncClient) -> Run:
+            seen = kw.get("args_hash")
+            if seen is None:
+                req = await c.store.approval(run_id, approval_id)
+                if req is None:
+                    raise OutlastError(f"run '{run_id}' has no approval request {approval_id}")
+                click.echo(
+                    f"{approval_id}: {req['action']}({json.dumps(req['args'])}) hash {req['args_hash'][:16]}"
+                )
+                seen = req["args_hash"]
+            common = {"approver": approver, "comment": comment, "args_hash": seen}
+            if kind == "approve":
+                return await c.approve(run_id, approval_id, **common)
+            if kind == "reject":
+                return await c.reject(run_id, approval_id, **common)
+            return await c.revise(run_id, approval_id, args=new_args, **common)
+
+        run = _run(go, ctx)
+        click.echo(f"run {run.id}: {approval_id} {kind}d by {approver}; the run is {run.state}")
+
+    command.__doc__ = doc
+    if kind == "revise":
+        command = click.option("--args", "args_json", required=True, help="The new arguments (JSON).")(
+            command
+        )
+    cli.command(name=kind)(command)
+
+
+_decision_command("approve", "Approve an approval request of RUN.")
+_decision_command("reject", "Reject an approval request of RUN (the run ends failed unless it handles it).")
+_decision_command("revise", "Revise a request with new arguments (they need a new approval).")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def cancel(ctx: click.Context, run_id: str) -> None:
+    """Cancel a run: it stops at its next crossing and runs the compensations it asked for."""
+
+    async def go(c: AsyncClient) -> Run:
+        return await c.cancel(run_id)
+
+    run = _run(go, ctx)
+    click.echo(f"run {run.id}: cancellation recorded; the run is {run.state}")
+
+
+@cli.command(name="continue")
+@click.argument("run_id")
+@click.option("--input", "input_json", help="The new run's input (default: the original's).")
+@click.pass_context
+def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
+    """Start a new run that continues a finished one, with its budget and deadline."""
+    data = _json_arg(input_json, "--input")
+
+    async def go(c: AsyncClient) -> Run:
+        return await c.continue_run(run_id, data)
+
+    run = _run(go, ctx)
+    click.echo(f"run {run.id} {run.state} (continues {run_id})")
+
+
 @cli.command()
 @click.option("--stop", is_flag=True, help="Stop the embedded servers.")
 @click.pass_context

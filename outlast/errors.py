@@ -133,3 +133,46 @@ class ToolError(OutlastError):
         self.type_name = type_name
         self.message = message
         self.detail = detail
+
+
+class PolicyRefused(OutlastError):
+    """The app's policy refused a dispatch; the refusal is journaled."""
+
+    def __init__(self, run_id: str, tool: str, reason: str) -> None:
+        super().__init__(f"run '{run_id}': policy refused {tool}: {reason}")
+        self.tool = tool
+        self.reason = reason
+
+
+class BudgetExhausted(OutlastError):
+    """A dispatch would exceed a budget limit: it is not made and the run ends ``exhausted``."""
+
+    def __init__(self, run_id: str, tool: str, over: list[dict[str, Any]]) -> None:
+        parts = ", ".join(
+            f"{o['name']} (limit {o['limit_value']}, spent {o['spent']}, reserved {o['reserved']}, "
+            f"{tool} needs {o['amount']})"
+            for o in over
+        )
+        super().__init__(f"run '{run_id}': budget exhausted: {parts}")
+        self.limits = [o["name"] for o in over]
+
+
+class DeadlineExceeded(OutlastError):
+    """The run's deadline passed: it ends ``timed_out``."""
+
+
+class ApprovalRejected(OutlastError):
+    """The approver rejected the action; uncaught, the run ends ``failed``."""
+
+
+class ApprovalExpired(OutlastError):
+    """Nobody decided before the request expired; uncaught, the run ends ``timed_out``."""
+
+
+class DecisionRefused(OutlastError):
+    """A decision that cannot be accepted: wrong approver, altered action, expired, contradictory."""
+
+
+class Cancelled(BaseException):
+    """Raised at a crossing once the run's cancellation was requested. A BaseException, so that a
+    workflow's ``except Exception`` cannot swallow it."""

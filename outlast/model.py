@@ -56,6 +56,9 @@ class Run:
     lease_expires_at: datetime | None
     attempts: int
     deadline: datetime | None
+    cancel_requested: bool
+    budget_id: str | None
+    parent_id: str | None
     journal_head: str
     journal_len: int
     created_at: datetime
@@ -79,6 +82,9 @@ class Run:
             lease_expires_at=row["lease_expires_at"],
             attempts=row["attempts"],
             deadline=row["deadline"],
+            cancel_requested=row["cancel_requested"],
+            budget_id=row["budget_id"],
+            parent_id=row["parent_id"],
             journal_head=row["journal_head"],
             journal_len=row["journal_len"],
             created_at=row["created_at"],
@@ -96,3 +102,19 @@ class Run:
             out[k] = v.isoformat() if isinstance(v, datetime) else v
         out["state"] = str(self.state)
         return out
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What people decided about an approval request: ``approved``, or ``revised`` with new
+    arguments (acting on them needs an approval of their own)."""
+
+    approval_id: str
+    status: str
+    approver: str
+    comment: str
+    args: dict[str, Any]
+
+    @property
+    def approved(self) -> bool:
+        return self.status == "approved"

@@ -21,7 +21,7 @@ class Settings:
     queue: str = "default"
     lease_ttl: float = 30.0
     max_attempts: int = 5
-    sweep_interval: float = 5.0
+    sweep_interval: float = 1.0
     republish_after: float = 30.0
     grace: float = 10.0
     concurrency: int = 16
@@ -42,7 +42,7 @@ class Settings:
             queue=e.get("OUTLAST_QUEUE", "default"),
             lease_ttl=float(e.get("OUTLAST_LEASE_TTL", "30")),
             max_attempts=int(e.get("OUTLAST_MAX_ATTEMPTS", "5")),
-            sweep_interval=float(e.get("OUTLAST_SWEEP_INTERVAL", "5")),
+            sweep_interval=float(e.get("OUTLAST_SWEEP_INTERVAL", "1")),
             republish_after=float(e.get("OUTLAST_REPUBLISH_AFTER", "30")),
             grace=float(e.get("OUTLAST_GRACE", "10")),
             concurrency=int(e.get("OUTLAST_CONCURRENCY", "16")),

@@ -32,6 +32,26 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
             pending.append(item)
         elif "how" in kinds["result"]:
             resolutions.append({**item, "how": kinds["result"]["how"]})
+    approvals = [
+        {
+            k: a[k]
+            for k in (
+                "op_id",
+                "action",
+                "args",
+                "args_hash",
+                "approvers",
+                "expires_at",
+                "expired",
+                "status",
+                "decided_by",
+                "comment",
+                "new_args",
+            )
+        }
+        for a in await client.store.approvals(run_id)
+    ]
+    budget = await client.store.budget(run.budget_id) if run.budget_id else []
     events = await client.store.events(run_id)
     last_message = next(
         (e["detail"].get("message") for e in reversed(events) if e["detail"].get("message")), None
@@ -43,6 +63,8 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "pending": pending,
         "in_doubt": in_doubt,
         "resolutions": resolutions,
+        "approvals": approvals,
+        "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
     }
 
 
@@ -66,6 +88,23 @@ def render(info: dict[str, Any]) -> str:
         for op in info[key]:
             extra = op.get("why") or op.get("how") or ""
             lines.append(f"  {title:<12} {op['operation']} {op['tool']} key {op['key']} {extra}".rstrip())
+    for a in info["approvals"]:
+        state = a["status"] if a["status"] != "pending" or not a["expired"] else "expired"
+        who = (
+            f" by {a['decided_by']}: {a['comment']}"
+            if a["decided_by"]
+            else f" (approvers: {', '.join(a['approvers'])})"
+        )
+        lines.append(
+            f"  approval     {a['op_id']} {a['action']}({a['args']}) hash {a['args_hash'][:16]} {state}{who}"
+        )
+    for b in info["budget"]:
+        lines.append(
+            f"  budget       {b['name']}: limit {b['limit_value']:g}, "
+            f"spent {b['spent']:g}, reserved {b['reserved']:g}"
+        )
+    if r["cancel_requested"] and r["state"] != "cancelled":
+        lines.append("  cancel       requested")
     if r["result"] is not None:
         lines.append(f"  result       {r['result']}")
     if r["error"]:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from outlast.app import App
 from outlast.errors import (
+    DecisionRefused,
     InvalidInput,
     OutlastError,
     RunConflict,
@@ -79,13 +80,33 @@ class AsyncClient:
         run_id: str | None = None,
         queue: str | None = None,
         deadline: timedelta | float | None = None,
+        budget: dict[str, float] | None = None,
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id with the same workflow and input returns the
-        existing run; with others it raises ``RunConflict``. ``deadline`` is a duration from now.
+        existing run; with others it raises ``RunConflict``. ``deadline`` is a duration from now;
+        ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
         """
+        return await self._admit(
+            workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget
+        )
+
+    async def _admit(
+        self,
+        workflow: str,
+        input: dict[str, Any] | None,
+        *,
+        run_id: str | None,
+        queue: str | None,
+        deadline: timedelta | float | None = None,
+        budget: dict[str, float] | None = None,
+        parent: Run | None = None,
+    ) -> Run:
         await self.open()
+        for name, limit in (budget or {}).items():
+            if not isinstance(limit, int | float) or limit < 0:
+                raise InvalidInput(f"budget '{name}' must be a number >= 0, got {limit!r}")
         data = {} if input is None else input
         if not isinstance(data, dict):
             raise InvalidInput(f"a run's input must be a JSON object, got {type(data).__name__}")
@@ -106,6 +127,10 @@ class AsyncClient:
             input_hash=ihash,
             program=program,
             deadline_in=seconds,
+            deadline_at=parent.deadline if parent else None,
+            parent_id=parent.id if parent else None,
+            budget=None if parent else budget,
+            budget_id=parent.budget_id if parent else None,
         )
         if not created:
             if run.workflow != workflow:
@@ -181,6 +206,116 @@ class AsyncClient:
         await self.store.event(run_id, "resolved", {"op": operation_id, "executed": executed})
         await self.queue.publish(run.queue, run_id)
         return await self.status(run_id)
+
+    async def continue_run(
+        self, run_id: str, input: dict[str, Any] | None = None, *, run_id_new: str | None = None
+    ) -> Run:
+        """Start a new run that continues a finished one: same workflow, the original's budget
+        (shared, not renewed) and its deadline."""
+        original = await self.status(run_id)
+        if not original.final:
+            raise OutlastError(
+                f"run '{run_id}' is {original.state}, not finished: it goes on by itself "
+                f"(cancel it first with: outlast cancel {run_id})"
+            )
+        data = original.input if input is None else input
+        return await self._admit(
+            original.workflow, data, run_id=run_id_new, queue=original.queue, parent=original
+        )
+
+    async def cancel(self, run_id: str) -> Run:
+        """Record a cancellation. A queued run that never started is cancelled at once; a running
+        one stops at its next crossing (a tool in flight finishes and its result is journaled); a
+        waiting one is taken up by a worker to stop, running the compensations it asked for."""
+        run = await self.status(run_id)
+        if run.final:
+            raise OutlastError(f"run '{run_id}' is already {run.state}: a final state never changes")
+        got = await self.store.cancel(run_id, {"by": "client"})
+        if got is None:
+            raise OutlastError(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
+        state, queue = got
+        if state == RunState.CANCELLING:
+            await self.queue.publish(queue, run_id)
+        return await self.status(run_id)
+
+    async def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's approval requests, with their decisions."""
+        await self.status(run_id)
+        return await self.store.approvals(run_id)
+
+    async def approve(
+        self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
+    ) -> Run:
+        """Approve the request ``approval_id`` of the run, as ``approver``, for the exact action
+        whose arguments hash to ``args_hash`` (what the approver saw)."""
+        return await self._decide(run_id, approval_id, "approved", approver, comment, args_hash, None)
+
+    async def reject(
+        self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
+    ) -> Run:
+        """Reject the request; unless the workflow handles it, the run ends ``failed``."""
+        return await self._decide(run_id, approval_id, "rejected", approver, comment, args_hash, None)
+
+    async def revise(
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        approver: str,
+        comment: str,
+        args_hash: str,
+        args: dict[str, Any],
+    ) -> Run:
+        """Close the request as revised with new arguments; the workflow receives them, and
+        acting on them needs a new approval."""
+        if not isinstance(args, dict):
+            raise InvalidInput("revised arguments must be a JSON object")
+        return await self._decide(run_id, approval_id, "revised", approver, comment, args_hash, args)
+
+    async def _decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        status: str,
+        approver: str,
+        comment: str,
+        seen_hash: str,
+        new_args: dict[str, Any] | None,
+    ) -> Run:
+        where = f"run '{run_id}', approval {approval_id}"
+        text = (comment or "").strip()
+        if not text or len(comment) > 500:
+            raise DecisionRefused(f"{where}: a comment of 1 to 500 non-blank characters is required")
+        await self.status(run_id)
+        req = await self.store.approval(run_id, approval_id)
+        if req is None:
+            raise DecisionRefused(f"{where}: no such approval request (see: outlast status {run_id})")
+        if approver not in req["approvers"]:
+            raise DecisionRefused(
+                f"{where}: '{approver}' may not decide (approvers: {', '.join(req['approvers'])})"
+            )
+        if seen_hash != req["args_hash"]:
+            raise DecisionRefused(
+                f"{where}: the decision is for other arguments (hash {seen_hash[:12]}, the request's is "
+                f"{req['args_hash'][:12]}): the action was altered or the decision replayed; look again"
+            )
+        mine = (status, approver, comment, new_args)
+        if req["status"] == "pending" and not req["expired"]:
+            decided, queue = await self.store.decide(run_id, approval_id, status, approver, comment, new_args)
+            if decided:
+                if queue is not None:
+                    await self.queue.publish(queue, run_id)
+                return await self.status(run_id)
+            req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
+            assert req is not None
+        if req["status"] == "pending":
+            raise DecisionRefused(f"{where}: the request expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
+        theirs = (req["status"], req["decided_by"], req["comment"], req["new_args"])
+        if theirs == mine:
+            return await self.status(run_id)  # the same decision again: accepted, changes nothing
+        raise DecisionRefused(
+            f"{where}: already {req['status']} by {req['decided_by']}; a different decision is refused"
+        )
 
     async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
@@ -266,3 +401,21 @@ class Client:
 
     def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
         return self._call(self.aio.resume(run_id, accept_program_change=accept_program_change))
+
+    def cancel(self, run_id: str) -> Run:
+        return self._call(self.aio.cancel(run_id))
+
+    def continue_run(self, run_id: str, input: dict[str, Any] | None = None, **kw: Any) -> Run:
+        return self._call(self.aio.continue_run(run_id, input, **kw))
+
+    def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        return self._call(self.aio.approvals(run_id))
+
+    def approve(self, run_id: str, approval_id: str, **kw: Any) -> Run:
+        return self._call(self.aio.approve(run_id, approval_id, **kw))
+
+    def reject(self, run_id: str, approval_id: str, **kw: Any) -> Run:
+        return self._call(self.aio.reject(run_id, approval_id, **kw))
+
+    def revise(self, run_id: str, approval_id: str, **kw: Any) -> Run:
+        return self._call(self.aio.revise(run_id, approval_id, **kw))

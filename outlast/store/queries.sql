@@ -5,11 +5,20 @@
 SELECT value FROM outlast_meta WHERE key = 'schema_version';
 
 -- name: insert_run
-INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id)
-VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
-        now() + make_interval(secs => %(deadline_in)s), %(parent_id)s)
-ON CONFLICT (id) DO NOTHING
-RETURNING *;
+-- The run and its budget in one statement: a run never exists without the limits it was given.
+WITH r AS (
+    INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id)
+    VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
+            coalesce(%(deadline_at)s, now() + make_interval(secs => %(deadline_in)s)),
+            %(parent_id)s, %(budget_id)s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING *),
+b AS (
+    INSERT INTO budgets (budget_id, name, limit_value)
+    SELECT r.budget_id, l.name, l.amount
+    FROM r, unnest(%(budget_names)s::text[], %(budget_limits)s::numeric[]) AS l(name, amount)
+    WHERE r.budget_id = r.id)
+SELECT * FROM r;
 
 -- name: get_run
 SELECT * FROM runs WHERE id = %(id)s;
@@ -28,7 +37,7 @@ SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id
 -- One conditional UPDATE takes the lease: a queued run, one whose lease expired, or one that
 -- waits for a worker serving its program. The database clock sets the expiry.
 UPDATE runs SET
-    state = 'running',
+    state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
     reason = NULL,
     fencing_token = fencing_token + 1,
     owner = %(worker)s,
@@ -39,27 +48,29 @@ UPDATE runs SET
 WHERE id = %(id)s
   AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
   AND (state = 'queued'
-       OR (state = 'running' AND lease_expires_at < now())
-       OR (state = 'waiting' AND reason = 'program_changed'))
-RETURNING *;
+       OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+       OR (state = 'cancelling' AND lease_expires_at IS NULL)
+       OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
+       OR (state = 'awaiting_approval' AND wake_at <= now()))
+RETURNING *, now() AS db_now;
 
 -- name: renew
 -- One statement renews every lease a worker holds; what it does not return was lost.
 UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
 FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS held(id, token)
-WHERE runs.id = held.id AND runs.fencing_token = held.token AND runs.state = 'running'
-RETURNING runs.id;
+WHERE runs.id = held.id AND runs.fencing_token = held.token AND runs.state IN ('running', 'cancelling')
+RETURNING runs.id, runs.cancel_requested;
 
 -- name: append
 -- The run row keeps the chain's head; an entry is written only by the lease holder, in order.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, updated_at = now()
-    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state = 'running'
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
       AND journal_len = %(seq)s - 1
-    RETURNING id)
+    RETURNING id, cancel_requested)
 INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
 SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
-RETURNING seq;
+RETURNING seq, (SELECT cancel_requested FROM r) AS cancel_requested;
 
 -- name: append_unowned
 -- An entry written by a person or code (a resolution) while no worker holds the run: it must
@@ -81,7 +92,7 @@ SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r
 RETURNING run_id;
@@ -91,16 +102,19 @@ RETURNING run_id;
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
         attempts = 0, wake_at = %(wake_at)s, published_at = now(), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
 
 -- name: refuse_unclaimed
--- A worker that cannot serve a run's program says so, without taking the run.
+-- A worker that cannot serve a run's program says so, without taking the run: a queued run, or
+-- one whose worker died (its lease expired). %(program)s is the program this worker serves.
 WITH r AS (
-    UPDATE runs SET state = 'waiting', reason = 'program_changed', published_at = now(), updated_at = now()
-    WHERE id = %(id)s AND state = 'queued' AND program IS DISTINCT FROM %(program)s
+    UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
+        published_at = now(), updated_at = now()
+    WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
+      AND (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
@@ -108,9 +122,10 @@ RETURNING run_id;
 -- name: release
 -- Graceful hand-over: the lease ends now and the claim does not count as a crash.
 WITH r AS (
-    UPDATE runs SET state = 'queued', owner = NULL, lease_expires_at = NULL,
+    UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
+        owner = NULL, lease_expires_at = NULL,
         attempts = greatest(attempts - 1, 0), published_at = now(), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'running'
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id, queue)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r
 RETURNING run_id;
@@ -131,13 +146,130 @@ RETURNING run_id;
 -- the published_at stamp let every worker sweep at once without publishing a run twice.
 WITH due AS (
     SELECT id FROM runs
-    WHERE state IN ('queued', 'running', 'waiting')
-      AND published_at < now() - make_interval(secs => %(after)s)
-      AND (state = 'queued'
-           OR (state = 'running' AND lease_expires_at < now())
-           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now())))
+    WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+      AND ((published_at < now() - make_interval(secs => %(after)s)
+            AND (state = 'queued'
+                 OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+                 OR (state = 'cancelling' AND lease_expires_at IS NULL)
+                 OR (state = 'waiting' AND reason = 'program_changed')))
+           -- a timer or an approval's expiry came due: wake it once, at once
+           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= now()
+               AND published_at < wake_at))
     ORDER BY published_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 UPDATE runs SET published_at = now() FROM due WHERE runs.id = due.id
 RETURNING runs.id, runs.queue;
+
+-- name: expire_deadlines
+-- A deadline that passed while nothing ran ends the run when the system sees it.
+WITH r AS (
+    UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
+        lease_expires_at = NULL, finished_at = now(), updated_at = now()
+    WHERE id IN (
+        SELECT id FROM runs
+        WHERE deadline < now()
+          AND (state IN ('queued', 'waiting', 'awaiting_approval')
+               OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+               OR (state = 'cancelling' AND lease_expires_at IS NULL))
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+    RETURNING id)
+INSERT INTO events (run_id, kind, detail) SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM r
+RETURNING run_id;
+
+-- name: db_now
+SELECT now() AS now;
+
+-- name: await_approval
+-- The request becomes visible together with the run's wait: a decision can only find a run
+-- that is really waiting for it. On a replay the existing request (and its expiry) stands.
+WITH r AS (
+    UPDATE runs SET state = 'awaiting_approval', reason = 'approval', owner = NULL,
+        lease_expires_at = NULL, attempts = 0, published_at = now(), updated_at = now(),
+        wake_at = coalesce(
+            (SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
+            now() + make_interval(secs => %(expires_in)s))
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    RETURNING id),
+a AS (
+    INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at)
+    SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
+           %(approvers)s, now() + make_interval(secs => %(expires_in)s)
+    FROM r
+    ON CONFLICT (run_id, op_id) DO NOTHING)
+INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r
+RETURNING run_id;
+
+-- name: get_approval
+SELECT *, (expires_at IS NOT NULL AND expires_at <= now()) AS expired FROM approvals
+WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
+
+-- name: approvals
+SELECT *, (expires_at IS NOT NULL AND expires_at <= now()) AS expired FROM approvals
+WHERE run_id = %(run_id)s ORDER BY created_at;
+
+-- name: decide
+-- The decision is committed, and the run woken, in one statement; only a pending, unexpired
+-- request takes a decision.
+WITH a AS (
+    UPDATE approvals SET status = %(status)s, decided_by = %(by)s, comment = %(comment)s,
+        new_args = %(new_args)s, decided_at = now()
+    WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
+      AND (expires_at IS NULL OR expires_at > now())
+    RETURNING run_id),
+r AS (
+    UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
+        reason = NULL, published_at = now(), updated_at = now()
+    WHERE id IN (SELECT run_id FROM a) AND state = 'awaiting_approval'
+    RETURNING id, queue),
+e AS (
+    INSERT INTO events (run_id, kind, detail) SELECT run_id, 'decision', %(detail)s FROM a)
+SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true;
+
+-- name: reserve
+-- One conditional statement reserves every named estimate or none: the budget rows are locked,
+-- checked at their latest values, and only then updated, so two concurrent dispatches can never
+-- spend the same remainder.
+WITH est AS (
+    SELECT * FROM unnest(%(names)s::text[], %(amounts)s::numeric[]) AS e(name, amount)),
+locked AS (
+    SELECT b.name, b.limit_value, b.spent, b.reserved FROM budgets b JOIN est USING (name)
+    WHERE b.budget_id = %(budget_id)s FOR UPDATE),
+over AS (
+    SELECT locked.name, locked.limit_value, locked.spent, locked.reserved, est.amount
+    FROM locked JOIN est USING (name)
+    WHERE locked.spent + locked.reserved + est.amount > locked.limit_value),
+upd AS (
+    UPDATE budgets b SET reserved = b.reserved + est.amount FROM est
+    WHERE b.budget_id = %(budget_id)s AND b.name = est.name AND NOT EXISTS (SELECT 1 FROM over)
+    RETURNING b.name)
+SELECT name, limit_value, spent, reserved, amount FROM over;
+
+-- name: settle
+-- The reservation is replaced by the actual use.
+UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0), spent = b.spent + u.actual
+FROM unnest(%(names)s::text[], %(reserved)s::numeric[], %(actual)s::numeric[]) AS u(name, reserved, actual)
+WHERE b.budget_id = %(budget_id)s AND b.name = u.name
+RETURNING b.name;
+
+-- name: budget
+SELECT name, limit_value, spent, reserved FROM budgets WHERE budget_id = %(budget_id)s ORDER BY name;
+
+-- name: cancel
+-- A queued run that never started is cancelled at once; any other unfinished run is marked, and
+-- one that no worker holds goes to `cancelling` so that a worker runs its compensations.
+WITH r AS (
+    UPDATE runs SET cancel_requested = true, updated_at = now(),
+        state = CASE
+            WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled'
+            WHEN state IN ('queued', 'waiting', 'awaiting_approval') THEN 'cancelling'
+            ELSE state END,
+        reason = CASE WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled before it started'
+                      ELSE reason END,
+        finished_at = CASE WHEN state = 'queued' AND journal_len = 0 THEN now() ELSE finished_at END,
+        published_at = now()
+    WHERE id = %(id)s
+      AND state NOT IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+    RETURNING id, state, queue),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'cancel_requested', %(detail)s FROM r)
+SELECT id, state, queue FROM r;

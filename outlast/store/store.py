@@ -23,7 +23,7 @@ from outlast.model import Run
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
@@ -160,9 +160,14 @@ class Store:
         input_hash: str,
         program: str | None,
         deadline_in: float | None,
+        deadline_at: datetime | None = None,
         parent_id: str | None = None,
+        budget: dict[str, float] | None = None,
+        budget_id: str | None = None,
     ) -> tuple[Run, bool]:
-        """Insert a queued run; if the id exists, return the existing one and False."""
+        """Insert a queued run (with its budget, if given); if the id exists, return the existing
+        one and False. A continued run passes the budget_id it shares instead of a budget."""
+        limits = budget or {}
         rows = await self._write(
             "insert_run",
             id=id,
@@ -172,7 +177,11 @@ class Store:
             input_hash=input_hash,
             program=program,
             deadline_in=deadline_in,
+            deadline_at=deadline_at,
             parent_id=parent_id,
+            budget_id=budget_id or (id if limits else None),
+            budget_names=list(limits),
+            budget_limits=list(limits.values()),
         )
         if rows:
             await self.event(id, "enqueued", {"workflow": workflow, "queue": queue})
@@ -196,18 +205,22 @@ class Store:
 
     # -- leases ---------------------------------------------------------------------------
 
-    async def claim(self, run_id: str, worker: str, ttl: float, programs: dict[str, str]) -> Run | None:
-        """Take the run's lease (a new fencing token), or None if it is not to be taken."""
+    async def claim(
+        self, run_id: str, worker: str, ttl: float, programs: dict[str, str]
+    ) -> tuple[Run, datetime] | None:
+        """Take the run's lease (a new fencing token), or None if it is not to be taken.
+        Returns the run and the database clock at the claim."""
         rows = await self._write("claim", id=run_id, worker=worker, ttl=ttl, programs=json.dumps(programs))
-        return Run.from_row(rows[0]) if rows else None
+        return (Run.from_row(rows[0]), rows[0]["db_now"]) if rows else None
 
-    async def renew(self, held: dict[str, int], ttl: float) -> set[str]:
-        """Renew every lease in ``held`` (run id -> token) at once; return those still held."""
+    async def renew(self, held: dict[str, int], ttl: float) -> dict[str, bool]:
+        """Renew every lease in ``held`` (run id -> token) at once. Returns the runs still held,
+        each with whether a cancellation was requested."""
         if not held:
-            return set()
+            return {}
         ids = list(held)
         rows = await self._rows("renew", ids=ids, tokens=[held[i] for i in ids], ttl=ttl)
-        return {r["id"] for r in rows}
+        return {r["id"]: r["cancel_requested"] for r in rows}
 
     async def finish(
         self,
@@ -267,14 +280,110 @@ class Store:
         rows = await self._rows("due", after=after, limit=limit)
         return [(r["id"], r["queue"]) for r in rows]
 
+    async def expire_deadlines(self, limit: int = 200) -> list[str]:
+        return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
+
+    async def db_now(self) -> datetime:
+        now: datetime = (await self._rows("db_now"))[0]["now"]
+        return now
+
+    async def cancel(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
+        """Record a cancellation request; returns (state, queue) or None if already final."""
+        rows = await self._write("cancel", id=run_id, detail=Jsonb(detail))
+        return (rows[0]["state"], rows[0]["queue"]) if rows else None
+
+    # -- approvals ------------------------------------------------------------------------
+
+    async def await_approval(
+        self,
+        run_id: str,
+        token: int,
+        op_id: str,
+        *,
+        action: str,
+        args: dict[str, Any],
+        args_hash: str,
+        policy_version: str,
+        approvers: list[str],
+        expires_in: float | None,
+    ) -> bool:
+        """Record the request (once) and give up the lease to wait for a decision (fenced)."""
+        rows = await self._write(
+            "await_approval",
+            id=f"{run_id}:{op_id}",
+            run_id=run_id,
+            token=token,
+            op_id=op_id,
+            action=action,
+            args=Jsonb(args),
+            args_hash=args_hash,
+            policy_version=policy_version,
+            approvers=approvers,
+            expires_in=expires_in,
+            detail=Jsonb({"approval": op_id, "action": action, "args_hash": args_hash}),
+        )
+        return bool(rows)
+
+    async def approval(self, run_id: str, op_id: str) -> dict[str, Any] | None:
+        rows = await self._rows("get_approval", run_id=run_id, op_id=op_id)
+        return rows[0] if rows else None
+
+    async def approvals(self, run_id: str) -> list[dict[str, Any]]:
+        return await self._rows("approvals", run_id=run_id)
+
+    async def decide(
+        self,
+        run_id: str,
+        op_id: str,
+        status: str,
+        by: str,
+        comment: str,
+        new_args: dict[str, Any] | None,
+    ) -> tuple[bool, str | None]:
+        """Commit a decision on a pending, unexpired request and wake the run, in one statement.
+        Returns (decided, queue to publish the run on, if it was woken)."""
+        rows = await self._write(
+            "decide",
+            run_id=run_id,
+            op_id=op_id,
+            status=status,
+            by=by,
+            comment=comment,
+            new_args=None if new_args is None else Jsonb(new_args),
+            detail=Jsonb({"approval": op_id, "status": status, "by": by}),
+        )
+        return (True, rows[0]["queue"]) if rows else (False, None)
+
+    # -- budgets --------------------------------------------------------------------------
+
+    async def reserve(self, budget_id: str, amounts: dict[str, float]) -> list[dict[str, Any]]:
+        """Reserve all the estimates or none; returns the limits that would be exceeded."""
+        return await self._write(
+            "reserve", budget_id=budget_id, names=list(amounts), amounts=list(amounts.values())
+        )
+
+    async def settle(self, budget_id: str, reserved: dict[str, float], actual: dict[str, float]) -> None:
+        names = sorted(reserved.keys() | actual.keys())
+        await self._write(
+            "settle",
+            budget_id=budget_id,
+            names=names,
+            reserved=[reserved.get(n, 0) for n in names],
+            actual=[actual.get(n, 0) for n in names],
+        )
+
+    async def budget(self, budget_id: str) -> list[dict[str, Any]]:
+        return await self._rows("budget", budget_id=budget_id)
+
     # -- journal --------------------------------------------------------------------------
 
     async def journal(self, run_id: str) -> list[Entry]:
         rows = await self._rows("journal", run_id=run_id)
         return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
 
-    async def append(self, run_id: str, token: int, entry: Entry) -> bool:
-        """Append one journal entry as the lease holder (fenced). False if refused."""
+    async def append(self, run_id: str, token: int, entry: Entry) -> bool | None:
+        """Append one journal entry as the lease holder (fenced). None if refused, else whether
+        a cancellation of the run has been requested."""
         rows = await self._write(
             "append",
             run_id=run_id,
@@ -285,7 +394,7 @@ class Store:
             body=entry.body,
             hash=entry.hash,
         )
-        return bool(rows)
+        return bool(rows[0]["cancel_requested"]) if rows else None
 
     async def append_unowned(self, run_id: str, reason: str, prev: str, entry: Entry) -> bool:
         """Append an entry to a run that waits for ``reason`` and requeue it, if nothing moved."""

@@ -2,18 +2,21 @@
 
 On resume the workflow runs again from the start; each crossing whose entries are journaled is
 served from the journal (loaded once, in one query) with no effect and no round trip. Past the
-journal the run goes on live: intention committed, dispatch, result committed.
+journal the run goes on live: intention committed, dispatch, result committed. A crossing that
+would block (an approval, a timer, an in-doubt operation) commits a durable wait and unwinds the
+workflow; the run is taken up again, by any worker, when it is woken.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random as _random
 import time
 import traceback
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -21,12 +24,32 @@ import structlog
 from outlast import failpoints
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import App, Tool
-from outlast.errors import Fenced, InDoubt, ResumeImpossible, ToolError
+from outlast.errors import (
+    ApprovalExpired,
+    ApprovalRejected,
+    BudgetExhausted,
+    Cancelled,
+    DeadlineExceeded,
+    Fenced,
+    InDoubt,
+    InvalidInput,
+    PolicyRefused,
+    ResumeImpossible,
+    ToolError,
+)
 from outlast.journal import Entry, args_hash, canonical, make_entry
-from outlast.model import Run
+from outlast.model import Decision, Run
 from outlast.store import Store
 
 log = structlog.get_logger("outlast.run")
+
+
+class Suspended(BaseException):
+    """A durable wait is committed: unwind the workflow; the worker is free."""
+
+    def __init__(self, wake_at: datetime | None = None) -> None:
+        super().__init__("suspended")
+        self.wake_at = wake_at
 
 
 class Journaled:
@@ -54,6 +77,17 @@ def _describe(tool: str, args: dict[str, Any]) -> str:
     return f"{tool}({canonical(args)})"
 
 
+def _describe_entry(e: Entry) -> str:
+    d = e.data
+    if e.kind in ("intention", "refused"):
+        return _describe(d["tool"], d["args"])
+    if e.kind == "approval":
+        return f"approval of {_describe(d['action'], d['args'])}"
+    if e.kind == "timer":
+        return "sleep()"
+    return f"{d.get('name', e.kind)}()"
+
+
 def _error_payload(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
@@ -61,13 +95,19 @@ def _error_payload(exc: BaseException) -> dict[str, Any]:
 class RunContext:
     """The workflow's handle on its run."""
 
-    def __init__(self, run: Run, app: App, store: Store, journal: Journaled) -> None:
+    def __init__(
+        self, run: Run, app: App, store: Store, journal: Journaled, db_now: datetime | None = None
+    ) -> None:
         self.run_id = run.id
         self.input = run.input
         self.token = run.fencing_token
+        self.deadline = run.deadline
+        self.budget_id = run.budget_id
+        self.cancel_requested = run.cancel_requested
         self._app = app
         self._store = store
         self._journal = journal
+        self._clock = (db_now, time.monotonic())
         self._next = 0
         self._served: set[str] = set()
         self._in_doubt: set[str] = set()
@@ -101,15 +141,64 @@ class RunContext:
         """A random float in [0, 1), journaled."""
         return self._value(self._position(), "random", _random.random)
 
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
+        the due time (database clock) by whichever worker is up."""
+        return self._sleep(self._position(), seconds=seconds)
+
+    def sleep_until(self, when: datetime) -> Awaitable[None]:
+        """Sleep durably until ``when`` (an aware datetime)."""
+        return self._sleep(self._position(), until=when)
+
+    def approval(
+        self,
+        action: str,
+        args: dict[str, Any],
+        *,
+        approvers: list[str],
+        expires_in: float | None = None,
+        policy_version: str = "",
+    ) -> Awaitable[Decision]:
+        """Ask people to approve ``action`` with exactly these ``args``. The run waits
+        (``awaiting_approval``) with no worker held. Returns the decision (approved, or revised
+        with new args that need an approval of their own); a rejection raises ``ApprovalRejected``
+        and an expiry ``ApprovalExpired``."""
+        if not approvers:
+            raise InvalidInput(f"run '{self.run_id}': an approval needs at least one approver")
+        op_id = self._position()
+        return self._approval(op_id, action, args, approvers, expires_in, policy_version)
+
     def in_doubt(self, tool: str) -> bool:
         """True once an operation of ``tool`` was declared in doubt in this run."""
         return tool in self._in_doubt
 
-    # -- internals ----------------------------------------------------------------------
+    # -- entering a crossing ------------------------------------------------------------
 
     def _position(self) -> str:
         self._next += 1
         return f"op-{self._next}"
+
+    def _enter(self, op_id: str) -> None:
+        self.before_crossing()
+        self._served.add(op_id)
+        if self._entry(op_id, "cancel") is not None:
+            raise Cancelled()
+
+    def _db_now(self) -> datetime:
+        at, mono = self._clock
+        base = at or datetime.now(UTC)
+        return base + timedelta(seconds=time.monotonic() - mono)
+
+    async def _stop_if_asked(self, op_id: str) -> None:
+        """Where the run would go live or block: a cancellation or a passed deadline stops it."""
+        if self.cancel_requested:
+            await self._append("cancel", op_id, {})
+            raise Cancelled()
+        if self.deadline is not None and self._db_now() >= self.deadline:
+            raise DeadlineExceeded(
+                f"run '{self.run_id}': its deadline {self.deadline:%Y-%m-%d %H:%M:%S %Z} passed "
+                f"(at {op_id}); to carry on, continue it in a new run"
+            )
 
     def _entry(self, op_id: str, kind: str) -> Entry | None:
         return self._journal.ops.get(op_id, {}).get(kind)
@@ -119,59 +208,212 @@ class RunContext:
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
         j.ops.setdefault(op_id, {})[kind] = entry
-        if not await self._store.append(self.run_id, self.token, entry):
+        cancel = await self._store.append(self.run_id, self.token, entry)
+        if cancel is None:
             raise Fenced(self.run_id, self.token)
+        self.cancel_requested = self.cancel_requested or cancel
         return entry
 
     def _mismatch(self, op_id: str, program: str) -> ResumeImpossible:
         first = min(self._journal.ops[op_id].values(), key=lambda e: e.seq)
-        d = first.data
-        had = _describe(d["tool"], d["args"]) if first.kind == "intention" else f"{d.get('name')}()"
-        return ResumeImpossible(self.run_id, first.seq, had, program)
+        return ResumeImpossible(self.run_id, first.seq, _describe_entry(first), program)
+
+    # -- values and timers --------------------------------------------------------------
 
     async def _value(self, op_id: str, name: str, make: Callable[[], Any]) -> Any:
-        self.before_crossing()
-        self._served.add(op_id)
+        self._enter(op_id)
         if op_id in self._journal.ops:
             e = self._entry(op_id, "value")
             if e is None or e.data.get("name") != name:
                 raise self._mismatch(op_id, f"{name}()")
             return e.data["value"]
+        await self._stop_if_asked(op_id)
         value = make()
         await self._append("value", op_id, {"name": name, "value": value})
         return value
 
+    async def _sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
+        self._enter(op_id)
+        now = await self._store.db_now()
+        if op_id in self._journal.ops:
+            e = self._entry(op_id, "timer")
+            if e is None:
+                raise self._mismatch(op_id, "sleep()")
+            due = datetime.fromisoformat(e.data["until"])
+        else:
+            await self._stop_if_asked(op_id)
+            due = until if until is not None else now + timedelta(seconds=seconds)
+            await self._append("timer", op_id, {"until": due.isoformat()})
+        if due <= now:
+            return
+        await self._stop_if_asked(op_id)
+        if not await self._store.wait(self.run_id, self.token, "timer", f"sleeping until {due}", due):
+            raise Fenced(self.run_id, self.token)
+        raise Suspended(due)
+
+    # -- approvals ----------------------------------------------------------------------
+
+    async def _approval(
+        self,
+        op_id: str,
+        action: str,
+        args: dict[str, Any],
+        approvers: list[str],
+        expires_in: float | None,
+        policy_version: str,
+    ) -> Decision:
+        clean: dict[str, Any] = json.loads(canonical(args))
+        ahash = args_hash(clean)
+        self._enter(op_id)
+        if op_id in self._journal.ops:
+            asked = self._entry(op_id, "approval")
+            if asked is None or (asked.data["action"], asked.data["args_hash"]) != (action, ahash):
+                raise self._mismatch(op_id, f"approval of {_describe(action, clean)}")
+        else:
+            await self._stop_if_asked(op_id)
+            await self._append(
+                "approval",
+                op_id,
+                {
+                    "action": action,
+                    "args": clean,
+                    "args_hash": ahash,
+                    "approvers": approvers,
+                    "expires_in": expires_in,
+                    "policy_version": policy_version,
+                },
+            )
+        decided = self._entry(op_id, "decision")
+        if decided is None:
+            row = await self._store.approval(self.run_id, op_id)
+            if row is not None and row["status"] != "pending":
+                decided = await self._append(
+                    "decision",
+                    op_id,
+                    {
+                        "status": row["status"],
+                        "by": row["decided_by"],
+                        "comment": row["comment"],
+                        "args": row["new_args"] if row["status"] == "revised" else clean,
+                    },
+                )
+            elif row is not None and row["expired"]:
+                decided = await self._append("decision", op_id, {"status": "expired"})
+            else:
+                await self._stop_if_asked(op_id)
+                ok = await self._store.await_approval(
+                    self.run_id,
+                    self.token,
+                    op_id,
+                    action=action,
+                    args=clean,
+                    args_hash=ahash,
+                    policy_version=policy_version,
+                    approvers=approvers,
+                    expires_in=expires_in,
+                )
+                if not ok:
+                    raise Fenced(self.run_id, self.token)
+                self._log.info(f"run {self.run_id} awaits approval {op_id} of {action}")
+                raise Suspended()
+        return self._decision(op_id, action, decided.data)
+
+    def _decision(self, op_id: str, action: str, d: dict[str, Any]) -> Decision:
+        status = d["status"]
+        if status == "expired":
+            raise ApprovalExpired(f"run '{self.run_id}': approval {op_id} of {action} expired undecided")
+        if status == "rejected":
+            raise ApprovalRejected(
+                f"run '{self.run_id}': {d['by']} rejected {action} ({op_id}): {d['comment']}"
+            )
+        return Decision(op_id, status, d["by"], d["comment"], d["args"])
+
+    # -- tool calls ---------------------------------------------------------------------
+
     async def _call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         tool = self._app.get_tool(tool_name)
         clean = tool.validate(args)  # an invalid call never reaches the journal
-        self.before_crossing()
-        self._served.add(op_id)
+        self._enter(op_id)
         ahash = args_hash(clean)
         if op_id in self._journal.ops:
-            intent = self._entry(op_id, "intention")
-            if intent is None or (intent.data["tool"], intent.data["args_hash"]) != (tool_name, ahash):
+            kinds = self._journal.ops[op_id]
+            first = kinds.get("intention") or kinds.get("refused")
+            if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
                 raise self._mismatch(op_id, _describe(tool_name, clean))
+            if first.kind == "refused":
+                raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self._replay(op_id, tool, clean)
-        action = self._action(op_id, tool_name)
-        failpoints.hit("before_intention", tool_name)
+        await self._stop_if_asked(op_id)
+        await self._check_policy(op_id, tool_name, clean, ahash)
+        reserved = await self._reserve(tool)
+        return await self._dispatch_new(op_id, tool, clean, ahash, reserved)
+
+    async def _dispatch_new(
+        self, op_id: str, tool: Tool, args: dict[str, Any], ahash: str, reserved: dict[str, float]
+    ) -> Any:
+        action = self._action(op_id, tool.name)
+        failpoints.hit("before_intention", tool.name)
+        intention = {
+            "tool": tool.name,
+            "args": args,
+            "args_hash": ahash,
+            "key": action.idempotency_key,
+            "token": self.token,
+        }
+        if reserved:
+            intention["reserved"] = reserved
+        await self._append("intention", op_id, intention)
+        failpoints.hit("after_intention", tool.name)
+        return await self._dispatch(tool, args, action, reserved=reserved)
+
+    async def _check_policy(self, op_id: str, tool: str, args: dict[str, Any], ahash: str) -> None:
+        hook = self._app.policy_hook
+        if hook is None:
+            return
+        verdict = hook(tool, args, self)
+        if isinstance(verdict, Awaitable):
+            verdict = await verdict
+        if verdict is None or verdict is True:
+            return
+        reason = verdict if isinstance(verdict, str) else "refused by policy"
         await self._append(
-            "intention",
-            op_id,
-            {
-                "tool": tool_name,
-                "args": clean,
-                "args_hash": ahash,
-                "key": action.idempotency_key,
-                "token": self.token,
-            },
+            "refused", op_id, {"tool": tool, "args": args, "args_hash": ahash, "reason": reason}
         )
-        failpoints.hit("after_intention", tool_name)
-        return await self._dispatch(tool, clean, action)
+        raise PolicyRefused(self.run_id, tool, reason)
+
+    async def budget(self) -> dict[str, dict[str, float]]:
+        """The run's budget as it stands: limit, spent and reserved for each name."""
+        if self.budget_id is None:
+            return {}
+        rows = await self._store.budget(self.budget_id)
+        return {
+            r["name"]: {
+                "limit": float(r["limit_value"]),
+                "spent": float(r["spent"]),
+                "reserved": float(r["reserved"]),
+            }
+            for r in rows
+        }
+
+    async def _reserve(self, tool: Tool) -> dict[str, float]:
+        if self.budget_id is None or not tool.cost:
+            return {}
+        over = await self._store.reserve(self.budget_id, tool.cost)
+        if over:
+            raise BudgetExhausted(self.run_id, tool.name, over)
+        return dict(tool.cost)
 
     def _action(self, op_id: str, tool: str) -> Action:
         return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self.token)
 
-    async def _dispatch(self, tool: Tool, args: dict[str, Any], action: Action, how: str = "") -> Any:
+    async def _dispatch(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        action: Action,
+        how: str = "",
+        reserved: dict[str, float] | None = None,
+    ) -> Any:
         token = set_action(action)
         self.dispatching += 1
         try:
@@ -185,7 +427,12 @@ class RunContext:
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
-        await self._append("result", action.operation_id, payload)
+        appended = self._append("result", action.operation_id, payload)
+        if self.budget_id is not None and (reserved or action.charges):
+            settled = self._store.settle(self.budget_id, reserved or {}, action.charges or reserved or {})
+            await asyncio.gather(appended, settled)  # one shared commit, as a rule
+        else:
+            await appended
         failpoints.hit("after_result", tool.name)
         return self._outcome(tool.name, payload)
 
@@ -199,28 +446,35 @@ class RunContext:
         result = self._entry(op_id, "result")
         if result is not None:
             return self._outcome(tool.name, result.data)
+        intention = self._entry(op_id, "intention")
+        reserved = intention.data.get("reserved") if intention is not None else None
         action = self._action(op_id, tool.name)
         resolution = self._entry(op_id, "resolution")
         if resolution is not None:
             r = resolution.data
             if r["executed"]:
                 return r.get("result")
-            return await self._dispatch(tool, args, action, how="resolved not executed: run once")
+            how = "resolved not executed: run once"
+            return await self._dispatch(tool, args, action, how=how, reserved=reserved)
         if self._entry(op_id, "in_doubt") is not None:
             self._in_doubt.add(tool.name)
+            if self.cancel_requested:
+                await self._stop_if_asked(op_id)
             raise InDoubt(self.run_id, op_id, tool.name)
-        return await self._resolve_gap(tool, args, action)
+        return await self._resolve_gap(tool, args, action, reserved)
 
-    async def _resolve_gap(self, tool: Tool, args: dict[str, Any], action: Action) -> Any:
+    async def _resolve_gap(
+        self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
+    ) -> Any:
         """An intention with no result: resolve it as DESIGN.md's table says."""
         op, name = action.operation_id, tool.name
         say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")
-            return await self._dispatch(tool, args, action, how="read: redone")
+            return await self._dispatch(tool, args, action, how="read: redone", reserved=reserved)
         if tool.idempotent:
             say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
-            return await self._dispatch(tool, args, action, how="idempotent: same key")
+            return await self._dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
         reconcile = self._app.reconcilers.get(name)
         if reconcile is not None:
             token = set_action(action)
@@ -235,8 +489,11 @@ class RunContext:
                 reset_action(token)
             if answer is NOT_EXECUTED:
                 say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
-                await self._append("resolution", op, {"how": "reconciler", "executed": False})
-                return await self._dispatch(tool, args, action, how="reconciler: not executed")
+                # No resolution entry: should this dispatch die too, the op is a gap again and
+                # the reconciler is asked again (it would then say executed), never skipped.
+                return await self._dispatch(
+                    tool, args, action, how="reconciler: not executed", reserved=reserved
+                )
             say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
             payload = {"ok": json.loads(canonical(answer)), "how": "reconciler: executed"}
             await self._append("result", op, payload)
@@ -252,6 +509,35 @@ class RunContext:
         await self._append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
         self._in_doubt.add(tool.name)
         raise InDoubt(self.run_id, action.operation_id, tool.name)
+
+    # -- the end ------------------------------------------------------------------------
+
+    async def compensate(self) -> dict[str, list[Any]]:
+        """Run the compensations of the completed operations, newest first, each as a journaled
+        operation of its own. Says an effect was undone only if its compensation succeeded."""
+        done = []
+        for op_id, kinds in self._journal.ops.items():
+            result, intention = kinds.get("result"), kinds.get("intention")
+            if result is None or intention is None or "error" in result.data or op_id.startswith("undo-"):
+                continue
+            if intention.data["tool"] in self._app.compensations:
+                done.append((result.seq, op_id, intention.data, result.data["ok"]))
+        compensated: list[Any] = []
+        not_compensated: list[Any] = []
+        for _seq, op_id, asked, value in sorted(done, reverse=True):
+            tool = self._app.compensations[asked["tool"]]
+            undo_op = f"undo-{op_id}"
+            self._served.add(undo_op)
+            args = tool.validate({"args": asked["args"], "result": value})
+            try:
+                if undo_op in self._journal.ops:
+                    await self._replay(undo_op, tool, args)
+                else:
+                    await self._dispatch_new(undo_op, tool, args, args_hash(args), {})
+                compensated.append({"operation": op_id, "tool": asked["tool"]})
+            except (ToolError, InDoubt) as exc:
+                not_compensated.append({"operation": op_id, "tool": asked["tool"], "why": str(exc)})
+        return {"compensated": compensated, "not_compensated": not_compensated}
 
     def check_consumed(self) -> None:
         """A run that ends while journaled crossings were never asked for has diverged."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -11,11 +12,22 @@ import structlog
 
 from outlast import failpoints
 from outlast.app import App
-from outlast.errors import Fenced, InDoubt, JournalAltered, OutlastError, ResumeRefused, ServiceUnavailable
+from outlast.errors import (
+    ApprovalExpired,
+    BudgetExhausted,
+    Cancelled,
+    DeadlineExceeded,
+    Fenced,
+    InDoubt,
+    JournalAltered,
+    OutlastError,
+    ResumeRefused,
+    ServiceUnavailable,
+)
 from outlast.journal import canonical, first_bad_crossing
 from outlast.model import Run, RunState
 from outlast.store import Store
-from outlast.worker.context import Journaled, RunContext
+from outlast.worker.context import Journaled, RunContext, Suspended
 
 log = structlog.get_logger("outlast.worker")
 
@@ -42,8 +54,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
 class Execution:
     """One claimed run on one worker. ``context`` exists once the journal is loaded."""
 
-    def __init__(self, run: Run, app: App, store: Store) -> None:
+    def __init__(self, run: Run, app: App, store: Store, db_now: datetime | None = None) -> None:
         self.run = run
+        self.db_now = db_now
+        self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.app = app
         self.store = store
         self.context: RunContext | None = None
@@ -83,6 +97,8 @@ class Execution:
             return await self._finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
         if not isinstance(run.input, dict):
             return await self._finish(RunState.FAILED, reason="input is not a JSON object")
+        if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
+            return await self._finish(RunState.TIMED_OUT, reason="deadline passed")
         entries = await self.store.journal(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
@@ -90,7 +106,7 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         journal = Journaled(entries)
         self._log_resume(journal)
-        ctx = self.context = RunContext(run, self.app, self.store, journal)
+        ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now)
         ctx.before_crossing = self._stop_at_crossing
         try:
             value = await wf.fn(ctx, **run.input)
@@ -98,13 +114,24 @@ class Execution:
             result = json.loads(canonical(value))
         except (Fenced, ServiceUnavailable, HandOver):
             raise
+        except Suspended as exc:
+            self.wake_at = exc.wake_at
+            return Outcome.WAITING
+        except Cancelled:
+            undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
+            return await self._finish(RunState.CANCELLED, result=undone, reason="cancelled on request")
         except ResumeRefused as exc:
             return await self._wait(exc.reason, str(exc))
         except InDoubt as exc:
             return await self._wait("in_doubt", str(exc))
+        except (DeadlineExceeded, ApprovalExpired) as exc:
+            return await self._finish(RunState.TIMED_OUT, error=_error(exc), reason=str(exc)[:500])
+        except BudgetExhausted as exc:
+            return await self._finish(RunState.EXHAUSTED, error=_error(exc), reason=str(exc)[:500])
         except Exception as exc:
             reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
-            return await self._finish(RunState.FAILED, error=_error(exc), reason=reason[:500])
+            undone = await ctx.compensate() if "failure" in wf.compensate_on else None
+            return await self._finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
         return await self._finish(RunState.SUCCEEDED, result=result)
 
     def _log_resume(self, journal: Journaled) -> None:

@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class Worker:
         self._name_token = ""
         self.active: dict[str, Active] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._room = asyncio.Event()
         self._programs = app.programs()
@@ -165,11 +167,13 @@ class Worker:
         if run_id in self.active:
             await self.queue.ack(d)  # a duplicate of a run this worker is running
             return
-        run = await self.store.claim(run_id, self.name, self.s.lease_ttl, self._programs)
-        if run is None:
+        claimed = await self.store.claim(run_id, self.name, self.s.lease_ttl, self._programs)
+        if claimed is None:
             await self._not_claimed(d, run_id)
             return
-        execution = Execution(run, self.app, self.store)
+        run, db_now = claimed
+        execution = Execution(run, self.app, self.store, db_now)
+        claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"
             await execution._finish(RunState.FAILED, reason=reason)
@@ -192,6 +196,10 @@ class Worker:
         failpoints.hit("before_ack")
         await self.queue.ack(d)
         execution.log.debug("acknowledged", outcome=outcome.value)
+        if execution.wake_at is not None:
+            # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
+            delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
+            self._later(max(delay, 0.0), d.queue, run_id)
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""
@@ -217,24 +225,38 @@ class Worker:
             ex.log.info(f"run {ex.run.id}: handed over")
         await self.queue.ack(active.delivery)
 
+    def _later(self, delay: float, queue: str, run_id: str) -> None:
+        async def publish() -> None:
+            await asyncio.sleep(delay)
+            with contextlib.suppress(Exception):  # the sweeper will do it otherwise
+                await self.queue.publish(queue, run_id)
+
+        task = asyncio.create_task(publish())
+        self._timers.add(task)
+        task.add_done_callback(self._timers.discard)
+
     async def _not_claimed(self, d: Delivery, run_id: str) -> None:
         run = await self.store.get_run(run_id)
         if run is None:
             await self._dead_letter(d, f"no run '{run_id}'")
             return
-        if run.state == RunState.RUNNING:
-            # Leased by a live worker: leave the entry pending here. If that worker dies, the
-            # entry is reclaimed again and claimed once the lease has expired.
-            return
         mine = self._programs.get(run.workflow)
-        if run.state == RunState.QUEUED and run.program is not None and mine != run.program:
+        unserved = run.program is not None and mine != run.program
+        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING):
+            # Queued, or its worker died (the lease expired): a program this worker does not serve.
             msg = (
                 f"run '{run_id}': the program changed since this run started (admitted with "
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
-            if await self.store.refuse_program(run_id, run.program, msg):
+            if await self.store.refuse_program(run_id, mine, msg):
                 self.log.warning(msg)
+                await self.queue.ack(d)
+                return
+        if run.state == RunState.RUNNING:
+            # Leased by a live worker: leave the entry pending here. If that worker dies, the
+            # entry is reclaimed again and claimed once the lease has expired.
+            return
         # Final or waiting: nothing to do for this entry (the sweeper wakes what is due).
         await self.queue.ack(d)
 
@@ -250,11 +272,15 @@ class Worker:
     async def _heartbeat(self) -> None:
         held = {rid: a.execution.run.fencing_token for rid, a in self.active.items() if not a.lost}
         renewed = await self.store.renew(held, self.s.lease_ttl)
-        for rid in held.keys() - renewed:
+        for rid in held.keys() - renewed.keys():
             a = self.active.get(rid)
             if a is not None and a.task is not None:
                 a.lost = True
                 a.task.cancel()
+        for rid, cancel in renewed.items():
+            a = self.active.get(rid)
+            if cancel and a is not None and a.execution.context is not None:
+                a.execution.context.cancel_requested = True
         if self._name_token:
             await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
         await self.queue.touch([a.delivery for a in self.active.values()], self.name)
@@ -276,6 +302,8 @@ class Worker:
 
     async def _sweep(self) -> None:
         """Re-publish what Postgres says needs a worker and no stream entry may deliver."""
+        for run_id in await self.store.expire_deadlines():
+            self.log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
         for run_id, q in await self.store.due(self.s.republish_after):
             await self.queue.publish(q, run_id)
             self.log.info(f"sweeper re-published run {run_id}", queue=q)

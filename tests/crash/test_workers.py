@@ -28,7 +28,7 @@ def executions(world: World, run_id: str, what: str = "%") -> int:
 def test_ack_only_after_commit_and_no_second_execution(world: World) -> None:
     with Client(settings=world.settings()) as c:
         run = c.enqueue("echo", {"n": 1})
-        first = world.worker(OUTLAST_FAILPOINTS="before_ack")
+        first = world.worker(OUTLAST_FAILPOINTS="before_ack", OUTLAST_REPUBLISH_AFTER="60")
         assert first.wait(30) == -signal.SIGKILL  # died after the commit, before XACK
         assert state(world, run.id) == ("succeeded", None)
         r = world.redis()

@@ -34,8 +34,9 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
         id="r", workflow="ten", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
     dispatched.clear()
-    run = await store.claim("r", "w1", 30, app.programs())
-    assert run is not None
+    got = await store.claim("r", "w1", 30, app.programs())
+    assert got is not None
+    run = got[0]
     first = Execution(run, app, store)
     current.append(first)
     commits, writes = store.writer.commits, store.writer.writes
@@ -48,8 +49,10 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
     assert store.writer.commits - commits <= 20
     assert await store.release("r", run.fencing_token, "test")
 
-    run2 = await store.claim("r", "w2", 30, app.programs())
-    assert run2 is not None and run2.journal_len == 20
+    got = await store.claim("r", "w2", 30, app.programs())
+    assert got is not None
+    run2 = got[0]
+    assert run2.journal_len == 20
     second = Execution(run2, app, store)
     current.append(second)
     reads, writes = store.reads, store.writer.writes

@@ -22,8 +22,9 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     await store.insert_run(
         id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
-    claimed = await store.claim("r", "me", 30, {})
-    assert claimed is not None
+    got = await store.claim("r", "me", 30, {})
+    assert got is not None
+    claimed, _now = got
     assert await store.finish("r", claimed.fencing_token, "succeeded", result={"ok": 1})
     with pytest.raises(psycopg.errors.CheckViolation, match="final"):
         world.sql("UPDATE runs SET state = 'running' WHERE id = 'r'")
@@ -37,16 +38,19 @@ async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     await store.insert_run(
         id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
-    first = await store.claim("r", "a", 30, {})
-    assert first is not None
+    got = await store.claim("r", "a", 30, {})
+    assert got is not None
+    first = got[0]
     world.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = 'r'")
-    second = await store.claim("r", "b", 30, {})
-    assert second is not None and second.fencing_token == first.fencing_token + 1
+    got = await store.claim("r", "b", 30, {})
+    assert got is not None
+    second = got[0]
+    assert second.fencing_token == first.fencing_token + 1
     entry = make_entry("", 1, "value", "op-1", {"name": "now", "value": 1})
-    assert not await store.append("r", first.fencing_token, entry)
-    assert await store.append("r", second.fencing_token, entry)
-    assert await store.renew({"r": first.fencing_token}, 30) == set()
-    assert await store.renew({"r": second.fencing_token}, 30) == {"r"}
+    assert await store.append("r", first.fencing_token, entry) is None  # refused
+    assert await store.append("r", second.fencing_token, entry) is False  # written, no cancel asked
+    assert await store.renew({"r": first.fencing_token}, 30) == {}
+    assert await store.renew({"r": second.fencing_token}, 30) == {"r": False}
     assert await store.claim("r", "c", 30, {}) is None  # the live lease holds
     await store.close()
 
