@@ -308,6 +308,9 @@ class AsyncClient:
                 return await self.status(run_id)
             req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
             assert req is not None
+            run = await self.status(run_id)
+            if req["status"] == "pending" and not req["expired"]:
+                raise DecisionRefused(f"{where}: the run is {run.state}, no longer awaiting this approval")
         if req["status"] == "pending":
             raise DecisionRefused(f"{where}: the request expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
         theirs = (req["status"], req["decided_by"], req["comment"], req["new_args"])

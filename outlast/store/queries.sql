@@ -152,9 +152,9 @@ WITH due AS (
                  OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))
-           -- a timer or an approval's expiry came due: wake it once, at once
+           -- a timer or an approval's expiry came due: wake it at once, then again while unseen
            OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= now()
-               AND published_at < wake_at))
+               AND published_at < greatest(wake_at, now() - make_interval(secs => %(after)s))))
     ORDER BY published_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
@@ -216,6 +216,7 @@ WITH a AS (
         new_args = %(new_args)s, decided_at = now()
     WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
       AND (expires_at IS NULL OR expires_at > now())
+      AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND state = 'awaiting_approval')
     RETURNING run_id),
 r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
