@@ -198,16 +198,41 @@ def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> No
 
 @cli.command()
 @click.argument("run_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the run is final.")
 @click.pass_context
-def events(ctx: click.Context, run_id: str) -> None:
+def events(ctx: click.Context, run_id: str, follow: bool) -> None:
     """What happened to a run."""
 
-    async def go(c: AsyncClient) -> list[dict[str, Any]]:
-        return await c.events(run_id)
+    async def go(c: AsyncClient) -> None:
+        after = 0
+        while True:
+            final = (await c.status(run_id)).final  # read before the events: none is missed
+            for e in await c.events(run_id, after):
+                after = e["id"]
+                detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
+                click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+            if not follow or final:
+                return
+            await asyncio.sleep(0.5)
 
-    for e in _run(go, ctx):
-        detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
-        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<12} {detail}")
+    _run(go, ctx)
+
+
+@cli.command(name="export")
+@click.argument("run_id")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory.")
+@click.pass_context
+def export_(ctx: click.Context, run_id: str, out_dir: str) -> None:
+    """Write a debug bundle: events, journal, last state, tool calls, environment."""
+    from pathlib import Path
+
+    from outlast.bundle import export
+
+    async def go(c: AsyncClient) -> list[Path]:
+        return await export(c, run_id, Path(out_dir))
+
+    for f in _run(go, ctx):
+        click.echo(str(f))
 
 
 @cli.command()

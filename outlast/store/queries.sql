@@ -274,3 +274,6 @@ WITH r AS (
     RETURNING id, state, queue),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'cancel_requested', %(detail)s FROM r)
 SELECT id, state, queue FROM r;
+
+-- name: journal_times
+SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;

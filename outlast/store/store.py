@@ -381,6 +381,9 @@ class Store:
         rows = await self._rows("journal", run_id=run_id)
         return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
 
+    async def journal_times(self, run_id: str) -> dict[int, datetime]:
+        return {r["seq"]: r["created_at"] for r in await self._rows("journal_times", run_id=run_id)}
+
     async def append(self, run_id: str, token: int, entry: Entry) -> bool | None:
         """Append one journal entry as the lease holder (fenced). None if refused, else whether
         a cancellation of the run has been requested."""

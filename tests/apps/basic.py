@@ -45,3 +45,23 @@ async def suicide(run: Any) -> None:
 @app.workflow("boom")
 async def boom(run: Any) -> None:
     raise ValueError("the workflow broke on purpose")
+
+
+@app.tool("square", effect="read")
+def square(n: int) -> int:
+    return n * n
+
+
+@app.tool("fragile")
+def fragile(n: int) -> int:
+    raise RuntimeError(f"fragile broke on {n}")
+
+
+@app.workflow("squares")
+async def squares(run: Any, n: int = 3) -> dict[str, Any]:
+    values = [await run.call("square", n=i) for i in range(n)]
+    try:
+        await run.call("fragile", n=n)
+    except Exception as exc:
+        return {"values": values, "error": str(exc)}
+    return {"values": values}

@@ -1,0 +1,66 @@
+"""``outlast export RUN -o DIR``: a debug bundle a person can read without a database.
+
+events.jsonl (what happened), journal.jsonl (every crossing, with its hash), last_state.json
+(the run and its status), tool_calls.csv (ts, tool, operation, input_hash, latency_ms, status,
+error) and env.txt (versions and identities).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from outlast.producer import AsyncClient
+from outlast.status import describe
+from outlast.store import SCHEMA_VERSION
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+
+
+async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
+    """Write the bundle of ``run_id`` into ``out`` (created); return the files written."""
+    info = await describe(client, run_id)
+    entries = await client.store.journal(run_id)
+    times = await client.store.journal_times(run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [
+        out / n for n in ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
+    ]
+    _jsonl(files[0], await client.store.events(run_id))
+    _jsonl(files[1], [{**e.data, "hash": e.hash, "at": times.get(e.seq)} for e in entries])
+    files[2].write_text(json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n")
+    started: dict[str, tuple[Any, dict[str, Any]]] = {}
+    with files[3].open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["ts", "tool", "operation", "input_hash", "latency_ms", "status", "error"])
+        for e in entries:
+            d = e.data
+            if e.kind == "intention" and e.op_id is not None:
+                started[e.op_id] = (times.get(e.seq), d)
+            elif e.kind in ("result", "in_doubt") and e.op_id in started:
+                at, intent = started.pop(e.op_id)
+                end = times.get(e.seq)
+                latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
+                status = "in_doubt" if e.kind == "in_doubt" else ("error" if "error" in d else "ok")
+                error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
+                w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
+        for op, (at, intent) in started.items():
+            w.writerow([at, intent["tool"], op, intent["args_hash"], "", "pending", ""])
+    run = info["run"]
+    files[4].write_text(
+        f"outlast {metadata.version('outlast')}\nschema {client.settings.schema} v{SCHEMA_VERSION}\n"
+        f"python {sys.version.split()[0]} on {platform.platform()}\n"
+        f"workflow {run['workflow']} program {run['program']}\n"
+        f"chain head {run['journal_head']} ({run['journal_len']} entries, "
+        f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
+    )
+    return files
