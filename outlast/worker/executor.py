@@ -68,7 +68,8 @@ class Execution:
         if self.stop_requested:
             raise HandOver()
 
-    async def _finish(self, state: RunState, **kw: Any) -> Outcome:
+    async def finish(self, state: RunState, **kw: Any) -> Outcome:
+        """Commit a final state with the fencing condition (Fenced if superseded)."""
         if not await self.store.finish(self.run.id, self.run.fencing_token, state, **kw):
             raise Fenced(self.run.id, self.run.fencing_token)
         failpoints.hit("after_final")
@@ -94,11 +95,11 @@ class Execution:
         run = self.run
         wf = self.app.workflows.get(run.workflow)
         if wf is None:
-            return await self._finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
+            return await self.finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
         if not isinstance(run.input, dict):
-            return await self._finish(RunState.FAILED, reason="input is not a JSON object")
+            return await self.finish(RunState.FAILED, reason="input is not a JSON object")
         if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
-            return await self._finish(RunState.TIMED_OUT, reason="deadline passed")
+            return await self.finish(RunState.TIMED_OUT, reason="deadline passed")
         entries = await self.store.journal(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
@@ -119,20 +120,20 @@ class Execution:
             return Outcome.WAITING
         except Cancelled:
             undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
-            return await self._finish(RunState.CANCELLED, result=undone, reason="cancelled on request")
+            return await self.finish(RunState.CANCELLED, result=undone, reason="cancelled on request")
         except ResumeRefused as exc:
             return await self._wait(exc.reason, str(exc))
         except InDoubt as exc:
             return await self._wait("in_doubt", str(exc))
         except (DeadlineExceeded, ApprovalExpired) as exc:
-            return await self._finish(RunState.TIMED_OUT, error=_error(exc), reason=str(exc)[:500])
+            return await self.finish(RunState.TIMED_OUT, error=_error(exc), reason=str(exc)[:500])
         except BudgetExhausted as exc:
-            return await self._finish(RunState.EXHAUSTED, error=_error(exc), reason=str(exc)[:500])
+            return await self.finish(RunState.EXHAUSTED, error=_error(exc), reason=str(exc)[:500])
         except Exception as exc:
             reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
             undone = await ctx.compensate() if "failure" in wf.compensate_on else None
-            return await self._finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
-        return await self._finish(RunState.SUCCEEDED, result=result)
+            return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
+        return await self.finish(RunState.SUCCEEDED, result=result)
 
     def _log_resume(self, journal: Journaled) -> None:
         if not journal.entries:

@@ -81,6 +81,8 @@ class Worker:
             t.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await self._hand_over()
+        for t in self._timers:  # the sweeper wakes these runs instead
+            t.cancel()
         if self._name_token:
             await self.queue.release_name(self.name, self._name_token)
         self.log.info(f"worker {self.name} stopped")
@@ -176,7 +178,7 @@ class Worker:
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"
-            await execution._finish(RunState.FAILED, reason=reason)
+            await execution.finish(RunState.FAILED, reason=reason)
             await self.queue.ack(d)
             return
         active = Active(d, execution)
@@ -253,7 +255,7 @@ class Worker:
                 self.log.warning(msg)
                 await self.queue.ack(d)
                 return
-        if run.state == RunState.RUNNING:
+        if run.state in (RunState.RUNNING, RunState.CANCELLING) and run.owner is not None:
             # Leased by a live worker: leave the entry pending here. If that worker dies, the
             # entry is reclaimed again and claimed once the lease has expired.
             return
