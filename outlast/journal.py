@@ -80,3 +80,26 @@ def first_bad_crossing(entries: Iterable[Entry], head: str | None = None) -> int
     if head is not None and head != prev:
         return n + 1 if n else 1
     return None
+
+
+def operation_state(entries: Iterable[Entry]) -> tuple[str, Entry | None]:
+    """Where one tool operation stands, read from its entries in order, and the entry that says so:
+
+    ``done`` (a result, or a resolution that it executed), ``in_doubt``, ``cleared`` (resolved as
+    not executed: it may run once), ``pending`` (an intention or a re-dispatch with no outcome:
+    a gap), or ``none``.
+    """
+    state, last = "none", None
+    for e in entries:
+        if e.kind in ("intention", "redispatch"):
+            state = "pending"
+        elif e.kind == "result":
+            state = "done"
+        elif e.kind == "in_doubt":
+            state = "in_doubt"
+        elif e.kind == "resolution":
+            state = "done" if e.data.get("executed") else "cleared"
+        else:
+            continue
+        last = e
+    return state, last

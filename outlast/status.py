@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.journal import first_bad_crossing
+from outlast.journal import Entry, first_bad_crossing, operation_state
 from outlast.producer import AsyncClient
 
 
@@ -14,24 +14,26 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     run = await client.status(run_id)
     entries = await client.store.journal(run_id)
     bad = first_bad_crossing(entries, run.journal_head)
-    ops: dict[str, dict[str, dict[str, Any]]] = {}
+    history: dict[str, list[Entry]] = {}
     for e in entries:
         if e.op_id is not None and bad is None:
-            ops.setdefault(e.op_id, {})[e.kind] = e.data
+            history.setdefault(e.op_id, []).append(e)
     pending, in_doubt, resolutions = [], [], []
-    for op, kinds in ops.items():
-        intent = kinds.get("intention")
+    for op, ops in history.items():
+        intent = next((e.data for e in ops if e.kind == "intention"), None)
         if intent is None:
             continue
         item = {"operation": op, "tool": intent["tool"], "args": intent["args"], "key": intent["key"]}
-        if "resolution" in kinds:
-            resolutions.append({**item, **kinds["resolution"]})
-        elif "in_doubt" in kinds:
-            in_doubt.append({**item, "why": kinds["in_doubt"]["why"]})
-        elif "result" not in kinds:
+        state, last = operation_state(ops)
+        if state == "in_doubt" and last is not None:
+            in_doubt.append({**item, "why": last.data["why"]})
+        elif state in ("pending", "cleared"):
             pending.append(item)
-        elif "how" in kinds["result"]:
-            resolutions.append({**item, "how": kinds["result"]["how"]})
+        for e in ops:
+            if e.kind == "resolution" or (e.kind == "result" and "how" in e.data):
+                resolutions.append(
+                    {**item, "how": e.data["how"], **{k: v for k, v in e.data.items() if k == "executed"}}
+                )
     approvals = [
         {
             k: a[k]

@@ -23,7 +23,7 @@ from outlast.errors import (
     UnknownRun,
     WaitTimeout,
 )
-from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry
+from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import Run, RunState
 from outlast.queue import Queue
 from outlast.services import resolve
@@ -189,8 +189,7 @@ class AsyncClient:
         """Record how an in-doubt operation ended, in the journal, and wake the run."""
         run = await self.status(run_id)
         entries = await self.store.journal(run_id)
-        kinds = {e.kind for e in entries if e.op_id == operation_id}
-        if "in_doubt" not in kinds or "resolution" in kinds:
+        if operation_state(e for e in entries if e.op_id == operation_id)[0] != "in_doubt":
             raise OutlastError(
                 f"run '{run_id}': operation {operation_id} is not in doubt "
                 f"(see the in-doubt operations with: outlast status {run_id})"

@@ -64,7 +64,8 @@ RETURNING runs.id, runs.cancel_requested;
 -- name: append
 -- The run row keeps the chain's head; an entry is written only by the lease holder, in order.
 WITH r AS (
-    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, updated_at = now()
+    -- a new entry is progress: the claims counted towards max_attempts start again from this one
+    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
       AND journal_len = %(seq)s - 1
     RETURNING id, cancel_requested)

@@ -181,7 +181,7 @@ class Store:
             parent_id=parent_id,
             budget_id=budget_id or (id if limits else None),
             budget_names=list(limits),
-            budget_limits=list(limits.values()),
+            budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
         )
         if rows:
             await self.event(id, "enqueued", {"workflow": workflow, "queue": queue})
@@ -359,7 +359,10 @@ class Store:
     async def reserve(self, budget_id: str, amounts: dict[str, float]) -> list[dict[str, Any]]:
         """Reserve all the estimates or none; returns the limits that would be exceeded."""
         return await self._write(
-            "reserve", budget_id=budget_id, names=list(amounts), amounts=list(amounts.values())
+            "reserve",
+            budget_id=budget_id,
+            names=list(amounts),
+            amounts=[float(v) for v in amounts.values()],  # one type: psycopg refuses int+float lists
         )
 
     async def settle(self, budget_id: str, reserved: dict[str, float], actual: dict[str, float]) -> None:
@@ -368,8 +371,8 @@ class Store:
             "settle",
             budget_id=budget_id,
             names=names,
-            reserved=[reserved.get(n, 0) for n in names],
-            actual=[actual.get(n, 0) for n in names],
+            reserved=[float(reserved.get(n, 0)) for n in names],
+            actual=[float(actual.get(n, 0)) for n in names],
         )
 
     async def budget(self, budget_id: str) -> list[dict[str, Any]]:

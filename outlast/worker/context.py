@@ -37,7 +37,7 @@ from outlast.errors import (
     ResumeImpossible,
     ToolError,
 )
-from outlast.journal import Entry, args_hash, canonical, make_entry
+from outlast.journal import Entry, args_hash, canonical, make_entry, operation_state
 from outlast.model import Decision, Run
 from outlast.store import Store
 
@@ -59,18 +59,23 @@ class Journaled:
         self.entries = entries
         self.head = entries[-1].hash if entries else ""
         self.length = len(entries)
-        self.ops: dict[str, dict[str, Entry]] = {}
+        self.ops: dict[str, dict[str, Entry]] = {}  # the latest entry of each kind
+        self.history: dict[str, list[Entry]] = {}  # every entry, in order
         for e in entries:
-            if e.op_id is not None:
-                self.ops.setdefault(e.op_id, {})[e.kind] = e
+            self.add(e)
+
+    def add(self, e: Entry) -> None:
+        if e.op_id is not None:
+            self.ops.setdefault(e.op_id, {})[e.kind] = e
+            self.history.setdefault(e.op_id, []).append(e)
 
     def pending(self) -> list[tuple[str, dict[str, Any]]]:
-        """Intentions with no result and no resolution: the gaps a crash left."""
-        out = []
-        for op, kinds in self.ops.items():
-            if "intention" in kinds and not kinds.keys() & {"result", "in_doubt", "resolution"}:
-                out.append((op, kinds["intention"].data))
-        return out
+        """Operations with an intention and no outcome: the gaps a crash left."""
+        return [
+            (op, kinds["intention"].data)
+            for op, kinds in self.ops.items()
+            if "intention" in kinds and operation_state(self.history[op])[0] == "pending"
+        ]
 
 
 def _describe(tool: str, args: dict[str, Any]) -> str:
@@ -207,7 +212,7 @@ class RunContext:
         j = self._journal
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
-        j.ops.setdefault(op_id, {})[kind] = entry
+        j.add(entry)
         cancel = await self._store.append(self.run_id, self.token, entry)
         if cancel is None:
             raise Fenced(self.run_id, self.token)
@@ -429,7 +434,9 @@ class RunContext:
             payload["how"] = how
         appended = self._append("result", action.operation_id, payload)
         if self.budget_id is not None and (reserved or action.charges):
-            settled = self._store.settle(self.budget_id, reserved or {}, action.charges or reserved or {})
+            # What the tool charged replaces the estimate, name by name; the rest of it stands.
+            actual = {**(reserved or {}), **action.charges}
+            settled = self._store.settle(self.budget_id, reserved or {}, actual)
             await asyncio.gather(appended, settled)  # one shared commit, as a rule
         else:
             await appended
@@ -443,20 +450,21 @@ class RunContext:
         return payload["ok"]
 
     async def _replay(self, op_id: str, tool: Tool, args: dict[str, Any]) -> Any:
-        result = self._entry(op_id, "result")
-        if result is not None:
-            return self._outcome(tool.name, result.data)
+        state, last = operation_state(self._journal.history[op_id])
+        if state == "done" and last is not None:
+            if last.kind == "result":
+                return self._outcome(tool.name, last.data)
+            return last.data.get("result")  # resolved: it was executed
         intention = self._entry(op_id, "intention")
         reserved = intention.data.get("reserved") if intention is not None else None
         action = self._action(op_id, tool.name)
-        resolution = self._entry(op_id, "resolution")
-        if resolution is not None:
-            r = resolution.data
-            if r["executed"]:
-                return r.get("result")
+        if state == "cleared":
+            # Resolved as not executed: run it once. The re-dispatch is journaled first, so that a
+            # crash during it is a gap again, resolved by the table, never a second free run.
+            await self._append("redispatch", op_id, {"how": "resolved not executed"})
             how = "resolved not executed: run once"
             return await self._dispatch(tool, args, action, how=how, reserved=reserved)
-        if self._entry(op_id, "in_doubt") is not None:
+        if state == "in_doubt":
             self._in_doubt.add(tool.name)
             if self.cancel_requested:
                 await self._stop_if_asked(op_id)
