@@ -43,7 +43,8 @@ CREATE INDEX IF NOT EXISTS runs_deadline ON runs (deadline)
     WHERE deadline IS NOT NULL
       AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling');
 CREATE INDEX IF NOT EXISTS runs_by_state ON runs (state, created_at DESC);
-CREATE INDEX IF NOT EXISTS runs_by_owner ON runs (owner) WHERE state = 'running';
+-- (no index on owner: leases are renewed by run id, and such an index misled the planner)
+DROP INDEX IF EXISTS runs_by_owner;
 
 -- A final state never changes, whoever writes: refused by the database itself.
 CREATE OR REPLACE FUNCTION outlast_final_is_final() RETURNS trigger AS $$

@@ -95,12 +95,12 @@ class Writer:
     async def _run(
         self, conn: psycopg.AsyncConnection[dict[str, Any]], batch: list[_Write]
     ) -> list[list[dict[str, Any]]]:
-        out: list[list[dict[str, Any]]] = []
+        # Pipeline mode: the batch's statements go out without waiting for each reply; the cost
+        # of a batch is then about one round trip and one commit, not one per statement.
         try:
-            async with conn.transaction():
-                for w in batch:
-                    cur = await conn.execute(w.sql, w.params)
-                    out.append(await cur.fetchall() if cur.description else [])
+            async with conn.pipeline(), conn.transaction():
+                cursors = [await conn.execute(w.sql, w.params) for w in batch]
+            out = [await c.fetchall() if c.description else [] for c in cursors]
         except psycopg.OperationalError:
             await self._drop()
             raise

@@ -119,6 +119,9 @@ class RunContext:
         self._log = log.bind(run_id=run.id, fencing_token=run.fencing_token)
         self.before_crossing: Callable[[], None] = lambda: None
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
+        self._calls = 0  # tool calls under way, parallel ones included
+        self._quiet = asyncio.Event()
+        self._quiet.set()
 
     # -- the crossings ------------------------------------------------------------------
 
@@ -126,7 +129,24 @@ class RunContext:
         """Call a tool durably. The operation's position and idempotency key are fixed here, when
         the call is made, so parallel calls keep their identity across resumes."""
         op_id = self._position()
-        return self._call(op_id, tool, args)
+
+        async def counted() -> Any:
+            self._calls += 1
+            self._quiet.clear()
+            try:
+                return await self._call(op_id, tool, args)
+            finally:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._quiet.set()
+
+        return counted()
+
+    async def settled(self) -> None:
+        """Wait for the calls still under way: a parallel call can outlive the workflow's own
+        await (the siblings of a ``gather`` that raised go on), and the run must not end before
+        their results are journaled."""
+        await self._quiet.wait()
 
     def now(self) -> Awaitable[datetime]:
         """The current time, journaled: a replay sees the same value."""

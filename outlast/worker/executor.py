@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import traceback
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -110,7 +111,7 @@ class Execution:
         ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now)
         ctx.before_crossing = self._stop_at_crossing
         try:
-            value = await wf.fn(ctx, **run.input)
+            value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
             result = json.loads(canonical(value))
         except (Fenced, ServiceUnavailable, HandOver):
@@ -134,6 +135,19 @@ class Execution:
             undone = await ctx.compensate() if "failure" in wf.compensate_on else None
             return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
         return await self.finish(RunState.SUCCEEDED, result=result)
+
+    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: RunContext) -> Any:
+        """Run the workflow function; however it ends, the calls it left under way (the siblings
+        of a ``gather`` that raised) settle, their results journaled, before the run ends."""
+        try:
+            value = await fn(ctx, **self.run.input)
+        except (Fenced, ServiceUnavailable, HandOver):
+            raise
+        except (Exception, Cancelled):
+            await ctx.settled()
+            raise
+        await ctx.settled()
+        return value
 
     def _log_resume(self, journal: Journaled) -> None:
         if not journal.entries:

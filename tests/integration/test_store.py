@@ -95,3 +95,30 @@ async def test_shared_commits_batch_concurrent_writes(world: World) -> None:
     assert world.sql("SELECT count(*) FROM runs") == [(50,)]
     assert store.writer.commits < store.writer.writes  # commits were shared
     await store.close()
+
+
+async def test_a_failing_write_does_not_spoil_its_batch(world: World) -> None:
+    import asyncio
+
+    store = await opened(world)
+    bad = store.writer.write("UPDATE runs SET state = 'nope' WHERE true RETURNING id", {})
+    await store.insert_run(
+        id="seed", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
+    )
+    good = [
+        store.insert_run(
+            id=f"r{i}",
+            workflow="w",
+            queue="default",
+            input={},
+            input_hash="h",
+            program=None,
+            deadline_in=None,
+        )
+        for i in range(5)
+    ]
+    results = await asyncio.gather(bad, *good, return_exceptions=True)
+    assert isinstance(results[0], psycopg.errors.CheckViolation)
+    assert all(not isinstance(r, BaseException) for r in results[1:])
+    assert world.sql("SELECT count(*) FROM runs") == [(6,)]
+    await store.close()
