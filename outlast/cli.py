@@ -321,7 +321,8 @@ def _decision_command(kind: str, doc: str) -> None:
             return await c.revise(run_id, approval_id, args=new_args, **common)
 
         run = _run(go, ctx)
-        click.echo(f"run {run.id}: {approval_id} {kind}d by {approver}; the run is {run.state}")
+        done = {"approve": "approved", "reject": "rejected", "revise": "revised"}[kind]
+        click.echo(f"run {run.id}: {approval_id} {done} by {approver}; the run is {run.state}")
 
     command.__doc__ = doc
     if kind == "revise":

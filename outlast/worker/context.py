@@ -271,6 +271,7 @@ class RunContext:
             await self._append("timer", op_id, {"until": due.isoformat()})
         if due <= now:
             return
+        await self.settled()  # calls made in parallel journal their results before the run lets go
         await self._stop_if_asked(op_id)
         if not await self._store.wait(self.run_id, self.token, "timer", f"sleeping until {due}", due):
             raise Fenced(self.run_id, self.token)
@@ -325,6 +326,7 @@ class RunContext:
             elif row is not None and row["expired"]:
                 decided = await self._append("decision", op_id, {"status": "expired"})
             else:
+                await self.settled()  # as in _sleep: parallel calls journal their results first
                 await self._stop_if_asked(op_id)
                 ok = await self._store.await_approval(
                     self.run_id,

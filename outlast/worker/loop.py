@@ -104,8 +104,9 @@ class Worker:
             loop.add_signal_handler(sig, on_signal, sig)
 
     async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
-        """Repeat a background step, through outages of Postgres or Redis."""
-        while True:
+        """Repeat a background step, through outages of Postgres or Redis, until the worker stops
+        (checked too, not only cancelled: a Redis client can swallow a cancellation)."""
+        while not self._stopping.is_set():
             try:
                 await step()
             except asyncio.CancelledError:
@@ -123,7 +124,7 @@ class Worker:
         for q in self.queues:  # a restarted worker first re-reads what it was given before
             for d in await self.queue.read(q, self.name, self.s.concurrency * 4, 0, own_pending=True):
                 self._start(d)
-        while True:
+        while not self._stopping.is_set():  # as in _every: not only cancelled
             try:
                 if self._room_left() <= 0:
                     self._room.clear()
