@@ -124,6 +124,17 @@ CREATE TABLE IF NOT EXISTS budgets (
     PRIMARY KEY (budget_id, name)
 );
 
-INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '2')
+-- Version 3: a reservation belongs to one operation, so that a retried dispatch never reserves
+-- twice and a superseded worker cannot settle what the new owner settles.
+CREATE TABLE IF NOT EXISTS reservations (
+    budget_id   text NOT NULL,
+    run_id      text NOT NULL,
+    op_id       text NOT NULL,
+    name        text NOT NULL,
+    amount      numeric NOT NULL,
+    PRIMARY KEY (run_id, op_id, name)
+);
+
+INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '3')
     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
     WHERE outlast_meta.value::int < EXCLUDED.value::int;

@@ -202,6 +202,10 @@ class AsyncClient:
         entry = make_entry(run.journal_head, run.journal_len + 1, "resolution", operation_id, data)
         if not await self.store.append_unowned(run_id, "in_doubt", run.journal_head, entry):
             raise OutlastError(f"run '{run_id}' changed while resolving; look again: outlast status {run_id}")
+        if executed and run.budget_id is not None:
+            # It happened: what it reserved is spent (its estimate is all that is known).
+            held = await self.store.reservations(run_id, operation_id)
+            await self.store.settle(run.budget_id, run_id, operation_id, held, expected=True)
         await self.store.event(run_id, "resolved", {"op": operation_id, "executed": executed})
         await self.queue.publish(run.queue, run_id)
         return await self.status(run_id)

@@ -232,8 +232,11 @@ SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true;
 -- One conditional statement reserves every named estimate or none: the budget rows are locked,
 -- checked at their latest values, and only then updated, so two concurrent dispatches can never
 -- spend the same remainder.
+-- A name this operation already holds (reserved before a crash, then retried) is not reserved again.
 WITH est AS (
-    SELECT * FROM unnest(%(names)s::text[], %(amounts)s::numeric[]) AS e(name, amount)),
+    SELECT * FROM unnest(%(names)s::text[], %(amounts)s::numeric[]) AS e(name, amount)
+    WHERE e.name NOT IN (
+        SELECT name FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s)),
 locked AS (
     SELECT b.name, b.limit_value, b.spent, b.reserved FROM budgets b JOIN est USING (name)
     WHERE b.budget_id = %(budget_id)s FOR UPDATE),
@@ -244,15 +247,33 @@ over AS (
 upd AS (
     UPDATE budgets b SET reserved = b.reserved + est.amount FROM est
     WHERE b.budget_id = %(budget_id)s AND b.name = est.name AND NOT EXISTS (SELECT 1 FROM over)
-    RETURNING b.name)
+    RETURNING b.name, est.amount),
+ins AS (
+    INSERT INTO reservations (budget_id, run_id, op_id, name, amount)
+    SELECT %(budget_id)s, %(run_id)s, %(op_id)s, name, amount FROM upd)
 SELECT name, limit_value, spent, reserved, amount FROM over;
 
 -- name: settle
--- The reservation is replaced by the actual use.
+-- The operation's reservation is replaced by the actual use, once: the reservation rows are
+-- deleted here, and a settlement that finds none of the rows it expected (a superseded worker's,
+-- after the new owner settled) spends nothing.
+WITH gone AS (
+    DELETE FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s
+    RETURNING name, amount),
+used AS (
+    SELECT a.name, a.actual FROM unnest(%(names)s::text[], %(actual)s::numeric[]) AS a(name, actual)),
+u AS (
+    SELECT coalesce(used.name, gone.name) AS name, coalesce(used.actual, 0) AS actual,
+           coalesce(gone.amount, 0) AS reserved
+    FROM used FULL JOIN gone ON used.name = gone.name)
 UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0), spent = b.spent + u.actual
-FROM unnest(%(names)s::text[], %(reserved)s::numeric[], %(actual)s::numeric[]) AS u(name, reserved, actual)
+FROM u
 WHERE b.budget_id = %(budget_id)s AND b.name = u.name
+  AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
 RETURNING b.name;
+
+-- name: reservations
+SELECT name, amount FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
 
 -- name: budget
 SELECT name, limit_value, spent, reserved FROM budgets WHERE budget_id = %(budget_id)s ORDER BY name;

@@ -23,7 +23,7 @@ from outlast.model import Run
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
@@ -146,6 +146,11 @@ class Store:
         if found is None:
             raise SchemaError(
                 f"no outlast schema '{self.schema}' in {redact(self.url)}; run: outlast migrate"
+            )
+        if found < SCHEMA_VERSION:
+            raise SchemaError(
+                f"the database schema '{self.schema}' is version {found}, older than this outlast "
+                f"needs ({SCHEMA_VERSION}); run: outlast migrate"
             )
 
     # -- runs -----------------------------------------------------------------------------
@@ -356,24 +361,38 @@ class Store:
 
     # -- budgets --------------------------------------------------------------------------
 
-    async def reserve(self, budget_id: str, amounts: dict[str, float]) -> list[dict[str, Any]]:
-        """Reserve all the estimates or none; returns the limits that would be exceeded."""
+    async def reserve(
+        self, budget_id: str, run_id: str, op_id: str, amounts: dict[str, float]
+    ) -> list[dict[str, Any]]:
+        """Reserve all the operation's estimates or none (a name it already holds is kept);
+        returns the limits that would be exceeded."""
         return await self._write(
             "reserve",
             budget_id=budget_id,
+            run_id=run_id,
+            op_id=op_id,
             names=list(amounts),
             amounts=[float(v) for v in amounts.values()],  # one type: psycopg refuses int+float lists
         )
 
-    async def settle(self, budget_id: str, reserved: dict[str, float], actual: dict[str, float]) -> None:
-        names = sorted(reserved.keys() | actual.keys())
+    async def settle(
+        self, budget_id: str, run_id: str, op_id: str, actual: dict[str, float], expected: bool
+    ) -> None:
+        """Replace the operation's reservation by its actual use. ``expected``: the operation
+        reserved, so nothing is spent unless its reservation is still there to settle."""
         await self._write(
             "settle",
             budget_id=budget_id,
-            names=names,
-            reserved=[float(reserved.get(n, 0)) for n in names],
-            actual=[float(actual.get(n, 0)) for n in names],
+            run_id=run_id,
+            op_id=op_id,
+            names=list(actual),
+            actual=[float(v) for v in actual.values()],
+            expected=expected,
         )
+
+    async def reservations(self, run_id: str, op_id: str) -> dict[str, float]:
+        rows = await self._rows("reservations", run_id=run_id, op_id=op_id)
+        return {r["name"]: float(r["amount"]) for r in rows}
 
     async def budget(self, budget_id: str) -> list[dict[str, Any]]:
         return await self._rows("budget", budget_id=budget_id)

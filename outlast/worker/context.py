@@ -372,7 +372,7 @@ class RunContext:
             return await self._replay(op_id, tool, clean)
         await self._stop_if_asked(op_id)
         await self._check_policy(op_id, tool_name, clean, ahash)
-        reserved = await self._reserve(tool)
+        reserved = await self._reserve(op_id, tool)
         return await self._dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def _dispatch_new(
@@ -422,10 +422,10 @@ class RunContext:
             for r in rows
         }
 
-    async def _reserve(self, tool: Tool) -> dict[str, float]:
+    async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        over = await self._store.reserve(self.budget_id, tool.cost)
+        over = await self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)
         return dict(tool.cost)
@@ -458,7 +458,8 @@ class RunContext:
         if self.budget_id is not None and (reserved or action.charges):
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
-            settled = self._store.settle(self.budget_id, reserved or {}, actual)
+            op = action.operation_id
+            settled = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
             await asyncio.gather(appended, settled)  # one shared commit, as a rule
         else:
             await appended

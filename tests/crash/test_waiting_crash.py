@@ -179,11 +179,6 @@ def test_a_compensation_cut_short_is_not_claimed_as_undone(world: World) -> None
         assert kinds[-2:] == [("intention", "undo-op-1"), ("in_doubt", "undo-op-1")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug: the estimate is reserved in one commit and the intention written in another; "
-    "a crash between them leaves the reservation held for good (the replay reserves again)",
-)
 def test_a_reservation_cut_short_by_a_crash_is_not_lost(world: World) -> None:
     with people_world(world) as c:
         rid = c.enqueue("spend_seq", {"n": 2}, budget={"usd": 2}).id

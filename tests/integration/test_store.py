@@ -63,6 +63,14 @@ async def test_a_newer_schema_is_refused(world: World) -> None:
     await store.close()
 
 
+async def test_an_older_schema_asks_for_migrate(world: World) -> None:
+    world.sql("UPDATE outlast_meta SET value = '1' WHERE key = 'schema_version'")
+    store = Store(world.database_url, world.schema)
+    with pytest.raises(SchemaError, match=r"older than this outlast needs .* run: outlast migrate"):
+        await store.open()
+    await store.close()
+
+
 async def test_migrate_is_idempotent_and_missing_schema_is_named(world: World) -> None:
     store = await opened(world)
     assert await store.migrate() == SCHEMA_VERSION
