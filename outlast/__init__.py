@@ -3,11 +3,18 @@
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
+    ApprovalExpired,
+    ApprovalRejected,
+    BudgetExhausted,
+    Cancelled,
+    DeadlineExceeded,
+    DecisionRefused,
     Fenced,
     InDoubt,
     InvalidInput,
     JournalAltered,
     OutlastError,
+    PolicyRefused,
     ProgramChanged,
     ResumeImpossible,
     ResumeRefused,
@@ -16,7 +23,7 @@ from outlast.errors import (
     UnknownRun,
     UnknownWorkflow,
 )
-from outlast.model import Run, RunState
+from outlast.model import Decision, Run, RunState
 from outlast.producer import AsyncClient, Client
 from outlast.settings import Settings
 
@@ -24,13 +31,21 @@ __all__ = [
     "NOT_EXECUTED",
     "Action",
     "App",
+    "ApprovalExpired",
+    "ApprovalRejected",
     "AsyncClient",
+    "BudgetExhausted",
+    "Cancelled",
     "Client",
+    "DeadlineExceeded",
+    "Decision",
+    "DecisionRefused",
     "Fenced",
     "InDoubt",
     "InvalidInput",
     "JournalAltered",
     "OutlastError",
+    "PolicyRefused",
     "ProgramChanged",
     "ResumeImpossible",
     "ResumeRefused",

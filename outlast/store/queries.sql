@@ -279,17 +279,25 @@ SELECT name, amount FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op
 SELECT name, limit_value, spent, reserved FROM budgets WHERE budget_id = %(budget_id)s ORDER BY name;
 
 -- name: cancel
--- A queued run that never started is cancelled at once; any other unfinished run is marked, and
--- one that no worker holds goes to `cancelling` so that a worker runs its compensations.
+-- A queued run that never started is cancelled at once, and so is one that waits because it cannot
+-- be resumed (no worker could replay it to run compensations); any other unfinished run is marked,
+-- and one that no worker holds goes to `cancelling` so that a worker runs its compensations.
 WITH r AS (
     UPDATE runs SET cancel_requested = true, updated_at = now(),
         state = CASE
             WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled'
+            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible')
+                THEN 'cancelled'
             WHEN state IN ('queued', 'waiting', 'awaiting_approval') THEN 'cancelling'
             ELSE state END,
-        reason = CASE WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled before it started'
-                      ELSE reason END,
-        finished_at = CASE WHEN state = 'queued' AND journal_len = 0 THEN now() ELSE finished_at END,
+        reason = CASE
+            WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled before it started'
+            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible')
+                THEN 'cancelled while it could not be resumed (' || reason || '): no compensation ran'
+            ELSE reason END,
+        finished_at = CASE WHEN (state = 'queued' AND journal_len = 0) OR
+                                (state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible'))
+                           THEN now() ELSE finished_at END,
         published_at = now()
     WHERE id = %(id)s
       AND state NOT IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')

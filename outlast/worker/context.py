@@ -93,6 +93,9 @@ def _describe_entry(e: Entry) -> str:
     return f"{d.get('name', e.kind)}()"
 
 
+_BOUND = ("action", "args_hash", "approvers", "policy_version")  # what an approval is bound to
+
+
 def _error_payload(exc: BaseException) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": str(exc)}
 
@@ -293,7 +296,8 @@ class RunContext:
         self._enter(op_id)
         if op_id in self._journal.ops:
             asked = self._entry(op_id, "approval")
-            if asked is None or (asked.data["action"], asked.data["args_hash"]) != (action, ahash):
+            bound = (action, ahash, approvers, policy_version)
+            if asked is None or tuple(asked.data[k] for k in _BOUND) != bound:
                 raise self._mismatch(op_id, f"approval of {_describe(action, clean)}")
         else:
             await self._stop_if_asked(op_id)

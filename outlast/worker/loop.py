@@ -52,6 +52,7 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._done = asyncio.Event()
         self._room = asyncio.Event()
         self._programs = app.programs()
         self.log = log
@@ -74,13 +75,16 @@ class Worker:
             concurrency=self.s.concurrency,
             lease_ttl=self.s.lease_ttl,
         )
-        loops = [self._read_loop(), self._heartbeat_loop(), self._reclaim_loop(), self._sweep_loop()]
-        background = [asyncio.create_task(c) for c in loops]
+        work = [asyncio.create_task(c) for c in (self._read_loop(), self._reclaim_loop(), self._sweep_loop())]
+        beat = asyncio.create_task(self._heartbeat_loop())  # goes on while runs are handed over
         await self._stopping.wait()
-        for t in background:
+        for t in work:
             t.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        await asyncio.gather(*work, return_exceptions=True)
         await self._hand_over()
+        self._done.set()
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
         for t in self._timers:  # the sweeper wakes these runs instead
             t.cancel()
         if self._name_token:
@@ -103,10 +107,12 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal, sig)
 
-    async def _every(self, seconds: float, step: Callable[[], Awaitable[None]]) -> None:
+    async def _every(
+        self, seconds: float, step: Callable[[], Awaitable[None]], until: asyncio.Event | None = None
+    ) -> None:
         """Repeat a background step, through outages of Postgres or Redis, until the worker stops
         (checked too, not only cancelled: a Redis client can swallow a cancellation)."""
-        while not self._stopping.is_set():
+        while not (until or self._stopping).is_set():
             try:
                 await step()
             except asyncio.CancelledError:
@@ -270,7 +276,7 @@ class Worker:
     # -- beside the work ----------------------------------------------------------------
 
     async def _heartbeat_loop(self) -> None:
-        await self._every(self.s.lease_ttl / 3, self._heartbeat)
+        await self._every(self.s.lease_ttl / 3, self._heartbeat, until=self._done)
 
     async def _heartbeat(self) -> None:
         held = {rid: a.execution.run.fencing_token for rid, a in self.active.items() if not a.lost}

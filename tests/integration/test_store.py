@@ -130,3 +130,18 @@ async def test_a_failing_write_does_not_spoil_its_batch(world: World) -> None:
     assert all(not isinstance(r, BaseException) for r in results[1:])
     assert world.sql("SELECT count(*) FROM runs") == [(6,)]
     await store.close()
+
+
+async def test_cancelling_a_run_no_worker_can_resume_ends_it_at_once(world: World) -> None:
+    from outlast import AsyncClient
+
+    async with AsyncClient(settings=world.settings()) as c:
+        run = await c.enqueue("w", {})
+        world.sql(
+            "UPDATE runs SET state = 'waiting', reason = 'program_changed', journal_len = 2 WHERE id = %s",
+            run.id,
+        )
+        done = await c.cancel(run.id)
+    assert done.state == "cancelled"
+    assert done.reason == "cancelled while it could not be resumed (program_changed): no compensation ran"
+    assert done.finished_at is not None
