@@ -11,13 +11,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from outlast import Client, OutlastError
+import psycopg
+from psycopg import sql
+
+from outlast import Client, OutlastError, Settings
+from outlast.services import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def own_tables(schema_of: Callable[[str], str], ddl: str) -> tuple[str, str]:
+    """Create an example's tables (``ddl``, with ``{s}`` for its schema) once, in a schema beside
+    the one the worker serves; return (database URL, that schema)."""
+    settings, _ = resolve(Settings.from_env())
+    assert settings.database_url
+    schema = schema_of(settings.schema)
+    with psycopg.connect(settings.database_url, autocommit=True) as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
+        conn.execute(sql.SQL(ddl).format(s=sql.Identifier(schema)))
+    return settings.database_url, schema
 
 
 @contextlib.contextmanager

@@ -29,12 +29,11 @@ from typing import Any
 
 import psycopg
 import pydantic
-from psycopg import sql
 
-from outlast import App, Retry, Settings
+from examples import own_tables
+from outlast import App, Retry
 from outlast.errors import ApprovalRejected
 from outlast.journal import canonical
-from outlast.services import resolve
 from outlast.worker.context import RunContext
 
 app = App()
@@ -69,13 +68,7 @@ def tables_schema(outlast_schema: str) -> str:
 
 @functools.cache
 def _where() -> tuple[str, str]:
-    settings, _ = resolve(Settings.from_env())
-    assert settings.database_url
-    schema = tables_schema(settings.schema)
-    with psycopg.connect(settings.database_url, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
-        conn.execute(sql.SQL(_TABLES).format(s=sql.Identifier(schema)))
-    return settings.database_url, schema
+    return own_tables(tables_schema, _TABLES)
 
 
 def connect() -> psycopg.Connection[tuple[Any, ...]]:

@@ -29,10 +29,9 @@ import os
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from outlast import NOT_EXECUTED, Action, App, Settings
-from outlast.services import resolve
+from examples import own_tables
+from outlast import NOT_EXECUTED, Action, App
 from outlast.worker.context import RunContext
 
 app = App()
@@ -54,13 +53,7 @@ def tables_schema(outlast_schema: str) -> str:
 @functools.cache
 def _where() -> tuple[str, str]:
     """The example's tables: in outlast's Postgres, in a schema beside the one the worker serves."""
-    settings, _ = resolve(Settings.from_env())
-    assert settings.database_url
-    schema = tables_schema(settings.schema)
-    with psycopg.connect(settings.database_url, autocommit=True) as conn, conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (schema,))
-        conn.execute(sql.SQL(_TABLES).format(s=sql.Identifier(schema)))
-    return settings.database_url, schema
+    return own_tables(tables_schema, _TABLES)
 
 
 def query(statement: str, *params: Any) -> tuple[Any, ...] | None:

@@ -25,6 +25,7 @@ import psycopg
 
 from outlast import NOT_EXECUTED, App, current_action
 from outlast.action import Action
+from tests.apps import connect, setup_tables
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS calls (run_id text, tool text, n int NOT NULL, PRIMARY KEY (run_id, tool));
@@ -39,13 +40,7 @@ CREATE TABLE IF NOT EXISTS posts (id serial PRIMARY KEY, run_id text NOT NULL, o
 
 def setup(database_url: str, schema: str) -> None:
     """Create the world's tables in ``schema`` (idempotent)."""
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as c:
-        c.execute(TABLES.encode())
-
-
-def _connect() -> psycopg.Connection[Any]:
-    url, schema = os.environ["OUTLAST_DATABASE_URL"], os.environ["OUTLAST_SCHEMA"]
-    return psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}")
+    setup_tables(database_url, schema, TABLES)
 
 
 def _pace() -> None:
@@ -64,7 +59,7 @@ def _count(c: psycopg.Connection[Any], tool: str, run_id: str) -> None:
 
 def _read(tool: str) -> Any:
     a = current_action()
-    with _connect() as c:
+    with connect() as c:
         _count(c, tool, a.run_id)
         _pace()
         row = c.execute("SELECT count(*), coalesce(sum(amount), 0) FROM bank").fetchone()
@@ -75,7 +70,7 @@ def _read(tool: str) -> Any:
 
 def _send(tool: str, msg: str) -> dict[str, Any]:
     a = current_action()
-    with _connect() as c:
+    with connect() as c:
         _count(c, tool, a.run_id)
         _pace()
         # A plain INSERT: this mailer is not idempotent, a second send of one message raises.
@@ -89,7 +84,7 @@ def _send(tool: str, msg: str) -> dict[str, Any]:
 
 
 def _outbox_lookup(action: Action) -> Any:
-    with _connect() as c:
+    with connect() as c:
         _count(c, f"reconcile:{action.tool}", action.run_id)
         row = c.execute("SELECT id FROM outbox WHERE message_id = %s", (action.idempotency_key,)).fetchone()
     if row is None:
@@ -115,7 +110,7 @@ def register_tools(app: App) -> None:
     @app.tool("transfer", idempotent=True)
     def transfer(amount: int, to: str) -> dict[str, Any]:
         a = current_action()
-        with _connect() as c:
+        with connect() as c:
             _count(c, "transfer", a.run_id)
             _pace()
             c.execute(
@@ -144,14 +139,14 @@ def register_tools(app: App) -> None:
 
     @app.reconciler("notify_flaky")
     def notify_flaky_sent(args: dict[str, Any], action: Action) -> Any:
-        with _connect() as c:
+        with connect() as c:
             _count(c, "reconcile:notify_flaky", action.run_id)
         raise RuntimeError("mailer unreachable")
 
     @app.tool("post")
     def post(text: str) -> dict[str, Any]:
         a = current_action()
-        with _connect() as c:
+        with connect() as c:
             _count(c, "post", a.run_id)
             _pace()
             row = c.execute(

@@ -18,16 +18,15 @@ arguments than version 1 did (replay of a v1 run must be refused).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
 from outlast import App, InDoubt, current_action
 from outlast.errors import ApprovalRejected
+from tests.apps import connect, setup_tables
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS effects (id serial PRIMARY KEY, run_id text NOT NULL, op_id text NOT NULL,
@@ -44,18 +43,12 @@ CREATE TABLE IF NOT EXISTS started (id serial PRIMARY KEY, run_id text NOT NULL,
 
 def setup(database_url: str, schema: str) -> None:
     """Create the world's tables in ``schema`` (idempotent)."""
-    with psycopg.connect(database_url, autocommit=True, options=f"-c search_path={schema}") as c:
-        c.execute(TABLES.encode())
-
-
-def _connect() -> psycopg.Connection[Any]:
-    url, schema = os.environ["OUTLAST_DATABASE_URL"], os.environ["OUTLAST_SCHEMA"]
-    return psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}")
+    setup_tables(database_url, schema, TABLES)
 
 
 def _effect(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     a = current_action()
-    with _connect() as c:
+    with connect() as c:
         row = c.execute(
             "INSERT INTO effects (run_id, op_id, key, tool, args) VALUES (%s, %s, %s, %s, %s) "
             "RETURNING id, at",
@@ -66,7 +59,7 @@ def _effect(tool: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate(name: str) -> bool:
-    with _connect() as c:
+    with connect() as c:
         return c.execute("SELECT 1 FROM gates WHERE name = %s", (name,)).fetchone() is not None
 
 
@@ -118,7 +111,7 @@ def _holds_and_bookings(app: App) -> None:
 
     def _hold(tool: str, gate_name: str, limit: float) -> dict[str, Any]:
         a = current_action()
-        with _connect() as c:
+        with connect() as c:
             c.execute("INSERT INTO started (run_id, op_id) VALUES (%s, %s)", (a.run_id, a.operation_id))
         until = time.monotonic() + limit
         while not gate(f"open:{gate_name}"):
@@ -136,7 +129,7 @@ def _holds_and_bookings(app: App) -> None:
         a = current_action()
         if args["item"].startswith("stuck"):
             raise RuntimeError(f"{args['item']} cannot be released")
-        with _connect() as c:
+        with connect() as c:
             c.execute(
                 "INSERT INTO undone (run_id, op_id, tool, args, result) VALUES (%s, %s, 'book', %s, %s)",
                 (a.run_id, a.operation_id, Jsonb(args), Jsonb(result)),
