@@ -18,6 +18,7 @@ def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # the worker id, bound once per worker
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -69,7 +69,9 @@ class Worker:
             self.name, self._name_token = await self.queue.acquire_name(
                 socket.gethostname(), self.s.lease_ttl
             )
-        self.log = log.bind(worker=self.name)
+        # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
+        structlog.contextvars.bind_contextvars(worker=self.name)
+        self.log = log
         self.log.info(
             f"worker {self.name} serving queues {', '.join(self.queues)}",
             concurrency=self.s.concurrency,

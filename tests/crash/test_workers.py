@@ -190,3 +190,17 @@ def test_sigterm_hands_the_run_over_before_the_lease_expires(world: World) -> No
         (1,)
     ]
     assert os.getpid() != b.pid
+
+
+def test_processes_share_the_queue_and_stop_together(world: World) -> None:
+    pool = world.worker("tests.apps.basic:app", "--processes", "2", "--concurrency", "2")
+    with Client(settings=world.settings()) as c:
+        ids = [c.enqueue("slow", {"seconds": 0.5, "tag": str(i)}).id for i in range(8)]
+        for rid in ids:
+            assert c.wait(rid, timeout=60).state == "succeeded"
+    pids = {
+        what.split(":")[1] for (what,) in world.sql("SELECT what FROM executions WHERE what LIKE 'end:%%'")
+    }
+    assert len(pids) == 2, f"runs were served by {pids}"
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(30) == 0
