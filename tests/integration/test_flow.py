@@ -50,3 +50,20 @@ async def test_enqueue_is_idempotent_on_run_id(world: World) -> None:
             await c.enqueue("echo", {"a": 2}, run_id="same")
         with pytest.raises(RunConflict, match="workflow"):
             await c.enqueue("slow", {"a": 1}, run_id="same")
+
+
+async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) -> None:
+    from outlast import UnknownWorkflow
+
+    async with AsyncClient(settings=world.settings(), app=app) as with_app:
+        with pytest.raises(UnknownWorkflow, match="unknown workflow 'nope'"):
+            await with_app.enqueue("nope", {})
+    async with AsyncClient(settings=world.settings()) as c:
+        run = await c.enqueue("nope", {})
+        w, task = await start_worker(world)
+        done = await c.wait(run.id, timeout=20)
+        w.stop()
+        await task
+        await w.store.close()
+        await w.queue.close()
+    assert (done.state, done.reason) == ("failed", "unknown workflow 'nope'")
