@@ -36,6 +36,10 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+def _entry_params(e: Entry) -> dict[str, Any]:
+    return {"seq": e.seq, "kind": e.kind, "op_id": e.op_id, "body": e.body, "hash": e.hash}
+
+
 def schema_sql() -> str:
     """The one schema: inside the wheel, or at the top of the source tree."""
     packaged = resources.files("outlast").joinpath("schema.sql")
@@ -409,30 +413,13 @@ class Store:
     async def append(self, run_id: str, token: int, entry: Entry) -> bool | None:
         """Append one journal entry as the lease holder (fenced). None if refused, else whether
         a cancellation of the run has been requested."""
-        rows = await self._write(
-            "append",
-            run_id=run_id,
-            token=token,
-            seq=entry.seq,
-            kind=entry.kind,
-            op_id=entry.op_id,
-            body=entry.body,
-            hash=entry.hash,
-        )
+        rows = await self._write("append", run_id=run_id, token=token, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
 
     async def append_unowned(self, run_id: str, reason: str, prev: str, entry: Entry) -> bool:
         """Append an entry to a run that waits for ``reason`` and requeue it, if nothing moved."""
         rows = await self._write(
-            "append_unowned",
-            run_id=run_id,
-            reason=reason,
-            prev=prev,
-            seq=entry.seq,
-            kind=entry.kind,
-            op_id=entry.op_id,
-            body=entry.body,
-            hash=entry.hash,
+            "append_unowned", run_id=run_id, reason=reason, prev=prev, **_entry_params(entry)
         )
         return bool(rows)
 
