@@ -23,6 +23,13 @@ async def start_worker(world: World, **kw: object) -> tuple[Worker, asyncio.Task
     return w, asyncio.create_task(w.run())
 
 
+async def stop_worker(w: Worker, task: asyncio.Task[None]) -> None:
+    w.stop()
+    await task
+    await w.store.close()
+    await w.queue.close()
+
+
 async def test_enqueue_runs_to_succeeded(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OUTLAST_DATABASE_URL", world.database_url)
     monkeypatch.setenv("OUTLAST_SCHEMA", world.schema)
@@ -31,10 +38,7 @@ async def test_enqueue_runs_to_succeeded(world: World, monkeypatch: pytest.Monke
         assert run.state == "queued"
         w, task = await start_worker(world)
         done = await c.wait(run.id, timeout=20)
-        w.stop()
-        await task
-        await w.store.close()
-        await w.queue.close()
+        await stop_worker(w, task)
     assert done.state == "succeeded"
     assert done.result == {"echo": {"a": 1}}
     assert world.sql("SELECT count(*) FROM executions WHERE run_id = %s", run.id) == [(1,)]
@@ -62,8 +66,5 @@ async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) 
         run = await c.enqueue("nope", {})
         w, task = await start_worker(world)
         done = await c.wait(run.id, timeout=20)
-        w.stop()
-        await task
-        await w.store.close()
-        await w.queue.close()
+        await stop_worker(w, task)
     assert (done.state, done.reason) == ("failed", "unknown workflow 'nope'")

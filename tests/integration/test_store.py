@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 import psycopg
 import pytest
 
 from outlast.errors import SchemaError
 from outlast.journal import make_entry
+from outlast.model import Run
 from outlast.store import SCHEMA_VERSION, Store
 from tests.conftest import World
+
+
+def add_run(store: Store, run_id: str) -> Awaitable[tuple[Run, bool]]:
+    """A queued run of a workflow nobody serves: the store's guarantees need no more."""
+    return store.insert_run(
+        id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
+    )
 
 
 async def opened(world: World) -> Store:
@@ -19,9 +29,7 @@ async def opened(world: World) -> Store:
 
 async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     store = await opened(world)
-    await store.insert_run(
-        id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
-    )
+    await add_run(store, "r")
     got = await store.claim("r", "me", 30, {})
     assert got is not None
     claimed, _now = got
@@ -35,9 +43,7 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
 
 async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     store = await opened(world)
-    await store.insert_run(
-        id="r", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
-    )
+    await add_run(store, "r")
     got = await store.claim("r", "a", 30, {})
     assert got is not None
     first = got[0]
@@ -86,20 +92,7 @@ async def test_shared_commits_batch_concurrent_writes(world: World) -> None:
     import asyncio
 
     store = await opened(world)
-    await asyncio.gather(
-        *(
-            store.insert_run(
-                id=f"r{i}",
-                workflow="w",
-                queue="default",
-                input={},
-                input_hash="h",
-                program=None,
-                deadline_in=None,
-            )
-            for i in range(50)
-        )
-    )
+    await asyncio.gather(*(add_run(store, f"r{i}") for i in range(50)))
     assert world.sql("SELECT count(*) FROM runs") == [(50,)]
     assert store.writer.commits < store.writer.writes  # commits were shared
     await store.close()
@@ -110,21 +103,8 @@ async def test_a_failing_write_does_not_spoil_its_batch(world: World) -> None:
 
     store = await opened(world)
     bad = store.writer.write("UPDATE runs SET state = 'nope' WHERE true RETURNING id", {})
-    await store.insert_run(
-        id="seed", workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
-    )
-    good = [
-        store.insert_run(
-            id=f"r{i}",
-            workflow="w",
-            queue="default",
-            input={},
-            input_hash="h",
-            program=None,
-            deadline_in=None,
-        )
-        for i in range(5)
-    ]
+    await add_run(store, "seed")
+    good = [add_run(store, f"r{i}") for i in range(5)]
     results = await asyncio.gather(bad, *good, return_exceptions=True)
     assert isinstance(results[0], psycopg.errors.CheckViolation)
     assert all(not isinstance(r, BaseException) for r in results[1:])
