@@ -3,54 +3,129 @@ Postgres holds everything else, so a lost or repeated entry costs a claim, never
 
 Keys carry the queue in a hash tag (``outlast:{default}:runs``) so that one queue's keys live
 in one Redis Cluster slot and queues spread over the cluster.
+
+The client speaks bytes (``decode_responses=False``) and fields are decoded here, one entry at
+a time: an entry nobody can serve (not UTF-8, no run id, a run id no producer makes) comes back
+as a ``Delivery`` that names its ``problem``, instead of failing the whole batch it came in.
 """
 
 from __future__ import annotations
 
 import contextlib
-import uuid
-from dataclasses import dataclass
+import os
+import secrets
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from outlast.errors import ServiceUnavailable
 from outlast.store import redact
 
 GROUP = "workers"
+MAX_RUN_ID = 200
+
+# Errors that mean "Redis is not there (or not writable) right now": retry later.
+_OUTAGE = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
+
+# Delete the group's consumers that hold no pending entry and were idle longer than ARGV[2] ms.
+# One script, so that no entry can be delivered to a consumer between the look and the delete
+# (XGROUP DELCONSUMER drops its pending entries, which nobody would reclaim then).
+_FORGET = """
+local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if consumers['err'] then return {} end
+local gone = {}
+for _, c in ipairs(consumers) do
+  local info = {}
+  for i = 1, #c, 2 do info[c[i]] = c[i + 1] end
+  if info['pending'] == 0 and info['idle'] > tonumber(ARGV[2]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+    table.insert(gone, info['name'])
+  end
+end
+return gone
+"""
 
 
 @dataclass(frozen=True)
 class Delivery:
-    """One stream entry handed to this consumer."""
+    """One stream entry handed to this consumer. ``problem`` says why it cannot be served (then
+    ``run_id`` is None and the entry belongs in the dead-letter stream)."""
 
     queue: str
     entry_id: str
     fields: dict[str, str]
+    problem: str | None = None
+    # The entry as stored, kept only when it is not UTF-8 (``fields`` then holds escapes).
+    raw: tuple[tuple[bytes, bytes], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def run_id(self) -> str | None:
-        run = self.fields.get("run")
-        return run if run else None
+        if self.problem is not None:
+            return None
+        return self.fields.get("run") or None
+
+
+def run_id_problem(run_id: str | None) -> str | None:
+    """Why a stream entry's run id cannot name a run, or None when it can."""
+    if run_id is None:
+        return "no 'run' field"
+    if not run_id:
+        return "empty run id"
+    if len(run_id) > MAX_RUN_ID:
+        return f"run id {run_id[:40]!r}... is longer than {MAX_RUN_ID} characters"
+    if any(unicodedata.category(c) == "Cc" for c in run_id):
+        return f"run id {run_id[:60]!r} has NUL or control characters"
+    return None
+
+
+def _bytes(value: bytes | str | int | float) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
+
+
+def _delivery(queue: str, entry_id: bytes | str, fields: dict[Any, Any]) -> Delivery:
+    raw = tuple((_bytes(k), _bytes(v)) for k, v in fields.items())
+    try:
+        decoded = {k.decode(): v.decode() for k, v in raw}
+    except UnicodeDecodeError:
+        loose = {_text(k): _text(v) for k, v in raw}
+        return Delivery(queue, _text(entry_id), loose, "entry is not UTF-8", raw)
+    return Delivery(queue, _text(entry_id), decoded, run_id_problem(decoded.get("run")))
 
 
 class Queue:
-    """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries."""
+    """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries.
+
+    A ``client`` given must not decode responses (``decode_responses=False``): a decoding
+    client fails a whole read on one entry that is not UTF-8."""
 
     def __init__(self, url: str, prefix: str = "outlast", client: Any = None) -> None:
         self.url = url
         self.prefix = prefix
-        self.redis: Any = client or aioredis.from_url(url, decode_responses=True)
+        self.redis: Any = client or aioredis.from_url(url, decode_responses=False)
         self._groups: set[str] = set()
+        self._cursors: dict[str, str] = {}
+        self._vanished = False  # NOGROUP seen since the last lost_data()
 
     def stream(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:runs"
 
     def dead_stream(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:dead"
+
+    def alive_key(self) -> str:
+        return f"{self.prefix}:alive"
 
     def _unavailable(self, exc: Exception) -> ServiceUnavailable:
         return ServiceUnavailable(f"cannot reach Redis at {redact(self.url)}: {exc}")
@@ -61,121 +136,201 @@ class Queue:
     async def ping(self) -> None:
         try:
             await self.redis.ping()
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
     async def publish(self, queue: str, run_id: str) -> str:
         """Add the run's id to the queue's stream."""
         try:
-            entry: str = await self.redis.xadd(self.stream(queue), {"run": run_id})
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            entry = await self.redis.xadd(self.stream(queue), {"run": run_id})
+        except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
-        return entry
+        return _text(entry)
 
     async def ensure_group(self, queue: str) -> None:
         """Create the consumer group from the stream's start (an entry added before the first
         worker came is still delivered)."""
         try:
             await self.redis.xgroup_create(self.stream(queue), GROUP, id="0", mkstream=True)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
         except ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
         self._groups.add(queue)
 
+    async def _vanished_group(self, queue: str, exc: ResponseError) -> None:
+        """The stream or group vanished (FLUSHALL, a restarted Redis): note it for
+        ``lost_data`` and make the group again."""
+        if "NOGROUP" not in str(exc):
+            raise exc
+        self._vanished = True
+        self._cursors.pop(queue, None)
+        await self.ensure_group(queue)
+
     async def read(
         self, queue: str, consumer: str, count: int, block_ms: int, own_pending: bool = False
     ) -> list[Delivery]:
         """New entries for this consumer, or (``own_pending``) those it was given and never
-        acknowledged, as after a restart under the same name."""
+        acknowledged. Malformed entries come back with a ``problem``; entries deleted while
+        pending are acknowledged and left out."""
         if count <= 0:
             return []
+        stream = self.stream(queue)
         try:
             reply = await self.redis.xreadgroup(
                 GROUP,
                 consumer,
-                {self.stream(queue): "0" if own_pending else ">"},
+                {stream: "0" if own_pending else ">"},
                 count=count,
                 block=None if own_pending else block_ms,
             )
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            # The stream or group vanished (FLUSHALL, a restarted Redis): make it again; the
-            # sweeper re-publishes what Postgres still says is due.
-            await self.ensure_group(queue)
+            await self._vanished_group(queue, exc)
             return []
         out: list[Delivery] = []
+        deleted: list[bytes | str] = []
         for _stream, entries in reply or []:
             for entry_id, fields in entries:
-                if fields is not None:
-                    out.append(Delivery(queue, entry_id, dict(fields)))
+                if entry_id is None:
+                    continue
+                if fields:
+                    out.append(_delivery(queue, entry_id, fields))
+                else:  # no entry has no field: it was deleted while pending
+                    deleted.append(entry_id)
+        await self._forget_deleted(stream, deleted)
         return out
 
     async def reclaim(self, queue: str, consumer: str, min_idle_ms: int, count: int) -> list[Delivery]:
-        """Take over entries another consumer left unacknowledged for longer than ``min_idle_ms``."""
+        """Take over entries another consumer left unacknowledged for longer than ``min_idle_ms``.
+        Successive calls walk the whole pending list (XAUTOCLAIM's cursor), not only its head."""
+        if count <= 0:
+            return []
+        stream = self.stream(queue)
         try:
             reply = await self.redis.xautoclaim(
-                self.stream(queue), GROUP, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
+                stream,
+                GROUP,
+                consumer,
+                min_idle_time=min_idle_ms,
+                start_id=self._cursors.get(queue, "0-0"),
+                count=count,
             )
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
         except ResponseError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            await self.ensure_group(queue)
+            await self._vanished_group(queue, exc)
             return []
-        entries = reply[1]
-        return [Delivery(queue, eid, dict(f)) for eid, f in entries if f is not None]
+        self._cursors[queue] = _text(reply[0])
+        out: list[Delivery] = []
+        deleted: list[bytes | str] = list(reply[2]) if len(reply) > 2 else []  # Redis >= 7
+        for entry_id, fields in reply[1]:
+            if entry_id is None:
+                continue
+            if fields:
+                out.append(_delivery(queue, entry_id, fields))
+            else:
+                deleted.append(entry_id)
+        await self._forget_deleted(stream, deleted)
+        return out
+
+    async def _forget_deleted(self, stream: str, ids: list[bytes | str]) -> None:
+        """Acknowledge pending ids whose entry is gone, so that they stop coming back."""
+        if ids:
+            with contextlib.suppress(ResponseError, *_OUTAGE):  # they come back; tried again then
+                await self.redis.xack(stream, GROUP, *ids)
 
     async def ack(self, d: Delivery) -> None:
-        """Acknowledge and delete the entry (one round trip); a vanished stream is fine."""
-        with contextlib.suppress(ResponseError):
+        """Acknowledge and delete the entry (one round trip); a vanished stream is fine.
+        Raises ``ServiceUnavailable`` when Redis cannot be reached: retry it."""
+        await self.ack_many([d])
+
+    async def ack_many(self, deliveries: Iterable[Delivery]) -> None:
+        """Acknowledge and delete many entries in one round trip (XACK + XDEL per stream).
+        Raises ``ServiceUnavailable`` when Redis cannot be reached: retry it."""
+        by_stream: dict[str, list[str]] = {}
+        for d in deliveries:
+            by_stream.setdefault(self.stream(d.queue), []).append(d.entry_id)
+        if not by_stream:
+            return
+        try:
             async with self.redis.pipeline(transaction=False) as p:
-                p.xack(self.stream(d.queue), GROUP, d.entry_id)
-                p.xdel(self.stream(d.queue), d.entry_id)
+                for stream, ids in by_stream.items():
+                    p.xack(stream, GROUP, *ids)
+                    p.xdel(stream, *ids)
                 await p.execute()
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        except ResponseError:
+            pass  # a vanished stream or group: nothing is left to acknowledge
 
     async def touch(self, held: list[Delivery], consumer: str) -> None:
-        """Reset the idle time of entries still being served, so that nobody reclaims them."""
+        """Reset the idle time of entries still being served, so that nobody reclaims them.
+        Raises ``ServiceUnavailable`` when Redis cannot be reached."""
         by_queue: dict[str, list[str]] = {}
         for d in held:
             by_queue.setdefault(d.queue, []).append(d.entry_id)
         for queue, ids in by_queue.items():
-            with contextlib.suppress(ResponseError):
+            try:
                 await self.redis.xclaim(self.stream(queue), GROUP, consumer, 0, ids, justid=True)
+            except _OUTAGE as exc:
+                raise self._unavailable(exc) from exc
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):
+                    self._vanished = True
 
     async def dead_letter(self, d: Delivery, reason: str) -> None:
-        """Move an entry that cannot be served to the dead-letter stream, with the reason."""
-        async with self.redis.pipeline(transaction=False) as p:
-            p.xadd(
-                self.dead_stream(d.queue),
-                {**d.fields, "_entry": d.entry_id, "_reason": reason},
-                maxlen=10_000,
-                approximate=True,
-            )
-            p.xack(self.stream(d.queue), GROUP, d.entry_id)
-            p.xdel(self.stream(d.queue), d.entry_id)
-            await p.execute()
+        """Move an entry that cannot be served to the dead-letter stream, with the reason (and,
+        for an entry that is not UTF-8, its raw fields written out as Python bytes literals)."""
+        body: dict[str, str] = {**d.fields, "_entry": d.entry_id, "_reason": reason}
+        if d.raw:
+            body["_raw"] = repr(dict(d.raw))
+        try:
+            async with self.redis.pipeline(transaction=False) as p:
+                p.xadd(self.dead_stream(d.queue), body, maxlen=10_000, approximate=True)
+                p.xack(self.stream(d.queue), GROUP, d.entry_id)
+                p.xdel(self.stream(d.queue), d.entry_id)
+                await p.execute()
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
 
     async def dead_letters(self, queue: str, count: int = 100) -> list[dict[str, str]]:
         entries = await self.redis.xrange(self.dead_stream(queue), count=count)
-        return [dict(f) for _eid, f in entries]
+        return [{_text(k): _text(v) for k, v in f.items()} for _eid, f in entries]
+
+    async def lost_data(self) -> bool:
+        """True (once) when Redis lost its data since the last call: the marker key was gone, or
+        a read found its stream or group gone. The caller then re-publishes what Postgres says
+        is due. A fresh Redis answers True the first time too. One SET NX: cheap each second."""
+        try:
+            fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        lost = bool(fresh) or self._vanished
+        self._vanished = False
+        return lost
+
+    async def forget_consumers(self, queue: str, idle_ms: int) -> list[str]:
+        """Delete the queue's consumers that hold no pending entry and were idle longer than
+        ``idle_ms``, so that per-process names of workers gone for good do not pile up. Returns
+        the names deleted. Harmless to a live worker: it holds nothing, and its next read makes
+        its consumer again. Needs Lua (EVAL)."""
+        try:
+            gone = await self.redis.eval(_FORGET, 1, self.stream(queue), GROUP, int(idle_ms))
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        return [_text(n) for n in gone or []]
 
     async def acquire_name(self, base: str, ttl: float) -> tuple[str, str]:
-        """A stable consumer name ``base-N``: the lowest N no live worker holds. Stable names let
-        a restarted worker re-read its own pending entries first."""
-        token = uuid.uuid4().hex
-        for n in range(10_000):
-            name = f"{base}-{n}"
-            if await self.redis.set(self._name_key(name), token, nx=True, px=int(ttl * 1000)):
-                return name, token
-        raise RedisError(f"no free consumer name for {base}")
+        """A consumer name of this process's own, ``base-pid-xxxx``, and an empty token. Nothing
+        is held in Redis, so a flushed Redis cannot give one name to two workers. A restarted
+        worker has a new name: what its predecessor left pending is reclaimed once idle."""
+        return f"{base}-{os.getpid()}-{secrets.token_hex(2)}", ""
 
     async def renew_name(self, name: str, token: str, ttl: float) -> None:
-        await self.redis.set(self._name_key(name), token, xx=True, px=int(ttl * 1000))
+        """Nothing to renew (kept for callers of the held-name protocol)."""
 
     async def release_name(self, name: str, token: str) -> None:
-        with contextlib.suppress(RedisError):
-            if await self.redis.get(self._name_key(name)) == token:
-                await self.redis.delete(self._name_key(name))
-
-    def _name_key(self, name: str) -> str:
-        return f"{self.prefix}:consumer:{name}"
+        """Nothing to release; ``forget_consumers`` deletes the name once it is idle."""
