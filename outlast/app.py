@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import hashlib
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,7 +16,7 @@ import pydantic
 import tenacity
 
 from outlast.action import Action
-from outlast.errors import InvalidInput, UnknownTool, UnknownWorkflow
+from outlast.errors import InvalidInput, ToolTimeout, UnknownTool, UnknownWorkflow
 
 Effect = Literal["write", "read"]
 
@@ -47,6 +50,7 @@ class Tool:
     retry: Retry | None = None
     args_model: type[pydantic.BaseModel] = field(default=pydantic.BaseModel)
     cost: dict[str, float] = field(default_factory=dict)  # the estimate reserved before dispatch
+    timeout: float | None = None  # seconds one dispatch may take before it is given up on
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""
@@ -69,9 +73,40 @@ class Tool:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _once(self, args: dict[str, Any]) -> Any:
-        if inspect.iscoroutinefunction(self.fn):
-            return await self.fn(**args)
-        return await asyncio.to_thread(self.fn, **args)
+        call = self.fn(**args) if inspect.iscoroutinefunction(self.fn) else _in_thread(self.fn, args)
+        if self.timeout is None:
+            return await call
+        try:
+            return await asyncio.wait_for(call, self.timeout)
+        except TimeoutError:
+            raise ToolTimeout(f"tool '{self.name}' did not return within {self.timeout:g}s") from None
+
+
+async def _in_thread(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    """Run a sync tool in a daemon thread of its own: a tool that hangs can be given up on and
+    never keeps the process from exiting (a pool's threads would)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    ctx = contextvars.copy_context()  # current_action() inside the tool
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is None:
+            done.set_result(value)
+        else:
+            done.set_exception(exc)
+
+    def target() -> None:
+        try:
+            value, exc = ctx.run(fn, **args), None
+        except BaseException as e:  # handed to the awaiting coroutine, whatever it is
+            value, exc = None, e
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=target, name=f"outlast-tool-{fn.__name__}", daemon=True).start()
+    return await done
 
 
 Reconciler = Callable[[dict[str, Any], Action], Any]
@@ -153,16 +188,23 @@ class App:
         idempotent: bool = False,
         retry: Retry | None = None,
         cost: dict[str, float] | None = None,
+        timeout: float | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
         promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
         estimate reserved from the run's budget before each dispatch (the tool may report the
-        actual with ``current_action().charge(...)``)."""
+        actual with ``current_action().charge(...)``). ``timeout`` (seconds) gives a dispatch up:
+        a read or idempotent tool then fails with ``ToolTimeout``; any other operation is in doubt,
+        since its effect may still land."""
+        if timeout is not None and not (0 < timeout < float("inf")):
+            raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             tool_name = name or fn.__name__
             model = _args_model(tool_name, fn)
-            self.tools[tool_name] = Tool(tool_name, fn, effect, idempotent, retry, model, dict(cost or {}))
+            self.tools[tool_name] = Tool(
+                tool_name, fn, effect, idempotent, retry, model, dict(cost or {}), timeout
+            )
             return fn
 
         return register

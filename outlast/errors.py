@@ -135,6 +135,10 @@ class ToolError(OutlastError):
         self.detail = detail
 
 
+class ToolTimeout(OutlastError, TimeoutError):
+    """A tool did not return within its ``timeout``: given up on, its effect may still land."""
+
+
 class PolicyRefused(OutlastError):
     """The app's policy refused a dispatch; the refusal is journaled."""
 

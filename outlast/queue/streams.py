@@ -140,9 +140,13 @@ class Queue:
             raise self._unavailable(exc) from exc
 
     async def publish(self, queue: str, run_id: str) -> str:
-        """Add the run's id to the queue's stream."""
+        """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the
+        same round trip: a Redis that has entries is not mistaken for one that lost them)."""
         try:
-            entry = await self.redis.xadd(self.stream(queue), {"run": run_id})
+            async with self.redis.pipeline(transaction=False) as p:
+                p.set(self.alive_key(), b"1", nx=True)
+                p.xadd(self.stream(queue), {"run": run_id})
+                _marked, entry = await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         return _text(entry)

@@ -45,7 +45,7 @@ UPDATE runs SET
     attempts = attempts + 1,
     program = coalesce(program, %(programs)s::jsonb ->> workflow),
     updated_at = now()
-WHERE id = %(id)s
+WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
   AND (state = 'queued'
        OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
@@ -55,23 +55,44 @@ WHERE id = %(id)s
 RETURNING *, now() AS db_now;
 
 -- name: renew
--- One statement renews every lease a worker holds; what it does not return was lost.
-UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS held(id, token)
-WHERE runs.id = held.id AND runs.fencing_token = held.token AND runs.state IN ('running', 'cancelling')
-RETURNING runs.id, runs.cancel_requested;
+-- One statement renews every lease a worker holds, locking the runs in id order (as every write
+-- does). Each held run comes back: renewed; lost (a newer token exists: another worker took it);
+-- or neither (it ended, final or waiting, under this very token: not a lost lease).
+WITH held AS (
+    SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(id, token)),
+mine AS (
+    SELECT runs.id FROM runs JOIN held ON runs.id = held.id AND runs.fencing_token = held.token
+    WHERE runs.state IN ('running', 'cancelling')
+    ORDER BY runs.id
+    FOR UPDATE OF runs),
+renewed AS (
+    UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
+    FROM mine WHERE runs.id = mine.id
+    RETURNING runs.id, runs.cancel_requested)
+SELECT held.id, renewed.id IS NOT NULL AS renewed,
+       coalesce(renewed.cancel_requested, false) AS cancel_requested,
+       runs.fencing_token IS DISTINCT FROM held.token AS lost
+FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = held.id;
 
 -- name: append
 -- The run row keeps the chain's head; an entry is written only by the lease holder, in order.
+-- Run again after a commit whose acknowledgement was lost, it finds its own entry (same seq,
+-- same hash, token still held) and says so instead of failing.
 WITH r AS (
     -- a new entry is progress: the claims counted towards max_attempts start again from this one
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
       AND journal_len = %(seq)s - 1
-    RETURNING id, cancel_requested)
-INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
-RETURNING seq, (SELECT cancel_requested FROM r) AS cancel_requested;
+    RETURNING id, cancel_requested),
+ins AS (
+    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
+    SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
+    RETURNING seq)
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+UNION ALL
+SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
+  AND runs.fencing_token = %(token)s;
 
 -- name: append_unowned
 -- An entry written by a person or code (a resolution) while no worker holds the run: it must
@@ -90,13 +111,16 @@ RETURNING seq;
 SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
 
 -- name: finish
+-- Run again after a lost acknowledgement, it finds the run already in that state under its token.
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-    RETURNING id)
-INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r
-RETURNING run_id;
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = %(state)s;
 
 -- name: wait
 -- A durable wait: the lease is given up and the run no longer counts as crashing its worker.
@@ -104,9 +128,12 @@ WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
         attempts = 0, wake_at = %(wake_at)s, published_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-    RETURNING id)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
-RETURNING run_id;
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
+  AND reason = %(reason)s;
 
 -- name: refuse_unclaimed
 -- A worker that cannot serve a run's program says so, without taking the run: a queued run, or

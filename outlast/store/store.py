@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -23,16 +25,24 @@ from outlast.model import Run
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
 def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """The URL without its password (after the user, or a ``password=`` parameter), for messages;
+    never raises, even on a malformed URL."""
+    import re
+
+    url = re.sub(r"(?i)\bpassword=[^&\s]*", "password=***", url)
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever sits between user and host
+        return re.sub(r"(//[^/@:]*:)[^/]*@", r"\1***@", url)
+    if password is None:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    netloc = parts.netloc.replace(f":{password}@", ":***@")
     return urlunsplit(parts._replace(netloc=netloc))
 
 
@@ -48,10 +58,19 @@ def schema_sql() -> str:
     return (Path(__file__).resolve().parents[2] / "schema.sql").read_text()
 
 
+@dataclass(frozen=True)
+class Lease:
+    """What a heartbeat learnt of one lease."""
+
+    renewed: bool
+    lost: bool  # another worker holds a newer fencing token
+    cancel_requested: bool
+
+
 class Store:
     """One process's access to Postgres: a small pool for reads and one shared-commit writer."""
 
-    def __init__(self, url: str, schema: str = "outlast", max_size: int = 8) -> None:
+    def __init__(self, url: str, schema: str = "outlast", max_size: int = 8, retry_for: float = 60.0) -> None:
         self.url = url
         self.schema = schema
         self._pool = psycopg_pool.AsyncConnectionPool(
@@ -59,13 +78,14 @@ class Store:
             min_size=1,
             max_size=max_size,
             open=False,
+            check=psycopg_pool.AsyncConnectionPool.check_connection,  # none stale after a restart
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
                 "options": f"-c search_path={schema}",
             },
         )
-        self.writer = Writer(self._connect)
+        self.writer = Writer(self._connect, self._unavailable, retry_for)
         self.reads = 0  # read round trips, for the cost model's measurements
 
     async def _connect(self) -> Conn:
@@ -80,7 +100,7 @@ class Store:
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
 
-    def _unavailable(self, exc: Exception) -> ServiceUnavailable:
+    def _unavailable(self, exc: BaseException) -> ServiceUnavailable:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return ServiceUnavailable(f"cannot reach Postgres at {redact(self.url)}: {first}")
 
@@ -104,20 +124,30 @@ class Store:
         try:
             async with self._pool.connection() as conn:
                 yield cast(Conn, conn)
-        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout, OSError) as exc:
             raise self._unavailable(exc) from exc
 
     async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        self.reads += 1
-        async with self._conn() as conn:
-            cur = await conn.execute(Q[name], params)
-            return await cur.fetchall() if cur.description else []
+        """A read (or a write that never waits for a lock) on a pooled connection; retried a few
+        times through a dropped connection, then ServiceUnavailable."""
+        for attempt in range(3):
+            self.reads += 1
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(Q[name], params)
+                    return await cur.fetchall() if cur.description else []
+            except ServiceUnavailable:
+                if attempt == 2:
+                    raise
+            except psycopg.Error as exc:
+                raise self._unavailable(exc) from exc
+            await asyncio.sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _write(self, name: str, **params: Any) -> list[dict[str, Any]]:
-        try:
-            return await self.writer.write(Q[name], params)
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
+        """A write through the shared-commit writer, ordered by the run it locks."""
+        key = str(params.get("run_id") or params.get("id") or "")
+        return await self.writer.write(Q[name], params, key=key)
 
     # -- schema -------------------------------------------------------------------------
 
@@ -215,21 +245,27 @@ class Store:
     # -- leases ---------------------------------------------------------------------------
 
     async def claim(
-        self, run_id: str, worker: str, ttl: float, programs: dict[str, str]
+        self, run_id: str, worker: str, ttl: float, programs: dict[str, str], queue: str | None = None
     ) -> tuple[Run, datetime] | None:
-        """Take the run's lease (a new fencing token), or None if it is not to be taken.
-        Returns the run and the database clock at the claim."""
-        rows = await self._write("claim", id=run_id, worker=worker, ttl=ttl, programs=json.dumps(programs))
+        """Take the run's lease (a new fencing token), or None if it is not to be taken (nor
+        is a run of another queue than ``queue``, when given). Returns the run and the database
+        clock at the claim."""
+        rows = await self._write(
+            "claim", id=run_id, worker=worker, ttl=ttl, programs=json.dumps(programs), queue=queue
+        )
         return (Run.from_row(rows[0]), rows[0]["db_now"]) if rows else None
 
-    async def renew(self, held: dict[str, int], ttl: float) -> dict[str, bool]:
-        """Renew every lease in ``held`` (run id -> token) at once. Returns the runs still held,
-        each with whether a cancellation was requested."""
+    async def renew(self, held: dict[str, int], ttl: float) -> dict[str, Lease]:
+        """Renew every lease in ``held`` (run id -> token) at once, on a connection of its own
+        (never queued behind writes being retried), locking the runs in id order as every write
+        does. Says, for each run, whether it was renewed, whether it
+        was lost (a newer token exists) and whether a cancellation was requested; a run neither
+        renewed nor lost has ended (final or waiting) under this worker's own token."""
         if not held:
             return {}
-        ids = list(held)
+        ids = sorted(held)
         rows = await self._rows("renew", ids=ids, tokens=[held[i] for i in ids], ttl=ttl)
-        return {r["id"]: r["cancel_requested"] for r in rows}
+        return {r["id"]: Lease(r["renewed"], r["lost"], r["cancel_requested"]) for r in rows}
 
     async def finish(
         self,

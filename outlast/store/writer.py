@@ -1,46 +1,92 @@
 """Shared commits: one writer per process gathers the writes due at the same moment into one
 transaction and one commit. Each write is still committed before its caller goes on; only the
 commit is shared. Writes are conditional statements that return no rows when refused, so one
-refused write never spoils its neighbours; a batch that fails anyway is retried write by write.
+refused write never spoils its neighbours.
+
+Failures cost only their own writes. A batch that fails is tried write by write to find the one
+that spoiled it; a connection that broke is replaced; what failed for a reason that can pass
+(the server restarting, a deadlock victim, a trigger raising for a while) is retried with backoff
+for up to ``retry_for`` seconds, and only then reported to its caller. Every statement is safe to
+run again after a commit whose acknowledgement was lost: it either finds its own effect or is
+refused by its condition.
+
+Rows of ``runs`` are locked in one global order, by run id, in every transaction: a batch is
+sorted by run (keeping each run's own order; each statement touches one run), and the lease
+renewal, which touches many runs on a connection of its own, locks them in the same order. Two
+transactions, in one process or many, then never wait for each other in a cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+import structlog
+from psycopg.pq import TransactionStatus
+
+from outlast.errors import ServiceUnavailable
 
 MAX_BATCH = 256
+STALL = 15.0  # a server that answers nothing for this long is treated as gone
+# Errors that say something about the statement itself, not the server: tried a few times only.
+_DETERMINISTIC = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.NotSupportedError)
+_QUICK_TRIES = 3
+
+log = structlog.get_logger("outlast.store")
+Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
 @dataclass
 class _Write:
     sql: str
     params: dict[str, Any]
+    key: str  # the run the statement locks: batches lock runs in this order
     done: asyncio.Future[list[dict[str, Any]]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    tries: int = 0
+
+
+def _deliver(w: _Write, rows: list[dict[str, Any]]) -> None:
+    if not w.done.done():  # a caller that gave up (cancelled) never spoils its neighbours
+        w.done.set_result(rows)
+
+
+def _fail(w: _Write, exc: BaseException) -> None:
+    if not w.done.done():
+        w.done.set_exception(exc)
 
 
 class Writer:
     """Runs one loop that commits queued writes in batches on its own connection."""
 
-    def __init__(self, connect: Any) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[Conn]],
+        unavailable: Callable[[BaseException], ServiceUnavailable],
+        retry_for: float = 60.0,
+    ) -> None:
         self._connect = connect
+        self._unavailable = unavailable
+        self.retry_for = retry_for
         self._queue: asyncio.Queue[_Write] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._conn: psycopg.AsyncConnection[dict[str, Any]] | None = None
+        self._conn: Conn | None = None
+        self._warned = False
         self.commits = 0
         self.writes = 0
 
-    async def write(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """Commit one statement (shared with whatever else is due) and return its rows."""
+    async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[dict[str, Any]]:
+        """Commit one statement (shared with whatever else is due) and return its rows. Raises
+        ServiceUnavailable once it could not be committed for ``retry_for`` seconds."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._loop(), name="outlast-writer")
-        w = _Write(sql, params)
-        await self._queue.put(w)
+        w = _Write(sql, params, key)
+        self._queue.put_nowait(w)
         return await w.done
 
     async def close(self) -> None:
@@ -48,62 +94,93 @@ class Writer:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        await self._drop()
 
     async def _loop(self) -> None:
         while True:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+            # sorted() is stable: each run's writes keep their order.
+            await self._settle(sorted(batch, key=lambda w: w.key))
+
+    async def _settle(self, writes: list[_Write]) -> None:
+        """Commit the writes together; find and retry whatever fails, within the bound."""
+        deadline = time.monotonic() + self.retry_for
+        delay = 0.02
+        while True:
+            writes = [w for w in writes if not w.done.done()]
+            if not writes:
+                return
             try:
-                await self._commit(batch)
-            except Exception as exc:  # connection trouble: fail these writes, reconnect next time
-                await self._drop()
-                for w in batch:
-                    if not w.done.done():
-                        w.done.set_exception(exc)
-
-    async def _connection(self) -> psycopg.AsyncConnection[dict[str, Any]]:
-        if self._conn is None or self._conn.closed:
-            self._conn = await self._connect()
-        return self._conn
-
-    async def _drop(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-        self._conn = None
-
-    async def _commit(self, batch: list[_Write]) -> None:
-        conn = await self._connection()
-        try:
-            rows = await self._run(conn, batch)
-        except psycopg.errors.Error:
-            if len(batch) == 1:
-                raise
-            # One bad write aborted the shared transaction: give each its own.
-            for w in batch:
-                try:
-                    w.done.set_result((await self._run(conn, [w]))[0])
-                except psycopg.errors.Error as exc:
-                    w.done.set_exception(exc)
+                rows = await self._run(writes)
+            except Exception as exc:
+                failed = writes if self._conn is None or len(writes) == 1 else await self._one_by_one(writes)
+                late = time.monotonic() > deadline
+                for w in failed:
+                    w.tries += 1
+                    if late or (isinstance(exc, _DETERMINISTIC) and w.tries >= _QUICK_TRIES):
+                        _fail(w, self._failure(exc))
+                if not self._warned:
+                    self._warned = True
+                    log.warning(f"writes to Postgres failed, retrying for up to {self.retry_for:g}s: {exc}")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                writes = failed
+                continue
+            for w, r in zip(writes, rows, strict=True):
+                _deliver(w, r)
+            if self._warned:
+                self._warned = False
+                log.info("writes to Postgres go through again")
             return
-        for w, r in zip(batch, rows, strict=True):
-            w.done.set_result(r)
 
-    async def _run(
-        self, conn: psycopg.AsyncConnection[dict[str, Any]], batch: list[_Write]
-    ) -> list[list[dict[str, Any]]]:
+    def _failure(self, exc: BaseException) -> ServiceUnavailable:
+        if isinstance(exc, ServiceUnavailable):
+            return exc
+        err = self._unavailable(exc)
+        err.__cause__ = exc
+        return err
+
+    async def _one_by_one(self, writes: list[_Write]) -> list[_Write]:
+        """One write spoiled the shared transaction: give each its own; return those that fail."""
+        failed: list[_Write] = []
+        for i, w in enumerate(writes):
+            try:
+                _deliver(w, (await self._run([w]))[0])
+            except Exception:
+                failed.append(w)
+                if self._conn is None:  # the connection broke: the rest are not tried now
+                    failed.extend(writes[i + 1 :])
+                    break
+        return failed
+
+    async def _run(self, batch: list[_Write]) -> list[list[dict[str, Any]]]:
+        """One transaction; drops the connection if it broke or stalled."""
+        if self._conn is None or self._conn.closed:
+            self._conn = await asyncio.wait_for(self._connect(), STALL)
+        conn = self._conn
+        try:
+            return await asyncio.wait_for(self._transaction(conn, batch), STALL)
+        except BaseException:
+            if conn.broken or conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+                await self._drop()
+            raise
+
+    async def _transaction(self, conn: Conn, batch: list[_Write]) -> list[list[dict[str, Any]]]:
         # Pipeline mode: the batch's statements go out without waiting for each reply; the cost
         # of a batch is then about one round trip and one commit, not one per statement.
-        try:
-            async with conn.pipeline(), conn.transaction():
-                cursors = [await conn.execute(w.sql, w.params) for w in batch]
-            out = [await c.fetchall() if c.description else [] for c in cursors]
-        except psycopg.OperationalError:
-            await self._drop()
-            raise
+        async with conn.pipeline(), conn.transaction():
+            cursors = [await conn.execute(w.sql, w.params) for w in batch]
+        out = [await c.fetchall() if c.description else [] for c in cursors]
         self.commits += 1
         self.writes += len(batch)
         return out
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await asyncio.wait_for(conn.close(), 1)
+            except Exception:  # closing a dead link is best effort
+                pass

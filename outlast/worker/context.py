@@ -17,7 +17,7 @@ import traceback
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -35,13 +35,16 @@ from outlast.errors import (
     InvalidInput,
     PolicyRefused,
     ResumeImpossible,
+    ServiceUnavailable,
     ToolError,
+    ToolTimeout,
 )
 from outlast.journal import Entry, args_hash, canonical, make_entry, operation_state
 from outlast.model import Decision, Run
 from outlast.store import Store
 
 log = structlog.get_logger("outlast.run")
+T = TypeVar("T")
 
 
 class Suspended(BaseException):
@@ -50,6 +53,27 @@ class Suspended(BaseException):
     def __init__(self, wake_at: datetime | None = None) -> None:
         super().__init__("suspended")
         self.wake_at = wake_at
+
+
+class Interrupted(BaseException):
+    """The run cannot go on here now (Postgres did not take its writes within the bound, or its
+    lease could not be proven before a dispatch): it is left, with no verdict, to be taken up
+    again. A BaseException, so that a workflow's ``except Exception`` cannot swallow it."""
+
+
+class LeaseClock:
+    """Until when this worker has proven its lease, on the local monotonic clock: a claim or a
+    renewal sent at ``t`` proves it until ``t + ttl`` (sent, not answered: on the safe side)."""
+
+    def __init__(self, ttl: float, sent_at: float) -> None:
+        self.ttl = ttl
+        self.until = sent_at + ttl
+
+    def proven(self, sent_at: float) -> None:
+        self.until = max(self.until, sent_at + self.ttl)
+
+    def remaining(self) -> float:
+        return self.until - time.monotonic()
 
 
 class Journaled:
@@ -121,6 +145,7 @@ class RunContext:
         self._in_doubt: set[str] = set()
         self._log = log.bind(run_id=run.id, fencing_token=run.fencing_token)
         self.before_crossing: Callable[[], None] = lambda: None
+        self.lease: LeaseClock | None = None  # set by the worker; tests may run without
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()
@@ -228,6 +253,29 @@ class RunContext:
                 f"(at {op_id}); to carry on, continue it in a new run"
             )
 
+    async def _db(self, pending: Awaitable[T]) -> T:
+        try:
+            return await pending
+        except ServiceUnavailable as exc:
+            raise Interrupted(str(exc)) from exc
+
+    async def _lease_proven(self, tool: str, op_id: str) -> None:
+        """Dispatch only with a lease proven for at least a third of its TTL more (a heartbeat
+        was missed otherwise: this worker may be paused, or its link slow); wait up to one TTL
+        for a renewal, else leave the run. This narrows, and cannot close, the window in which
+        a paused worker's effect lands after another owner took over (README: guarantees)."""
+        lease = self.lease
+        if lease is None:
+            return
+        give_up = time.monotonic() + lease.ttl
+        while lease.remaining() < lease.ttl / 3:
+            if time.monotonic() > give_up:
+                raise Interrupted(
+                    f"run '{self.run_id}': lease not proven before dispatching {tool} ({op_id}); "
+                    "left for another worker"
+                )
+            await asyncio.sleep(0.05)
+
     def _entry(self, op_id: str, kind: str) -> Entry | None:
         return self._journal.ops.get(op_id, {}).get(kind)
 
@@ -236,7 +284,7 @@ class RunContext:
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
-        cancel = await self._store.append(self.run_id, self.token, entry)
+        cancel = await self._db(self._store.append(self.run_id, self.token, entry))
         if cancel is None:
             raise Fenced(self.run_id, self.token)
         self.cancel_requested = self.cancel_requested or cancel
@@ -262,7 +310,7 @@ class RunContext:
 
     async def _sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
         self._enter(op_id)
-        now = await self._store.db_now()
+        now = await self._db(self._store.db_now())
         if op_id in self._journal.ops:
             e = self._entry(op_id, "timer")
             if e is None:
@@ -276,7 +324,8 @@ class RunContext:
             return
         await self.settled()  # calls made in parallel journal their results before the run lets go
         await self._stop_if_asked(op_id)
-        if not await self._store.wait(self.run_id, self.token, "timer", f"sleeping until {due}", due):
+        waiting = self._store.wait(self.run_id, self.token, "timer", f"sleeping until {due}", due)
+        if not await self._db(waiting):
             raise Fenced(self.run_id, self.token)
         raise Suspended(due)
 
@@ -315,7 +364,7 @@ class RunContext:
             )
         decided = self._entry(op_id, "decision")
         if decided is None:
-            row = await self._store.approval(self.run_id, op_id)
+            row = await self._db(self._store.approval(self.run_id, op_id))
             if row is not None and row["status"] != "pending":
                 decided = await self._append(
                     "decision",
@@ -332,16 +381,18 @@ class RunContext:
             else:
                 await self.settled()  # as in _sleep: parallel calls journal their results first
                 await self._stop_if_asked(op_id)
-                ok = await self._store.await_approval(
-                    self.run_id,
-                    self.token,
-                    op_id,
-                    action=action,
-                    args=clean,
-                    args_hash=ahash,
-                    policy_version=policy_version,
-                    approvers=approvers,
-                    expires_in=expires_in,
+                ok = await self._db(
+                    self._store.await_approval(
+                        self.run_id,
+                        self.token,
+                        op_id,
+                        action=action,
+                        args=clean,
+                        args_hash=ahash,
+                        policy_version=policy_version,
+                        approvers=approvers,
+                        expires_in=expires_in,
+                    )
                 )
                 if not ok:
                     raise Fenced(self.run_id, self.token)
@@ -383,6 +434,7 @@ class RunContext:
         self, op_id: str, tool: Tool, args: dict[str, Any], ahash: str, reserved: dict[str, float]
     ) -> Any:
         action = self._action(op_id, tool.name)
+        await self._lease_proven(tool.name, op_id)
         failpoints.hit("before_intention", tool.name)
         intention = {
             "tool": tool.name,
@@ -416,7 +468,7 @@ class RunContext:
         """The run's budget as it stands: limit, spent and reserved for each name."""
         if self.budget_id is None:
             return {}
-        rows = await self._store.budget(self.budget_id)
+        rows = await self._db(self._store.budget(self.budget_id))
         return {
             r["name"]: {
                 "limit": float(r["limit_value"]),
@@ -429,7 +481,7 @@ class RunContext:
     async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        over = await self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        over = await self._db(self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)
         return dict(tool.cost)
@@ -447,14 +499,21 @@ class RunContext:
     ) -> Any:
         token = set_action(action)
         self.dispatching += 1
+        timed_out = False
         try:
             payload: dict[str, Any] = {"ok": json.loads(canonical(await tool.invoke(args)))}
         except Exception as exc:
             payload = {"error": _error_payload(exc)}
+            timed_out = isinstance(exc, ToolTimeout)
             self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=str(exc))
         finally:
             self.dispatching -= 1
             reset_action(token)
+        if timed_out and tool.effect != "read" and not tool.idempotent:
+            # Given up on, not known to have failed: its effect may still land. Only a read or a
+            # tool that honours its idempotency key may report the timeout as a plain failure.
+            why = f"timed out after {tool.timeout:g}s; its effect may still land"
+            return await self._declare_in_doubt(tool, action, why, "")
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
@@ -463,7 +522,8 @@ class RunContext:
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
             op = action.operation_id
-            settled = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
+            settle = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
+            settled = self._db(settle)
             await asyncio.gather(appended, settled)  # one shared commit, as a rule
         else:
             await appended

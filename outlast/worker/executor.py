@@ -28,7 +28,7 @@ from outlast.errors import (
 from outlast.journal import canonical, first_bad_crossing
 from outlast.model import Run, RunState
 from outlast.store import Store
-from outlast.worker.context import Journaled, RunContext, Suspended
+from outlast.worker.context import Interrupted, Journaled, LeaseClock, RunContext, Suspended
 
 log = structlog.get_logger("outlast.worker")
 
@@ -55,8 +55,16 @@ def _error(exc: BaseException) -> dict[str, Any]:
 class Execution:
     """One claimed run on one worker. ``context`` exists once the journal is loaded."""
 
-    def __init__(self, run: Run, app: App, store: Store, db_now: datetime | None = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        app: App,
+        store: Store,
+        db_now: datetime | None = None,
+        lease: LeaseClock | None = None,
+    ) -> None:
         self.run = run
+        self.lease = lease
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.app = app
@@ -91,6 +99,8 @@ class Execution:
         except Fenced as exc:
             self.log.warning(str(exc))
             return Outcome.FENCED
+        except Interrupted as exc:
+            raise ServiceUnavailable(str(exc)) from exc
 
     async def _execute(self) -> Outcome:
         run = self.run
@@ -110,6 +120,7 @@ class Execution:
         self._log_resume(journal)
         ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now)
         ctx.before_crossing = self._stop_at_crossing
+        ctx.lease = self.lease
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()

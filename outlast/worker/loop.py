@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
+from redis.exceptions import RedisError
 
 from outlast import failpoints
 from outlast.app import App
@@ -22,6 +23,7 @@ from outlast.model import RunState
 from outlast.queue import Delivery, Queue
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.worker.context import LeaseClock
 from outlast.worker.executor import Execution
 
 log = structlog.get_logger("outlast.worker")
@@ -55,6 +57,7 @@ class Worker:
         self._done = asyncio.Event()
         self._room = asyncio.Event()
         self._programs = app.programs()
+        self._next_forget = 0.0
         self.log = log
 
     # -- life ---------------------------------------------------------------------------
@@ -77,7 +80,7 @@ class Worker:
             concurrency=self.s.concurrency,
             lease_ttl=self.s.lease_ttl,
         )
-        work = [asyncio.create_task(c) for c in (self._read_loop(), self._reclaim_loop(), self._sweep_loop())]
+        work = [asyncio.create_task(c) for c in (self._read_loop(), self._sweep_loop())]
         beat = asyncio.create_task(self._heartbeat_loop())  # goes on while runs are handed over
         await self._stopping.wait()
         for t in work:
@@ -129,17 +132,20 @@ class Worker:
         return self.s.concurrency - len(self._tasks)
 
     async def _read_loop(self) -> None:
-        for q in self.queues:  # a restarted worker first re-reads what it was given before
-            for d in await self.queue.read(q, self.name, self.s.concurrency * 4, 0, own_pending=True):
-                self._start(d)
+        reclaim_every = max(self.s.lease_ttl / 2, 0.25)
+        block = max(50, int(min(1000, reclaim_every * 1000) / len(self.queues)))
+        next_reclaim = 0.0
         while not self._stopping.is_set():  # as in _every: not only cancelled
             try:
                 if self._room_left() <= 0:
                     self._room.clear()
                     await self._room.wait()
                     continue
+                if time.monotonic() >= next_reclaim:
+                    # Orphans first: what a dead worker left goes ahead of the backlog.
+                    next_reclaim = time.monotonic() + reclaim_every
+                    await self._reclaim()
                 for q in self.queues:
-                    block = max(50, int(1000 / len(self.queues)))
                     for d in await self.queue.read(q, self.name, self._room_left(), block):
                         self._start(d)
             except asyncio.CancelledError:
@@ -148,11 +154,11 @@ class Worker:
                 self.log.warning(f"reading the queue failed, retrying: {exc}")
                 await asyncio.sleep(1)
 
-    def _start(self, d: Delivery) -> None:
+    def _start(self, d: Delivery, reclaimed: bool = False) -> None:
         held = self.active.get(d.run_id or "")
         if held is not None and held.delivery.entry_id == d.entry_id:
             return  # our own entry, still being served
-        task = asyncio.create_task(self._serve(d))
+        task = asyncio.create_task(self._serve(d, reclaimed))
         self._tasks.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
@@ -161,34 +167,42 @@ class Worker:
 
         task.add_done_callback(done)
 
-    async def _serve(self, d: Delivery) -> None:
+    async def _serve(self, d: Delivery, reclaimed: bool) -> None:
         try:
-            await self._serve_one(d)
+            await self._serve_one(d, reclaimed)
         except ServiceUnavailable as exc:
             # Not acknowledged: the entry is reclaimed once idle, the lease expires by itself.
             self.log.warning(f"run {d.run_id}: left for later, {exc}")
         except Exception:
             self.log.exception(f"run {d.run_id}: unexpected error serving the entry")
 
-    async def _serve_one(self, d: Delivery) -> None:
+    async def _serve_one(self, d: Delivery, reclaimed: bool = False) -> None:
         run_id = d.run_id
-        if run_id is None:
-            await self._dead_letter(d, f"unparseable entry {d.fields!r}: no run id")
+        if d.problem is not None or run_id is None:
+            await self._dead_letter(d, d.problem or f"unparseable entry {d.fields!r}: no run id")
             return
         if run_id in self.active:
-            await self.queue.ack(d)  # a duplicate of a run this worker is running
+            await self._ack(d)  # a duplicate of a run this worker is running
             return
-        claimed = await self.store.claim(run_id, self.name, self.s.lease_ttl, self._programs)
+        # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
+        # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
+        give_up = time.monotonic() + (self.s.lease_ttl if reclaimed else 0.0)
+        while True:
+            sent = time.monotonic()
+            claimed = await self.store.claim(run_id, self.name, self.s.lease_ttl, self._programs, d.queue)
+            if claimed is not None or time.monotonic() >= give_up or self._stopping.is_set():
+                break
+            await asyncio.sleep(self.s.lease_ttl / 5)
         if claimed is None:
             await self._not_claimed(d, run_id)
             return
         run, db_now = claimed
-        execution = Execution(run, self.app, self.store, db_now)
+        execution = Execution(run, self.app, self.store, db_now, LeaseClock(self.s.lease_ttl, sent))
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"
             await execution.finish(RunState.FAILED, reason=reason)
-            await self.queue.ack(d)
+            await self._ack(d)
             return
         active = Active(d, execution)
         self.active[run_id] = active
@@ -205,7 +219,7 @@ class Worker:
         finally:
             self.active.pop(run_id, None)
         failpoints.hit("before_ack")
-        await self.queue.ack(d)
+        await self._ack(d)
         execution.log.debug("acknowledged", outcome=outcome.value)
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
@@ -226,15 +240,28 @@ class Worker:
             await asyncio.gather(inner, return_exceptions=True)
         if active.lost:
             ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
-            await self.queue.ack(active.delivery)
+            await self._ack(active.delivery)
             return
         if inner.done() and not inner.cancelled() and inner.exception() is None:
-            await self.queue.ack(active.delivery)  # it got to a final state or a wait after all
+            await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
         if await self.store.release(ex.run.id, ex.run.fencing_token, "worker shutting down"):
             await self.queue.publish(active.delivery.queue, ex.run.id)
             ex.log.info(f"run {ex.run.id}: handed over")
-        await self.queue.ack(active.delivery)
+        await self._ack(active.delivery)
+
+    async def _ack(self, d: Delivery) -> None:
+        """Acknowledge once the run's state is committed; through a Redis outage, retry (an entry
+        left unacknowledged is only delivered again, and its claim then finds nothing to do)."""
+        for attempt in range(20):
+            try:
+                await self.queue.ack(d)
+                return
+            except (ServiceUnavailable, RedisError, OSError) as exc:
+                if attempt == 0:
+                    self.log.warning(f"run {d.run_id}: acknowledging failed, retrying: {exc}")
+                await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+        self.log.warning(f"run {d.run_id}: entry left unacknowledged; it will be delivered again")
 
     def _later(self, delay: float, queue: str, run_id: str) -> None:
         async def publish() -> None:
@@ -262,14 +289,17 @@ class Worker:
             )
             if await self.store.refuse_program(run_id, mine, msg):
                 self.log.warning(msg)
-                await self.queue.ack(d)
+                await self._ack(d)
                 return
+        if run.queue != d.queue:
+            await self._dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
+            return
         if run.state in (RunState.RUNNING, RunState.CANCELLING) and run.owner is not None:
             # Leased by a live worker: leave the entry pending here. If that worker dies, the
             # entry is reclaimed again and claimed once the lease has expired.
             return
         # Final or waiting: nothing to do for this entry (the sweeper wakes what is due).
-        await self.queue.ack(d)
+        await self._ack(d)
 
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
         self.log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
@@ -281,43 +311,63 @@ class Worker:
         await self._every(self.s.lease_ttl / 3, self._heartbeat, until=self._done)
 
     async def _heartbeat(self) -> None:
+        # The entries first: through a Postgres outage they must not look abandoned in Redis,
+        # or another worker would take the runs over as soon as Postgres is back.
+        with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
+            await self.queue.touch([a.delivery for a in self.active.values()], self.name)
+            if self._name_token:
+                await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
         held = {rid: a.execution.run.fencing_token for rid, a in self.active.items() if not a.lost}
-        renewed = await self.store.renew(held, self.s.lease_ttl)
-        for rid in held.keys() - renewed.keys():
+        sent = time.monotonic()
+        leases = await self.store.renew(held, self.s.lease_ttl)
+        for rid, lease in leases.items():
             a = self.active.get(rid)
-            if a is not None and a.task is not None:
+            if a is None:
+                continue
+            if lease.renewed and a.execution.lease is not None:
+                a.execution.lease.proven(sent)
+            if lease.cancel_requested and a.execution.context is not None:
+                a.execution.context.cancel_requested = True
+            if lease.lost and a.task is not None:  # a newer token exists: another worker owns it
                 a.lost = True
                 a.task.cancel()
-        for rid, cancel in renewed.items():
-            a = self.active.get(rid)
-            if cancel and a is not None and a.execution.context is not None:
-                a.execution.context.cancel_requested = True
-        if self._name_token:
-            await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
-        await self.queue.touch([a.delivery for a in self.active.values()], self.name)
-
-    async def _reclaim_loop(self) -> None:
-        await self._every(max(self.s.lease_ttl / 2, 0.5), self._reclaim)
 
     async def _reclaim(self) -> None:
         for q in self.queues:
             room = self._room_left()
             if room <= 0:
                 return
-            # Idle longer than 1.5 leases: the lease (taken just after delivery) has surely expired.
-            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1500), room):
-                self._start(d)
+            # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
+            # stopped; a lease not yet expired is waited for at the claim.
+            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000) + 250, room):
+                self._start(d, reclaimed=True)
 
     async def _sweep_loop(self) -> None:
         await self._every(self.s.sweep_interval, self._sweep)
 
     async def _sweep(self) -> None:
-        """Re-publish what Postgres says needs a worker and no stream entry may deliver."""
+        """Re-publish what Postgres says needs a worker and no stream entry may deliver; at once,
+        all of it, when Redis lost its data (flushed, or restarted without persistence)."""
+        if await self.queue.lost_data():
+            self.log.warning("Redis lost its data: re-publishing every run Postgres says is due")
+            await self._republish(after=0.0)
         for run_id in await self.store.expire_deadlines():
             self.log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
-        for run_id, q in await self.store.due(self.s.republish_after):
-            await self.queue.publish(q, run_id)
-            self.log.info(f"sweeper re-published run {run_id}", queue=q)
+        await self._republish(self.s.republish_after)
+        if time.monotonic() >= self._next_forget:  # names of workers gone for good
+            self._next_forget = time.monotonic() + 60
+            for q in self.queues:
+                await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
+
+    async def _republish(self, after: float, limit: int = 500) -> None:
+        while True:
+            due = await self.store.due(after, limit)
+            for run_id, q in due:
+                await self.queue.publish(q, run_id)
+            if due:
+                self.log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
+            if len(due) < limit:
+                return
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

@@ -7,10 +7,11 @@ from collections.abc import Awaitable
 import psycopg
 import pytest
 
-from outlast.errors import SchemaError
+from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import make_entry
 from outlast.model import Run
 from outlast.store import SCHEMA_VERSION, Store
+from outlast.store.store import Lease
 from tests.conftest import World
 
 
@@ -41,6 +42,22 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     await store.close()
 
 
+async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
+    store = await opened(world)
+    await add_run(store, "r")
+    got = await store.claim("r", "me", 30, {})
+    assert got is not None
+    assert await store.finish("r", got[0].fencing_token, "succeeded", result={"ok": 1})
+    before = world.sql("SELECT * FROM runs WHERE id = 'r'")
+    changes = ("input = '{\"amount\": 1000}'", "workflow = 'other'", "owner = 'me'", "updated_at = now()")
+    for change in changes:
+        with pytest.raises(psycopg.errors.CheckViolation, match="a finished run never changes"):
+            world.sql(f"UPDATE runs SET {change} WHERE id = 'r'")
+    world.sql("UPDATE runs SET input = input WHERE id = 'r'")  # changes nothing: let through
+    assert world.sql("SELECT * FROM runs WHERE id = 'r'") == before
+    await store.close()
+
+
 async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
@@ -55,8 +72,8 @@ async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     entry = make_entry("", 1, "value", "op-1", {"name": "now", "value": 1})
     assert await store.append("r", first.fencing_token, entry) is None  # refused
     assert await store.append("r", second.fencing_token, entry) is False  # written, no cancel asked
-    assert await store.renew({"r": first.fencing_token}, 30) == {}
-    assert await store.renew({"r": second.fencing_token}, 30) == {"r": False}
+    assert await store.renew({"r": first.fencing_token}, 30) == {"r": Lease(False, True, False)}
+    assert await store.renew({"r": second.fencing_token}, 30) == {"r": Lease(True, False, False)}
     assert await store.claim("r", "c", 30, {}) is None  # the live lease holds
     await store.close()
 
@@ -106,7 +123,8 @@ async def test_a_failing_write_does_not_spoil_its_batch(world: World) -> None:
     await add_run(store, "seed")
     good = [add_run(store, f"r{i}") for i in range(5)]
     results = await asyncio.gather(bad, *good, return_exceptions=True)
-    assert isinstance(results[0], psycopg.errors.CheckViolation)
+    assert isinstance(results[0], ServiceUnavailable)  # tried a few times, then given up
+    assert isinstance(results[0].__cause__, psycopg.errors.CheckViolation)
     assert all(not isinstance(r, BaseException) for r in results[1:])
     assert world.sql("SELECT count(*) FROM runs") == [(6,)]
     await store.close()

@@ -102,11 +102,3 @@ async def test_queue_dead_letter_keeps_the_reason(queue: Queue) -> None:
     await queue.dead_letter(d, "unparseable")
     (dead,) = await queue.dead_letters("default")
     assert dead["_reason"] == "unparseable" and dead["junk"] == "1"
-
-
-async def test_consumer_names_are_stable_and_exclusive(queue: Queue) -> None:
-    n1, t1 = await queue.acquire_name("host", 10)
-    n2, _ = await queue.acquire_name("host", 10)
-    assert (n1, n2) == ("host-0", "host-1")
-    await queue.release_name(n1, t1)
-    assert (await queue.acquire_name("host", 10))[0] == "host-0"
