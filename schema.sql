@@ -46,14 +46,14 @@ CREATE INDEX IF NOT EXISTS runs_by_state ON runs (state, created_at DESC);
 -- (no index on owner: leases are renewed by run id, and such an index misled the planner)
 DROP INDEX IF EXISTS runs_by_owner;
 
--- A final state never changes, whoever writes: refused by the database itself.
+-- A finished run never changes, whoever writes: refused by the database itself. The whole row
+-- (version 4): its input and workflow are the record of what ran, as its result is. An UPDATE
+-- that leaves every column as it was is let through.
 CREATE OR REPLACE FUNCTION outlast_final_is_final() RETURNS trigger AS $$
 BEGIN
     IF OLD.state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
-       AND (NEW.state IS DISTINCT FROM OLD.state
-            OR NEW.result IS DISTINCT FROM OLD.result
-            OR NEW.error IS DISTINCT FROM OLD.error) THEN
-        RAISE EXCEPTION 'run % is final (%): a final state never changes', OLD.id, OLD.state
+       AND NEW IS DISTINCT FROM OLD THEN
+        RAISE EXCEPTION 'run % is final (%): a finished run never changes', OLD.id, OLD.state
             USING ERRCODE = 'check_violation';
     END IF;
     RETURN NEW;
@@ -135,6 +135,6 @@ CREATE TABLE IF NOT EXISTS reservations (
     PRIMARY KEY (run_id, op_id, name)
 );
 
-INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '3')
+INSERT INTO outlast_meta (key, value) VALUES ('schema_version', '4')
     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
     WHERE outlast_meta.value::int < EXCLUDED.value::int;

@@ -2,8 +2,14 @@
 
 The servers are plain daemons (pg_ctl / redis-server --daemonize) in their own sessions, so they
 outlive the process that started them; later processes find them through the pid files under
-``home`` and reuse them. Both listen on 127.0.0.1 only, with trust authentication: fine for one
-developer's machine, and the reason this is never used when URLs are configured.
+``home`` and reuse them. Neither listens on TCP: each listens on a Unix socket in a directory of
+its own (mode 0700, owned by the server's user), and Postgres trusts whoever reaches its socket,
+Redis asks no password. So only this user (and root) can connect: fine for one developer's
+machine, and the reason this is never used when URLs are configured. ``home`` is 0700 too.
+
+As root, neither server runs as root: Postgres refuses to, and a Redis run as root would let
+whoever reaches it write root-owned files (CONFIG SET dir, then SAVE). Both run as an unprivileged
+system user, their data in root-owned dirs under the temp dir that home links to.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -26,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 import redis
@@ -33,6 +41,7 @@ import redis
 from outlast.errors import ConfigError
 
 _TIMEOUT = 30.0
+_PG_PORT = 5432  # only names the socket file: every cluster has a socket directory of its own
 _HINT = (
     "install the embedded servers with: pip install 'outlast[embedded]' (Python 3.11/3.12), "
     "or put Postgres (initdb, pg_ctl, postgres) and redis-server on PATH; "
@@ -47,12 +56,16 @@ def ensure(home: Path) -> tuple[str, str, str]:
     and a pid file whose process is gone just means the server is started again. Raises
     ConfigError saying what to install when no server binaries are available."""
     root = Path(home).resolve()
-    (root / "pg").mkdir(parents=True, exist_ok=True)
-    (root / "redis").mkdir(exist_ok=True)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(root):
+        _retire_tcp_servers(root)
+        root.chmod(0o700)  # an older outlast left it open
+        (root / "pg").mkdir(exist_ok=True)
+        (root / "redis").mkdir(exist_ok=True)
         state = _read_state(root)
-        pg_url, pg_reused = _ensure_postgres(root, state)
-        redis_url, redis_reused = _ensure_redis(root, state)
+        run = _run_dir(state)
+        pg_url, pg_reused = _ensure_postgres(root, state, run)
+        redis_url, redis_reused = _ensure_redis(root, state, run)
         (root / "state.json").write_text(json.dumps(state, indent=1))
     pg_version = (root / "pg" / "data" / "PG_VERSION").read_text().strip()
     word = "reused" if pg_reused and redis_reused else "started"
@@ -69,17 +82,17 @@ def stop(home: Path) -> list[str]:
     root = Path(home).resolve()
     if not root.is_dir():
         return []
-    lines = []
     with _locked(root):
+        lines = _retire_tcp_servers(root)
         pg = _postgres_running(root)
         if pg is not None:
             _terminate(pg[0], "postgres", signal.SIGINT)  # SIGINT: Postgres "fast" shutdown
-            lines.append(f"stopped embedded Postgres (pid {pg[0]}, port {pg[1]})")
+            lines.append(f"stopped embedded Postgres (pid {pg[0]}, socket in {pg[1]})")
         pid = _redis_running(root)
         if pid is not None:
             _terminate(pid, "redis-server", signal.SIGTERM)
-            port = _read_state(root).get("redis_port")
-            lines.append(f"stopped embedded Redis (pid {pid}, port {port})")
+            sock = _read_state(root).get("redis_socket")
+            lines.append(f"stopped embedded Redis (pid {pid}, socket {sock})")
     return lines
 
 
@@ -88,69 +101,124 @@ def status(home: Path) -> dict[str, str | None]:
     not), without starting anything; keys are 'database_url' and 'redis_url'."""
     root = Path(home).resolve()
     pg = _postgres_running(root)
-    port = _read_state(root).get("redis_port")
+    sock = _read_state(root).get("redis_socket")
     return {
-        "database_url": None if pg is None else _pg_url(pg[1]),
-        "redis_url": None if _redis_running(root) is None else f"redis://127.0.0.1:{port}/0",
+        "database_url": None if pg is None or pg[2] else _pg_url(pg[1]),
+        "redis_url": None if _redis_running(root) is None or not sock else _redis_url(sock),
     }
 
 
-def _ensure_postgres(root: Path, state: dict[str, Any]) -> tuple[str, bool]:
+def _ensure_postgres(root: Path, state: dict[str, Any], run: Path) -> tuple[str, bool]:
     running = _postgres_running(root)
-    if running is not None:
+    if running is not None and Path(running[1], f".s.PGSQL.{_PG_PORT}").exists():
         url = _pg_url(running[1])
         _wait_ready("Postgres", lambda: _pg_ping(url), root / "pg" / "data" / "postgres.log")
         return url, True
+    if running is not None:  # its socket was removed (the temp dir cleaned): unreachable
+        _terminate(running[0], "postgres", signal.SIGINT)
     found = _find_postgres()
     if found is None:
         raise ConfigError(f"no Postgres to run privately: {_HINT}")
-    user = _postgres_user()
+    user = _server_user("postgres")
     bindir = _reachable_binaries(found[0], user)
     data = _data_dir(root / "pg", user)
     (data / "postmaster.pid").unlink(missing_ok=True)  # stale: its process is gone
     log = data / "postgres.log"
     if not (data / "PG_VERSION").exists():
-        init = [bindir / "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8"]
-        rc, out = _run([*init, "--locale=C"], user, timeout=120)
+        init = [bindir / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8", "--locale=C"]
+        rc, out = _run([*init, "--auth-local=trust", "--auth-host=reject"], user, timeout=120)
         if rc:
             raise ConfigError(f"initdb failed for the embedded Postgres in {data}:\n{out}")
-    port = _free_port(state.get("pg_port"))
-    opts = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
+    sockets = _socket_dir(run, "pg", user)
+    opts = f"-p {_PG_PORT} -c listen_addresses='' -c unix_socket_permissions=0700"
+    opts += f" -c unix_socket_directories={shlex.quote(str(sockets))}"
     ctl = [bindir / "pg_ctl", "start", "-w", "-t", "30", "-D", data, "-l", log, "-o", opts]
     rc, out = _run(ctl, user, timeout=_TIMEOUT + 10)
     if rc:
         raise ConfigError(f"embedded Postgres did not start: {out.strip()}\n{_tail(log)}")
-    state.update(pg_port=port, pg_source=found[1])
-    _wait_ready("Postgres", lambda: _pg_ping(_pg_url(port)), log)
-    return _pg_url(port), False
+    state.pop("pg_port", None)  # an older outlast's TCP port
+    state.update(pg_source=found[1])
+    url = _pg_url(str(sockets))
+    _wait_ready("Postgres", lambda: _pg_ping(url), log)
+    return url, False
 
 
-def _ensure_redis(root: Path, state: dict[str, Any]) -> tuple[str, bool]:
-    rdir, log = root / "redis", root / "redis" / "redis.log"
-    pid = _redis_running(root)
-    if pid is not None and "redis_port" not in state:  # state.json lost: port unknown
-        _terminate(pid, "redis-server", signal.SIGTERM)
-    elif pid is not None:
-        url = f"redis://127.0.0.1:{state['redis_port']}/0"
+def _ensure_redis(root: Path, state: dict[str, Any], run: Path) -> tuple[str, bool]:
+    log = root / "redis" / "data" / "redis.log"
+    pid, sock = _redis_running(root), state.get("redis_socket")
+    if pid is not None and sock and Path(sock).exists():
+        url = _redis_url(sock)
         _wait_ready("Redis", lambda: _redis_ping(url), log)
         return url, True
+    if pid is not None:  # state.json lost, or the socket removed: unreachable
+        _terminate(pid, "redis-server", signal.SIGTERM)
     found = _find_redis()
     if found is None:
         raise ConfigError(f"no Redis to run privately: {_HINT}")
-    port = _free_port(state.get("redis_port"))
-    (rdir / "redis.pid").unlink(missing_ok=True)
+    user = _server_user("redis")
+    server = _reachable_binary(found[0], user)
+    data = _data_dir(root / "redis", user)
+    sock = str(_socket_dir(run, "redis", user) / "redis.sock")
+    (data / "redis.pid").unlink(missing_ok=True)
     # AOF on, as in docker-compose.yml: a restarted Redis keeps the streams it had.
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--daemonize", "yes", "--dir", rdir]
-    args += ["--pidfile", rdir / "redis.pid", "--logfile", log, "--save", "", "--appendonly", "yes"]
-    rc, out = _run([found[0], *args], None, timeout=_TIMEOUT)
+    args: list[Any] = ["--port", "0", "--unixsocket", sock, "--unixsocketperm", "700"]
+    args += ["--dir", data, "--pidfile", data / "redis.pid", "--logfile", data / "redis.log"]
+    args += ["--daemonize", "yes", "--save", "", "--appendonly", "yes"]
+    rc, out = _run([server, *args], user, timeout=_TIMEOUT)
     if rc:
         raise ConfigError(f"embedded Redis did not start: {out.strip()}\n{_tail(log)}")
-    _, version = _run([found[0], "--version"], None, timeout=10)
+    _, version = _run([server, "--version"], user, timeout=10)
     match = re.search(r"v=(\d+\.\d+)", version)
-    state.update(redis_port=port, redis_source=found[1], redis_version=match[1] if match else "?")
-    url = f"redis://127.0.0.1:{port}/0"
+    state.pop("redis_port", None)  # an older outlast's TCP port
+    state.update(redis_socket=sock, redis_source=found[1], redis_version=match[1] if match else "?")
+    url = _redis_url(sock)
     _wait_ready("Redis", lambda: _redis_ping(url), log)
     return url, False
+
+
+def _retire_tcp_servers(root: Path) -> list[str]:
+    # An older outlast left its servers on 127.0.0.1 with no password, open to every local user:
+    # stop them (data is kept), so that they start again on sockets only.
+    lines = []
+    pg = _postgres_running(root)
+    if pg is not None and pg[2]:
+        _terminate(pg[0], "postgres", signal.SIGINT)
+        lines.append(f"stopped embedded Postgres listening on TCP (pid {pg[0]})")
+    pidfile = root / "redis" / "redis.pid"  # the older layout kept Redis's files in home/redis
+    pid = _pid_from(pidfile, "redis-server")
+    if pid is not None:
+        _terminate(pid, "redis-server", signal.SIGTERM)
+        lines.append(f"stopped embedded Redis listening on TCP (pid {pid})")
+    pidfile.unlink(missing_ok=True)
+    return lines
+
+
+def _run_dir(state: dict[str, Any]) -> Path:
+    # The sockets' directory: short, as a socket's path must fit in 107 bytes and home may be
+    # deep, so made in the temp dir, under a random name no other user can take first; kept
+    # across restarts (and recorded in state.json) so that URLs stay the same.
+    recorded = state.get("run_dir")
+    if recorded:
+        with contextlib.suppress(OSError):
+            st = Path(recorded).lstat()
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o066:
+                return Path(recorded)
+    run = Path(tempfile.mkdtemp(prefix="outlast-"))  # 0700
+    if os.geteuid() == 0:
+        run.chmod(0o711)  # the servers' users pass through it to their own 0700 directories
+    state["run_dir"] = str(run)
+    return run
+
+
+def _socket_dir(run: Path, name: str, user: pwd.struct_passwd | None) -> Path:
+    # Only the server's user (and root) may enter it, so only they can connect.
+    path = run / name
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    if user is not None:
+        os.chown(path, user.pw_uid, user.pw_gid)
+    path.chmod(0o700)
+    return path
 
 
 def _find_postgres() -> tuple[Path, str] | None:
@@ -187,12 +255,13 @@ def _package_dir(name: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _postgres_user() -> pwd.struct_passwd | None:
-    # Postgres refuses to run as root. Like pgserver, run it as an unprivileged system user:
-    # the distribution's `postgres` if there is one, else `pgserver` (created as pgserver does).
+def _server_user(own: str) -> pwd.struct_passwd | None:
+    # Neither server runs as root (see the module's docstring). Like pgserver, run each as an
+    # unprivileged system user: the distribution's own (`postgres`, `redis`) if there is one,
+    # else `pgserver` (created as pgserver does).
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", "pgserver"):
+    for name in (own, "pgserver"):
         with contextlib.suppress(KeyError):
             return pwd.getpwnam(name)
     rc, out = _run(["useradd", "--system", "--shell", "/usr/sbin/nologin", "pgserver"], None, 30)
@@ -221,22 +290,38 @@ def _reachable_binaries(bindir: Path, user: pwd.struct_passwd | None) -> Path:
     return target / "bin"
 
 
-def _data_dir(pgdir: Path, user: pwd.struct_passwd | None) -> Path:
-    data = pgdir / "data"
-    if user is not None and (
-        data.is_symlink() or (not data.exists() and _run(["test", "-x", pgdir], user, 10)[0])
-    ):
-        # The postgres user cannot traverse to home (under /root, or pytest's 0700 tmp dirs):
-        # keep the cluster in a root-owned dir under the temp dir, keyed by home, with a symlink
-        # from home to it. Remade (empty) if the temp dir was cleaned, e.g. by a reboot.
-        target = _root_owned_temp_dir(f"outlast-pg-{_key(str(pgdir))}") / "data"
-        if not data.is_symlink():
-            data.symlink_to(target)
-        data = target
-    data.mkdir(mode=0o700, exist_ok=True)
-    if user is not None:
-        os.chown(data, user.pw_uid, user.pw_gid)
-    return data
+def _reachable_binary(binary: Path, user: pwd.struct_passwd | None) -> Path:
+    if user is None or _run(["test", "-x", binary], user, 10)[0] == 0:
+        return binary
+    # As for Postgres above: a root-owned copy in the temp dir (one file, ~7 MB).
+    copy = _root_owned_temp_dir(f"outlast-bin-{_key(f'{binary}:{binary.stat().st_mtime_ns}')}")
+    if not (copy / binary.name).exists():
+        partial = copy / f"{binary.name}.{os.getpid()}"
+        shutil.copy(binary, partial)
+        os.replace(partial, copy / binary.name)
+    return copy / binary.name
+
+
+def _data_dir(parent: Path, user: pwd.struct_passwd | None) -> Path:
+    data = parent / "data"
+    if user is None:
+        data.mkdir(mode=0o700, exist_ok=True)
+        return data
+    # The server's user cannot enter home (0700, root's): keep the data in a root-owned dir under
+    # the temp dir, keyed by home, with a symlink from home to it. Remade (empty) if the temp dir
+    # was cleaned, e.g. by a reboot.
+    target = _root_owned_temp_dir(f"outlast-{parent.name}-{_key(str(parent))}") / "data"
+    if not data.is_symlink():
+        if data.is_dir():  # an older outlast kept it in home, then open to the server's user
+            if target.exists():
+                raise ConfigError(f"both {data} and {target} exist: keep one, remove the other")
+            shutil.move(data, target)
+            for path in [target, *target.rglob("*")]:  # a move across filesystems copies as root
+                os.lchown(path, user.pw_uid, user.pw_gid)
+        data.symlink_to(target)
+    target.mkdir(mode=0o700, exist_ok=True)
+    os.chown(target, user.pw_uid, user.pw_gid)
+    return target
 
 
 def _root_owned_temp_dir(name: str) -> Path:
@@ -251,21 +336,27 @@ def _root_owned_temp_dir(name: str) -> Path:
     return path
 
 
-def _postgres_running(root: Path) -> tuple[int, int] | None:
-    try:  # postmaster.pid: line 1 the pid, line 4 the port
+def _postgres_running(root: Path) -> tuple[int, str, bool] | None:
+    # (pid, socket directory, listening on TCP) from postmaster.pid: line 1 the pid, line 5 the
+    # first socket directory, line 6 the first TCP address (empty when none).
+    try:
         lines = (root / "pg" / "data" / "postmaster.pid").read_text().splitlines()
-        pid, port = int(lines[0]), int(lines[3])
+        pid, sockets, tcp = int(lines[0]), lines[4], lines[5].strip()
     except (OSError, ValueError, IndexError):
         return None
-    return (pid, port) if _alive(pid, "postgres") else None
+    return (pid, sockets, bool(tcp)) if _alive(pid, "postgres") else None
 
 
 def _redis_running(root: Path) -> int | None:
+    return _pid_from(root / "redis" / "data" / "redis.pid", "redis-server")
+
+
+def _pid_from(pidfile: Path, name: str) -> int | None:
     try:
-        pid = int((root / "redis" / "redis.pid").read_text())
+        pid = int(pidfile.read_text())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid, "redis-server") else None
+    return pid if _alive(pid, name) else None
 
 
 def _alive(pid: int, name: str) -> bool:
@@ -308,8 +399,14 @@ def _wait_ready(what: str, probe: Callable[[], None], log: Path) -> None:
             time.sleep(0.05)
 
 
-def _pg_url(port: int) -> str:
-    return f"postgresql://postgres@127.0.0.1:{port}/postgres"
+# Neither URL has a '?', so `outlast dev`'s export lines need no quoting in any shell: libpq takes
+# a socket directory as the host, percent-encoded; Redis's db is 0 unless a URL says otherwise.
+def _pg_url(sockets: str) -> str:
+    return f"postgresql://postgres@{quote(sockets, safe='')}/postgres"
+
+
+def _redis_url(sock: str) -> str:
+    return f"unix://{quote(sock)}"
 
 
 def _pg_ping(url: str) -> None:
@@ -326,7 +423,7 @@ def _redis_ping(url: str) -> None:
 
 
 def _free_port(wanted: int | None) -> int:
-    # Keep the recorded port when it is free, so URLs stay the same across restarts.
+    # A free port on 127.0.0.1, `wanted` if it is free (the tests start servers of their own).
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

@@ -1,16 +1,22 @@
-"""The private Postgres and Redis: started once, reused, restarted when gone, stopped."""
+"""The private Postgres and Redis: started once, reused, restarted when gone, stopped; reachable
+only by their own user (and root), never as root themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -31,9 +37,13 @@ def home(tmp_path: Path) -> Iterator[Path]:
         yield home
     finally:
         embedded.stop(home)
-        data = home / "pg" / "data"
-        if data.is_symlink():  # as root, the cluster may live in the temp dir (see embedded.py)
-            shutil.rmtree(data.resolve().parent, ignore_errors=True)
+        for name in ("pg", "redis"):
+            data = home / name / "data"
+            if data.is_symlink():  # as root, the data lives in the temp dir (see embedded.py)
+                shutil.rmtree(data.resolve().parent, ignore_errors=True)
+        run_dir = embedded._read_state(home).get("run_dir")
+        if run_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _pg_ok(url: str) -> bool:
@@ -54,6 +64,45 @@ def _redis_ok(url: str) -> bool:
         client.close()
 
 
+def _tcp_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def _redis_pid(home: Path) -> int:
+    return int((home / "redis" / "data" / "redis.pid").read_text())
+
+
+def _postgres_pid(home: Path) -> int:
+    return int((home / "pg" / "data" / "postmaster.pid").read_text().split()[0])
+
+
+def _uids(pid: int) -> list[int]:
+    """Real, effective, saved and filesystem uid of a process."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("Uid:"))
+    return [int(u) for u in line.split()[1:]]
+
+
+def _listens_on_tcp(pid: int) -> bool:
+    """Whether the process holds a listening TCP socket (IPv4 or IPv6), from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for row in Path(table).read_text().splitlines()[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    return True
+    return False
+
+
 def _wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 10
     while embedded._alive(pid, "redis-server") and time.monotonic() < deadline:
@@ -70,13 +119,13 @@ def test_start_reuse_restart_stop(home: Path) -> None:
     again = embedded.ensure(home)
     assert again[:2] == (db_url, redis_url) and "(reused)" in again[2], again
 
-    redis_pid = int((home / "redis" / "redis.pid").read_text())
+    redis_pid = _redis_pid(home)
     os.kill(redis_pid, signal.SIGKILL)
     _wait_gone(redis_pid)
     assert not _redis_ok(redis_url)
     restarted = embedded.ensure(home)
-    assert restarted[:2] == (db_url, redis_url), "the recorded port is kept"
-    assert int((home / "redis" / "redis.pid").read_text()) != redis_pid
+    assert restarted[:2] == (db_url, redis_url), "the recorded socket is kept"
+    assert _redis_pid(home) != redis_pid
     assert _redis_ok(redis_url) and _pg_ok(db_url)
 
     lines = embedded.stop(home)
@@ -102,3 +151,72 @@ def test_concurrent_ensure_from_several_processes(home: Path) -> None:
     # The servers outlived the processes that started them.
     db_url, redis_url, how = embedded.ensure(home)
     assert "(reused)" in how and _pg_ok(db_url) and _redis_ok(redis_url)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
+def test_servers_are_reachable_only_by_their_user_and_never_run_as_root(home: Path) -> None:
+    db_url, redis_url, _ = embedded.ensure(home)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    run_dir = Path(embedded._read_state(home)["run_dir"])
+
+    # Both URLs name a socket, in a directory of the server's own that nobody else may enter.
+    pg_sockets = Path(str(psycopg.conninfo.conninfo_to_dict(db_url)["host"]))
+    assert pg_sockets.is_absolute() and urlsplit(redis_url).scheme == "unix"
+    redis_socket = Path(urlsplit(redis_url).path)
+    servers = {_postgres_pid(home): pg_sockets / ".s.PGSQL.5432", _redis_pid(home): redis_socket}
+    with socket.socket() as probe:  # the check below sees a TCP listener when there is one
+        probe.bind(("127.0.0.1", 0))
+        probe.listen()
+        assert _listens_on_tcp(os.getpid())
+    for pid, path in servers.items():
+        uid = _uids(pid)[0]
+        assert 0 not in _uids(pid), f"server {pid} runs as root"
+        assert os.geteuid() == 0 or uid == os.geteuid()
+        assert not _listens_on_tcp(pid), f"server {pid} listens on TCP"
+        assert path.parent.parent == run_dir and stat.S_ISSOCK(path.stat().st_mode)
+        assert len(str(path).encode()) < 108
+        folder = path.parent.stat()
+        assert stat.S_IMODE(folder.st_mode) == 0o700 and folder.st_uid == uid
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SHOW listen_addresses").fetchone() == ("",)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        assert client.config_get("port") == {"port": "0"}
+    finally:
+        client.close()
+
+
+@pytest.mark.timeout(120)
+def test_servers_an_older_outlast_left_on_tcp_are_replaced(home: Path) -> None:
+    embedded.ensure(home)  # makes the cluster, then stands in for the older version's servers:
+    embedded.stop(home)
+    home.chmod(0o755)
+    found_pg, found_redis = embedded._find_postgres(), embedded._find_redis()
+    assert found_pg and found_redis
+    user = embedded._server_user("postgres")
+    bindir = embedded._reachable_binaries(found_pg[0], user)
+    data = (home / "pg" / "data").resolve()
+    pg_port, redis_port = embedded._free_port(None), embedded._free_port(None)
+    opts = f"-p {pg_port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
+    ctl = [bindir / "pg_ctl", "start", "-w", "-D", data, "-l", data / "postgres.log", "-o", opts]
+    rc, out = embedded._run(ctl, user, timeout=60)
+    assert rc == 0, out
+    rdir = home / "redis"
+    args = ["--port", redis_port, "--bind", "127.0.0.1", "--daemonize", "yes", "--dir", rdir]
+    rc, out = embedded._run([found_redis[0], *args, "--pidfile", rdir / "redis.pid"], None, timeout=30)
+    assert rc == 0, out
+    old = {"pg_port": pg_port, "redis_port": redis_port, "pg_source": "x", "redis_source": "x"}
+    (home / "state.json").write_text(json.dumps(old))
+    deadline = time.monotonic() + 10
+    while not _tcp_open(redis_port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _tcp_open(pg_port) and _tcp_open(redis_port)
+
+    db_url, redis_url, how = embedded.ensure(home)
+    assert "(started)" in how and _pg_ok(db_url) and _redis_ok(redis_url)
+    assert not _tcp_open(pg_port) and not _tcp_open(redis_port), "the TCP servers were stopped"
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    state = json.loads((home / "state.json").read_text())
+    assert "pg_port" not in state and "redis_port" not in state
+    assert embedded.ensure(home)[:2] == (db_url, redis_url)
