@@ -20,9 +20,11 @@ from outlast.errors import (
     ResumeRefused,
     RunConflict,
     ToolError,
+    ToolTimeout,
     UnknownRun,
     UnknownWorkflow,
 )
+from outlast.fence import fence
 from outlast.model import Decision, Run, RunState
 from outlast.producer import AsyncClient, Client
 from outlast.settings import Settings
@@ -55,7 +57,9 @@ __all__ = [
     "RunState",
     "Settings",
     "ToolError",
+    "ToolTimeout",
     "UnknownRun",
     "UnknownWorkflow",
     "current_action",
+    "fence",
 ]
