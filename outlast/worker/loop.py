@@ -58,6 +58,7 @@ class Worker:
         self._room = asyncio.Event()
         self._programs = app.programs()
         self._next_forget = 0.0
+        self._ack_failing = False
         self.log = log
 
     # -- life ---------------------------------------------------------------------------
@@ -256,11 +257,16 @@ class Worker:
         for attempt in range(20):
             try:
                 await self.queue.ack(d)
-                return
             except (ServiceUnavailable, RedisError, OSError) as exc:
-                if attempt == 0:
-                    self.log.warning(f"run {d.run_id}: acknowledging failed, retrying: {exc}")
+                if not self._ack_failing:  # once per outage, not once per entry
+                    self._ack_failing = True
+                    self.log.warning(f"acknowledging entries failed, retrying: {exc}")
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
+                continue
+            if self._ack_failing:
+                self._ack_failing = False
+                self.log.info("acknowledging entries works again")
+            return
         self.log.warning(f"run {d.run_id}: entry left unacknowledged; it will be delivered again")
 
     def _later(self, delay: float, queue: str, run_id: str) -> None:
