@@ -191,6 +191,7 @@ def test_servers_are_reachable_only_by_their_user_and_never_run_as_root(home: Pa
 def test_servers_an_older_outlast_left_on_tcp_are_replaced(home: Path) -> None:
     embedded.ensure(home)  # makes the cluster, then stands in for the older version's servers:
     embedded.stop(home)
+    shutil.rmtree(embedded._read_state(home)["run_dir"])  # the older state.json knows none
     home.chmod(0o755)
     found_pg, found_redis = embedded._find_postgres(), embedded._find_redis()
     assert found_pg and found_redis
