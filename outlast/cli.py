@@ -5,22 +5,85 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import click
 
-from outlast.errors import OutlastError
+from outlast.errors import ConfigError, InvalidInput, OutlastError
+from outlast.journal import MAX_DEPTH
 from outlast.logs import configure
 from outlast.model import Run
 from outlast.producer import AsyncClient
-from outlast.settings import Settings
+from outlast.producer.client import MAX_LIST
+from outlast.settings import Settings, bounded, check_name
 
 T = TypeVar("T")
+USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting
+_NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+
+
+def _say(message: str) -> None:
+    """One line on stderr, however many the message had."""
+    click.echo(
+        "outlast: error: " + " ".join(line.strip() for line in message.splitlines() if line.strip()), err=True
+    )
+
+
+class _Outlast(click.Group):
+    """The command group; its ``main`` turns every user error into one line and an exit code
+    (2 for a bad value, 1 for a refusal or an unreachable server), never a traceback."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, standalone_mode: bool = True, **extra: Any
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, standalone_mode=False, **extra)
+        except _NO_ARGS as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(130)
+        except click.UsageError as exc:
+            hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            _say(exc.format_message() + hint)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _say(exc.format_message())
+            sys.exit(exc.exit_code)
+        except (ConfigError, InvalidInput) as exc:
+            _say(str(exc))
+            sys.exit(USAGE)
+        except OutlastError as exc:
+            _say(str(exc))
+            sys.exit(1)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _setting(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """An option's callback that checks its value against the bounds of the setting ``name``."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            return bounded(name, value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+    return check
 
 
 def _env(name: str, **kw: Any) -> dict[str, Any]:
     return {"envvar": f"OUTLAST_{name}", "show_envvar": True, **kw}
+
+
+def _bounded(name: str, kind: type, default: float) -> dict[str, Any]:
+    """An option for the setting ``name``: its variable, and its value checked against its bounds."""
+    return {**_env(name.upper(), default=default), "type": kind, "callback": _setting(name)}
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -28,15 +91,19 @@ def _settings(ctx: click.Context) -> Settings:
     return s
 
 
-def _run(coro_fn: Callable[[AsyncClient], Coroutine[Any, Any, T]], ctx: click.Context) -> T:
-    """Open a client (announcing the embedded default if it serves), run, close."""
+def _run(
+    coro_fn: Callable[[AsyncClient], Coroutine[Any, Any, T]], ctx: click.Context, connect: bool = True
+) -> T:
+    """Open a client (announcing the embedded default if it serves), run, close. ``connect=False``
+    leaves connecting to the client, which checks what it was given first."""
 
     async def go() -> T:
         client = AsyncClient(settings=_settings(ctx))
         if client.note:
             click.echo(client.note, err=True)
         try:
-            await client.open()
+            if connect:
+                await client.open()
             return await coro_fn(client)
         finally:
             await client.close()
@@ -44,7 +111,7 @@ def _run(coro_fn: Callable[[AsyncClient], Coroutine[Any, Any, T]], ctx: click.Co
     return asyncio.run(go())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=_Outlast, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--database-url", **_env("DATABASE_URL"), help="Postgres URL (unset: embedded default).")
 @click.option("--redis-url", **_env("REDIS_URL"), help="Redis URL (unset: embedded default).")
 @click.option("--schema", **_env("SCHEMA", default="outlast"), help="Postgres schema.")
@@ -87,11 +154,11 @@ def migrate(ctx: click.Context) -> None:
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:APP")
 @click.option("--queue", "-q", "queues", multiple=True, **_env("QUEUE", default=["default"]))
-@click.option("--concurrency", "-c", type=int, **_env("CONCURRENCY", default=16))
-@click.option("--processes", "-p", type=int, **_env("PROCESSES", default=1))
-@click.option("--lease-ttl", type=float, **_env("LEASE_TTL", default=30.0), help="Seconds.")
-@click.option("--grace", type=float, **_env("GRACE", default=10.0), help="Seconds to finish on SIGTERM.")
-@click.option("--max-attempts", type=int, **_env("MAX_ATTEMPTS", default=5))
+@click.option("--concurrency", "-c", **_bounded("concurrency", int, 16), help="Runs at once.")
+@click.option("--processes", "-p", type=click.IntRange(1, 1024), **_env("PROCESSES", default=1))
+@click.option("--lease-ttl", **_bounded("lease_ttl", float, 30.0), help="Seconds.")
+@click.option("--grace", **_bounded("grace", float, 10.0), help="Seconds to finish on SIGTERM.")
+@click.option("--max-attempts", **_bounded("max_attempts", int, 5))
 @click.option("--name", **_env("WORKER_NAME"), help="Consumer name (default: host-N, stable).")
 @click.pass_context
 def worker(
@@ -101,6 +168,11 @@ def worker(
     from outlast.services import resolve
     from outlast.worker import serve
 
+    for q in queues:
+        try:
+            check_name(q)
+        except ValueError as exc:
+            raise click.BadParameter(f"a queue name {exc}", param_hint="--queue") from None
     s, note = resolve(
         _settings(ctx).with_(
             concurrency=opts["concurrency"],
@@ -120,21 +192,54 @@ def _json_arg(text: str | None, what: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except RecursionError:
+        raise click.BadParameter(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # not JSON, or an integer of thousands of digits
         raise click.BadParameter(f"{what} is not valid JSON: {exc}") from None
+
+
+def _read_input(text: str | None, path: str | None, limit: int) -> Any:
+    """The run's input from --input (``-``: stdin) or --input-file (``-``: stdin); default ``{}``."""
+    if text is not None and path is not None:
+        raise click.UsageError("give --input or --input-file, not both")
+    if text != "-" and path is None:
+        return _json_arg("{}" if text is None else text, "--input")
+    path = path or "-"
+    what = "the input on stdin" if path == "-" else f"the input file {path!r}"
+    cap = 8 * limit  # room for indentation; the canonical input must still fit OUTLAST_MAX_PAYLOAD
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(cap + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(cap + 1)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path!r}: {exc.strerror}", param_hint="--input-file") from None
+    if len(raw) > cap:
+        raise click.BadParameter(f"{what} is over {cap} bytes (8 x OUTLAST_MAX_PAYLOAD)")
+    try:
+        decoded = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{what} is not UTF-8 text") from None
+    return _json_arg(decoded, what)
 
 
 @cli.command()
 @click.argument("workflow")
-@click.option("--input", "input_json", default="{}", help="The run's input, a JSON object.")
+@click.option("--input", "input_json", help="The run's input, a JSON object (default {}; '-': read stdin).")
+@click.option(
+    "--input-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the input from this file ('-': stdin), for inputs too large for a command line.",
+)
 @click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
 @click.option("--queue", **_env("QUEUE", default="default"))
-@click.option("--deadline", type=float, help="Seconds from now.")
+@click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.pass_context
-def enqueue(ctx: click.Context, /, workflow: str, input_json: str, wait: bool, **opts: Any) -> None:
+def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
     """Enqueue a run of WORKFLOW."""
-    data = _json_arg(input_json, "--input")
+    data = _read_input(input_json, opts["input_file"], _settings(ctx).max_payload)
 
     async def go(c: AsyncClient) -> Run:
         run = await c.enqueue(
@@ -143,7 +248,7 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str, wait: bool, *
         click.echo(f"run {run.id} {run.state}")
         return await c.wait(run.id) if wait else run
 
-    run = _run(go, ctx)
+    run = _run(go, ctx, connect=False)
     if wait:
         _print_final(run)
 
@@ -176,7 +281,7 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--state", help="Only runs in this state.")
-@click.option("--limit", type=int, default=50)
+@click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
@@ -357,6 +462,10 @@ def cancel(ctx: click.Context, run_id: str) -> None:
 def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
     """Start a new run that continues a finished one, with its budget and deadline."""
     data = _json_arg(input_json, "--input")
+    if input_json is not None and not isinstance(data, dict):
+        raise click.BadParameter(
+            "must be a JSON object (omit it to reuse the original's input)", param_hint="--input"
+        )
 
     async def go(c: AsyncClient) -> Run:
         return await c.continue_run(run_id, data)
@@ -394,16 +503,4 @@ def demo(ctx: click.Context) -> None:
 
 def main() -> None:
     """Entry point: a user's mistake prints one line and exits non-zero, never a traceback."""
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except OutlastError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    cli.main()

@@ -8,22 +8,96 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from outlast.errors import InvalidInput
 
-def canonical(value: Any) -> str:
-    """One text for one value: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(
-        to_jsonable_python(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+MAX_DEPTH = 200
+_TOO_DEEP = f"the value is nested deeper than {MAX_DEPTH} levels: flatten it"
+
+# A JSON text escapes NUL as \u0000; preceded by an odd run of backslashes it is a real escape,
+# not a string that spells it out.
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+class Unstorable(InvalidInput, ValueError):
+    """A value Postgres cannot store or outlast refuses to: the message says why and the fix; the
+    caller adds whose value it is. Also a ``ValueError``, as JSON encoding errors always were."""
+
+
+def canonical(value: Any, limit: int | None = None) -> str:
+    """One text for one value: sorted keys, no spaces, UTF-8 kept.
+
+    Refuses (``Unstorable``) what cannot be stored: NaN or infinity, a string or key holding NUL
+    or a lone surrogate, nesting deeper than ``MAX_DEPTH``, a type JSON has no form for, and,
+    with ``limit``, a text longer than ``limit`` bytes.
+    """
+    try:
+        text = json.dumps(
+            to_jsonable_python(value),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+    except RecursionError:
+        raise Unstorable(_TOO_DEEP) from None
+    except ValueError as exc:
+        if "depth" in str(exc):  # pydantic_core's own guard, short of the recursion limit
+            raise Unstorable(_TOO_DEEP) from None
+        if "float values" in str(exc):
+            raise Unstorable(
+                "the value holds NaN or infinity, which JSON cannot carry: send null or a string"
+            ) from None
+        first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+        raise Unstorable(f"the value is not JSON: {first}") from None
+    if "\\u0000" in text and _NUL.search(text):
+        raise Unstorable(
+            "the value holds a NUL character (\\u0000) in a string or key, "
+            "which Postgres cannot store: remove it"
+        )
+    if _SURROGATE.search(text):
+        raise Unstorable(
+            "the value holds a lone surrogate (\\ud800-\\udfff) in a string, which is not valid Unicode"
+        )
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
+        raise Unstorable(_TOO_DEEP)
+    if limit is not None:
+        check_size(text, limit)
+    return text
+
+
+def _depth(text: str) -> int:
+    """How deep a canonical JSON text nests, counting brackets outside strings, in C loops (no
+    recursion, no Python loop per bracket)."""
+    outside = _STRING.sub("", text).encode()  # ASCII once the strings are gone
+    steps = array("b", outside.translate(_STEP, _NOT_BRACKET))  # +1 opens, -1 closes
+    return max(accumulate(steps), default=0)
+
+
+_STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[{]}")
+
+
+def check_size(text: str, limit: int, what: str = "OUTLAST_MAX_PAYLOAD") -> None:
+    """Refuse (``Unstorable``) a text longer than ``limit`` bytes of UTF-8."""
+    if len(text) * 4 <= limit:  # at most 4 bytes a character: surely within, without encoding
+        return
+    size = len(text.encode())
+    if size > limit:
+        raise Unstorable(
+            f"the value is {size} bytes of JSON, over the limit of {limit} ({what}): "
+            "store large data elsewhere and pass a reference"
+        )
 
 
 def digest(text: str) -> str:

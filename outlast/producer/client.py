@@ -7,6 +7,7 @@ private event loop thread (so it also works inside a program that has a loop of 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections.abc import Coroutine
@@ -27,10 +28,61 @@ from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_e
 from outlast.model import Run, RunState
 from outlast.queue import Queue
 from outlast.services import resolve
-from outlast.settings import Settings
+from outlast.settings import Settings, check_name
 from outlast.store import Store
 
 T = TypeVar("T")
+
+NO_INPUT: dict[str, Any] = {}  # enqueue's default, by identity: an omitted input is {}; None is refused
+MAX_DEADLINE = 10 * 365 * 86400.0  # ten years, in seconds
+MAX_LIST = 10_000
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_text(value: object, what: str, where: str, limit: int = 200) -> str:
+    """An id or a name: 1 to ``limit`` printable characters (no NUL, newline or other control)."""
+    if isinstance(value, str) and 0 < len(value) <= limit and value.isprintable():
+        return value
+    raise InvalidInput(
+        f"{where + ': ' if where else ''}{what} must be 1 to {limit} printable characters "
+        f"(no NUL, newline or other control character), got {_show(value)}"
+    )
+
+
+def _check_json(value: Any, what: str, where: str, limit: int) -> str:
+    """The canonical text of ``value``, or ``InvalidInput`` naming whose value it is and why."""
+    try:
+        return canonical(value, limit=limit)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}: {what} is refused: {exc}") from None
+
+
+def _deadline_seconds(deadline: timedelta | float | None, where: str) -> float | None:
+    if deadline is None:
+        return None
+    seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds <= MAX_DEADLINE:
+        raise InvalidInput(
+            f"{where}: the deadline must be a number of seconds in (0, {MAX_DEADLINE:.0f}] (ten years), "
+            f"got {_show(deadline)}"
+        )
+    return float(seconds)
+
+
+def _check_budget(budget: Any, where: str) -> None:
+    if budget is None:
+        return
+    if not isinstance(budget, dict):
+        raise InvalidInput(f"{where}: the budget must map names to limits, got {type(budget).__name__}")
+    for name, limit in budget.items():
+        _check_text(name, "a budget's name", where, 100)
+        number = isinstance(limit, int | float) and not isinstance(limit, bool)
+        if not number or limit < 0 or (isinstance(limit, float) and not math.isfinite(limit)):
+            raise InvalidInput(f"{where}: budget '{name}' must be a finite number >= 0, got {_show(limit)}")
 
 
 class AsyncClient:
@@ -75,7 +127,7 @@ class AsyncClient:
     async def enqueue(
         self,
         workflow: str,
-        input: dict[str, Any] | None = None,
+        input: dict[str, Any] = NO_INPUT,
         *,
         run_id: str | None = None,
         queue: str | None = None,
@@ -85,8 +137,10 @@ class AsyncClient:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id with the same workflow and input returns the
-        existing run; with others it raises ``RunConflict``. ``deadline`` is a duration from now;
-        ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
+        existing run; with others it raises ``RunConflict``. ``input`` is a JSON object (omitted:
+        ``{}``; None is refused); ``deadline`` is a duration from now, up to ten years; ``budget``
+        names limits (e.g. ``{"usd": 5, "calls": 100}``). Bad values raise ``InvalidInput`` before
+        anything is written.
         """
         return await self._admit(
             workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget
@@ -103,22 +157,28 @@ class AsyncClient:
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
     ) -> Run:
-        await self.open()
-        for name, limit in (budget or {}).items():
-            if not isinstance(limit, int | float) or limit < 0:
-                raise InvalidInput(f"budget '{name}' must be a number >= 0, got {limit!r}")
-        data = {} if input is None else input
-        if not isinstance(data, dict):
-            raise InvalidInput(f"a run's input must be a JSON object, got {type(data).__name__}")
+        _check_text(workflow, "the workflow's name", "enqueue")
+        if run_id is not None:
+            _check_text(run_id, "the run id", f"a run of '{workflow}'")
+        where = f"run '{run_id}'" if run_id else f"a run of '{workflow}'"
+        if input is None:
+            raise InvalidInput(f"{where}: the input is null; pass a JSON object ({{}} for none)")
+        if not isinstance(input, dict):
+            raise InvalidInput(f"{where}: the input must be a JSON object, got {type(input).__name__}")
+        data = {} if input is NO_INPUT else input
+        ihash = digest(_check_json(data, "the input", where, self.settings.max_payload))
+        if queue is not None:
+            try:
+                check_name(queue)
+            except ValueError as exc:
+                raise InvalidInput(f"{where}: the queue {exc}") from None
+        seconds = _deadline_seconds(deadline, where)
+        _check_budget(budget, where)
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
-        seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+        await self.open()
         rid = run_id or uuid.uuid4().hex[:20]
-        try:
-            ihash = digest(canonical(data))
-        except ValueError as exc:
-            raise InvalidInput(f"run input is not JSON: {exc}") from None
         run, created = await self.store.insert_run(
             id=rid,
             workflow=workflow,
@@ -147,6 +207,7 @@ class AsyncClient:
         return run
 
     async def status(self, run_id: str) -> Run:
+        _check_text(run_id, "a run id", "")
         await self.open()
         run = await self.store.get_run(run_id)
         if run is None:
@@ -166,6 +227,8 @@ class AsyncClient:
             await asyncio.sleep(poll)
 
     async def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
+            raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {_show(limit)}")
         await self.open()
         if state is not None and state not in set(RunState):
             known = ", ".join(RunState)
@@ -187,6 +250,9 @@ class AsyncClient:
 
     async def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
         """Record how an in-doubt operation ended, in the journal, and wake the run."""
+        if executed:
+            where = f"run '{run_id}', operation {operation_id}"
+            _check_json(result, "the result", where, self.settings.max_payload)
         run = await self.status(run_id)
         entries = await self.store.journal(run_id)
         if operation_state(e for e in entries if e.op_id == operation_id)[0] != "in_doubt":
@@ -271,8 +337,10 @@ class AsyncClient:
     ) -> Run:
         """Close the request as revised with new arguments; the workflow receives them, and
         acting on them needs a new approval."""
+        where = f"run '{run_id}', approval {approval_id}"
         if not isinstance(args, dict):
-            raise InvalidInput("revised arguments must be a JSON object")
+            raise InvalidInput(f"{where}: revised arguments must be a JSON object, got {type(args).__name__}")
+        _check_json(args, "the revised arguments", where, self.settings.max_payload)
         return await self._decide(run_id, approval_id, "revised", approver, comment, args_hash, args)
 
     async def _decide(
@@ -381,7 +449,7 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def enqueue(self, workflow: str, input: dict[str, Any] | None = None, **kw: Any) -> Run:
+    def enqueue(self, workflow: str, input: dict[str, Any] = NO_INPUT, **kw: Any) -> Run:
         return self._call(self.aio.enqueue(workflow, input, **kw))
 
     def status(self, run_id: str) -> Run:
