@@ -100,7 +100,9 @@ class AsyncClient:
         self.settings, self.note = resolve(s)
         assert self.settings.database_url and self.settings.redis_url
         self.app = app
-        self.store = Store(self.settings.database_url, self.settings.schema, max_size=4)
+        self.store = Store(
+            self.settings.database_url, self.settings.schema, max_size=4, retry_for=self.settings.store_retry
+        )
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
         self._opened = False
 
