@@ -100,6 +100,12 @@ def check_size(text: str, limit: int, what: str = "OUTLAST_MAX_PAYLOAD") -> None
         )
 
 
+def storable(text: str) -> str:
+    """Text Postgres can store, from any text (an exception's message, a traceback): a NUL or a
+    lone surrogate is written out as an escape instead of failing the write."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -39,7 +39,7 @@ from outlast.errors import (
     ToolError,
     ToolTimeout,
 )
-from outlast.journal import Entry, args_hash, canonical, make_entry, operation_state
+from outlast.journal import Entry, args_hash, canonical, make_entry, operation_state, storable
 from outlast.model import Decision, Run
 from outlast.store import Store
 
@@ -121,15 +121,22 @@ _BOUND = ("action", "args_hash", "approvers", "policy_version")  # what an appro
 
 
 def _error_payload(exc: BaseException) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": str(exc)}
+    return {"type": type(exc).__name__, "message": storable(str(exc))}
 
 
 class RunContext:
     """The workflow's handle on its run."""
 
     def __init__(
-        self, run: Run, app: App, store: Store, journal: Journaled, db_now: datetime | None = None
+        self,
+        run: Run,
+        app: App,
+        store: Store,
+        journal: Journaled,
+        db_now: datetime | None = None,
+        max_payload: int | None = None,
     ) -> None:
+        self.max_payload = max_payload  # the largest result or approval arguments stored
         self.run_id = run.id
         self.input = run.input
         self.token = run.fencing_token
@@ -340,7 +347,7 @@ class RunContext:
         expires_in: float | None,
         policy_version: str,
     ) -> Decision:
-        clean: dict[str, Any] = json.loads(canonical(args))
+        clean: dict[str, Any] = json.loads(canonical(args, self.max_payload))
         ahash = args_hash(clean)
         self._enter(op_id)
         if op_id in self._journal.ops:
@@ -501,7 +508,8 @@ class RunContext:
         self.dispatching += 1
         timed_out = False
         try:
-            payload: dict[str, Any] = {"ok": json.loads(canonical(await tool.invoke(args)))}
+            result = await tool.invoke(args)
+            payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
         except Exception as exc:
             payload = {"error": _error_payload(exc)}
             timed_out = isinstance(exc, ToolTimeout)
@@ -590,7 +598,7 @@ class RunContext:
                     tool, args, action, how="reconciler: not executed", reserved=reserved
                 )
             say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
-            payload = {"ok": json.loads(canonical(answer)), "how": "reconciler: executed"}
+            payload = {"ok": json.loads(canonical(answer, self.max_payload)), "how": "reconciler: executed"}
             await self._append("result", op, payload)
             return payload["ok"]
         return await self._declare_in_doubt(tool, action, "no idempotency key promise and no reconciler", "")

@@ -25,7 +25,7 @@ from outlast.errors import (
     ResumeRefused,
     ServiceUnavailable,
 )
-from outlast.journal import canonical, first_bad_crossing
+from outlast.journal import canonical, first_bad_crossing, storable
 from outlast.model import Run, RunState
 from outlast.store import Store
 from outlast.worker.context import Interrupted, Journaled, LeaseClock, RunContext, Suspended
@@ -47,8 +47,8 @@ class HandOver(BaseException):
 def _error(exc: BaseException) -> dict[str, Any]:
     return {
         "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
+        "message": storable(str(exc)),
+        "traceback": storable("".join(traceback.format_exception(exc))),
     }
 
 
@@ -62,8 +62,10 @@ class Execution:
         store: Store,
         db_now: datetime | None = None,
         lease: LeaseClock | None = None,
+        max_payload: int | None = None,
     ) -> None:
         self.run = run
+        self.max_payload = max_payload
         self.lease = lease
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
@@ -79,6 +81,8 @@ class Execution:
 
     async def finish(self, state: RunState, **kw: Any) -> Outcome:
         """Commit a final state with the fencing condition (Fenced if superseded)."""
+        if kw.get("reason"):
+            kw["reason"] = storable(kw["reason"])
         if not await self.store.finish(self.run.id, self.run.fencing_token, state, **kw):
             raise Fenced(self.run.id, self.run.fencing_token)
         failpoints.hit("after_final")
@@ -118,13 +122,13 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         journal = Journaled(entries)
         self._log_resume(journal)
-        ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now)
+        ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now, self.max_payload)
         ctx.before_crossing = self._stop_at_crossing
         ctx.lease = self.lease
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
-            result = json.loads(canonical(value))
+            result = json.loads(canonical(value, self.max_payload))
         except (Fenced, ServiceUnavailable, HandOver):
             raise
         except Suspended as exc:

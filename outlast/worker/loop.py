@@ -198,7 +198,9 @@ class Worker:
             await self._not_claimed(d, run_id)
             return
         run, db_now = claimed
-        execution = Execution(run, self.app, self.store, db_now, LeaseClock(self.s.lease_ttl, sent))
+        execution = Execution(
+            run, self.app, self.store, db_now, LeaseClock(self.s.lease_ttl, sent), self.s.max_payload
+        )
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"

@@ -38,7 +38,7 @@ async def run_worker(app: App, settings: Settings, queues: list[str], signals: b
     """Serve until stopped. Settings must carry both URLs."""
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
-    store = Store(settings.database_url, settings.schema, max_size=4)
+    store = Store(settings.database_url, settings.schema, max_size=4, retry_for=settings.store_retry)
     queue = Queue(settings.redis_url, settings.prefix)
     await store.open()
     await queue.ping()
