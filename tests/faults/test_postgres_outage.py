@@ -1,0 +1,78 @@
+"""Postgres goes away under load: the private cluster is stopped for ~8 s while runs are in flight,
+then started again; or the journal refuses every INSERT for 5 s (a trigger that raises). Writes
+are retried (OUTLAST_STORE_RETRY, default 60 s), so every run succeeds, every operation has exactly
+one effect, and none is failed or in doubt."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.faults import FaultWorld, check_every_run_once, enqueue_many
+
+RUNS = 200
+CALL = 0.2  # seconds each call sleeps: a run lasts at least a second, so many are in flight
+OUTAGE = 8.0
+REFUSAL = 5.0
+
+
+def load(fw: FaultWorld) -> list[str]:
+    """Two workers (lease 2 s) and 200 runs of five slow-ish plain calls, some of them in flight."""
+    for k in range(2):
+        fw.start(f"pg-{k}", "-c", "16", "--lease-ttl", "2", OUTLAST_LEASE_TTL="2")
+    ids = enqueue_many(fw, "chain", [{"tool": "slow_effect", "n": 5, "seconds": CALL} for _ in range(RUNS)])
+    wait_for(
+        lambda: fw.sql("SELECT count(*) FROM runs WHERE state = 'running' AND journal_len > 0")[0][0] >= 16,
+        30,
+        0.05,
+        "runs to be in flight",
+    )
+    return ids
+
+
+def in_flight(fw: FaultWorld) -> tuple[int, int]:
+    running = fw.sql("SELECT count(*) FROM runs WHERE state = 'running'")[0][0]
+    done = fw.sql("SELECT count(*) FROM runs WHERE state = 'succeeded'")[0][0]
+    return running, done
+
+
+@pytest.mark.timeout(240)
+def test_postgres_stopped_and_started_mid_load(fw: FaultWorld) -> None:
+    assert fw.pg is not None
+    ids = load(fw)
+    running, done = in_flight(fw)
+    began = time.monotonic()
+    fw.pg.stop()
+    stopped = time.monotonic() - began
+    time.sleep(OUTAGE)  # the outage itself
+    fw.pg.start()
+    down = time.monotonic() - began
+    print(f"\nPostgres stopped in {stopped:.1f}s with {running} runs running, {done} done; down {down:.1f}s")
+    took = fw.wait_settled(ids, timeout=150)
+    print(f"all {RUNS} runs settled {took:.1f}s after Postgres came back")
+    check_every_run_once(fw, ids)
+
+
+REFUSE = """
+CREATE OR REPLACE FUNCTION faults_refuse_journal() RETURNS trigger AS $$
+BEGIN
+    RAISE EXCEPTION 'injected fault: the journal refuses writes';
+END $$ LANGUAGE plpgsql;
+CREATE TRIGGER faults_refuse_journal BEFORE INSERT ON journal
+    FOR EACH ROW EXECUTE FUNCTION faults_refuse_journal();
+"""
+
+
+@pytest.mark.timeout(240)
+def test_journal_refusing_inserts_for_five_seconds(fw: FaultWorld) -> None:
+    ids = load(fw)
+    running, done = in_flight(fw)
+    fw.sql(REFUSE)
+    time.sleep(REFUSAL)  # the fault itself
+    fw.sql("DROP TRIGGER faults_refuse_journal ON journal")
+    print(f"\njournal INSERTs refused for {REFUSAL:.0f}s with {running} runs running, {done} done")
+    took = fw.wait_settled(ids, timeout=150)
+    print(f"all {RUNS} runs settled {took:.1f}s after the trigger was dropped")
+    check_every_run_once(fw, ids)
