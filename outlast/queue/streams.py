@@ -110,10 +110,15 @@ class Queue:
     A ``client`` given must not decode responses (``decode_responses=False``): a decoding
     client fails a whole read on one entry that is not UTF-8."""
 
-    def __init__(self, url: str, prefix: str = "outlast", client: Any = None) -> None:
+    def __init__(self, url: str, prefix: str = "outlast", client: Any = None, connections: int = 64) -> None:
         self.url = url
         self.prefix = prefix
-        self.redis: Any = client or aioredis.from_url(url, decode_responses=False)
+        # A blocking pool: past ``connections`` in use, a command waits for one instead of failing
+        # (redis-py's default pool raises at 100, which a worker with -c 128 reaches).
+        if client is None:
+            pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=connections, timeout=30)
+            client = aioredis.Redis.from_pool(pool)  # the pool is closed with the client
+        self.redis: Any = client
         self._groups: set[str] = set()
         self._cursors: dict[str, str] = {}
         self._vanished = False  # NOGROUP seen since the last lost_data()

@@ -39,7 +39,7 @@ async def run_worker(app: App, settings: Settings, queues: list[str], signals: b
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
     store = Store(settings.database_url, settings.schema, max_size=4, retry_for=settings.store_retry)
-    queue = Queue(settings.redis_url, settings.prefix)
+    queue = Queue(settings.redis_url, settings.prefix, connections=settings.concurrency + 16)
     await store.open()
     await queue.ping()
     worker = Worker(app, store, queue, settings, queues)
