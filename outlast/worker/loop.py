@@ -138,14 +138,16 @@ class Worker:
         next_reclaim = 0.0
         while not self._stopping.is_set():  # as in _every: not only cancelled
             try:
-                if self._room_left() <= 0:
-                    self._room.clear()
-                    await self._room.wait()
-                    continue
                 if time.monotonic() >= next_reclaim:
-                    # Orphans first: what a dead worker left goes ahead of the backlog.
+                    # Orphans first, even with no room: what a dead worker left goes ahead of the
+                    # backlog, in a lane of their own.
                     next_reclaim = time.monotonic() + reclaim_every
                     await self._reclaim()
+                if self._room_left() <= 0:
+                    self._room.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._room.wait(), max(next_reclaim - time.monotonic(), 0.01))
+                    continue
                 for q in self.queues:
                     for d in await self.queue.read(q, self.name, self._room_left(), block):
                         self._start(d)
@@ -341,8 +343,11 @@ class Worker:
                 a.task.cancel()
 
     async def _reclaim(self) -> None:
+        """Take over entries whose worker went silent. Orphans have a lane of their own: up to
+        ``concurrency`` runs beyond the worker's own, so that a takeover never waits for the
+        backlog (the runs a dead worker held are bounded by its own concurrency)."""
         for q in self.queues:
-            room = self._room_left()
+            room = self._room_left() + self.s.concurrency
             if room <= 0:
                 return
             # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
