@@ -76,3 +76,30 @@ def test_journal_refusing_inserts_for_five_seconds(fw: FaultWorld) -> None:
     took = fw.wait_settled(ids, timeout=150)
     print(f"all {RUNS} runs settled {took:.1f}s after the trigger was dropped")
     check_every_run_once(fw, ids)
+
+
+@pytest.mark.timeout(240)
+def test_postgres_stalled_mid_load(fw: FaultWorld) -> None:
+    """SIGSTOP on every Postgres process for 5 s: connections hang instead of failing."""
+    assert fw.pg is not None
+    ids = load(fw)
+    running, done = in_flight(fw)
+    fw.pg.pause()
+    time.sleep(5.0)  # the stall itself
+    fw.pg.resume()
+    print(f"\nPostgres stalled 5s with {running} runs running, {done} done")
+    took = fw.wait_settled(ids, timeout=150)
+    print(f"all {RUNS} runs settled {took:.1f}s after Postgres answered again")
+    check_every_run_once(fw, ids)
+
+
+def test_a_clients_first_call_after_a_postgres_restart_works(fw: FaultWorld) -> None:
+    """The client's pooled connections died with the server: they are checked before use."""
+    from outlast import Client
+
+    assert fw.pg is not None
+    with Client(settings=fw.settings()) as c:
+        run = c.enqueue("chain", {"tool": "effect", "n": 1, "seconds": 0})
+        assert c.status(run.id).state == "queued"
+        fw.pg.restart()
+        assert c.status(run.id).state == "queued"  # no 'connection is closed'

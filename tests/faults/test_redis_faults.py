@@ -59,3 +59,15 @@ def test_flushall_mid_load(fw: FaultWorld) -> None:
 @pytest.mark.timeout(240)
 def test_redis_restarted_without_persistence_mid_load(fw: FaultWorld) -> None:
     lose_the_queue(fw, PrivateRedis.restart_without_persistence, "Redis restarted without persistence")
+
+
+@pytest.mark.timeout(240)
+def test_redis_stalled_mid_load(fw: FaultWorld) -> None:
+    """SIGSTOP on Redis for 5 s: nothing is lost, so no republish is needed; runs just resume."""
+
+    def stall(rd: PrivateRedis) -> None:
+        rd.pause()
+        time.sleep(5.0)
+        rd.resume()
+
+    lose_the_queue(fw, stall, "Redis stalled for 5s")
