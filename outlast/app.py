@@ -30,11 +30,16 @@ class Retry:
     max_wait: float = 2.0
     on: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError)
 
-    def policy(self) -> tenacity.AsyncRetrying:
+    def policy(self, after_timeout: bool = False) -> tenacity.AsyncRetrying:
+        """``after_timeout``: a dispatch given up on (``ToolTimeout``) may be tried again — only
+        for a read or an idempotent tool, since the first attempt may still be running."""
+        retry: tenacity.retry_base = tenacity.retry_if_exception_type(self.on)
+        if not after_timeout:
+            retry = retry & tenacity.retry_if_not_exception_type(ToolTimeout)
         return tenacity.AsyncRetrying(
             stop=tenacity.stop_after_attempt(self.attempts),
             wait=tenacity.wait_exponential(multiplier=self.wait, max=self.max_wait),
-            retry=tenacity.retry_if_exception_type(self.on),
+            retry=retry,
             reraise=True,
         )
 
@@ -67,7 +72,7 @@ class Tool:
         """Run the tool once (sync tools in a thread), retrying per its policy."""
         if self.retry is None:
             return await self._once(args)
-        async for attempt in self.retry.policy():
+        async for attempt in self.retry.policy(after_timeout=self.effect == "read" or self.idempotent):
             with attempt:
                 return await self._once(args)
         raise AssertionError("unreachable")  # pragma: no cover

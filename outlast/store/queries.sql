@@ -63,8 +63,8 @@ WITH held AS (
 mine AS (
     SELECT runs.id FROM runs JOIN held ON runs.id = held.id AND runs.fencing_token = held.token
     WHERE runs.state IN ('running', 'cancelling')
-    ORDER BY runs.id
-    FOR UPDATE OF runs),
+    ORDER BY runs.id COLLATE "C"  -- the writer's order (code points), whatever the database's
+    FOR NO KEY UPDATE OF runs),
 renewed AS (
     UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
     FROM mine WHERE runs.id = mine.id
@@ -175,6 +175,8 @@ RETURNING run_id;
 WITH due AS (
     SELECT id FROM runs
     WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+      -- one pass of the sweeper never sees again what it stamped itself
+      AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
       AND ((published_at < now() - make_interval(secs => %(after)s)
             AND (state = 'queued'
                  OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
@@ -266,7 +268,7 @@ WITH est AS (
         SELECT name FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s)),
 locked AS (
     SELECT b.name, b.limit_value, b.spent, b.reserved FROM budgets b JOIN est USING (name)
-    WHERE b.budget_id = %(budget_id)s FOR UPDATE),
+    WHERE b.budget_id = %(budget_id)s ORDER BY b.name COLLATE "C" FOR UPDATE),
 over AS (
     SELECT locked.name, locked.limit_value, locked.spent, locked.reserved, est.amount
     FROM locked JOIN est USING (name)

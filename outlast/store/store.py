@@ -86,6 +86,7 @@ class Store:
             },
         )
         self.writer = Writer(self._connect, self._unavailable, retry_for)
+        self._beat: Conn | None = None  # lease renewals: never queued behind reads or writes
         self.reads = 0  # read round trips, for the cost model's measurements
 
     async def _connect(self) -> Conn:
@@ -116,6 +117,8 @@ class Store:
             await self.check_schema()
 
     async def close(self) -> None:
+        if self._beat is not None:
+            await self._beat.close()
         await self.writer.close()
         await self._pool.close()
 
@@ -264,7 +267,19 @@ class Store:
         if not held:
             return {}
         ids = sorted(held)
-        rows = await self._rows("renew", ids=ids, tokens=[held[i] for i in ids], ttl=ttl)
+        params = {"ids": ids, "tokens": [held[i] for i in ids], "ttl": ttl}
+        for attempt in range(2):  # once more on a fresh connection, after a restart
+            try:
+                if self._beat is None or self._beat.closed:
+                    self._beat = await self._connect()
+                rows = await (await self._beat.execute(Q["renew"], params)).fetchall()
+                break
+            except psycopg.Error as exc:
+                beat, self._beat = self._beat, None
+                if beat is not None:
+                    await beat.close()
+                if attempt:
+                    raise self._unavailable(exc) from exc
         return {r["id"]: Lease(r["renewed"], r["lost"], r["cancel_requested"]) for r in rows}
 
     async def finish(
@@ -321,8 +336,12 @@ class Store:
         rows = await self._write("requeue", id=run_id, accept_program=accept_program, detail=Jsonb(detail))
         return bool(rows)
 
-    async def due(self, after: float, limit: int = 200) -> list[tuple[str, str]]:
-        rows = await self._rows("due", after=after, limit=limit)
+    async def due(
+        self, after: float, limit: int = 200, cutoff: datetime | None = None
+    ) -> list[tuple[str, str]]:
+        """Runs to re-publish (stamped as published now); with ``cutoff``, only runs last
+        published before it, so that successive pages of one pass never repeat a run."""
+        rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
         return [(r["id"], r["queue"]) for r in rows]
 
     async def expire_deadlines(self, limit: int = 200) -> list[str]:

@@ -19,6 +19,7 @@ transactions, in one process or many, then never wait for each other in a cycle.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._conn: Conn | None = None
         self._warned = False
+        self._dead_pid: int | None = None  # the server process of a dropped connection
         self.commits = 0
         self.writes = 0
 
@@ -95,6 +97,8 @@ class Writer:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         await self._drop()
+        while not self._queue.empty():  # nobody will commit these: their callers must not hang
+            _fail(self._queue.get_nowait(), ServiceUnavailable("the writer was closed"))
 
     async def _loop(self) -> None:
         while True:
@@ -105,7 +109,8 @@ class Writer:
             await self._settle(sorted(batch, key=lambda w: w.key))
 
     async def _settle(self, writes: list[_Write]) -> None:
-        """Commit the writes together; find and retry whatever fails, within the bound."""
+        """Commit the writes together; find and retry whatever fails, within the bound. While it
+        retries, this process's other writes wait: Postgres is the same for all of them."""
         deadline = time.monotonic() + self.retry_for
         delay = 0.02
         while True:
@@ -115,18 +120,21 @@ class Writer:
             try:
                 rows = await self._run(writes)
             except Exception as exc:
-                failed = writes if self._conn is None or len(writes) == 1 else await self._one_by_one(writes)
+                if self._conn is None or len(writes) == 1:
+                    failed = [(w, exc) for w in writes]
+                else:
+                    failed = await self._one_by_one(writes)
                 late = time.monotonic() > deadline
-                for w in failed:
+                for w, why in failed:  # each judged by its own failure
                     w.tries += 1
-                    if late or (isinstance(exc, _DETERMINISTIC) and w.tries >= _QUICK_TRIES):
-                        _fail(w, self._failure(exc))
+                    if late or (isinstance(why, _DETERMINISTIC) and w.tries >= _QUICK_TRIES):
+                        _fail(w, self._failure(why))
                 if not self._warned:
                     self._warned = True
                     log.warning(f"writes to Postgres failed, retrying for up to {self.retry_for:g}s: {exc}")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
-                writes = failed
+                writes = [w for w, _ in failed]
                 continue
             for w, r in zip(writes, rows, strict=True):
                 _deliver(w, r)
@@ -142,23 +150,26 @@ class Writer:
         err.__cause__ = exc
         return err
 
-    async def _one_by_one(self, writes: list[_Write]) -> list[_Write]:
-        """One write spoiled the shared transaction: give each its own; return those that fail."""
-        failed: list[_Write] = []
+    async def _one_by_one(self, writes: list[_Write]) -> list[tuple[_Write, Exception]]:
+        """One write spoiled the shared transaction: give each its own; return those that fail,
+        each with its own error."""
+        failed: list[tuple[_Write, Exception]] = []
         for i, w in enumerate(writes):
             try:
                 _deliver(w, (await self._run([w]))[0])
-            except Exception:
-                failed.append(w)
+            except Exception as exc:
+                failed.append((w, exc))
                 if self._conn is None:  # the connection broke: the rest are not tried now
-                    failed.extend(writes[i + 1 :])
+                    failed.extend((rest, exc) for rest in writes[i + 1 :])
                     break
         return failed
 
     async def _run(self, batch: list[_Write]) -> list[list[dict[str, Any]]]:
         """One transaction; drops the connection if it broke or stalled."""
         if self._conn is None or self._conn.closed:
-            self._conn = await asyncio.wait_for(self._connect(), STALL)
+            conn = await asyncio.wait_for(self._connect(), STALL)
+            await asyncio.wait_for(self._bury(conn), STALL)
+            self._conn = conn
         conn = self._conn
         try:
             return await asyncio.wait_for(self._transaction(conn, batch), STALL)
@@ -177,9 +188,25 @@ class Writer:
         self.writes += len(batch)
         return out
 
+    async def _bury(self, conn: Conn) -> None:
+        """Before a write is retried on a new connection, the server process of the dropped one
+        must be gone: a transaction it still runs could commit after the retry looked for its
+        effect (and the retry would then be refused, or count twice)."""
+        pid, self._dead_pid = self._dead_pid, None
+        if pid is None:
+            return
+        await conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+        for _ in range(100):
+            cur = await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid])
+            if await cur.fetchone() is None:
+                return
+            await asyncio.sleep(0.05)
+
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            with contextlib.suppress(Exception):
+                self._dead_pid = conn.info.backend_pid
             try:
                 await asyncio.wait_for(conn.close(), 1)
             except Exception:  # closing a dead link is best effort

@@ -39,7 +39,7 @@ from outlast.errors import (
     ToolError,
     ToolTimeout,
 )
-from outlast.journal import Entry, args_hash, canonical, make_entry, operation_state, storable
+from outlast.journal import Entry, Unstorable, args_hash, canonical, make_entry, operation_state, storable
 from outlast.model import Decision, Run
 from outlast.store import Store
 
@@ -153,6 +153,9 @@ class RunContext:
         self._log = log.bind(run_id=run.id, fencing_token=run.fencing_token)
         self.before_crossing: Callable[[], None] = lambda: None
         self.lease: LeaseClock | None = None  # set by the worker; tests may run without
+        # Set once the run is left (fenced, interrupted, handed over): the calls still under way
+        # in parallel must neither dispatch nor journal an intention any more.
+        self.abandoned = False
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()
@@ -264,6 +267,7 @@ class RunContext:
         try:
             return await pending
         except ServiceUnavailable as exc:
+            self.abandoned = True
             raise Interrupted(str(exc)) from exc
 
     async def _lease_proven(self, tool: str, op_id: str) -> None:
@@ -271,12 +275,17 @@ class RunContext:
         was missed otherwise: this worker may be paused, or its link slow); wait up to one TTL
         for a renewal, else leave the run. This narrows, and cannot close, the window in which
         a paused worker's effect lands after another owner took over (README: guarantees)."""
+        if self.abandoned:
+            raise Interrupted(
+                f"run '{self.run_id}': abandoned by this worker; {tool} ({op_id}) not dispatched"
+            )
         lease = self.lease
         if lease is None:
             return
         give_up = time.monotonic() + lease.ttl
         while lease.remaining() < lease.ttl / 3:
             if time.monotonic() > give_up:
+                self.abandoned = True
                 raise Interrupted(
                     f"run '{self.run_id}': lease not proven before dispatching {tool} ({op_id}); "
                     "left for another worker"
@@ -293,6 +302,7 @@ class RunContext:
         j.add(entry)
         cancel = await self._db(self._store.append(self.run_id, self.token, entry))
         if cancel is None:
+            self.abandoned = True
             raise Fenced(self.run_id, self.token)
         self.cancel_requested = self.cancel_requested or cancel
         return entry
@@ -504,24 +514,32 @@ class RunContext:
         how: str = "",
         reserved: dict[str, float] | None = None,
     ) -> Any:
+        # Checked again here, after the intention's commit (which may have waited out an outage),
+        # and on every re-dispatch of a gap: never dispatch on a lease not proven.
+        await self._lease_proven(tool.name, action.operation_id)
         token = set_action(action)
         self.dispatching += 1
-        timed_out = False
+        unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
             result = await tool.invoke(args)
-            payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
+            try:
+                payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
+            except Unstorable as exc:
+                payload = {"error": _error_payload(exc)}
+                unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
             payload = {"error": _error_payload(exc)}
-            timed_out = isinstance(exc, ToolTimeout)
+            if isinstance(exc, ToolTimeout):
+                unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
             self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=str(exc))
         finally:
             self.dispatching -= 1
             reset_action(token)
-        if timed_out and tool.effect != "read" and not tool.idempotent:
-            # Given up on, not known to have failed: its effect may still land. Only a read or a
-            # tool that honours its idempotency key may report the timeout as a plain failure.
-            why = f"timed out after {tool.timeout:g}s; its effect may still land"
-            return await self._declare_in_doubt(tool, action, why, "")
+        if unknown and tool.effect != "read" and not tool.idempotent:
+            # Given up on, or done with a result that cannot be kept: not a plain failure, which
+            # a retry or a compensation would take at its word. Only a read or a tool that
+            # honours its idempotency key may report it as a failure.
+            return await self._declare_in_doubt(tool, action, unknown, "")
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how

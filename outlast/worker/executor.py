@@ -156,13 +156,22 @@ class Execution:
         of a ``gather`` that raised) settle, their results journaled, before the run ends."""
         try:
             value = await fn(ctx, **self.run.input)
-        except (Fenced, ServiceUnavailable, HandOver):
+        except (Fenced, ServiceUnavailable, HandOver, Interrupted):
+            ctx.abandoned = True
             raise
         except (Exception, Cancelled):
             await ctx.settled()
+            self._left_if_abandoned(ctx)
             raise
         await ctx.settled()
+        self._left_if_abandoned(ctx)
         return value
+
+    def _left_if_abandoned(self, ctx: RunContext) -> None:
+        """A crossing was interrupted (and the workflow may have swallowed it): whatever the
+        workflow did next, the run is left for later, never ended on this worker."""
+        if ctx.abandoned:
+            raise Interrupted(f"run '{self.run.id}': a crossing was interrupted; left for later")
 
     def _log_resume(self, journal: Journaled) -> None:
         if not journal.entries:

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 from outlast import failpoints
 from outlast.app import App
 from outlast.errors import ServiceUnavailable
-from outlast.model import RunState
+from outlast.model import Run, RunState
 from outlast.queue import Delivery, Queue
 from outlast.settings import Settings
 from outlast.store import Store
@@ -197,8 +197,12 @@ class Worker:
                 break
             await asyncio.sleep(self.s.lease_ttl / 5)
         if claimed is None:
-            await self._not_claimed(d, run_id)
-            return
+            found = await self.store.get_run(run_id)
+            if found is None or not self._ours(found):
+                await self._not_claimed(d, run_id, found)
+                return
+            # Our own claim, whose acknowledgement was lost and whose retry was then refused.
+            claimed = (found, await self.store.db_now())
         run, db_now = claimed
         execution = Execution(
             run, self.app, self.store, db_now, LeaseClock(self.s.lease_ttl, sent), self.s.max_payload
@@ -283,10 +287,19 @@ class Worker:
         self._timers.add(task)
         task.add_done_callback(self._timers.discard)
 
-    async def _not_claimed(self, d: Delivery, run_id: str) -> None:
-        run = await self.store.get_run(run_id)
+    def _ours(self, run: Run) -> bool:
+        return (
+            run.owner == self.name
+            and run.state in (RunState.RUNNING, RunState.CANCELLING)
+            and run.id not in self.active
+        )
+
+    async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None) -> None:
         if run is None:
             await self._dead_letter(d, f"no run '{run_id}'")
+            return
+        if run.queue != d.queue:
+            await self._dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
             return
         mine = self._programs.get(run.workflow)
         unserved = run.program is not None and mine != run.program
@@ -301,14 +314,8 @@ class Worker:
                 self.log.warning(msg)
                 await self._ack(d)
                 return
-        if run.queue != d.queue:
-            await self._dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
-            return
-        if run.state in (RunState.RUNNING, RunState.CANCELLING) and run.owner is not None:
-            # Leased by a live worker: leave the entry pending here. If that worker dies, the
-            # entry is reclaimed again and claimed once the lease has expired.
-            return
-        # Final or waiting: nothing to do for this entry (the sweeper wakes what is due).
+        # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
+        # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
         await self._ack(d)
 
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
@@ -373,8 +380,9 @@ class Worker:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
 
     async def _republish(self, after: float, limit: int = 500) -> None:
+        cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
         while True:
-            due = await self.store.due(after, limit)
+            due = await self.store.due(after, limit, cutoff)
             for run_id, q in due:
                 await self.queue.publish(q, run_id)
             if due:

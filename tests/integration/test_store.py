@@ -143,3 +143,18 @@ async def test_cancelling_a_run_no_worker_can_resume_ends_it_at_once(world: Worl
     assert done.state == "cancelled"
     assert done.reason == "cancelled while it could not be resumed (program_changed): no compensation ran"
     assert done.finished_at is not None
+
+
+async def test_one_sweep_pass_pages_through_due_runs_once(world: World) -> None:
+    """A pass after Redis lost its data republishes everything due (after=0), page by page: a
+    page must never bring back what an earlier page of the same pass stamped."""
+    store = await opened(world)
+    for i in range(7):
+        await add_run(store, f"r{i}")
+    cutoff = await store.db_now()
+    seen: list[str] = []
+    while page := await store.due(0.0, 3, cutoff):
+        seen += [rid for rid, _ in page]
+        assert len(seen) <= 7, f"pages repeat runs: {seen}"
+    assert sorted(seen) == [f"r{i}" for i in range(7)]
+    await store.close()

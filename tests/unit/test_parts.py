@@ -102,3 +102,27 @@ async def test_queue_dead_letter_keeps_the_reason(queue: Queue) -> None:
     await queue.dead_letter(d, "unparseable")
     (dead,) = await queue.dead_letters("default")
     assert dead["_reason"] == "unparseable" and dead["junk"] == "1"
+
+
+async def test_a_timed_out_write_is_never_retried_but_a_read_is() -> None:
+    import asyncio
+
+    from outlast import Retry, ToolTimeout
+
+    app = App()
+    starts = {"write": 0, "read": 0}
+
+    @app.tool("write", timeout=0.05, retry=Retry(attempts=3, wait=0.01))
+    async def write() -> None:
+        starts["write"] += 1
+        await asyncio.sleep(1)
+
+    @app.tool("read", effect="read", timeout=0.05, retry=Retry(attempts=3, wait=0.01))
+    async def read() -> None:
+        starts["read"] += 1
+        await asyncio.sleep(1)
+
+    for name in starts:
+        with pytest.raises(ToolTimeout):
+            await app.get_tool(name).invoke({})
+    assert starts == {"write": 1, "read": 3}  # the first write may still be running: once only
