@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.decorators import FC
 
 from outlast.errors import ConfigError, InvalidInput, OutlastError
 from outlast.journal import MAX_DEPTH
@@ -16,7 +18,7 @@ from outlast.logs import configure
 from outlast.model import Run
 from outlast.producer import AsyncClient
 from outlast.producer.client import MAX_LIST
-from outlast.settings import Settings, bounded, check_name
+from outlast.settings import SPECS, Settings, check_name, env_var
 
 T = TypeVar("T")
 USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting
@@ -65,25 +67,24 @@ class _Outlast(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-def _setting(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """An option's callback that checks its value against the bounds of the setting ``name``."""
+def _option(name: str, *decls: str, **kw: Any) -> Callable[[FC], FC]:
+    """The option of the setting ``name`` (``--name-with-dashes`` unless ``decls`` say otherwise),
+    with its help and ``OUTLAST_*`` variable from the setting's declaration; a number is typed
+    and checked against its bounds as it is parsed. Not given, it is None: the setting stands."""
+    spec = SPECS[name]
 
     def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         try:
-            return bounded(name, value)
+            return value if value is None else spec.validate(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc), ctx, param) from None
 
-    return check
-
-
-def _env(name: str, **kw: Any) -> dict[str, Any]:
-    return {"envvar": f"OUTLAST_{name}", "show_envvar": True, **kw}
-
-
-def _bounded(name: str, kind: type, default: float) -> dict[str, Any]:
-    """An option for the setting ``name``: its variable, and its value checked against its bounds."""
-    return {**_env(name.upper(), default=default), "type": kind, "callback": _setting(name)}
+    if spec.unit:
+        kw |= {"type": int if spec.whole else float, "callback": check}
+    elif spec.choices:
+        kw["type"] = click.Choice(spec.choices)
+    decls = decls or (f"--{name.replace('_', '-')}",)
+    return click.option(*decls, envvar=env_var(name), show_envvar=True, help=spec.help, **kw)
 
 
 def _settings(ctx: click.Context) -> Settings:
@@ -91,11 +92,9 @@ def _settings(ctx: click.Context) -> Settings:
     return s
 
 
-def _run(
-    coro_fn: Callable[[AsyncClient], Coroutine[Any, Any, T]], ctx: click.Context, connect: bool = True
-) -> T:
-    """Open a client (announcing the embedded default if it serves), run, close. ``connect=False``
-    leaves connecting to the client, which checks what it was given first."""
+def _run(ctx: click.Context, call: Callable[[AsyncClient], Awaitable[T]], connect: bool = True) -> T:
+    """Open a client (announcing the embedded default if it serves), ``call`` it, close.
+    ``connect=False`` leaves connecting to ``call`` (the client checks what it was given first)."""
 
     async def go() -> T:
         client = AsyncClient(settings=_settings(ctx))
@@ -104,7 +103,7 @@ def _run(
         try:
             if connect:
                 await client.open()
-            return await coro_fn(client)
+            return await call(client)
         finally:
             await client.close()
 
@@ -112,21 +111,16 @@ def _run(
 
 
 @click.group(cls=_Outlast, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--database-url", **_env("DATABASE_URL"), help="Postgres URL (unset: embedded default).")
-@click.option("--redis-url", **_env("REDIS_URL"), help="Redis URL (unset: embedded default).")
-@click.option("--schema", **_env("SCHEMA", default="outlast"), help="Postgres schema.")
-@click.option("--prefix", **_env("PREFIX", default="outlast"), help="Redis key prefix.")
-@click.option("--home", **_env("HOME", default=".outlast"), help="Where embedded servers live.")
-@click.option(
-    "--log-format", **_env("LOG_FORMAT", default="auto"), type=click.Choice(["auto", "json", "console"])
-)
+@_option("database_url")
+@_option("redis_url")
+@_option("schema")
+@_option("prefix")
+@_option("home", type=click.Path(path_type=Path))
+@_option("log_format")
 @click.pass_context
 def cli(ctx: click.Context, /, **opts: Any) -> None:
     """outlast: runs that outlast the worker that started them."""
-    from pathlib import Path
-
-    opts["home"] = Path(opts["home"])
-    ctx.obj = Settings.from_env().with_(**opts)
+    ctx.obj = Settings.from_env(**opts)
     configure(ctx.obj.log_format)
 
 
@@ -135,31 +129,25 @@ def cli(ctx: click.Context, /, **opts: Any) -> None:
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade the schema (idempotent)."""
 
-    s = _settings(ctx)
+    async def upgrade(c: AsyncClient) -> int:
+        await c.store.open(check=False)
+        return await c.store.migrate()
 
-    async def run() -> int:
-        client = AsyncClient(settings=s)
-        if client.note:
-            click.echo(client.note, err=True)
-        try:
-            await client.store.open(check=False)
-            return await client.store.migrate()
-        finally:
-            await client.close()
-
-    version = asyncio.run(run())
-    click.echo(f"schema '{s.schema}' at version {version}")
+    version = _run(ctx, upgrade, connect=False)
+    click.echo(f"schema '{_settings(ctx).schema}' at version {version}")
 
 
 @cli.command()
 @click.argument("app_spec", metavar="MODULE:APP")
-@click.option("--queue", "-q", "queues", multiple=True, **_env("QUEUE", default=["default"]))
-@click.option("--concurrency", "-c", **_bounded("concurrency", int, 16), help="Runs at once.")
-@click.option("--processes", "-p", type=click.IntRange(1, 1024), **_env("PROCESSES", default=1))
-@click.option("--lease-ttl", **_bounded("lease_ttl", float, 30.0), help="Seconds.")
-@click.option("--grace", **_bounded("grace", float, 10.0), help="Seconds to finish on SIGTERM.")
-@click.option("--max-attempts", **_bounded("max_attempts", int, 5))
-@click.option("--name", **_env("WORKER_NAME"), help="Consumer name (default: host-N, stable).")
+@_option("queue", "--queue", "-q", "queues", multiple=True)
+@_option("concurrency", "--concurrency", "-c")
+@click.option(
+    "--processes", "-p", type=click.IntRange(1, 1024), default=1, envvar="OUTLAST_PROCESSES", show_envvar=True
+)
+@_option("lease_ttl")
+@_option("grace")
+@_option("max_attempts")
+@_option("worker_name", "--name", "worker_name")
 @click.pass_context
 def worker(
     ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any
@@ -173,18 +161,10 @@ def worker(
             check_name(q)
         except ValueError as exc:
             raise click.BadParameter(f"a queue name {exc}", param_hint="--queue") from None
-    s, note = resolve(
-        _settings(ctx).with_(
-            concurrency=opts["concurrency"],
-            lease_ttl=opts["lease_ttl"],
-            grace=opts["grace"],
-            max_attempts=opts["max_attempts"],
-            worker_name=opts["name"],
-        )
-    )
+    s, note = resolve(_settings(ctx).with_(**opts))
     if note:
         click.echo(note, err=True)
-    serve(app_spec, s, list(queues), processes)
+    serve(app_spec, s, list(queues) or [s.queue], processes)
 
 
 def _json_arg(text: str | None, what: str) -> Any:
@@ -233,7 +213,7 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
     help="Read the input from this file ('-': stdin), for inputs too large for a command line.",
 )
 @click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
-@click.option("--queue", **_env("QUEUE", default="default"))
+@_option("queue")
 @click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.pass_context
@@ -248,7 +228,7 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
         click.echo(f"run {run.id} {run.state}")
         return await c.wait(run.id) if wait else run
 
-    run = _run(go, ctx, connect=False)
+    run = _run(ctx, go, connect=False)
     if wait:
         _print_final(run)
 
@@ -267,10 +247,7 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
     """State, reason, journal chain, pending intentions, in-doubt operations and resolutions."""
     from outlast.status import describe
 
-    async def go(c: AsyncClient) -> dict[str, Any]:
-        return await describe(c, run_id)
-
-    info = _run(go, ctx)
+    info = _run(ctx, lambda c: describe(c, run_id))
     if as_json:
         click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return
@@ -286,11 +263,7 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
 @click.pass_context
 def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
     """The latest runs."""
-
-    async def go(c: AsyncClient) -> list[Run]:
-        return await c.runs(state, limit)
-
-    found = _run(go, ctx)
+    found = _run(ctx, lambda c: c.runs(state, limit))
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in found], indent=2, default=str))
         return
@@ -320,7 +293,7 @@ def events(ctx: click.Context, run_id: str, follow: bool) -> None:
                 return
             await asyncio.sleep(0.5)
 
-    _run(go, ctx)
+    _run(ctx, go)
 
 
 @cli.command(name="export")
@@ -329,14 +302,9 @@ def events(ctx: click.Context, run_id: str, follow: bool) -> None:
 @click.pass_context
 def export_(ctx: click.Context, run_id: str, out_dir: str) -> None:
     """Write a debug bundle: events, journal, last state, tool calls, environment."""
-    from pathlib import Path
-
     from outlast.bundle import export
 
-    async def go(c: AsyncClient) -> list[Path]:
-        return await export(c, run_id, Path(out_dir))
-
-    for f in _run(go, ctx):
+    for f in _run(ctx, lambda c: export(c, run_id, Path(out_dir))):
         click.echo(str(f))
 
 
@@ -349,7 +317,7 @@ def verify(ctx: click.Context, run_id: str) -> None:
     async def go(c: AsyncClient) -> tuple[int | None, int]:
         return await c.verify(run_id), (await c.status(run_id)).journal_len
 
-    bad, length = _run(go, ctx)
+    bad, length = _run(ctx, go)
     if bad is not None:
         click.echo(f"run {run_id}: journal altered at crossing #{bad}", err=True)
         sys.exit(1)
@@ -370,11 +338,7 @@ def resolve(
     if executed is None:
         raise click.UsageError("say --executed or --not-executed")
     result = _json_arg(result_json, "--result")
-
-    async def go(c: AsyncClient) -> Run:
-        return await c.resolve(run_id, operation_id, executed=executed, result=result)
-
-    run = _run(go, ctx)
+    run = _run(ctx, lambda c: c.resolve(run_id, operation_id, executed=executed, result=result))
     click.echo(
         f"run {run.id}: {operation_id} resolved as {'executed' if executed else 'not executed'}; {run.state}"
     )
@@ -386,11 +350,7 @@ def resolve(
 @click.pass_context
 def resume(ctx: click.Context, run_id: str, accept_program_change: bool) -> None:
     """Put a waiting run back in the queue (after a refusal was dealt with)."""
-
-    async def go(c: AsyncClient) -> Run:
-        return await c.resume(run_id, accept_program_change=accept_program_change)
-
-    run = _run(go, ctx)
+    run = _run(ctx, lambda c: c.resume(run_id, accept_program_change=accept_program_change))
     click.echo(f"run {run.id} {run.state}")
 
 
@@ -425,7 +385,7 @@ def _decision_command(kind: str, doc: str) -> None:
                 return await c.reject(run_id, approval_id, **common)
             return await c.revise(run_id, approval_id, args=new_args, **common)
 
-        run = _run(go, ctx)
+        run = _run(ctx, go)
         done = {"approve": "approved", "reject": "rejected", "revise": "revised"}[kind]
         click.echo(f"run {run.id}: {approval_id} {done} by {approver}; the run is {run.state}")
 
@@ -447,11 +407,7 @@ _decision_command("revise", "Revise a request with new arguments (they need a ne
 @click.pass_context
 def cancel(ctx: click.Context, run_id: str) -> None:
     """Cancel a run: it stops at its next crossing and runs the compensations it asked for."""
-
-    async def go(c: AsyncClient) -> Run:
-        return await c.cancel(run_id)
-
-    run = _run(go, ctx)
+    run = _run(ctx, lambda c: c.cancel(run_id))
     click.echo(f"run {run.id}: cancellation recorded; the run is {run.state}")
 
 
@@ -466,11 +422,7 @@ def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
         raise click.BadParameter(
             "must be a JSON object (omit it to reuse the original's input)", param_hint="--input"
         )
-
-    async def go(c: AsyncClient) -> Run:
-        return await c.continue_run(run_id, data)
-
-    run = _run(go, ctx)
+    run = _run(ctx, lambda c: c.continue_run(run_id, data))
     click.echo(f"run {run.id} {run.state} (continues {run_id})")
 
 

@@ -6,6 +6,7 @@ raises ``ConfigError`` with one line naming the variable and what it accepts.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -17,21 +18,7 @@ from urllib.parse import urlsplit
 
 from outlast.errors import ConfigError
 
-# name: (lowest, highest, unit); sweep_interval's lowest is excluded, every other bound included.
-LIMITS: dict[str, tuple[float, float, str]] = {
-    "lease_ttl": (0.5, 3600, "seconds"),
-    "sweep_interval": (0, 60, "seconds"),
-    "republish_after": (0.1, 86400, "seconds"),
-    "grace": (0, 3600, "seconds"),
-    "store_retry": (0, 3600, "seconds"),
-    "concurrency": (1, 4096, "runs"),
-    "max_attempts": (1, 1000, "attempts"),
-    "max_payload": (1024, 256 * 1024 * 1024, "bytes"),
-}
-_WHOLE = {"concurrency", "max_attempts", "max_payload"}
-_OPEN_LOW = {"sweep_interval"}
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_LOG_FORMATS = ("auto", "json", "console")
 
 
 def env_var(name: str) -> str:
@@ -48,31 +35,71 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
-def bounded(name: str, value: object) -> float:
-    """``value`` (a number, or text as read from the environment) checked against the bounds of
-    the setting ``name``; ``ValueError`` says what is accepted."""
-    lo, hi, unit = LIMITS[name]
-    whole = name in _WHOLE
-    span = f"{'(' if name in _OPEN_LOW else '['}{_num(lo)}, {_num(hi)}]"
-    want = f"must be a {'whole number' if whole else 'finite number'} of {unit} in {span}, got {_show(value)}"
-    number: float
-    try:
-        if isinstance(value, str):
-            number = int(value.strip()) if whole else float(value.strip())
-        elif (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or (whole and isinstance(value, float))
-        ):
-            raise ValueError
-        else:
-            number = value
-    except ValueError:
-        raise ValueError(want) from None
-    low_ok = number > lo if name in _OPEN_LOW else number >= lo
-    if not (low_ok and number <= hi):  # NaN fails both comparisons, infinity the second
-        raise ValueError(want)
-    return number
+@dataclass(frozen=True)
+class Spec:
+    """How one setting is explained and checked; ``Settings`` and the CLI both read it."""
+
+    help: str
+    unit: str = ""  # set for a number, which must lie within [low, high] ((low, high] if open_low)
+    low: float = 0
+    high: float = 0
+    open_low: bool = False
+    whole: bool = False
+    check: Callable[[Any], object] | None = None
+    choices: tuple[str, ...] = ()
+
+    def validate(self, value: object) -> Any:
+        """``value`` (text as read from the environment is parsed) if accepted, else
+        ``ValueError`` saying what is."""
+        if self.unit:
+            return self._bounded(value)
+        if self.choices and value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}, got {_show(value)}")
+        return value if self.check is None else self.check(value)
+
+    def _bounded(self, value: object) -> float:
+        span = f"{'(' if self.open_low else '['}{_num(self.low)}, {_num(self.high)}]"
+        kind = "whole number" if self.whole else "finite number"
+        want = f"must be a {kind} of {self.unit} in {span}, got {_show(value)}"
+        number: float
+        try:
+            if isinstance(value, str):
+                number = int(value.strip()) if self.whole else float(value.strip())
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or (self.whole and isinstance(value, float))
+            ):
+                raise ValueError
+            else:
+                number = value
+        except ValueError:
+            raise ValueError(want) from None
+        low_ok = number > self.low if self.open_low else number >= self.low
+        if not (low_ok and number <= self.high):  # NaN fails both comparisons, infinity the second
+            raise ValueError(want)
+        return number
+
+
+def setting(
+    default: Any,
+    help: str,
+    unit: str = "",
+    *,
+    ge: float = 0,
+    gt: float | None = None,
+    le: float = math.inf,
+    check: Callable[[Any], object] | None = None,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    """One setting, declared once: its default, its help (the CLI's too), and what it accepts —
+    a number of ``unit`` with its bounds (``ge`` or ``gt``, and ``le``), ``choices`` or a
+    ``check``. Its variable is ``OUTLAST_<NAME>``."""
+    low, open_low = (ge, False) if gt is None else (gt, True)
+    whole = isinstance(default, int)
+    spec = Spec(help, unit, low, le, open_low, whole, check, choices)
+    # A dataclasses.field(); typed Any so that a type checker takes it as the field's default.
+    return field(default=default, metadata={"spec": spec})
 
 
 def check_name(value: object, limit: int = 100) -> str:
@@ -99,18 +126,14 @@ def check_schema(value: object) -> str:
     return value
 
 
-def _check_failpoints(value: object) -> None:
+def _check_failpoints(value: object) -> str:
     from outlast.failpoints import POINTS
 
     names = [item.partition(":")[0] for item in str(value).split(",") if item.strip()]
     unknown = [n.strip() for n in names if n.strip() not in POINTS]
     if not isinstance(value, str) or unknown:
         raise ValueError(f"names unknown failpoints {_show(unknown)}; known: {', '.join(sorted(POINTS))}")
-
-
-def _check_log_format(value: object) -> None:
-    if value not in _LOG_FORMATS:
-        raise ValueError(f"must be one of {', '.join(_LOG_FORMATS)}, got {_show(value)}")
+    return value
 
 
 def check_url(value: object, schemes: tuple[str, ...]) -> str:
@@ -150,65 +173,66 @@ def _check_postgres(url: str) -> None:
             raise ValueError(f"port {port[:10]!r} is not a number from 1 to 65535")
 
 
-_CHECKS: dict[str, Callable[[Any], object]] = {
-    **{name: partial(bounded, name) for name in LIMITS},
-    "schema": check_schema,
-    "prefix": check_name,
-    "queue": check_name,
-    "log_format": _check_log_format,
-    "failpoints": _check_failpoints,
-    "worker_name": partial(check_name, limit=200),
-    "database_url": partial(check_url, schemes=("postgresql", "postgres")),
-    "redis_url": partial(check_url, schemes=("redis", "rediss", "unix")),
-}
-_OPTIONAL = {"worker_name", "database_url", "redis_url"}
-
-
-def _from_text(name: str, raw: str) -> Any:
-    """An environment variable's text, typed for the setting ``name``."""
-    if name == "home":
-        return Path(raw)
-    if name in LIMITS:
-        try:
-            return bounded(name, raw)
-        except ValueError as exc:
-            raise ConfigError(f"{env_var(name)} {exc}") from None
-    return raw
+_POSTGRES = partial(check_url, schemes=("postgresql", "postgres"))
+_REDIS = partial(check_url, schemes=("redis", "rediss", "unix"))
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything outlast can be told. Nothing deeper reads the environment."""
+    """Everything outlast can be told, each setting declared once. Nothing deeper reads the
+    environment. A setting whose default is None may stay unset."""
 
-    database_url: str | None = None
-    redis_url: str | None = None
-    schema: str = "outlast"
-    prefix: str = "outlast"
-    home: Path = field(default_factory=lambda: Path(".outlast"))
-    queue: str = "default"
-    lease_ttl: float = 30.0
-    max_attempts: int = 5
-    sweep_interval: float = 1.0
-    republish_after: float = 30.0
-    grace: float = 10.0
-    concurrency: int = 16
-    worker_name: str | None = None
-    failpoints: str = ""
-    log_format: str = "auto"
-    # How long a storage write is retried before the run is left to be taken up again.
-    store_retry: float = 60.0
-    # The largest input, result or approval arguments accepted, in bytes of canonical JSON.
-    max_payload: int = 1048576
+    database_url: str | None = setting(None, "Postgres URL (unset: embedded default).", check=_POSTGRES)
+    redis_url: str | None = setting(None, "Redis URL (unset: embedded default).", check=_REDIS)
+    schema: str = setting("outlast", "Postgres schema.", check=check_schema)
+    prefix: str = setting("outlast", "Redis key prefix.", check=check_name)
+    home: Path = setting(Path(".outlast"), "Where embedded servers live.")  # noqa: RUF009 - a field()
+    queue: str = setting("default", "Queue name.", check=check_name)
+    lease_ttl: float = setting(
+        30.0, "Seconds a run's lease lasts; renewed every third of it.", "seconds", ge=0.5, le=3600
+    )
+    max_attempts: int = setting(5, "Claims without progress before a run fails.", "attempts", ge=1, le=1000)
+    sweep_interval: float = setting(1.0, "Seconds between a worker's sweeps.", "seconds", gt=0, le=60)
+    republish_after: float = setting(
+        30.0, "Seconds a queued run may go unseen before it is re-published.", "seconds", ge=0.1, le=86400
+    )
+    grace: float = setting(10.0, "Seconds to finish on SIGTERM.", "seconds", ge=0, le=3600)
+    concurrency: int = setting(16, "Runs at once.", "runs", ge=1, le=4096)
+    worker_name: str | None = setting(
+        None,
+        "Consumer name (default: HOST-PID-XXXX, new at each start).",
+        check=partial(check_name, limit=200),
+    )
+    failpoints: str = setting(
+        "", "Crash tests only: name[:tool],... kills the worker there.", check=_check_failpoints
+    )
+    log_format: str = setting(
+        "auto", "Log lines as json, console, or auto.", choices=("auto", "json", "console")
+    )
+    store_retry: float = setting(
+        60.0,
+        "Seconds a storage write is retried before the run is left to be taken up again.",
+        "seconds",
+        ge=0,
+        le=3600,
+    )
+    max_payload: int = setting(
+        1048576,
+        "The largest input, result or approval arguments accepted, in bytes of canonical JSON.",
+        "bytes",
+        ge=1024,
+        le=256 * 1024 * 1024,
+    )
 
     def __post_init__(self) -> None:
-        for name, check in _CHECKS.items():
-            value = getattr(self, name)
-            if value is None and name in _OPTIONAL:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
                 continue
             try:
-                check(value)
+                SPECS[f.name].validate(value)
             except ValueError as exc:
-                raise ConfigError(f"{env_var(name)} {exc}") from None
+                raise ConfigError(f"{env_var(f.name)} {exc}") from None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -226,3 +250,19 @@ class Settings:
     def with_(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced (None means: keep), checked again."""
         return replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+# Each setting's declaration, by name.
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Settings)}
+
+
+def _from_text(name: str, raw: str) -> Any:
+    """An environment variable's text, typed for the setting ``name``."""
+    if name == "home":
+        return Path(raw)
+    if not SPECS[name].unit:
+        return raw
+    try:
+        return SPECS[name].validate(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{env_var(name)} {exc}") from None
