@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -25,7 +25,6 @@ from outlast.model import Run
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
-SCHEMA_VERSION = 4
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
@@ -50,12 +49,40 @@ def _entry_params(e: Entry) -> dict[str, Any]:
     return {"seq": e.seq, "kind": e.kind, "op_id": e.op_id, "body": e.body, "hash": e.hash}
 
 
+@dataclass(frozen=True)
+class Migration:
+    """One step of the schema: ``migrations/NNNN_name.sql``, applied once, in order."""
+
+    version: int
+    name: str
+    sql: str
+
+
+def _migrations() -> tuple[Migration, ...]:
+    found = []
+    for f in resources.files("outlast.store").joinpath("migrations").iterdir():
+        if not f.name.endswith(".sql"):
+            continue
+        m = re.fullmatch(r"(\d{4})_[a-z0-9_]+\.sql", f.name)
+        if not m:
+            raise SchemaError(f"migration file {f.name} is not named NNNN_name.sql")
+        found.append(Migration(int(m[1]), f.name, f.read_text()))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise SchemaError(
+            f"migrations must be numbered 0001, 0002, ... without gaps: {[m.name for m in found]}"
+        )
+    return tuple(found)
+
+
+MIGRATIONS = _migrations()
+SCHEMA_VERSION = MIGRATIONS[-1].version  # the newest migration's number
+
+
 def schema_sql() -> str:
-    """The one schema: inside the wheel, or at the top of the source tree."""
-    packaged = resources.files("outlast").joinpath("schema.sql")
-    if packaged.is_file():
-        return packaged.read_text()
-    return (Path(__file__).resolve().parents[2] / "schema.sql").read_text()
+    """The whole schema as one script, every migration in order: for reading; ``migrate``
+    applies them one at a time."""
+    return "\n".join(f"-- {m.name}\n{m.sql}" for m in MIGRATIONS)
 
 
 @dataclass(frozen=True)
@@ -154,15 +181,31 @@ class Store:
 
     # -- schema -------------------------------------------------------------------------
 
-    async def migrate(self) -> int:
-        """Apply schema.sql idempotently inside the schema; return the version now recorded."""
-        async with self._conn() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('outlast-migrate'))")
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
-            await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(self.schema)))
-            await self._refuse_newer(conn)
-            await conn.execute(schema_sql().encode())
-        return SCHEMA_VERSION
+    async def migrate(self, to: int = SCHEMA_VERSION) -> int:
+        """Bring the schema up to version ``to`` (tests stop short of the newest): each missing
+        migration is applied in a transaction of its own, which also records its number.
+        Returns the version now recorded. Re-running changes nothing; two at once are safe
+        (each step holds the advisory lock and re-reads the version under it)."""
+        if not 0 <= to <= SCHEMA_VERSION:
+            raise ValueError(f"no schema version {to}: this outlast knows 0 to {SCHEMA_VERSION}")
+        schema = sql.Identifier(self.schema)
+        async with self._conn() as conn:
+            while True:
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('outlast-migrate'))")
+                    await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                    await conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(schema))
+                    # A database made by the old schema.sql recorded its version the same way.
+                    found = await self._refuse_newer(conn) or 0
+                    if found >= to:
+                        return found
+                    step = MIGRATIONS[found]
+                    await conn.execute(step.sql.encode())
+                    await conn.execute(
+                        "INSERT INTO outlast_meta (key, value) VALUES ('schema_version', %s)"
+                        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                        (str(step.version),),
+                    )
 
     async def _refuse_newer(self, conn: Conn) -> int | None:
         exists = await (await conn.execute("SELECT to_regclass('outlast_meta') IS NOT NULL AS ok")).fetchone()

@@ -1,0 +1,190 @@
+"""Migrations: a database at any earlier version, migrated, is the same as a fresh one.
+
+"The same" is read from the catalogs: relations, columns (type, nullability, default), indexes,
+constraints, triggers, functions and the recorded version, with the schema's own name taken out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from outlast.errors import SchemaError
+from outlast.store import SCHEMA_VERSION, Store
+from outlast.store.store import MIGRATIONS
+
+# What the old schema.sql (applied whole, before migrations were files) made: version 4.
+OLD_SCHEMA_V4 = Path(__file__).parent / "data" / "schema_v4.sql"
+
+CATALOG = {
+    "relations": """
+        SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(s)s ORDER BY 1""",
+    "columns": """
+        SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid)
+        FROM pg_attribute a
+        JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY c.relname, a.attnum""",
+    "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(s)s ORDER BY 1",
+    "constraints": """
+        SELECT c.relname, con.conname, con.contype, pg_get_constraintdef(con.oid)
+        FROM pg_constraint con
+        JOIN pg_class c ON c.oid = con.conrelid
+        JOIN pg_namespace n ON n.oid = con.connamespace
+        WHERE n.nspname = %(s)s ORDER BY 1, 2""",
+    "triggers": """
+        SELECT c.relname, t.tgname, pg_get_triggerdef(t.oid)
+        FROM pg_trigger t
+        JOIN pg_class c ON c.oid = t.tgrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(s)s AND NOT t.tgisinternal ORDER BY 1, 2""",
+    "functions": """
+        SELECT p.proname, pg_get_functiondef(p.oid)
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = %(s)s ORDER BY 1""",
+}
+
+
+def catalog(url: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Everything the schema holds but its rows (and outlast_meta's rows), names unqualified."""
+
+    def plain(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(v.replace(f"{schema}.", "") if isinstance(v, str) else v for v in row)
+
+    with psycopg.connect(url, autocommit=True) as c:
+        out = {
+            k: [plain(r) for r in c.execute(q.encode(), {"s": schema}).fetchall()] for k, q in CATALOG.items()
+        }
+        out["meta"] = c.execute(
+            f'SELECT key, value FROM "{schema}".outlast_meta ORDER BY 1'.encode()
+        ).fetchall()
+    assert out["relations"], f"schema {schema} is empty"
+    return out
+
+
+class Schemas:
+    """Fresh, uniquely named schemas on the test server, dropped afterwards."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.made: list[str] = []
+
+    def new(self) -> str:
+        name = f"m_{uuid.uuid4().hex[:10]}"
+        self.made.append(name)
+        return name
+
+    def migrate(self, schema: str, to: int = SCHEMA_VERSION) -> int:
+        async def go() -> int:
+            store = Store(self.url, schema)
+            await store.open(check=False)
+            try:
+                return await store.migrate(to)
+            finally:
+                await store.close()
+
+        return asyncio.run(go())
+
+    def drop(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as c:
+            for name in self.made:
+                c.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'.encode())
+
+
+@pytest.fixture(scope="module")
+def schemas(services: tuple[str, str]) -> Iterator[Schemas]:
+    s = Schemas(services[0])
+    yield s
+    s.drop()
+
+
+@pytest.fixture(scope="module")
+def fresh(schemas: Schemas) -> dict[str, list[tuple[Any, ...]]]:
+    """A schema made from nothing by one ``migrate``: what every other path must arrive at."""
+    name = schemas.new()
+    assert schemas.migrate(name) == SCHEMA_VERSION
+    return catalog(schemas.url, name)
+
+
+def test_the_version_is_the_newest_migration_file() -> None:
+    assert [m.version for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION + 1))
+    assert all(m.name.startswith(f"{m.version:04d}_") for m in MIGRATIONS)
+
+
+@pytest.mark.parametrize("k", range(SCHEMA_VERSION + 1))
+def test_a_database_at_every_earlier_version_migrates_to_the_fresh_schema(
+    schemas: Schemas, fresh: dict[str, list[tuple[Any, ...]]], k: int
+) -> None:
+    name = schemas.new()
+    assert schemas.migrate(name, to=k) == k  # k = 0: an empty schema
+    if k:
+        assert catalog(schemas.url, name)["meta"] == [("schema_version", str(k))]
+    assert schemas.migrate(name) == SCHEMA_VERSION
+    assert catalog(schemas.url, name) == fresh
+
+
+def test_a_database_made_by_the_old_schema_sql_is_version_4_and_migrates_to_fresh(
+    schemas: Schemas, fresh: dict[str, list[tuple[Any, ...]]]
+) -> None:
+    old = schemas.new()
+    with psycopg.connect(schemas.url, autocommit=True) as c, c.transaction():
+        c.execute(f'CREATE SCHEMA "{old}"'.encode())
+        c.execute(f'SET LOCAL search_path TO "{old}"'.encode())
+        c.execute(OLD_SCHEMA_V4.read_text().encode())
+    before = catalog(schemas.url, old)
+    assert before["meta"] == [("schema_version", "4")]
+    assert schemas.migrate(old, to=4) == 4  # recognised as 4: nothing applied
+    assert catalog(schemas.url, old) == before
+
+    # Migrations 0001..0004 make exactly what the old file made.
+    files = schemas.new()
+    assert schemas.migrate(files, to=4) == 4
+    assert catalog(schemas.url, files) == before
+
+    assert schemas.migrate(old) == SCHEMA_VERSION
+    assert catalog(schemas.url, old) == fresh
+
+
+def test_rerunning_migrate_changes_nothing_even_two_at_once(
+    schemas: Schemas, fresh: dict[str, list[tuple[Any, ...]]]
+) -> None:
+    name = schemas.new()
+
+    async def twice_at_once() -> list[int]:
+        stores = [Store(schemas.url, name) for _ in range(2)]
+        for s in stores:
+            await s.open(check=False)
+        try:
+            return list(await asyncio.gather(*(s.migrate() for s in stores)))
+        finally:
+            for s in stores:
+                await s.close()
+
+    assert asyncio.run(twice_at_once()) == [SCHEMA_VERSION, SCHEMA_VERSION]
+    assert catalog(schemas.url, name) == fresh
+    assert schemas.migrate(name) == SCHEMA_VERSION
+    assert catalog(schemas.url, name) == fresh
+
+
+def test_a_newer_recorded_version_is_refused_and_nothing_is_applied(schemas: Schemas) -> None:
+    name = schemas.new()
+    schemas.migrate(name, to=2)
+    with psycopg.connect(schemas.url, autocommit=True) as c:
+        c.execute(
+            f"UPDATE \"{name}\".outlast_meta SET value = %s WHERE key = 'schema_version'".encode(),
+            (str(SCHEMA_VERSION + 1),),
+        )
+    before = catalog(schemas.url, name)
+    with pytest.raises(SchemaError, match="newer than this outlast knows"):
+        schemas.migrate(name)
+    assert catalog(schemas.url, name) == before
