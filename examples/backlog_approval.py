@@ -31,10 +31,9 @@ import psycopg
 import pydantic
 
 from examples import own_tables
-from outlast import App, Retry
+from outlast import App, Retry, Run
 from outlast.errors import ApprovalRejected
 from outlast.journal import canonical
-from outlast.worker.context import RunContext
 
 app = App()
 
@@ -149,7 +148,7 @@ def reject_backlog(operation_id: str, why: str) -> None:
 
 @app.workflow("backlog_approval", version="1")
 async def backlog_approval(
-    run: RunContext, draft: dict[str, Any], operation_id: str | None = None
+    run: Run, draft: dict[str, Any], operation_id: str | None = None
 ) -> dict[str, Any]:
     proposal = BacklogDraft.model_validate(draft)
     op = operation_id or f"backlog-{await run.uuid()}"  # made once, at the start, and journaled

@@ -25,9 +25,8 @@ from typing import Any
 
 import psycopg
 
-from outlast import NOT_EXECUTED, Action, App, Settings, current_action
+from outlast import NOT_EXECUTED, Action, App, Run, Settings, current_action
 from outlast.services import resolve
-from outlast.worker.context import RunContext
 
 app = App()
 
@@ -99,7 +98,7 @@ def notify_sent(args: dict[str, Any], action: Action) -> Any:
 
 
 @app.workflow("payments", version="1")
-async def payments(run: RunContext, amount: int, to: str) -> dict[str, Any]:
+async def payments(run: Run, amount: int, to: str) -> dict[str, Any]:
     paid = await run.call("transfer", amount=amount, to=to)
     await run.call("audit", line=f"paid {amount} EUR to {to}, receipt {paid['receipt']}")
     await run.call("notify", to=to, message=f"You received {amount} EUR (receipt {paid['receipt']}).")

@@ -31,8 +31,7 @@ from typing import Any
 import psycopg
 
 from examples import own_tables
-from outlast import NOT_EXECUTED, Action, App
-from outlast.worker.context import RunContext
+from outlast import NOT_EXECUTED, Action, App, Run
 
 app = App()
 
@@ -122,7 +121,7 @@ def find_publication(args: dict[str, Any], action: Action) -> Any:
 
 
 @app.workflow("research_report", version="1")
-async def research_report(run: RunContext, topic: str, destination: str = "blog") -> dict[str, Any]:
+async def research_report(run: Run, topic: str, destination: str = "blog") -> dict[str, Any]:
     sources = await run.call("gather_sources", topic=topic)
     text = await run.call("draft_report", topic=topic, sources=sources)
     artifact = await run.call("store_artifact", key=f"reports/{run.run_id}.md", body=text)

@@ -25,9 +25,11 @@ from outlast.errors import (
     UnknownWorkflow,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Run, RunState
+from outlast.model import Decision, RunState
+from outlast.model import Run as RunRecord
 from outlast.producer import AsyncClient, Client
 from outlast.settings import Settings
+from outlast.worker.run import Run
 
 __all__ = [
     "NOT_EXECUTED",
@@ -54,6 +56,7 @@ __all__ = [
     "Retry",
     "Run",
     "RunConflict",
+    "RunRecord",
     "RunState",
     "Settings",
     "ToolError",

@@ -10,7 +10,7 @@ import inspect
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pydantic
 import tenacity
@@ -19,6 +19,8 @@ from outlast.action import Action
 from outlast.errors import InvalidInput, ToolTimeout, UnknownTool, UnknownWorkflow
 
 Effect = Literal["write", "read"]
+F = TypeVar("F", bound=Callable[..., Any])
+W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,7 @@ class App:
         self.reconcilers: dict[str, Reconciler] = {}
         self.compensations: dict[str, Tool] = {}
         self.policy_hook: Policy | None = None
+        self._names: dict[Callable[..., Any], str] = {}  # a tool's function -> its name
 
     def workflow(
         self,
@@ -171,13 +174,14 @@ class App:
         *,
         version: str = "1",
         compensate_on: tuple[CompensateOn, ...] = (),
-    ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
+    ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
         operations, newest first, before the run ends ``cancelled`` / ``failed``."""
 
-        def register(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-            if not inspect.iscoroutinefunction(fn):
+        def register(fn: W) -> W:
+            plain: Any = fn  # (iscoroutinefunction would narrow fn's own type)
+            if not inspect.iscoroutinefunction(plain):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
             wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on))
             self.workflows[wf.name] = wf
@@ -194,7 +198,7 @@ class App:
         retry: Retry | None = None,
         cost: dict[str, float] | None = None,
         timeout: float | None = None,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    ) -> Callable[[F], F]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
         promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
         estimate reserved from the run's budget before each dispatch (the tool may report the
@@ -204,8 +208,9 @@ class App:
         if timeout is not None and not (0 < timeout < float("inf")):
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def register(fn: F) -> F:
             tool_name = name or fn.__name__
+            self._names[fn] = tool_name
             model = _args_model(tool_name, fn)
             self.tools[tool_name] = Tool(
                 tool_name, fn, effect, idempotent, retry, model, dict(cost or {}), timeout
@@ -258,6 +263,14 @@ class App:
         except KeyError:
             known = ", ".join(sorted(self.tools)) or "none"
             raise UnknownTool(f"unknown tool '{name}' (this app has: {known})") from None
+
+    def tool_name(self, fn: Callable[..., Any]) -> str:
+        """The name a tool function was registered under (``run.call(fn, ...)``)."""
+        try:
+            return self._names[fn]
+        except (KeyError, TypeError):
+            what = getattr(fn, "__name__", repr(fn))
+            raise UnknownTool(f"'{what}' is not a tool of this app: register it with @app.tool") from None
 
     def programs(self) -> dict[str, str]:
         return {name: wf.program for name, wf in self.workflows.items()}

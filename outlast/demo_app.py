@@ -21,7 +21,7 @@ from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App
 from outlast.services import resolve
 from outlast.settings import Settings
-from outlast.worker.context import RunContext
+from outlast.worker.run import Run
 
 app = App()
 
@@ -131,7 +131,7 @@ def notify_sent(args: dict[str, Any], action: Action) -> Any:
 
 
 @app.workflow("payments", version="1")
-async def payments(run: RunContext, amount: int, to: str) -> dict[str, Any]:
+async def payments(run: Run, amount: int, to: str) -> dict[str, Any]:
     paid = await run.call("transfer", amount=amount, to=to)
     await run.call("audit", line=f"paid {amount} EUR to {to}, receipt {paid['receipt']}")
     await run.call("notify", to=to, message=f"You received {amount} EUR (receipt {paid['receipt']}).")

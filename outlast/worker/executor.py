@@ -26,9 +26,12 @@ from outlast.errors import (
     ServiceUnavailable,
 )
 from outlast.journal import canonical, first_bad_crossing, storable
-from outlast.model import Run, RunState
+from outlast.model import Run as RunRecord
+from outlast.model import RunState
 from outlast.store import Store
-from outlast.worker.context import Interrupted, Journaled, LeaseClock, RunContext, Suspended
+from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
+from outlast.worker.replayer import Journaled
+from outlast.worker.run import Run
 
 log = structlog.get_logger("outlast.worker")
 
@@ -37,11 +40,6 @@ class Outcome(Enum):
     FINAL = "final"  # a final state is committed
     WAITING = "waiting"  # a durable wait is committed; no worker is held
     FENCED = "fenced"  # another worker owns the run now
-
-
-class HandOver(BaseException):
-    """Raised at a crossing when the worker is shutting down: the run goes to another worker.
-    A BaseException, so that a workflow's ``except Exception`` does not swallow it."""
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -53,45 +51,39 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class Execution:
-    """One claimed run on one worker. ``context`` exists once the journal is loaded."""
+    """One claimed run on one worker, under the ``control`` the worker holds it by."""
 
     def __init__(
         self,
-        run: Run,
+        run: RunRecord,
         app: App,
         store: Store,
         db_now: datetime | None = None,
-        lease: LeaseClock | None = None,
+        control: RunControl | None = None,
         max_payload: int | None = None,
     ) -> None:
         self.run = run
+        self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
         self.max_payload = max_payload
-        self.lease = lease
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.app = app
         self.store = store
-        self.context: RunContext | None = None
-        self.stop_requested = False
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
-
-    def _stop_at_crossing(self) -> None:
-        if self.stop_requested:
-            raise HandOver()
 
     async def finish(self, state: RunState, **kw: Any) -> Outcome:
         """Commit a final state with the fencing condition (Fenced if superseded)."""
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
-        if not await self.store.finish(self.run.id, self.run.fencing_token, state, **kw):
-            raise Fenced(self.run.id, self.run.fencing_token)
+        if not await self.store.finish(self.run.id, self.control.token, state, **kw):
+            raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
-        if not await self.store.wait(self.run.id, self.run.fencing_token, reason, message):
-            raise Fenced(self.run.id, self.run.fencing_token)
+        if not await self.store.wait(self.run.id, self.control.token, reason, message):
+            raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
         return Outcome.WAITING
 
@@ -120,11 +112,8 @@ class Execution:
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
-        journal = Journaled(entries)
-        self._log_resume(journal)
-        ctx = self.context = RunContext(run, self.app, self.store, journal, self.db_now, self.max_payload)
-        ctx.before_crossing = self._stop_at_crossing
-        ctx.lease = self.lease
+        self._log_resume(Journaled(entries))
+        ctx = Run(run, self.app, self.store, self.control, entries, self.db_now, self.max_payload)
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
@@ -151,26 +140,26 @@ class Execution:
             return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
         return await self.finish(RunState.SUCCEEDED, result=result)
 
-    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: RunContext) -> Any:
+    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
         """Run the workflow function; however it ends, the calls it left under way (the siblings
         of a ``gather`` that raised) settle, their results journaled, before the run ends."""
         try:
             value = await fn(ctx, **self.run.input)
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
-            ctx.abandoned = True
+            self.control.left = True
             raise
         except (Exception, Cancelled):
             await ctx.settled()
-            self._left_if_abandoned(ctx)
+            self._left_if_abandoned()
             raise
         await ctx.settled()
-        self._left_if_abandoned(ctx)
+        self._left_if_abandoned()
         return value
 
-    def _left_if_abandoned(self, ctx: RunContext) -> None:
+    def _left_if_abandoned(self) -> None:
         """A crossing was interrupted (and the workflow may have swallowed it): whatever the
         workflow did next, the run is left for later, never ended on this worker."""
-        if ctx.abandoned:
+        if self.control.left:
             raise Interrupted(f"run '{self.run.id}': a crossing was interrupted; left for later")
 
     def _log_resume(self, journal: Journaled) -> None:

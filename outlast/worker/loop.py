@@ -23,7 +23,7 @@ from outlast.model import Run, RunState
 from outlast.queue import Delivery, Queue
 from outlast.settings import Settings
 from outlast.store import Store
-from outlast.worker.context import LeaseClock
+from outlast.worker.control import RunControl
 from outlast.worker.executor import Execution
 
 log = structlog.get_logger("outlast.worker")
@@ -31,12 +31,12 @@ log = structlog.get_logger("outlast.worker")
 
 @dataclass
 class Active:
-    """A run this worker holds: its delivery, its lease token and what executes it."""
+    """A run this worker holds: its delivery and what executes it (``execution.control`` is the
+    hold itself: the token, the lease, and the stop, cancel and lost signals)."""
 
     delivery: Delivery
     execution: Execution
     task: asyncio.Task[None] | None = None
-    lost: bool = False  # the lease was not renewed: another worker may own the run
 
 
 class Worker:
@@ -204,9 +204,8 @@ class Worker:
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             claimed = (found, await self.store.db_now())
         run, db_now = claimed
-        execution = Execution(
-            run, self.app, self.store, db_now, LeaseClock(self.s.lease_ttl, sent), self.s.max_payload
-        )
+        control = RunControl(run.id, run.fencing_token, self.s.lease_ttl, sent, run.cancel_requested)
+        execution = Execution(run, self.app, self.store, db_now, control, self.s.max_payload)
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"
@@ -238,23 +237,23 @@ class Worker:
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""
         ex = active.execution
+        control = ex.control
         if not inner.done():
-            ex.stop_requested = True
-            ctx = ex.context
-            if active.lost or ctx is None or ctx.dispatching == 0:
+            control.stop.set()
+            if control.lost.is_set() or control.dispatching == 0:
                 inner.cancel()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.gather(inner, return_exceptions=True), self.s.grace)
             inner.cancel()
             await asyncio.gather(inner, return_exceptions=True)
-        if active.lost:
+        if control.lost.is_set():
             ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
             await self._ack(active.delivery)
             return
         if inner.done() and not inner.cancelled() and inner.exception() is None:
             await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
-        if await self.store.release(ex.run.id, ex.run.fencing_token, "worker shutting down"):
+        if await self.store.release(ex.run.id, control.token, "worker shutting down"):
             await self.queue.publish(active.delivery.queue, ex.run.id)
             ex.log.info(f"run {ex.run.id}: handed over")
         await self._ack(active.delivery)
@@ -334,19 +333,24 @@ class Worker:
             await self.queue.touch([a.delivery for a in self.active.values()], self.name)
             if self._name_token:
                 await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
-        held = {rid: a.execution.run.fencing_token for rid, a in self.active.items() if not a.lost}
+        held = {
+            rid: a.execution.control.token
+            for rid, a in self.active.items()
+            if not a.execution.control.lost.is_set()
+        }
         sent = time.monotonic()
         leases = await self.store.renew(held, self.s.lease_ttl)
         for rid, lease in leases.items():
             a = self.active.get(rid)
             if a is None:
                 continue
-            if lease.renewed and a.execution.lease is not None:
-                a.execution.lease.proven(sent)
-            if lease.cancel_requested and a.execution.context is not None:
-                a.execution.context.cancel_requested = True
+            control = a.execution.control
+            if lease.renewed:
+                control.proven(sent)
+            if lease.cancel_requested:
+                control.cancel.set()
             if lease.lost and a.task is not None:  # a newer token exists: another worker owns it
-                a.lost = True
+                control.lost.set()
                 a.task.cancel()
 
     async def _reclaim(self) -> None:

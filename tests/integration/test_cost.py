@@ -17,8 +17,8 @@ current: list[Execution] = []
 @app.tool("step", idempotent=True)
 def step(i: int) -> int:
     dispatched.append(i)
-    if i == 9 and current[-1].stop_requested is False and len(dispatched) == 10:
-        current[-1].stop_requested = True  # the worker is told to stop: the next crossing hands over
+    if i == 9 and not current[-1].control.stop.is_set() and len(dispatched) == 10:
+        current[-1].control.stop.set()  # the worker is told to stop: the next crossing hands over
     return i * i
 
 

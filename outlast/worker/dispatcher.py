@@ -1,0 +1,262 @@
+"""The dispatcher: one operation from its intention to its result, and the gap table.
+
+Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
+committed, the tool is dispatched with the operation's idempotency key, and its **result** is
+committed before the workflow goes on. On a takeover, an operation with an intention and no
+result is resolved by the gap table (``resolve_gap``): a read is redone, an idempotent tool is
+dispatched again with the same key, a reconciler is asked, and anything else is **in doubt**.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import traceback
+from collections.abc import Awaitable
+from typing import Any
+
+import structlog
+
+from outlast import failpoints
+from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
+from outlast.app import App, Tool
+from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, ToolError, ToolTimeout
+from outlast.journal import Unstorable, args_hash, canonical, operation_state, storable
+from outlast.model import Run as RunRecord
+from outlast.store import Store
+from outlast.worker.control import RunControl
+from outlast.worker.replayer import Replayer, describe
+
+log = structlog.get_logger("outlast.run")
+
+
+def _error_payload(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": storable(str(exc))}
+
+
+class Dispatcher:
+    """Tool calls of one run: replayed, resolved after a crash, or made live."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        app: App,
+        store: Store,
+        control: RunControl,
+        replayer: Replayer,
+        max_payload: int | None = None,
+    ) -> None:
+        self.run_id = record.id
+        self.budget_id = record.budget_id
+        self.max_payload = max_payload  # the largest result stored
+        self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
+        self.handle: Any = None  # the workflow's ``run``, handed to the policy hook
+        self._app = app
+        self._store = store
+        self._control = control
+        self._replayer = replayer
+        self._log = log.bind(run_id=record.id, fencing_token=control.token)
+
+    async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
+        """One tool call at its position: served from the journal, or live: policy, budget,
+        lease, intention, dispatch, result."""
+        tool = self._app.get_tool(tool_name)
+        clean = tool.validate(args)  # an invalid call never reaches the journal
+        self._replayer.enter(op_id)
+        ahash = args_hash(clean)
+        if self._replayer.journaled(op_id):
+            kinds = self._replayer.journal.ops[op_id]
+            first = kinds.get("intention") or kinds.get("refused")
+            if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
+                raise self._replayer.mismatch(op_id, describe(tool_name, clean))
+            if first.kind == "refused":
+                raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
+            return await self.replay(op_id, tool, clean)
+        await self._replayer.go_live(op_id)
+        await self._check_policy(op_id, tool_name, clean, ahash)
+        reserved = await self._reserve(op_id, tool)
+        return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
+
+    async def dispatch_new(
+        self, op_id: str, tool: Tool, args: dict[str, Any], ahash: str, reserved: dict[str, float]
+    ) -> Any:
+        action = self._action(op_id, tool.name)
+        await self._control.lease_proven(f"{tool.name} ({op_id})")
+        failpoints.hit("before_intention", tool.name)
+        intention = {
+            "tool": tool.name,
+            "args": args,
+            "args_hash": ahash,
+            "key": action.idempotency_key,
+            "token": self._control.token,
+        }
+        if reserved:
+            intention["reserved"] = reserved
+        await self._replayer.append("intention", op_id, intention)
+        failpoints.hit("after_intention", tool.name)
+        return await self._dispatch(tool, args, action, reserved=reserved)
+
+    async def _check_policy(self, op_id: str, tool: str, args: dict[str, Any], ahash: str) -> None:
+        hook = self._app.policy_hook
+        if hook is None:
+            return
+        verdict = hook(tool, args, self.handle)
+        if isinstance(verdict, Awaitable):
+            verdict = await verdict
+        if verdict is None or verdict is True:
+            return
+        reason = verdict if isinstance(verdict, str) else "refused by policy"
+        await self._replayer.append(
+            "refused", op_id, {"tool": tool, "args": args, "args_hash": ahash, "reason": reason}
+        )
+        raise PolicyRefused(self.run_id, tool, reason)
+
+    async def budget(self) -> dict[str, dict[str, float]]:
+        """The run's budget as it stands: limit, spent and reserved for each name."""
+        if self.budget_id is None:
+            return {}
+        rows = await self._control.db(self._store.budget(self.budget_id))
+        return {
+            r["name"]: {
+                "limit": float(r["limit_value"]),
+                "spent": float(r["spent"]),
+                "reserved": float(r["reserved"]),
+            }
+            for r in rows
+        }
+
+    async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
+        if self.budget_id is None or not tool.cost:
+            return {}
+        over = await self._control.db(self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost))
+        if over:
+            raise BudgetExhausted(self.run_id, tool.name, over)
+        return dict(tool.cost)
+
+    def _action(self, op_id: str, tool: str) -> Action:
+        return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self._control.token)
+
+    async def _dispatch(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        action: Action,
+        how: str = "",
+        reserved: dict[str, float] | None = None,
+    ) -> Any:
+        # Checked again here, after the intention's commit (which may have waited out an outage),
+        # and on every re-dispatch of a gap: never dispatch on a lease not proven.
+        await self._control.lease_proven(f"{tool.name} ({action.operation_id})")
+        token = set_action(action)
+        self._control.dispatching += 1
+        unknown = ""  # why the operation's outcome cannot be journaled as a plain result
+        try:
+            result = await tool.invoke(args)
+            try:
+                payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
+            except Unstorable as exc:
+                payload = {"error": _error_payload(exc)}
+                unknown = f"it returned, but its result cannot be stored ({exc})"
+        except Exception as exc:
+            payload = {"error": _error_payload(exc)}
+            if isinstance(exc, ToolTimeout):
+                unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
+            self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=str(exc))
+        finally:
+            self._control.dispatching -= 1
+            reset_action(token)
+        if unknown and tool.effect != "read" and not tool.idempotent:
+            # Given up on, or done with a result that cannot be kept: not a plain failure, which
+            # a retry or a compensation would take at its word. Only a read or a tool that
+            # honours its idempotency key may report it as a failure.
+            return await self._declare_in_doubt(tool, action, unknown, "")
+        failpoints.hit("after_effect", tool.name)
+        if how:
+            payload["how"] = how
+        appended = self._replayer.append("result", action.operation_id, payload)
+        if self.budget_id is not None and (reserved or action.charges):
+            # What the tool charged replaces the estimate, name by name; the rest of it stands.
+            actual = {**(reserved or {}), **action.charges}
+            op = action.operation_id
+            settle = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
+            settled = self._control.db(settle)
+            await asyncio.gather(appended, settled)  # one shared commit, as a rule
+        else:
+            await appended
+        failpoints.hit("after_result", tool.name)
+        return self._outcome(tool.name, payload)
+
+    def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
+        if "error" in payload:
+            err = payload["error"]
+            raise ToolError(tool, err["type"], err["message"])
+        return payload["ok"]
+
+    async def replay(self, op_id: str, tool: Tool, args: dict[str, Any]) -> Any:
+        state, last = operation_state(self._replayer.history(op_id))
+        if state == "done" and last is not None:
+            if last.kind == "result":
+                return self._outcome(tool.name, last.data)
+            return last.data.get("result")  # resolved: it was executed
+        intention = self._replayer.entry(op_id, "intention")
+        reserved = intention.data.get("reserved") if intention is not None else None
+        action = self._action(op_id, tool.name)
+        if state == "cleared":
+            # Resolved as not executed: run it once. The re-dispatch is journaled first, so that a
+            # crash during it is a gap again, resolved by the table, never a second free run.
+            await self._replayer.append("redispatch", op_id, {"how": "resolved not executed"})
+            how = "resolved not executed: run once"
+            return await self._dispatch(tool, args, action, how=how, reserved=reserved)
+        if state == "in_doubt":
+            self.in_doubt.add(tool.name)
+            if self._control.cancel.is_set():
+                await self._replayer.go_live(op_id)
+            raise InDoubt(self.run_id, op_id, tool.name)
+        return await self._resolve_gap(tool, args, action, reserved)
+
+    async def _resolve_gap(
+        self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
+    ) -> Any:
+        """An intention with no result: resolve it as DESIGN.md's table says."""
+        op, name = action.operation_id, tool.name
+        say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
+        if tool.effect == "read":
+            say(f"↻ {name} ({op}): a read, redone")
+            return await self._dispatch(tool, args, action, how="read: redone", reserved=reserved)
+        if tool.idempotent:
+            say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
+            return await self._dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
+        reconcile = self._app.reconcilers.get(name)
+        if reconcile is not None:
+            token = set_action(action)
+            try:
+                answer = reconcile(args, action)
+                if isinstance(answer, Awaitable):
+                    answer = await answer
+            except Exception as exc:
+                why = f"reconciler raised {type(exc).__name__}: {exc}"
+                return await self._declare_in_doubt(tool, action, why, traceback.format_exc())
+            finally:
+                reset_action(token)
+            if answer is NOT_EXECUTED:
+                say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
+                # No resolution entry: should this dispatch die too, the op is a gap again and
+                # the reconciler is asked again (it would then say executed), never skipped.
+                return await self._dispatch(
+                    tool, args, action, how="reconciler: not executed", reserved=reserved
+                )
+            say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
+            payload = {"ok": json.loads(canonical(answer, self.max_payload)), "how": "reconciler: executed"}
+            await self._replayer.append("result", op, payload)
+            return payload["ok"]
+        return await self._declare_in_doubt(tool, action, "no idempotency key promise and no reconciler", "")
+
+    async def _declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+        self._log.warning(
+            f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
+            tool=tool.name,
+            operation_id=action.operation_id,
+        )
+        await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
+        self.in_doubt.add(tool.name)
+        raise InDoubt(self.run_id, action.operation_id, tool.name)

@@ -1,0 +1,178 @@
+"""``Run``: the one thing a workflow sees (``from outlast import Run``).
+
+Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
+``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal
+and its cursor), the dispatcher (tool calls and the gap table), the waits (timers, approvals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random as _random
+import time
+import uuid as _uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, ParamSpec, TypeVar, overload
+
+from outlast.app import App
+from outlast.errors import InvalidInput
+from outlast.journal import Entry
+from outlast.model import Decision
+from outlast.model import Run as RunRecord
+from outlast.store import Store
+from outlast.worker.compensator import compensate
+from outlast.worker.control import RunControl
+from outlast.worker.dispatcher import Dispatcher
+from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.waits import Waits
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Run:
+    """The workflow's handle on its run: durable crossings, each journaled once and served from
+    the journal on every resume."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        app: App,
+        store: Store,
+        control: RunControl,
+        entries: list[Entry],
+        db_now: datetime | None = None,
+        max_payload: int | None = None,
+    ) -> None:
+        self.id = record.id
+        self.input = record.input
+        self._app = app
+        self._store = store
+        self._replayer = Replayer(record, store, control, Journaled(entries), db_now)
+        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, max_payload)
+        self._dispatcher.handle = self
+        self._waits = Waits(store, control, self._replayer, self.settled, max_payload)
+        self._calls = 0  # tool calls under way, parallel ones included
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+
+    @property
+    def run_id(self) -> str:
+        return self.id
+
+    # -- the crossings ------------------------------------------------------------------
+
+    @overload
+    def call(self, tool: Callable[P, Awaitable[R]], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+    @overload
+    def call(self, tool: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]: ...
+    @overload
+    def call(self, tool: str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]: ...
+
+    def call(self, tool: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        """Call a tool durably, by its registered name or by the function itself (then mypy
+        checks the arguments and knows the result's type). The operation's position and
+        idempotency key are fixed here, when the call is made, so parallel calls keep their
+        identity across resumes."""
+        name = tool if isinstance(tool, str) else self._app.tool_name(tool)
+        if args:  # positional arguments are journaled by their parameter names
+            fn = self._app.get_tool(name).fn
+            try:
+                kwargs = dict(inspect.signature(fn).bind_partial(*args, **kwargs).arguments)
+            except TypeError as exc:
+                raise InvalidInput(f"invalid call to tool '{name}': {exc}") from None
+        op_id = self._replayer.position()
+
+        async def counted() -> Any:
+            self._calls += 1
+            self._quiet.clear()
+            try:
+                return await self._dispatcher.call(op_id, name, kwargs)
+            finally:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._quiet.set()
+
+        return counted()
+
+    def now(self) -> Awaitable[datetime]:
+        """The current time, journaled: a replay sees the same value."""
+        op_id = self._replayer.position()
+
+        async def value() -> datetime:
+            ts = await self._value(op_id, "now", time.time)
+            return datetime.fromtimestamp(ts, UTC)
+
+        return value()
+
+    def uuid(self) -> Awaitable[str]:
+        """A random UUID, journaled."""
+        return self._value(self._replayer.position(), "uuid", lambda: str(_uuid.uuid4()))
+
+    def random(self) -> Awaitable[float]:
+        """A random float in [0, 1), journaled."""
+        return self._value(self._replayer.position(), "random", _random.random)
+
+    def sleep(self, seconds: float) -> Awaitable[None]:
+        """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
+        the due time (database clock) by whichever worker is up."""
+        return self._waits.sleep(self._replayer.position(), seconds=seconds)
+
+    def sleep_until(self, when: datetime) -> Awaitable[None]:
+        """Sleep durably until ``when`` (an aware datetime)."""
+        return self._waits.sleep(self._replayer.position(), until=when)
+
+    def approval(
+        self,
+        action: str,
+        args: dict[str, Any],
+        *,
+        approvers: list[str],
+        expires_in: float | None = None,
+        policy_version: str = "",
+    ) -> Awaitable[Decision]:
+        """Ask people to approve ``action`` with exactly these ``args``. The run waits
+        (``awaiting_approval``) with no worker held. Returns the decision (approved, or revised
+        with new args that need an approval of their own); a rejection raises ``ApprovalRejected``
+        and an expiry ``ApprovalExpired``."""
+        if not approvers:
+            raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
+        op_id = self._replayer.position()
+        return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version)
+
+    def in_doubt(self, tool: str) -> bool:
+        """True once an operation of ``tool`` was declared in doubt in this run."""
+        return tool in self._dispatcher.in_doubt
+
+    async def budget(self) -> dict[str, dict[str, float]]:
+        """The run's budget as it stands: limit, spent and reserved for each name."""
+        return await self._dispatcher.budget()
+
+    async def settled(self) -> None:
+        """Wait for the calls still under way: a parallel call can outlive the workflow's own
+        await (the siblings of a ``gather`` that raised go on), and the run must not end before
+        their results are journaled."""
+        await self._quiet.wait()
+
+    # -- for the executor ---------------------------------------------------------------
+
+    def check_consumed(self) -> None:
+        self._replayer.check_consumed()
+
+    async def compensate(self) -> dict[str, list[Any]]:
+        return await compensate(self._app, self._replayer, self._dispatcher)
+
+    async def _value(self, op_id: str, name: str, make: Callable[[], Any]) -> Any:
+        replayer = self._replayer
+        replayer.enter(op_id)
+        if replayer.journaled(op_id):
+            e = replayer.entry(op_id, "value")
+            if e is None or e.data.get("name") != name:
+                raise replayer.mismatch(op_id, f"{name}()")
+            return e.data["value"]
+        await replayer.go_live(op_id)
+        value = make()
+        await replayer.append("value", op_id, {"name": name, "value": value})
+        return value

@@ -1,0 +1,143 @@
+"""Durable waits: timers and approvals. No worker is held while a run waits: the wait is
+committed with the lease given up, the workflow unwinds (``Suspended``), and whichever worker is
+up takes the run again when it is woken (a due timer, a decision, an expiry).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
+from outlast.journal import args_hash, canonical
+from outlast.model import Decision
+from outlast.store import Store
+from outlast.worker.control import RunControl, Suspended
+from outlast.worker.replayer import Replayer, describe
+
+log = structlog.get_logger("outlast.run")
+_BOUND = ("action", "args_hash", "approvers", "policy_version")  # what an approval is bound to
+
+
+class Waits:
+    """The run's timers and approval requests."""
+
+    def __init__(
+        self,
+        store: Store,
+        control: RunControl,
+        replayer: Replayer,
+        settled: Callable[[], Awaitable[None]],
+        max_payload: int | None = None,
+    ) -> None:
+        self.run_id = control.run_id
+        self.max_payload = max_payload  # the largest approval arguments stored
+        self._store = store
+        self._control = control
+        self._replayer = replayer
+        self._settled = settled  # calls made in parallel journal their results before a wait
+        self._log = log.bind(run_id=control.run_id, fencing_token=control.token)
+
+    async def sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
+        self._replayer.enter(op_id)
+        now = await self._control.db(self._store.db_now())
+        if self._replayer.journaled(op_id):
+            e = self._replayer.entry(op_id, "timer")
+            if e is None:
+                raise self._replayer.mismatch(op_id, "sleep()")
+            due = datetime.fromisoformat(e.data["until"])
+        else:
+            await self._replayer.go_live(op_id)
+            due = until if until is not None else now + timedelta(seconds=seconds)
+            await self._replayer.append("timer", op_id, {"until": due.isoformat()})
+        if due <= now:
+            return
+        await self._settled()  # calls made in parallel journal their results before the run lets go
+        await self._replayer.go_live(op_id)
+        waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
+        if not await self._control.db(waiting):
+            raise Fenced(self.run_id, self._control.token)
+        raise Suspended(due)
+
+    async def approval(
+        self,
+        op_id: str,
+        action: str,
+        args: dict[str, Any],
+        approvers: list[str],
+        expires_in: float | None,
+        policy_version: str,
+    ) -> Decision:
+        clean: dict[str, Any] = json.loads(canonical(args, self.max_payload))
+        ahash = args_hash(clean)
+        self._replayer.enter(op_id)
+        if self._replayer.journaled(op_id):
+            asked = self._replayer.entry(op_id, "approval")
+            bound = (action, ahash, approvers, policy_version)
+            if asked is None or tuple(asked.data[k] for k in _BOUND) != bound:
+                raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}")
+        else:
+            await self._replayer.go_live(op_id)
+            await self._replayer.append(
+                "approval",
+                op_id,
+                {
+                    "action": action,
+                    "args": clean,
+                    "args_hash": ahash,
+                    "approvers": approvers,
+                    "expires_in": expires_in,
+                    "policy_version": policy_version,
+                },
+            )
+        decided = self._replayer.entry(op_id, "decision")
+        if decided is None:
+            row = await self._control.db(self._store.approval(self.run_id, op_id))
+            if row is not None and row["status"] != "pending":
+                decided = await self._replayer.append(
+                    "decision",
+                    op_id,
+                    {
+                        "status": row["status"],
+                        "by": row["decided_by"],
+                        "comment": row["comment"],
+                        "args": row["new_args"] if row["status"] == "revised" else clean,
+                    },
+                )
+            elif row is not None and row["expired"]:
+                decided = await self._replayer.append("decision", op_id, {"status": "expired"})
+            else:
+                await self._settled()  # as in _sleep: parallel calls journal their results first
+                await self._replayer.go_live(op_id)
+                ok = await self._control.db(
+                    self._store.await_approval(
+                        self.run_id,
+                        self._control.token,
+                        op_id,
+                        action=action,
+                        args=clean,
+                        args_hash=ahash,
+                        policy_version=policy_version,
+                        approvers=approvers,
+                        expires_in=expires_in,
+                    )
+                )
+                if not ok:
+                    raise Fenced(self.run_id, self._control.token)
+                self._log.info(f"run {self.run_id} awaits approval {op_id} of {action}")
+                raise Suspended()
+        return self._decision(op_id, action, decided.data)
+
+    def _decision(self, op_id: str, action: str, d: dict[str, Any]) -> Decision:
+        status = d["status"]
+        if status == "expired":
+            raise ApprovalExpired(f"run '{self.run_id}': approval {op_id} of {action} expired undecided")
+        if status == "rejected":
+            raise ApprovalRejected(
+                f"run '{self.run_id}': {d['by']} rejected {action} ({op_id}): {d['comment']}"
+            )
+        return Decision(op_id, status, d["by"], d["comment"], d["args"])
