@@ -454,7 +454,7 @@ def outlast_source() -> str:
     if head.returncode != 0:
         return f"outlast from {root} (not a git checkout)"
     dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--", "outlast", "schema.sql"], capture_output=True, text=True
+        [*git, "status", "--porcelain", "--", "outlast"], capture_output=True, text=True
     )
     return f"outlast {head.stdout.strip()}{'+dirty' if dirty.stdout.strip() else ''} from {root}"
 
