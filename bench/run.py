@@ -453,9 +453,7 @@ def outlast_source() -> str:
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         return f"outlast from {root} (not a git checkout)"
-    dirty = subprocess.run(
-        [*git, "status", "--porcelain", "--", "outlast"], capture_output=True, text=True
-    )
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "outlast"], capture_output=True, text=True)
     return f"outlast {head.stdout.strip()}{'+dirty' if dirty.stdout.strip() else ''} from {root}"
 
 
