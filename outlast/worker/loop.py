@@ -25,6 +25,7 @@ from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.executor import Execution
+from outlast.worker.sweeper import Sweeper
 
 log = structlog.get_logger("outlast.worker")
 
@@ -49,7 +50,6 @@ class Worker:
         self.s = settings
         self.queues = queues
         self.name = ""
-        self._name_token = ""
         self.active: dict[str, Active] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.Task[None]] = set()
@@ -57,7 +57,7 @@ class Worker:
         self._done = asyncio.Event()
         self._room = asyncio.Event()
         self._programs = app.programs()
-        self._next_forget = 0.0
+        self.sweeper = Sweeper(store, queue, settings, queues)
         self._ack_failing = False
         self.log = log
 
@@ -70,9 +70,8 @@ class Worker:
         if self.s.worker_name:
             self.name = self.s.worker_name
         else:
-            self.name, self._name_token = await self.queue.acquire_name(
-                socket.gethostname(), self.s.lease_ttl
-            )
+            # unique per process: a restarted worker's predecessor's entries are reclaimed
+            self.name, _ = await self.queue.acquire_name(socket.gethostname(), self.s.lease_ttl)
         # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
         structlog.contextvars.bind_contextvars(worker=self.name)
         self.log = log
@@ -93,8 +92,6 @@ class Worker:
         await asyncio.gather(beat, return_exceptions=True)
         for t in self._timers:  # the sweeper wakes these runs instead
             t.cancel()
-        if self._name_token:
-            await self.queue.release_name(self.name, self._name_token)
         self.log.info(f"worker {self.name} stopped")
 
     def stop(self) -> None:
@@ -331,13 +328,8 @@ class Worker:
         # or another worker would take the runs over as soon as Postgres is back.
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
             await self.queue.touch([a.delivery for a in self.active.values()], self.name)
-            if self._name_token:
-                await self.queue.renew_name(self.name, self._name_token, self.s.lease_ttl * 2)
-        held = {
-            rid: a.execution.control.token
-            for rid, a in self.active.items()
-            if not a.execution.control.lost.is_set()
-        }
+        controls = [a.execution.control for a in self.active.values()]
+        held = {c.run_id: c.token for c in controls if not c.lost.is_set()}
         sent = time.monotonic()
         leases = await self.store.renew(held, self.s.lease_ttl)
         for rid, lease in leases.items():
@@ -370,29 +362,7 @@ class Worker:
         await self._every(self.s.sweep_interval, self._sweep)
 
     async def _sweep(self) -> None:
-        """Re-publish what Postgres says needs a worker and no stream entry may deliver; at once,
-        all of it, when Redis lost its data (flushed, or restarted without persistence)."""
-        if await self.queue.lost_data():
-            self.log.warning("Redis lost its data: re-publishing every run Postgres says is due")
-            await self._republish(after=0.0)
-        for run_id in await self.store.expire_deadlines():
-            self.log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
-        await self._republish(self.s.republish_after)
-        if time.monotonic() >= self._next_forget:  # names of workers gone for good
-            self._next_forget = time.monotonic() + 60
-            for q in self.queues:
-                await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
-
-    async def _republish(self, after: float, limit: int = 500) -> None:
-        cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
-        while True:
-            due = await self.store.due(after, limit, cutoff)
-            for run_id, q in due:
-                await self.queue.publish(q, run_id)
-            if due:
-                self.log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
-            if len(due) < limit:
-                return
+        await self.sweeper.sweep(self.log)
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

@@ -1,0 +1,48 @@
+"""The sweeper, in every worker, every ``sweep_interval``: Postgres says which runs need a worker
+and no stream entry will deliver; the sweeper re-publishes them. Redis loses nothing Postgres
+knows: when Redis lost its data (flushed, or restarted without persistence), everything due is
+re-published at once, not after ``republish_after``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from outlast.queue import Queue
+from outlast.settings import Settings
+from outlast.store import Store
+
+
+class Sweeper:
+    """Deadlines that passed while nothing ran, re-publication, and names of workers gone."""
+
+    def __init__(self, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
+        self.store = store
+        self.queue = queue
+        self.s = settings
+        self.queues = queues
+        self._next_forget = 0.0
+
+    async def sweep(self, log: Any) -> None:
+        if await self.queue.lost_data():
+            log.warning("Redis lost its data: re-publishing every run Postgres says is due")
+            await self.republish(log, after=0.0)
+        for run_id in await self.store.expire_deadlines():
+            log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+        await self.republish(log, self.s.republish_after)
+        if time.monotonic() >= self._next_forget:  # names of workers gone for good
+            self._next_forget = time.monotonic() + 60
+            for q in self.queues:
+                await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
+
+    async def republish(self, log: Any, after: float, limit: int = 500) -> None:
+        """Re-publish, page by page, every run due and unseen for ``after`` seconds."""
+        cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
+        while True:
+            due = await self.store.due(after, limit, cutoff)
+            for run_id, q in due:
+                await self.queue.publish(q, run_id)
+            if due:
+                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
+            if len(due) < limit:
+                return
