@@ -29,13 +29,13 @@ def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
     """Write the bundle of ``run_id`` into ``out`` (created); return the files written."""
     info = await describe(client, run_id)
-    entries = await client.store.journal(run_id)
-    times = await client.store.journal_times(run_id)
+    entries = await client.journal(run_id)
+    times = await client.journal_times(run_id)
     out.mkdir(parents=True, exist_ok=True)
     files = [
         out / n for n in ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
     ]
-    _jsonl(files[0], await client.store.events(run_id))
+    _jsonl(files[0], await client.events(run_id))
     _jsonl(files[1], [{**e.data, "hash": e.hash, "at": times.get(e.seq)} for e in entries])
     files[2].write_text(json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n")
     started: dict[str, tuple[Any, dict[str, Any]]] = {}

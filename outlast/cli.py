@@ -129,11 +129,7 @@ def cli(ctx: click.Context, /, **opts: Any) -> None:
 def migrate(ctx: click.Context) -> None:
     """Create or upgrade the schema (idempotent)."""
 
-    async def upgrade(c: AsyncClient) -> int:
-        await c.store.open(check=False)
-        return await c.store.migrate()
-
-    version = _run(ctx, upgrade, connect=False)
+    version = _run(ctx, lambda c: c.migrate(), connect=False)
     click.echo(f"schema '{_settings(ctx).schema}' at version {version}")
 
 
@@ -371,9 +367,7 @@ def _decision_command(kind: str, doc: str) -> None:
         async def go(c: AsyncClient) -> Run:
             seen = kw.get("args_hash")
             if seen is None:
-                req = await c.store.approval(run_id, approval_id)
-                if req is None:
-                    raise OutlastError(f"run '{run_id}' has no approval request {approval_id}")
+                req = await c.approval(run_id, approval_id)
                 click.echo(
                     f"{approval_id}: {req['action']}({json.dumps(req['args'])}) hash {req['args_hash'][:16]}"
                 )

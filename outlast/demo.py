@@ -29,7 +29,6 @@ from outlast.producer import AsyncClient
 from outlast.services import resolve
 from outlast.settings import Settings
 from outlast.status import describe
-from outlast.store import Store
 
 LEASE = 2.0  # seconds: how long a dead worker's run stays locked before another may take it
 STEP_TIMEOUT = 20.0
@@ -136,12 +135,11 @@ async def _reset(s: Settings, bank: str) -> None:
             await r.delete(*keys)
     finally:
         await r.aclose()
-    store = Store(s.database_url, s.schema, max_size=1)
-    await store.open(check=False)
+    client = AsyncClient(settings=s)
     try:
-        await store.migrate()
+        await client.migrate()
     finally:
-        await store.close()
+        await client.close()
     demo_app.reset_bank(s.database_url, bank)
 
 

@@ -65,7 +65,34 @@ class Fenced(OutlastError):
 
 
 class RunFinished(OutlastError):
-    """A final state never changes."""
+    """The run is final: a final state never changes, and a finished run is never resumed."""
+
+
+class RunNotFinished(OutlastError):
+    """Only a finished run can be continued in a new one; this one goes on by itself."""
+
+
+class RunNotWaiting(OutlastError):
+    """The run does not wait for what the request answers (an in-doubt operation, a resume)."""
+
+
+class RunChanged(OutlastError):
+    """The run moved on between reading it and writing to it; nothing was written: look again."""
+
+
+class NotInDoubt(OutlastError):
+    """A resolution names an operation that is not in doubt."""
+
+
+class UnknownApproval(OutlastError):
+    """The run has no approval request of this id."""
+
+    def __init__(self, run_id: str, approval_id: str) -> None:
+        super().__init__(
+            f"run '{run_id}' has no approval request {approval_id} (see: outlast status {run_id})"
+        )
+        self.run_id = run_id
+        self.approval_id = approval_id
 
 
 class WaitTimeout(OutlastError):

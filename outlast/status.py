@@ -12,7 +12,7 @@ from outlast.producer import AsyncClient
 async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     """A run's status as plain data (what ``status --json`` prints)."""
     run = await client.status(run_id)
-    entries = await client.store.journal(run_id)
+    entries = await client.journal(run_id)
     bad = first_bad_crossing(entries, run.journal_head)
     history: dict[str, list[Entry]] = {}
     for e in entries:
@@ -51,10 +51,10 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
                 "new_args",
             )
         }
-        for a in await client.store.approvals(run_id)
+        for a in await client.approvals(run_id)
     ]
-    budget = await client.store.budget(run.budget_id) if run.budget_id else []
-    events = await client.store.events(run_id)
+    budget = await client.budget(run_id)
+    events = await client.events(run_id)
     last_message = next(
         (e["detail"].get("message") for e in reversed(events) if e["detail"].get("message")), None
     )

@@ -11,16 +11,21 @@ import math
 import threading
 import uuid
 from collections.abc import Coroutine
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from outlast.app import App
+from outlast.approvals import Proposed, Verdict, check_comment, judge
 from outlast.errors import (
-    DecisionRefused,
     InvalidInput,
-    OutlastError,
+    NotInDoubt,
+    RunChanged,
     RunConflict,
+    RunFinished,
+    RunNotFinished,
+    RunNotWaiting,
     ServiceUnavailable,
+    UnknownApproval,
     UnknownRun,
     WaitTimeout,
 )
@@ -29,7 +34,7 @@ from outlast.model import Run, RunState
 from outlast.queue import Queue
 from outlast.services import resolve
 from outlast.settings import Settings, check_name
-from outlast.store import Store
+from outlast.store import SCHEMA_VERSION, OnWait, Store
 
 T = TypeVar("T")
 
@@ -245,6 +250,23 @@ class AsyncClient:
         await self.status(run_id)
         return await self.store.journal(run_id)
 
+    async def journal_times(self, run_id: str) -> dict[int, datetime]:
+        """When each journal entry (by its number) was committed, by the database clock."""
+        await self.status(run_id)
+        return await self.store.journal_times(run_id)
+
+    async def budget(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's budget limits with what is spent and reserved ([] without a budget)."""
+        run = await self.status(run_id)
+        return await self.store.budget(run.budget_id) if run.budget_id else []
+
+    async def migrate(self, to: int = SCHEMA_VERSION) -> int:
+        """Create or upgrade the schema (idempotent); returns the version now recorded."""
+        if not self._opened:
+            await self.store.open(check=False)
+            self._opened = True
+        return await self.store.migrate(to)
+
     async def verify(self, run_id: str) -> int | None:
         """The first crossing whose chain does not verify, or None."""
         run = await self.status(run_id)
@@ -258,18 +280,18 @@ class AsyncClient:
         run = await self.status(run_id)
         entries = await self.store.journal(run_id)
         if operation_state(e for e in entries if e.op_id == operation_id)[0] != "in_doubt":
-            raise OutlastError(
+            raise NotInDoubt(
                 f"run '{run_id}': operation {operation_id} is not in doubt "
                 f"(see the in-doubt operations with: outlast status {run_id})"
             )
         if run.state != RunState.WAITING or run.reason != "in_doubt":
-            raise OutlastError(f"run '{run_id}' is {run.state}, not waiting on an in-doubt operation")
+            raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting on an in-doubt operation")
         data: dict[str, Any] = {"how": "operator", "executed": executed}
         if executed:
             data["result"] = result
         entry = make_entry(run.journal_head, run.journal_len + 1, "resolution", operation_id, data)
-        if not await self.store.append_unowned(run_id, "in_doubt", run.journal_head, entry):
-            raise OutlastError(f"run '{run_id}' changed while resolving; look again: outlast status {run_id}")
+        if await self.store.append(run_id, OnWait("in_doubt", run.journal_head), entry) is None:
+            raise RunChanged(f"run '{run_id}' changed while resolving; look again: outlast status {run_id}")
         if executed and run.budget_id is not None:
             # It happened: what it reserved is spent (its estimate is all that is known).
             held = await self.store.reservations(run_id, operation_id)
@@ -285,7 +307,7 @@ class AsyncClient:
         (shared, not renewed) and its deadline."""
         original = await self.status(run_id)
         if not original.final:
-            raise OutlastError(
+            raise RunNotFinished(
                 f"run '{run_id}' is {original.state}, not finished: it goes on by itself "
                 f"(cancel it first with: outlast cancel {run_id})"
             )
@@ -300,10 +322,10 @@ class AsyncClient:
         waiting one is taken up by a worker to stop, running the compensations it asked for."""
         run = await self.status(run_id)
         if run.final:
-            raise OutlastError(f"run '{run_id}' is already {run.state}: a final state never changes")
+            raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
         got = await self.store.cancel(run_id, {"by": "client"})
         if got is None:
-            raise OutlastError(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
+            raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
         if state == RunState.CANCELLING:
             await self.queue.publish(queue, run_id)
@@ -314,18 +336,26 @@ class AsyncClient:
         await self.status(run_id)
         return await self.store.approvals(run_id)
 
+    async def approval(self, run_id: str, approval_id: str) -> dict[str, Any]:
+        """One approval request of the run, with its decision; ``UnknownApproval`` if none."""
+        await self.status(run_id)
+        req = await self.store.approval(run_id, approval_id)
+        if req is None:
+            raise UnknownApproval(run_id, approval_id)
+        return req
+
     async def approve(
         self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
     ) -> Run:
         """Approve the request ``approval_id`` of the run, as ``approver``, for the exact action
         whose arguments hash to ``args_hash`` (what the approver saw)."""
-        return await self._decide(run_id, approval_id, "approved", approver, comment, args_hash, None)
+        return await self._decide(run_id, approval_id, Proposed("approved", approver, comment, args_hash))
 
     async def reject(
         self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
     ) -> Run:
         """Reject the request; unless the workflow handles it, the run ends ``failed``."""
-        return await self._decide(run_id, approval_id, "rejected", approver, comment, args_hash, None)
+        return await self._decide(run_id, approval_id, Proposed("rejected", approver, comment, args_hash))
 
     async def revise(
         self,
@@ -343,69 +373,42 @@ class AsyncClient:
         if not isinstance(args, dict):
             raise InvalidInput(f"{where}: revised arguments must be a JSON object, got {type(args).__name__}")
         _check_json(args, "the revised arguments", where, self.settings.max_payload)
-        return await self._decide(run_id, approval_id, "revised", approver, comment, args_hash, args)
+        return await self._decide(
+            run_id, approval_id, Proposed("revised", approver, comment, args_hash, args)
+        )
 
-    async def _decide(
-        self,
-        run_id: str,
-        approval_id: str,
-        status: str,
-        approver: str,
-        comment: str,
-        seen_hash: str,
-        new_args: dict[str, Any] | None,
-    ) -> Run:
+    async def _decide(self, run_id: str, approval_id: str, proposed: Proposed) -> Run:
         where = f"run '{run_id}', approval {approval_id}"
-        text = (comment or "").strip()
-        if not text or len(comment) > 500:
-            raise DecisionRefused(f"{where}: a comment of 1 to 500 non-blank characters is required")
+        check_comment(proposed.comment, where)
         await self.status(run_id)
         req = await self.store.approval(run_id, approval_id)
-        if req is None:
-            raise DecisionRefused(f"{where}: no such approval request (see: outlast status {run_id})")
-        if approver not in req["approvers"]:
-            raise DecisionRefused(
-                f"{where}: '{approver}' may not decide (approvers: {', '.join(req['approvers'])})"
+        if judge(req, proposed, run_id, where) is Verdict.DECIDE:
+            p = proposed
+            decided, queue = await self.store.decide(
+                run_id, approval_id, p.status, p.approver, p.comment, p.new_args
             )
-        if seen_hash != req["args_hash"]:
-            raise DecisionRefused(
-                f"{where}: the decision is for other arguments (hash {seen_hash[:12]}, the request's is "
-                f"{req['args_hash'][:12]}): the action was altered or the decision replayed; look again"
-            )
-        mine = (status, approver, comment, new_args)
-        if req["status"] == "pending" and not req["expired"]:
-            decided, queue = await self.store.decide(run_id, approval_id, status, approver, comment, new_args)
             if decided:
                 if queue is not None:
                     await self.queue.publish(queue, run_id)
                 return await self.status(run_id)
             req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
-            assert req is not None
             run = await self.status(run_id)
-            if req["status"] == "pending" and not req["expired"]:
-                raise DecisionRefused(f"{where}: the run is {run.state}, no longer awaiting this approval")
-        if req["status"] == "pending":
-            raise DecisionRefused(f"{where}: the request expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
-        theirs = (req["status"], req["decided_by"], req["comment"], req["new_args"])
-        if theirs == mine:
-            return await self.status(run_id)  # the same decision again: accepted, changes nothing
-        raise DecisionRefused(
-            f"{where}: already {req['status']} by {req['decided_by']}; a different decision is refused"
-        )
+            judge(req, proposed, run_id, where, run_state=run.state)
+        return await self.status(run_id)  # the same decision again: accepted, changes nothing
 
     async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
         program of the worker that takes it (replay must still match)."""
         run = await self.status(run_id)
         if run.final:
-            raise OutlastError(
+            raise RunFinished(
                 f"run '{run_id}' is {run.state}: a finished run is never resumed; start a new run"
             )
         if run.state != RunState.WAITING:
-            raise OutlastError(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
+            raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         if not await self.store.requeue(run_id, accept_program_change, detail):
-            raise OutlastError(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
+            raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id)
         return await self.status(run_id)
 

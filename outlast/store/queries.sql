@@ -102,10 +102,12 @@ WITH r AS (
         reason = NULL, attempts = 0, published_at = now(), updated_at = now()
     WHERE id = %(run_id)s AND state = 'waiting' AND reason = %(reason)s
       AND journal_len = %(seq)s - 1 AND journal_head = %(prev)s
-    RETURNING id)
-INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
-RETURNING seq;
+    RETURNING id, cancel_requested),
+ins AS (
+    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
+    SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
+    RETURNING seq)
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins;
 
 -- name: journal
 SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER BY seq;

@@ -86,6 +86,15 @@ def schema_sql() -> str:
 
 
 @dataclass(frozen=True)
+class OnWait:
+    """Who appends to a run no worker holds: it waits for ``reason`` and its chain's head is
+    ``prev`` (what the writer read)."""
+
+    reason: str
+    prev: str
+
+
+@dataclass(frozen=True)
 class Lease:
     """What a heartbeat learnt of one lease."""
 
@@ -508,18 +517,23 @@ class Store:
     async def journal_times(self, run_id: str) -> dict[int, datetime]:
         return {r["seq"]: r["created_at"] for r in await self._rows("journal_times", run_id=run_id)}
 
-    async def append(self, run_id: str, token: int, entry: Entry) -> bool | None:
-        """Append one journal entry as the lease holder (fenced). None if refused, else whether
-        a cancellation of the run has been requested."""
-        rows = await self._write("append", run_id=run_id, token=token, **_entry_params(entry))
+    async def append(self, run_id: str, author: int | OnWait, entry: Entry) -> bool | None:
+        """Append one journal entry: the one way into the journal, for the worker and for the
+        producer side alike. ``author`` is the lease holder's fencing token, or ``OnWait`` for a
+        person or code writing to a run no worker holds (a resolution: the run must wait for
+        exactly that reason, its chain must not have moved, and it is queued again).
+        None if refused, else whether a cancellation of the run has been requested."""
+        if isinstance(author, OnWait):
+            rows = await self._write(
+                "append_unowned",
+                run_id=run_id,
+                reason=author.reason,
+                prev=author.prev,
+                **_entry_params(entry),
+            )
+        else:
+            rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
-
-    async def append_unowned(self, run_id: str, reason: str, prev: str, entry: Entry) -> bool:
-        """Append an entry to a run that waits for ``reason`` and requeue it, if nothing moved."""
-        rows = await self._write(
-            "append_unowned", run_id=run_id, reason=reason, prev=prev, **_entry_params(entry)
-        )
-        return bool(rows)
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""
