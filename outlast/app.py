@@ -16,7 +16,8 @@ import pydantic
 import tenacity
 
 from outlast.action import Action
-from outlast.errors import InvalidInput, ToolTimeout, UnknownTool, UnknownWorkflow
+from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
+from outlast.model import Partial
 
 Effect = Literal["write", "read"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -120,6 +121,8 @@ Reconciler = Callable[[dict[str, Any], Action], Any]
 Compensation = Callable[[dict[str, Any], Any], Any]
 Policy = Callable[[str, dict[str, Any], Any], Any]
 CompensateOn = Literal["cancel", "failure"]
+# Called with the run's input and the error that stopped it (its deadline or budget).
+PartialHandler = Callable[[dict[str, Any], OutlastError], "Partial[Any] | None"]
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,11 @@ class Workflow:
     version: str
     fingerprint: str
     compensate_on: tuple[CompensateOn, ...] = ()
+    partial: bool | PartialHandler = False  # accepts partial results (and how, when stopped)
+
+    @property
+    def accepts_partial(self) -> bool:
+        return self.partial is not False
 
     @property
     def program(self) -> str:
@@ -174,16 +182,24 @@ class App:
         *,
         version: str = "1",
         compensate_on: tuple[CompensateOn, ...] = (),
+        partial: bool | PartialHandler = False,
     ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
-        operations, newest first, before the run ends ``cancelled`` / ``failed``."""
+        operations, newest first, before the run ends ``cancelled`` / ``failed``.
+        ``partial`` says the workflow accepts partial results: with ``True`` it may return
+        ``Partial(output, unfinished=[...])`` and the run ends ``partial``; a handler
+        ``handler(run_input, error) -> Partial | None`` also turns a stop by its deadline
+        (``DeadlineExceeded``) or budget (``BudgetExhausted``) into a ``partial`` end. A workflow
+        without it never ends ``partial`` (a ``Partial`` it returns fails the run)."""
+        if not (isinstance(partial, bool) or callable(partial)):
+            raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
 
         def register(fn: W) -> W:
             plain: Any = fn  # (iscoroutinefunction would narrow fn's own type)
             if not inspect.iscoroutinefunction(plain):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
-            wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on))
+            wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on), partial)
             self.workflows[wf.name] = wf
             return fn
 

@@ -204,6 +204,10 @@ class DecisionRefused(OutlastError):
     """A decision that cannot be accepted: wrong approver, altered action, expired, contradictory."""
 
 
+class PartialRefused(OutlastError):
+    """A workflow that does not accept partial results returned a ``Partial``: the run fails."""
+
+
 class Cancelled(BaseException):
     """Raised at a crossing once the run's cancellation was requested. A BaseException, so that a
     workflow's ``except Exception`` cannot swallow it."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class RunState(StrEnum):
@@ -118,3 +120,17 @@ class Decision:
     @property
     def approved(self) -> bool:
         return self.status == "approved"
+
+
+@dataclass(frozen=True)
+class Partial(Generic[T]):
+    """What a workflow that accepts partial results returns when it produced part of its output:
+    the run ends ``partial`` with ``{"output": output, "unfinished": unfinished}`` as its result.
+    ``unfinished`` says what was not done (any JSON values: names, ids, reasons)."""
+
+    output: T
+    unfinished: list[Any] = field(default_factory=list)
+
+    def result(self) -> dict[str, Any]:
+        """The run's result: what was produced and what is unfinished."""
+        return {"output": self.output, "unfinished": list(self.unfinished)}

@@ -12,7 +12,7 @@ from typing import Any
 import structlog
 
 from outlast import failpoints
-from outlast.app import App
+from outlast.app import App, Workflow
 from outlast.errors import (
     ApprovalExpired,
     BudgetExhausted,
@@ -22,12 +22,13 @@ from outlast.errors import (
     InDoubt,
     JournalAltered,
     OutlastError,
+    PartialRefused,
     ResumeRefused,
     ServiceUnavailable,
 )
 from outlast.journal import canonical, first_bad_crossing, storable
+from outlast.model import Partial, RunState
 from outlast.model import Run as RunRecord
-from outlast.model import RunState
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.replayer import Journaled
@@ -106,7 +107,8 @@ class Execution:
         if not isinstance(run.input, dict):
             return await self.finish(RunState.FAILED, reason="input is not a JSON object")
         if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
-            return await self.finish(RunState.TIMED_OUT, reason="deadline passed")
+            late = DeadlineExceeded(f"run '{run.id}': its deadline passed before it was resumed")
+            return await self._stopped(wf, RunState.TIMED_OUT, late, reason="deadline passed")
         entries = await self.store.journal(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
@@ -117,7 +119,7 @@ class Execution:
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
-            result = json.loads(canonical(value, self.max_payload))
+            state, result = self._outcome(wf, value)
         except (Fenced, ServiceUnavailable, HandOver):
             raise
         except Suspended as exc:
@@ -131,14 +133,51 @@ class Execution:
         except InDoubt as exc:
             return await self._wait("in_doubt", str(exc))
         except (DeadlineExceeded, ApprovalExpired) as exc:
-            return await self.finish(RunState.TIMED_OUT, error=_error(exc), reason=str(exc)[:500])
+            return await self._stopped(wf, RunState.TIMED_OUT, exc)
         except BudgetExhausted as exc:
-            return await self.finish(RunState.EXHAUSTED, error=_error(exc), reason=str(exc)[:500])
+            return await self._stopped(wf, RunState.EXHAUSTED, exc)
         except Exception as exc:
             reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
             undone = await ctx.compensate() if "failure" in wf.compensate_on else None
             return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
-        return await self.finish(RunState.SUCCEEDED, result=result)
+        return await self.finish(state, result=result)
+
+    def _outcome(self, wf: Workflow, value: Any) -> tuple[RunState, Any]:
+        """The final state and stored result of what the workflow returned: ``partial`` for a
+        ``Partial`` (only from a workflow that accepts partial results), else ``succeeded``."""
+        state = RunState.SUCCEEDED
+        if isinstance(value, Partial):
+            if not wf.accepts_partial:
+                raise PartialRefused(
+                    f"run '{self.run.id}': workflow '{wf.name}' returned a Partial but does not accept "
+                    "partial results; declare it with @app.workflow(..., partial=True)"
+                )
+            state, value = RunState.PARTIAL, value.result()
+        return state, json.loads(canonical(value, self.max_payload))
+
+    async def _stopped(
+        self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None
+    ) -> Outcome:
+        """The run's deadline or budget stopped it: it ends ``state``, or ``partial`` with what its
+        partial handler says it produced (an expired approval is not a deadline: no handler).
+        ``reason`` given: the deadline was found passed before the run went on (no error)."""
+        handler = wf.partial
+        error = None if reason else _error(exc)
+        reason = reason or str(exc)[:500]
+        if callable(handler) and isinstance(exc, DeadlineExceeded | BudgetExhausted):
+            result = None
+            try:
+                got = handler(self.run.input, exc)
+                if isinstance(got, Partial):
+                    result = json.loads(canonical(got.result(), self.max_payload))
+            except Exception as failed:  # the run still ends as its stop says, with nothing partial
+                self.log.warning(
+                    f"run {self.run.id}: the partial handler of '{wf.name}' raised "
+                    f"{type(failed).__name__}: {failed}; the run ends {state}"
+                )
+            if result is not None:
+                return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)
+        return await self.finish(state, error=error, reason=reason)
 
     async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
         """Run the workflow function; however it ends, the calls it left under way (the siblings

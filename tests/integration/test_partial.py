@@ -1,0 +1,119 @@
+"""``partial``, on real Postgres and Redis with a real worker (in-process, through outlast.testing):
+a workflow that accepts partial results ends ``partial`` with what it produced and what is
+unfinished — when it returns ``Partial``, and when its budget or deadline stops it and its
+partial handler says what it produced; a workflow that does not accept them never ends
+``partial``. Effects are counted in a list the tools append to, not only in the result."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from outlast import App, BudgetExhausted, DeadlineExceeded, OutlastError, Partial, Run
+from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
+
+__all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
+
+app = App()
+fetched: list[str] = []
+
+
+@app.tool("fetch", cost={"usd": 1})
+def fetch(source: str) -> str:
+    fetched.append(source)
+    return f"notes from {source}"
+
+
+@app.tool("slow_fetch")
+def slow_fetch(source: str) -> str:
+    time.sleep(1.5)  # the run's deadline passes meanwhile
+    fetched.append(source)
+    return f"notes from {source}"
+
+
+@app.workflow("survey", partial=True)
+async def survey(run: Run, sources: list[str], skip: list[str]) -> Partial[list[str]] | list[str]:
+    notes = [await run.call(fetch, source=s) for s in sources if s not in skip]
+    if skip:
+        return Partial(notes, unfinished=skip)
+    return notes
+
+
+@app.workflow("strict")
+async def strict(run: Run, sources: list[str]) -> Partial[list[str]]:
+    return Partial([await run.call(fetch, source=s) for s in sources], unfinished=["more"])
+
+
+def what_was_done(run_input: dict[str, Any], error: OutlastError) -> Partial[dict[str, Any]]:
+    done = [s for s in run_input["sources"] if s in fetched]
+    unfinished = [s for s in run_input["sources"] if s not in fetched]
+    return Partial({"done": done, "stopped_by": type(error).__name__}, unfinished=unfinished)
+
+
+@app.workflow("bounded", partial=what_was_done)
+async def bounded(run: Run, sources: list[str], slow: bool = False) -> list[str]:
+    tool = slow_fetch if slow else fetch
+    return [await run.call(tool, source=s) for s in sources]
+
+
+@app.workflow("unbounded")
+async def unbounded(run: Run, sources: list[str]) -> list[str]:
+    return [await run.call(fetch, source=s) for s in sources]
+
+
+def test_a_returned_partial_ends_the_run_partial(outlast_harness: HarnessFactory) -> None:
+    fetched.clear()
+    h = outlast_harness(app)
+    h.start_worker()
+    part = h.client.enqueue("survey", {"sources": ["a", "b", "c"], "skip": ["c"]})
+    whole = h.client.enqueue("survey", {"sources": ["d"], "skip": []})
+    done = h.wait(part.id)
+    assert done.state == "partial", done.reason
+    assert done.result == {"output": ["notes from a", "notes from b"], "unfinished": ["c"]}
+    assert h.wait(whole.id).state == "succeeded"  # accepting partial results is not ending partial
+    assert sorted(fetched) == ["a", "b", "d"]
+
+
+def test_a_workflow_that_does_not_accept_partial_results_never_ends_partial(
+    outlast_harness: HarnessFactory,
+) -> None:
+    fetched.clear()
+    h = outlast_harness(app)
+    h.start_worker()
+    run = h.client.enqueue("strict", {"sources": ["a"]})
+    done = h.wait(run.id)
+    assert done.state == "failed"
+    assert "does not accept partial results" in (done.reason or "")
+    assert done.error is not None and done.error["type"] == "PartialRefused"
+    stopped = h.client.enqueue("unbounded", {"sources": ["a", "b", "c"]}, budget={"usd": 2})
+    assert h.wait(stopped.id).state == "exhausted"  # no handler: its budget ends it exhausted
+
+
+def test_a_budget_stop_ends_partial_through_the_handler(outlast_harness: HarnessFactory) -> None:
+    fetched.clear()
+    h = outlast_harness(app)
+    h.start_worker()
+    run = h.client.enqueue("bounded", {"sources": ["a", "b", "c"]}, budget={"usd": 2})
+    done = h.wait(run.id)
+    assert done.state == "partial", done.reason
+    assert done.result == {
+        "output": {"done": ["a", "b"], "stopped_by": BudgetExhausted.__name__},
+        "unfinished": ["c"],
+    }
+    assert "budget exhausted" in (done.reason or "")
+    assert fetched == ["a", "b"]  # the third call was never dispatched
+
+
+def test_a_deadline_stop_ends_partial_through_the_handler(outlast_harness: HarnessFactory) -> None:
+    fetched.clear()
+    h = outlast_harness(app)
+    h.start_worker()
+    run = h.client.enqueue("bounded", {"sources": ["a", "b"], "slow": True}, deadline=1.0)
+    done = h.wait(run.id)
+    assert done.state == "partial", done.reason
+    assert done.result == {
+        "output": {"done": ["a"], "stopped_by": DeadlineExceeded.__name__},
+        "unfinished": ["b"],
+    }
+    assert done.error is not None and done.error["type"] == "DeadlineExceeded"
+    assert fetched == ["a"]
