@@ -10,7 +10,7 @@ import asyncio
 import math
 import threading
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -153,7 +153,28 @@ class AsyncClient:
             workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget
         )
 
-    async def _admit(
+    async def enqueue_many(
+        self,
+        workflow: str,
+        inputs: Iterable[dict[str, Any]],
+        *,
+        queue: str | None = None,
+        deadline: timedelta | float | None = None,
+        budget: dict[str, float] | None = None,
+    ) -> list[Run]:
+        """Enqueue many runs of one workflow at once: every input is checked first (one bad input
+        and nothing is written), the rows are committed together (the writer shares commits), and
+        the ids go to the stream in one pipelined round trip."""
+        admitted = [
+            self._prepare(workflow, data, run_id=None, queue=queue, deadline=deadline, budget=budget)
+            for data in inputs
+        ]
+        await self.open()
+        inserted = await asyncio.gather(*(self._insert(a) for a in admitted))
+        await self._publish([run for run, publish in inserted if publish])
+        return [run for run, _ in inserted]
+
+    def _prepare(
         self,
         workflow: str,
         input: dict[str, Any] | None,
@@ -163,7 +184,8 @@ class AsyncClient:
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
-    ) -> Run:
+    ) -> dict[str, Any]:
+        """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
         if run_id is not None:
             _check_text(run_id, "the run id", f"a run of '{workflow}'")
@@ -184,33 +206,57 @@ class AsyncClient:
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
-        await self.open()
-        rid = run_id or uuid.uuid4().hex[:20]
-        run, created = await self.store.insert_run(
-            id=rid,
-            workflow=workflow,
-            queue=queue or self.settings.queue,
-            input=data,
-            input_hash=ihash,
-            program=program,
-            deadline_in=seconds,
-            deadline_at=parent.deadline if parent else None,
-            parent_id=parent.id if parent else None,
-            budget=None if parent else budget,
-            budget_id=parent.budget_id if parent else None,
-        )
+        return {
+            "id": run_id or uuid.uuid4().hex[:20],
+            "workflow": workflow,
+            "queue": queue or self.settings.queue,
+            "input": data,
+            "input_hash": ihash,
+            "program": program,
+            "deadline_in": seconds,
+            "deadline_at": parent.deadline if parent else None,
+            "parent_id": parent.id if parent else None,
+            "budget": None if parent else budget,
+            "budget_id": parent.budget_id if parent else None,
+        }
+
+    async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
+        """Commit the run row (idempotent on its id); say whether it is to be published."""
+        run, created = await self.store.insert_run(**row)
         if not created:
-            if run.workflow != workflow:
-                raise RunConflict(rid, f"workflow ('{run.workflow}')")
-            if digest(canonical(run.input)) != ihash:
-                raise RunConflict(rid, "input")
-        if created or run.state == RunState.QUEUED:
-            try:
-                await self.queue.publish(run.queue, run.id)
-            except ServiceUnavailable as exc:
-                raise ServiceUnavailable(
-                    f"{exc}; run '{run.id}' is recorded (queued) and a worker's sweeper will publish it"
-                ) from exc
+            if run.workflow != row["workflow"]:
+                raise RunConflict(run.id, f"workflow ('{run.workflow}')")
+            if digest(canonical(run.input)) != row["input_hash"]:
+                raise RunConflict(run.id, "input")
+        return run, created or run.state == RunState.QUEUED
+
+    async def _publish(self, runs: list[Run]) -> None:
+        try:
+            await self.queue.publish_many([(run.queue, run.id) for run in runs])
+        except ServiceUnavailable as exc:
+            ids = ", ".join(f"'{run.id}'" for run in runs[:3]) + (" ..." if len(runs) > 3 else "")
+            raise ServiceUnavailable(
+                f"{exc}; run {ids} is recorded (queued) and a worker's sweeper will publish it"
+            ) from exc
+
+    async def _admit(
+        self,
+        workflow: str,
+        input: dict[str, Any] | None,
+        *,
+        run_id: str | None,
+        queue: str | None,
+        deadline: timedelta | float | None = None,
+        budget: dict[str, float] | None = None,
+        parent: Run | None = None,
+    ) -> Run:
+        row = self._prepare(
+            workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget, parent=parent
+        )
+        await self.open()
+        run, publish = await self._insert(row)
+        if publish:
+            await self._publish([run])
         return run
 
     async def status(self, run_id: str) -> Run:
@@ -456,6 +502,9 @@ class Client:
 
     def enqueue(self, workflow: str, input: dict[str, Any] = NO_INPUT, **kw: Any) -> Run:
         return self._call(self.aio.enqueue(workflow, input, **kw))
+
+    def enqueue_many(self, workflow: str, inputs: Iterable[dict[str, Any]], **kw: Any) -> list[Run]:
+        return self._call(self.aio.enqueue_many(workflow, list(inputs), **kw))
 
     def status(self, run_id: str) -> Run:
         return self._call(self.aio.status(run_id))

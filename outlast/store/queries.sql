@@ -5,7 +5,8 @@
 SELECT value FROM outlast_meta WHERE key = 'schema_version';
 
 -- name: insert_run
--- The run and its budget in one statement: a run never exists without the limits it was given.
+-- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
+-- without the limits it was given.
 WITH r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id)
     VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
@@ -17,7 +18,10 @@ b AS (
     INSERT INTO budgets (budget_id, name, limit_value)
     SELECT r.budget_id, l.name, l.amount
     FROM r, unnest(%(budget_names)s::text[], %(budget_limits)s::numeric[]) AS l(name, amount)
-    WHERE r.budget_id = r.id)
+    WHERE r.budget_id = r.id),
+e AS (
+    INSERT INTO events (run_id, kind, detail)
+    SELECT r.id, 'enqueued', jsonb_build_object('workflow', r.workflow, 'queue', r.queue) FROM r)
 SELECT * FROM r;
 
 -- name: get_run

@@ -278,7 +278,6 @@ class Store:
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
         )
         if rows:
-            await self.event(id, "enqueued", {"workflow": workflow, "queue": queue})
             return Run.from_row(rows[0]), True
         existing = await self.get_run(id)
         assert existing is not None

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from outlast import AsyncClient, RunConflict
+from outlast import AsyncClient, InvalidInput, RunConflict
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.worker.loop import Worker
@@ -68,3 +68,30 @@ async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) 
         done = await c.wait(run.id, timeout=20)
         await stop_worker(w, task)
     assert (done.state, done.reason) == ("failed", "unknown workflow 'nope'")
+
+
+async def test_enqueue_many_commits_together_and_publishes_in_one_go(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", world.database_url)  # the echo tool's table
+    monkeypatch.setenv("OUTLAST_SCHEMA", world.schema)
+    async with AsyncClient(settings=world.settings()) as c:
+        with pytest.raises(InvalidInput):  # one bad input: nothing at all is written
+            await c.enqueue_many("echo", [{"i": 1}, {"i": float("nan")}])
+        assert world.sql("SELECT count(*) FROM runs") == [(0,)]
+        await c.open()
+        commits = c.store.writer.commits
+        runs = await c.enqueue_many("echo", [{"i": i} for i in range(600)])
+        assert len({r.id for r in runs}) == 600
+        assert c.store.writer.commits - commits <= 6  # shared commits, not one per run
+    assert world.sql("SELECT count(*) FROM events WHERE kind = 'enqueued'") == [
+        (600,)
+    ]  # in the row's statement
+    r = world.redis()
+    assert r.xlen(f"{world.prefix}:{{default}}:runs") == 600
+    r.close()
+    async with AsyncClient(settings=world.settings()) as c:
+        w, task = await start_worker(world, concurrency=64)
+        for run in runs[::60]:
+            assert (await c.wait(run.id, timeout=60)).state == "succeeded"
+        await stop_worker(w, task)
