@@ -2,7 +2,11 @@
 Postgres holds everything else, so a lost or repeated entry costs a claim, never a result.
 
 Keys carry the queue in a hash tag (``outlast:{default}:runs``) so that one queue's keys live
-in one Redis Cluster slot and queues spread over the cluster.
+in one Redis Cluster slot and queues spread over the cluster. A ``redis+cluster://host:port``
+URL (``rediss+cluster://`` with TLS; any one node: the client finds the rest) speaks to a Redis
+Cluster. No command there spans two queues' slots: a pipeline may, and the cluster client splits it
+per node; the data-loss marker is then one per queue (``outlast:{default}:alive``), in the slot of
+the stream it vouches for.
 
 The client speaks bytes (``decode_responses=False``) and fields are decoded here, one entry at
 a time: an entry nobody can serve (not UTF-8, no run id, a run id no producer makes) comes back
@@ -11,6 +15,7 @@ as a ``Delivery`` that names its ``problem``, instead of failing the whole batch
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
@@ -20,8 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import (
+    ClusterDownError,
+    ReadOnlyError,
+    RedisClusterException,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from outlast.errors import ServiceUnavailable
@@ -30,8 +42,20 @@ from outlast.store import redact
 GROUP = "workers"
 MAX_RUN_ID = 200
 
-# Errors that mean "Redis is not there (or not writable) right now": retry later.
-_OUTAGE = (RedisConnectionError, RedisTimeoutError, ReadOnlyError, OSError)
+# Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
+# also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).
+_OUTAGE = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReadOnlyError,
+    ClusterDownError,
+    TryAgainError,
+    RedisClusterException,
+    OSError,
+)
+
+# URL schemes of a Redis Cluster, and the plain scheme the cluster client is given.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 # Delete the group's consumers that hold no pending entry and were idle longer than ARGV[2] ms.
 # One script, so that no entry can be delivered to a consumer between the look and the delete
@@ -104,6 +128,11 @@ def _delivery(queue: str, entry_id: bytes | str, fields: dict[Any, Any]) -> Deli
     return Delivery(queue, _text(entry_id), decoded, run_id_problem(decoded.get("run")))
 
 
+def is_cluster_url(url: str) -> bool:
+    """True for a ``redis+cluster://`` or ``rediss+cluster://`` URL."""
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
+
+
 class Queue:
     """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries.
 
@@ -113,11 +142,21 @@ class Queue:
     def __init__(self, url: str, prefix: str = "outlast", client: Any = None, connections: int = 64) -> None:
         self.url = url
         self.prefix = prefix
-        # A blocking pool: past ``connections`` in use, a command waits for one instead of failing
-        # (redis-py's default pool raises at 100, which a worker with -c 128 reaches).
-        if client is None:
+        self.cluster = isinstance(client, RedisCluster) or (client is None and is_cluster_url(url))
+        # Past ``connections`` commands in flight, a command waits for one to end instead of
+        # failing (redis-py's default pool raises at 100, which a worker with -c 128 reaches).
+        # Standalone, a blocking pool does it; the cluster client's pools (one per node) raise
+        # instead of waiting, so a semaphore keeps them from ever filling up.
+        self._gate: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
+        if client is None and self.cluster:
+            scheme, rest = url.split("://", 1)
+            plain = f"{CLUSTER_SCHEMES[scheme]}://{rest}"
+            client = RedisCluster.from_url(plain, max_connections=connections + 8)
+        elif client is None:
             pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=connections, timeout=30)
             client = aioredis.Redis.from_pool(pool)  # the pool is closed with the client
+        if self.cluster:
+            self._gate = asyncio.Semaphore(connections)
         self.redis: Any = client
         self._groups: set[str] = set()
         self._cursors: dict[str, str] = {}
@@ -129,7 +168,11 @@ class Queue:
     def dead_stream(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:dead"
 
-    def alive_key(self) -> str:
+    def alive_key(self, queue: str | None = None) -> str:
+        """The data-loss marker: one for the whole Redis, or on a cluster one per queue (given),
+        in the slot of the queue's stream (a slot's master can be lost alone)."""
+        if self.cluster and queue is not None:
+            return f"{self.prefix}:{{{queue}}}:alive"
         return f"{self.prefix}:alive"
 
     def _unavailable(self, exc: Exception) -> ServiceUnavailable:
@@ -140,7 +183,8 @@ class Queue:
 
     async def ping(self) -> None:
         try:
-            await self.redis.ping()
+            async with self._gate:
+                await self.redis.ping()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
@@ -148,19 +192,36 @@ class Queue:
         """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the
         same round trip: a Redis that has entries is not mistaken for one that lost them)."""
         try:
-            async with self.redis.pipeline(transaction=False) as p:
-                p.set(self.alive_key(), b"1", nx=True)
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                p.set(self.alive_key(queue), b"1", nx=True)
                 p.xadd(self.stream(queue), {"run": run_id})
                 _marked, entry = await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         return _text(entry)
 
+    async def publish_many(self, entries: list[tuple[str, str]]) -> None:
+        """Add many run ids, each ``(queue, run id)``, in one pipelined round trip."""
+        if len(entries) <= 1:
+            for queue, run_id in entries:
+                await self.publish(queue, run_id)
+            return
+        try:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                for key in dict.fromkeys(self.alive_key(q) for q, _ in entries):
+                    p.set(key, b"1", nx=True)
+                for queue, run_id in entries:
+                    p.xadd(self.stream(queue), {"run": run_id})
+                await p.execute()
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+
     async def ensure_group(self, queue: str) -> None:
         """Create the consumer group from the stream's start (an entry added before the first
         worker came is still delivered)."""
         try:
-            await self.redis.xgroup_create(self.stream(queue), GROUP, id="0", mkstream=True)
+            async with self._gate:
+                await self.redis.xgroup_create(self.stream(queue), GROUP, id="0", mkstream=True)
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         except ResponseError as exc:
@@ -187,16 +248,19 @@ class Queue:
             return []
         stream = self.stream(queue)
         try:
-            reply = await self.redis.xreadgroup(
-                GROUP,
-                consumer,
-                {stream: "0" if own_pending else ">"},
-                count=count,
-                block=None if own_pending else block_ms,
-            )
+            async with self._gate:
+                reply = await self.redis.xreadgroup(
+                    GROUP,
+                    consumer,
+                    {stream: "0" if own_pending else ">"},
+                    count=count,
+                    block=None if own_pending else block_ms,
+                )
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         except ResponseError as exc:
+            if "UNBLOCKED" in str(exc):  # the node became a replica (a failover): read again
+                return []
             await self._vanished_group(queue, exc)
             return []
         out: list[Delivery] = []
@@ -219,14 +283,15 @@ class Queue:
             return []
         stream = self.stream(queue)
         try:
-            reply = await self.redis.xautoclaim(
-                stream,
-                GROUP,
-                consumer,
-                min_idle_time=min_idle_ms,
-                start_id=self._cursors.get(queue, "0-0"),
-                count=count,
-            )
+            async with self._gate:
+                reply = await self.redis.xautoclaim(
+                    stream,
+                    GROUP,
+                    consumer,
+                    min_idle_time=min_idle_ms,
+                    start_id=self._cursors.get(queue, "0-0"),
+                    count=count,
+                )
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         except ResponseError as exc:
@@ -249,7 +314,8 @@ class Queue:
         """Acknowledge pending ids whose entry is gone, so that they stop coming back."""
         if ids:
             with contextlib.suppress(ResponseError, *_OUTAGE):  # they come back; tried again then
-                await self.redis.xack(stream, GROUP, *ids)
+                async with self._gate:
+                    await self.redis.xack(stream, GROUP, *ids)
 
     async def ack(self, d: Delivery) -> None:
         """Acknowledge and delete the entry (one round trip); a vanished stream is fine.
@@ -265,7 +331,7 @@ class Queue:
         if not by_stream:
             return
         try:
-            async with self.redis.pipeline(transaction=False) as p:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
                 for stream, ids in by_stream.items():
                     p.xack(stream, GROUP, *ids)
                     p.xdel(stream, *ids)
@@ -283,7 +349,8 @@ class Queue:
             by_queue.setdefault(d.queue, []).append(d.entry_id)
         for queue, ids in by_queue.items():
             try:
-                await self.redis.xclaim(self.stream(queue), GROUP, consumer, 0, ids, justid=True)
+                async with self._gate:
+                    await self.redis.xclaim(self.stream(queue), GROUP, consumer, 0, ids, justid=True)
             except _OUTAGE as exc:
                 raise self._unavailable(exc) from exc
             except ResponseError as exc:
@@ -297,7 +364,7 @@ class Queue:
         if d.raw:
             body["_raw"] = repr(dict(d.raw))
         try:
-            async with self.redis.pipeline(transaction=False) as p:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
                 p.xadd(self.dead_stream(d.queue), body, maxlen=10_000, approximate=True)
                 p.xack(self.stream(d.queue), GROUP, d.entry_id)
                 p.xdel(self.stream(d.queue), d.entry_id)
@@ -306,15 +373,24 @@ class Queue:
             raise self._unavailable(exc) from exc
 
     async def dead_letters(self, queue: str, count: int = 100) -> list[dict[str, str]]:
-        entries = await self.redis.xrange(self.dead_stream(queue), count=count)
+        async with self._gate:
+            entries = await self.redis.xrange(self.dead_stream(queue), count=count)
         return [{_text(k): _text(v) for k, v in f.items()} for _eid, f in entries]
 
     async def lost_data(self) -> bool:
         """True (once) when Redis lost its data since the last call: the marker key was gone, or
         a read found its stream or group gone. The caller then re-publishes what Postgres says
-        is due. A fresh Redis answers True the first time too. One SET NX: cheap each second."""
+        is due. A fresh Redis answers True the first time too. One SET NX: cheap each second (on a
+        cluster, one per queue this worker serves, pipelined: each node answers for its own)."""
         try:
-            fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
+            async with self._gate:
+                if self.cluster:
+                    async with self.redis.pipeline(transaction=False) as p:
+                        for queue in sorted(self._groups):
+                            p.set(self.alive_key(queue), b"1", nx=True)
+                        fresh = any(await p.execute()) if self._groups else False
+                else:
+                    fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         lost = bool(fresh) or self._vanished
@@ -327,7 +403,8 @@ class Queue:
         the names deleted. Harmless to a live worker: it holds nothing, and its next read makes
         its consumer again. Needs Lua (EVAL)."""
         try:
-            gone = await self.redis.eval(_FORGET, 1, self.stream(queue), GROUP, int(idle_ms))
+            async with self._gate:
+                gone = await self.redis.eval(_FORGET, 1, self.stream(queue), GROUP, int(idle_ms))
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         return [_text(n) for n in gone or []]
