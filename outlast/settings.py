@@ -174,7 +174,7 @@ def _check_postgres(url: str) -> None:
 
 
 _POSTGRES = partial(check_url, schemes=("postgresql", "postgres"))
-_REDIS = partial(check_url, schemes=("redis", "rediss", "unix"))
+_REDIS = partial(check_url, schemes=("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"))
 
 
 @dataclass(frozen=True)
