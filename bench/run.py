@@ -1,607 +1,324 @@
-"""outlast side by side with peers, in one run, on the same Postgres and the same Redis.
+"""outlast side by side with its peers and with the servers' own limits, in one run, on the same
+Postgres and the same Redis: the standing comparison of issue 9.
 
-    python bench/run.py [--runs N] [--ops K] [--concurrency C] [--processes W] [--pool P] [--repeat R]
+    python bench/run.py --quick     # a few seconds per measurement: checks the harness
+    python bench/run.py             # the full comparison (~10 minutes on 2 cores)
 
-Systems measured, in R interleaved rounds (the table shows each system's median round; its ratio
-to outlast is the median of the rounds' ratios):
-  outlast                 N runs of a workflow doing K ``run.call``s of a trivial idempotent tool
-  outlast, 1 write/commit the same, the writer limited to one write per transaction (MAX_BATCH = 1)
-  outlast, P connections  the same, every write its own autocommit statement on a pool of P
-                          connections (commit per write, Postgres' own group commit may help)
-  RQ SimpleWorker         N jobs each doing the same K steps in one job (no per-step durability)
-  RQ Worker (fork)        the same with RQ's default worker, one fork per job
-  psycopg, raw            N*K INSERT+COMMIT round trips on one connection: the floor of a commit per write
+Throughput (interleaved rounds: every row is measured once per round, back to back, so each
+round's ratio cancels the machine's drift): outlast, its writer variants and concurrency 256;
+RQ (SimpleWorker, forking Worker), Celery (acks_late, -c 1, -c 2) and DBOS (queued workflows)
+doing the same K steps; a raw INSERT+COMMIT loop, the fenced-append limit and Redis XADD; K = 1
+and 5 operations, 1/2/4 worker processes. Then outlast's probes: latency percentiles, takeover
+after SIGKILL, a 1,000-operation replay, memory at 200 runs at once. Writes
+``bench/results/RESULTS.md`` and ``bench/results/throughput.png`` (``--quick``: under
+``bench/results/quick/``, not committed).
 
-Postgres: --database-url (default the project's test server); each system gets its own schema,
-dropped afterwards. Redis: a private ``redis-server`` on a free port (no persistence), flushed
-between systems and stopped at the end. Extras: ``pip install rq``.
+Postgres: --database-url (or OUTLAST_BENCH_DATABASE_URL); every measurement gets its own schema
+(DBOS its own database), dropped afterwards. Redis: a private redis-server on a free port, no
+persistence, flushed between measurements, stopped at the end. Peers: pip install -e '.[bench]'.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
-import multiprocessing
 import os
-import shutil
-import socket
-import subprocess
+import platform
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
-from typing import Any
 
-import psycopg
-import psycopg_pool
-import redis
-from psycopg import sql
-from psycopg.rows import dict_row
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's modules, for spawned children too
 
-import outlast
-import outlast.store.writer as writer_module
-from outlast import AsyncClient
+import limits
+import outlast_runs
+import peers
+import probes
+import report
+from common import DEFAULT_DB, Config, Result, outlast_source, private_redis
+
 from outlast.logs import configure
-from outlast.queue import Queue
-from outlast.settings import Settings
-from outlast.store import Store
-from outlast.store.writer import Writer
-from outlast.worker.loop import Worker
 
-try:
-    import rq
-except ImportError:  # the bench's own extra, not a dependency of outlast
-    sys.exit("the bench compares with RQ: pip install rq")
-
-import workload  # bench/workload.py: this script's directory is on sys.path
-
-DEFAULT_DB = "postgresql://postgres@127.0.0.1:5432/test"
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
-class Config:
-    database_url: str
-    redis_url: str
-    runs: int
-    ops: int
-    concurrency: int
-    processes: int
-    pool: int  # connections of the commit-per-write pool, per process
-    tool: str
+class Mode:
+    runs: int  # per throughput measurement
+    rounds: int
+    slow_runs: int  # for the slow peers (DBOS, RQ's fork per job)
+    latency_samples: int
+    ttl: float
+    takeovers: int
+    replay_ops: int
+    memory_runs: int
+    hold: float
 
 
-@dataclass(frozen=True)
-class Result:
-    name: str
-    runs: int
-    ops: int
-    seconds: float
-    cpu: float  # CPU seconds of the process(es) doing the work, during the measurement
-    host_busy: float  # busy core-seconds of the whole machine during the measurement
-    commits: int | None = None
-    writes: int | None = None
-    writer_busy: float | None = None  # seconds the writer(s) spent committing
-    enqueue_seconds: float | None = None
+QUICK = Mode(
+    runs=100,
+    rounds=1,
+    slow_runs=40,
+    latency_samples=30,
+    ttl=2.0,
+    takeovers=1,
+    replay_ops=1000,
+    memory_runs=200,
+    hold=2.0,
+)
+FULL = Mode(
+    runs=800,
+    rounds=3,
+    slow_runs=200,
+    latency_samples=200,
+    ttl=5.0,
+    takeovers=3,
+    replay_ops=1000,
+    memory_runs=200,
+    hold=4.0,
+)
 
 
-# -- instrumented writers (bench only) ----------------------------------------------------
+def cells(cfg: Config, mode: Mode) -> list[tuple[report.Cell, Callable[[str], Result]]]:
+    """Every throughput row, in the order each round measures them."""
+    slow = replace(cfg, runs=min(cfg.runs, mode.slow_runs))
+    batch = {"size": 16}
+    rows: list[tuple[str, int, int, str, Callable[[str], Result]]] = [
+        ("outlast", 5, 1, "ops", outlast_runs.measure(cfg, 5)),
+        (
+            "fenced-append limit (raw psycopg)",
+            5,
+            1,
+            "writes",
+            limits.fenced_append(cfg, lambda: batch["size"], 10 * cfg.runs),
+        ),
+        ("outlast, concurrency 256", 5, 1, "ops", outlast_runs.measure(cfg, 5, concurrency=256)),
+        ("outlast, 1 write per commit", 5, 1, "ops", outlast_runs.measure(cfg, 5, writer="one-per-commit")),
+        (
+            f"outlast, commit per write on {cfg.pool} conns",
+            5,
+            1,
+            "ops",
+            outlast_runs.measure(cfg, 5, writer="pool"),
+        ),
+        ("Celery acks_late -c 1", 5, 1, "ops", peers.celery_measure(cfg, 5, 1)),
+        ("Celery acks_late -c 2", 5, 2, "ops", peers.celery_measure(cfg, 5, 2)),
+        ("RQ SimpleWorker", 5, 1, "ops", peers.rq_measure(cfg, 5)),
+        ("RQ Worker, fork per job", 5, 1, "ops", peers.rq_measure(slow, 5, fork=True)),
+        ("DBOS queued workflows", 5, 1, "ops", peers.dbos_measure(slow, 5)),
+        ("psycopg raw, INSERT+COMMIT per step", 5, 1, "ops", limits.raw_insert(cfg, 5)),
+        ("Redis XADD, one connection", 1, 1, "xadd", limits.redis_xadd(cfg, 10 * cfg.runs)),
+        ("outlast", 1, 1, "ops", outlast_runs.measure(cfg, 1)),
+        ("Celery acks_late -c 1", 1, 1, "ops", peers.celery_measure(cfg, 1, 1)),
+        ("RQ SimpleWorker", 1, 1, "ops", peers.rq_measure(cfg, 1)),
+    ]
+    for p in (2, 4):
+        rows.append(("outlast", 5, p, "ops", outlast_runs.measure(cfg, 5, processes=p)))
+        rows.append(("RQ SimpleWorker", 5, p, "ops", peers.rq_measure(cfg, 5, processes=p)))
+    out = []
+    for name, k, p, unit, fn in rows:
+        cell = report.Cell(name, k, p, [], unit=unit)
+        if name == "outlast" and k == 5 and p == 1:
+            fn = _feeding(fn, batch)  # the fenced-append limit uses this round's batch size
+        out.append((cell, fn))
+    return out
 
 
-class TimedWriter(Writer):
-    """outlast's Writer, unchanged, with the time spent in commits added up."""
+def _feeding(fn: Callable[[str], Result], batch: dict[str, int]) -> Callable[[str], Result]:
+    def run(name: str) -> Result:
+        r = fn(name)
+        if r.commits and r.writes:
+            batch["size"] = round(r.writes / r.commits)
+        return r
 
-    def __init__(self, connect: Any) -> None:
-        super().__init__(connect)
-        self.busy = 0.0
+    return run
 
-    async def _commit(self, batch: list[Any]) -> None:
+
+def measure_rounds(todo: list[tuple[report.Cell, Callable[[str], Result]]], rounds: int) -> None:
+    for i in range(rounds):  # interleaved, so that drift hits every system alike
+        for cell, fn in todo:
+            if cell.failed:
+                continue
+            t = time.perf_counter()
+            try:
+                cell.rounds.append(fn(cell.name))
+            except Exception as exc:  # a peer that cannot run here is reported, not fatal
+                cell.failed = f"{type(exc).__name__}: {str(exc)[:160]}"
+                traceback.print_exc()
+            took = time.perf_counter() - t
+            print(
+                f"  [{i + 1}/{rounds}] {cell.name} K={cell.k} P={cell.processes}: {took:.1f}s",
+                file=sys.stderr,
+            )
+
+
+def find(todo: list[report.Cell], name: str, k: int = 5, p: int = 1) -> report.Cell | None:
+    for c in todo:
+        if c.name == name and c.k == k and c.processes == p and c.rounds and not c.failed:
+            return c
+    return None
+
+
+def target_rows(
+    table: list[report.Cell], probe: dict[str, list[float]], mode: Mode
+) -> list[tuple[str, str, list[float], float, bool]]:
+    o = find(table, "outlast")
+    rows: list[tuple[str, str, list[float], float, bool]] = []
+
+    def vs(label: str, peer: str, bound: float, per: str = "ops") -> None:
+        c = find(table, peer, 5, 2 if peer.endswith("-c 2") else 1)
+        values = [1 / x for x in report.ratios(c, o, per)] if o and c else []
+        rows.append((label, "x", values, bound, True))
+
+    vs("5-op runs/s, outlast / Celery acks_late -c 1 ≥ 1.5", "Celery acks_late -c 1", 1.5)
+    vs("5-op runs/s, outlast / RQ SimpleWorker ≥ 2.5", "RQ SimpleWorker", 2.5)
+    vs("5-op runs/s, outlast / DBOS queued ≥ 25", "DBOS queued workflows", 25)
+    vs(
+        "durable writes/s, outlast / fenced-append limit at the same batch ≥ 0.7",
+        "fenced-append limit (raw psycopg)",
+        0.7,
+        "writes",
+    )
+    c256 = find(table, "outlast, concurrency 256")
+    rows.append(
+        (
+            "concurrency 256 / concurrency 32 ≥ 0.9",
+            "x",
+            report.ratios(c256, o) if c256 and o else [],
+            0.9,
+            True,
+        )
+    )
+    rows.append(("enqueue call p50 ≤ 1.5 ms", " ms", probe.get("enqueue call p50 ms", []), 1.5, False))
+    rows.append(("enqueue→start p50 ≤ 3 ms", " ms", probe.get("enqueue->start p50 ms", []), 3, False))
+    rows.append(("enqueue→start p99 ≤ 15 ms", " ms", probe.get("enqueue->start p99 ms", []), 15, False))
+    rows.append(
+        ("per-operation p50 ≤ 1 ms at light load", " ms", probe.get("per-operation p50 ms", []), 1, False)
+    )
+    rows.append(
+        (
+            f"takeover after SIGKILL ≤ TTL + 1 s (TTL {mode.ttl:g} s)",
+            " s",
+            probe.get("takeover s", []),
+            mode.ttl + 1,
+            False,
+        )
+    )
+    rows.append(
+        (
+            "takeover with a backlog ≤ TTL + 1 s",
+            " s",
+            probe.get("takeover, backlog s", []),
+            mode.ttl + 1,
+            False,
+        )
+    )
+    replay = [
+        a + b for a, b in zip(probe.get("replay ms", []), probe.get("journal load ms", []), strict=False)
+    ]
+    rows.append((f"{mode.replay_ops:,}-op resume ≤ 30 ms (replay + journal load)", " ms", replay, 30, False))
+    rows.append(
+        (f"RSS ≤ 60 MB at {mode.memory_runs} concurrent runs", " MB", probe.get("RSS peak MB", []), 60, False)
+    )
+    return rows
+
+
+def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[str]]:
+    got: dict[str, list[float]] = {}
+    failed: list[str] = []
+
+    def add(name: str, fn: Callable[[], dict[str, float]]) -> None:
         t = time.perf_counter()
         try:
-            await super()._commit(batch)
-        finally:
-            self.busy += time.perf_counter() - t
+            for key, v in fn().items():
+                got.setdefault(key, []).append(v)
+        except Exception as exc:
+            failed.append(f"{name}: {type(exc).__name__}: {str(exc)[:160]}")
+            traceback.print_exc()
+        print(f"  probe {name}: {time.perf_counter() - t:.1f}s", file=sys.stderr)
 
-
-class ConnectionPerWriteWriter(Writer):
-    """A commit per write without a single writer: each write is one autocommit statement on
-    a connection of a pool, so concurrent runs commit concurrently (one round trip each)."""
-
-    def __init__(self, url: str, schema: str, size: int) -> None:
-        super().__init__(None)
-        self.pool = psycopg_pool.AsyncConnectionPool(
-            url,
-            min_size=size,
-            max_size=size,
-            open=False,
-            kwargs={"autocommit": True, "options": f"-c search_path={schema}"},
-        )
-        self._opened = False
-        self._opening = asyncio.Lock()
-
-    async def write(self, statement: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        if not self._opened:
-            async with self._opening:
-                if not self._opened:
-                    await self.pool.open(wait=True)
-                    self._opened = True
-        async with self.pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            await cur.execute(statement.encode(), params)
-            rows = await cur.fetchall() if cur.description else []
-        self.commits += 1
-        self.writes += 1
-        return rows
-
-    async def close(self) -> None:
-        await self.pool.close()
-
-
-# -- outlast ---------------------------------------------------------------------------------
-
-WRITERS = ("shared", "one-per-commit", "pool")
-
-
-def make_store(s: Settings, writer: str, pool: int) -> Store:
-    assert s.database_url
-    store = Store(s.database_url, s.schema, max_size=4)  # as run_worker makes it
-    if writer == "pool":
-        store.writer = ConnectionPerWriteWriter(s.database_url, s.schema, pool)
-    else:
-        writer_module.MAX_BATCH = 1 if writer == "one-per-commit" else 256
-        store.writer = TimedWriter(store._connect)
-    return store
-
-
-def writer_stats(store: Store) -> tuple[int, int, float | None]:
-    w = store.writer
-    busy = w.busy if isinstance(w, TimedWriter) else None
-    return w.commits, w.writes, busy
-
-
-async def serve_until(s: Settings, writer: str, pool: int, go: MpEvent, stop: MpEvent) -> tuple[Any, ...]:
-    """One worker process: ready, wait for go, serve until stop; report CPU and writer counts."""
-    store = make_store(s, writer, pool)
-    await store.open()
-    assert s.redis_url
-    queue = Queue(s.redis_url, s.prefix)
-    worker = Worker(workload.app, store, queue, s, [s.queue])
-    await asyncio.to_thread(go.wait)
-    cpu = proc_cpu()
-    task = asyncio.create_task(worker.run())
-    await asyncio.to_thread(stop.wait)
-    cpu = proc_cpu() - cpu
-    worker.stop()
-    await task
-    stats = writer_stats(store)
-    await store.close()
-    await queue.close()
-    return (cpu, *stats)
-
-
-def worker_process(
-    s: Settings, writer: str, pool: int, ready: Any, go: MpEvent, stop: MpEvent, out: Any
-) -> None:
-    configure("json", logging.WARNING)
-    ready.put(os.getpid())
-    out.put(asyncio.run(serve_until(s, writer, pool, go, stop)))
-
-
-async def migrate(s: Settings) -> None:
-    assert s.database_url
-    store = Store(s.database_url, s.schema)
-    await store.open(check=False)
-    await store.migrate()
-    await store.close()
-
-
-def drop_schema(url: str, schema: str) -> None:
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-async def enqueue_all(s: Settings, cfg: Config) -> float:
-    """Enqueue N runs, 32 at a time; return the seconds it took (not part of the measurement)."""
-    t = time.perf_counter()
-    async with AsyncClient(settings=s, app=workload.app) as client:
-        todo = list(range(cfg.runs))
-        while todo:
-            chunk, todo = todo[:32], todo[32:]
-            await asyncio.gather(
-                *(client.enqueue("steps", {"k": cfg.ops, "tool": cfg.tool}, run_id=f"r{i}") for i in chunk)
-            )
-    return time.perf_counter() - t
-
-
-async def wait_finished(s: Settings, n: int, timeout: float = 300.0) -> None:
-    assert s.database_url
-    until = time.monotonic() + timeout
-    async with await psycopg.AsyncConnection.connect(
-        s.database_url, autocommit=True, options=f"-c search_path={s.schema}"
-    ) as conn:
-        while True:
-            cur = await conn.execute("SELECT count(*) FROM runs WHERE state NOT IN ('queued', 'running')")
-            row = await cur.fetchone()
-            if row is not None and row[0] >= n:
-                return
-            if time.monotonic() > until:
-                raise SystemExit(f"outlast: only {row and row[0]} of {n} runs finished after {timeout}s")
-            await asyncio.sleep(0.01)
-
-
-def check_outlast(s: Settings, cfg: Config) -> None:
-    assert s.database_url
-    with psycopg.connect(s.database_url, options=f"-c search_path={s.schema}") as c:
-        cur = c.execute(
-            "SELECT count(*) FILTER (WHERE state = 'succeeded' AND result = to_jsonb(%s::int)), "
-            "count(*) FROM runs",
-            (cfg.ops,),
-        )
-        ok, total = cur.fetchone() or (0, 0)
-        journaled = c.execute("SELECT count(*) FROM journal").fetchone()
-    if ok != cfg.runs or total != cfg.runs:
-        raise SystemExit(f"outlast: {ok} of {total} runs succeeded with the right result")
-    if journaled != (cfg.runs * cfg.ops * 2,):
-        raise SystemExit(f"outlast: {journaled} journal entries, expected {cfg.runs * cfg.ops * 2}")
-
-
-async def outlast_in_process(s: Settings, cfg: Config, writer: str) -> tuple[float, float, float, Store]:
-    store = make_store(s, writer, cfg.pool)
-    await store.open()
-    assert s.redis_url
-    queue = Queue(s.redis_url, s.prefix)
-    worker = Worker(workload.app, store, queue, s, [s.queue])
-    with host_cpu() as busy:
-        cpu = proc_cpu()
-        t0 = time.perf_counter()
-        task = asyncio.create_task(worker.run())
-        await wait_finished(s, cfg.runs)
-        seconds = time.perf_counter() - t0
-        cpu = proc_cpu() - cpu
-    worker.stop()
-    await task
-    await store.close()
-    await queue.close()
-    return seconds, cpu, busy[0], store
-
-
-def measure_outlast(name: str, cfg: Config, writer: str) -> Result:
-    tag = uuid.uuid4().hex[:10]
-    s = Settings(
-        database_url=cfg.database_url,
-        redis_url=cfg.redis_url,
-        schema=f"bench_{tag}",
-        prefix=f"bench{tag}",
-        concurrency=cfg.concurrency,
-        worker_name=f"bench-{tag}",
-        log_format="json",
+    for _ in range(mode.rounds):
+        add("latency", lambda: probes.latency(cfg, mode.latency_samples))
+    for _ in range(mode.takeovers):
+        add("takeover", lambda: {"takeover s": probes.takeover(cfg, mode.ttl)})
+    add(
+        "takeover, backlog", lambda: {"takeover, backlog s": probes.takeover(cfg, mode.ttl, backlog=cfg.runs)}
     )
-    flush_redis(cfg.redis_url)
-    asyncio.run(migrate(s))
-    try:
-        enqueue_seconds = asyncio.run(enqueue_all(s, cfg))
-        if cfg.processes <= 1:
-            seconds, cpu, busy, store = asyncio.run(outlast_in_process(s, cfg, writer))
-            commits, writes, writer_busy = writer_stats(store)
-        else:
-            seconds, cpu, busy, commits, writes, writer_busy = outlast_processes(s, cfg, writer)
-        check_outlast(s, cfg)
-    finally:
-        drop_schema(cfg.database_url, s.schema)
-        writer_module.MAX_BATCH = 256
-    return Result(
-        name, cfg.runs, cfg.runs * cfg.ops, seconds, cpu, busy, commits, writes, writer_busy, enqueue_seconds
-    )
-
-
-def outlast_processes(
-    s: Settings, cfg: Config, writer: str
-) -> tuple[float, float, float, int, int, float | None]:
-    ctx = multiprocessing.get_context("spawn")
-    ready, out = ctx.Queue(), ctx.Queue()
-    go, stop = ctx.Event(), ctx.Event()
-    procs = [
-        ctx.Process(
-            target=worker_process,
-            args=(s.with_(worker_name=f"{s.worker_name}-{i}"), writer, cfg.pool, ready, go, stop, out),
-        )
-        for i in range(cfg.processes)
-    ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        ready.get(timeout=60)
-    time.sleep(0.3)  # let each child open its store and reach go.wait()
-    with host_cpu() as busy:
-        t0 = time.perf_counter()
-        go.set()
-        asyncio.run(wait_finished(s, cfg.runs))
-        seconds = time.perf_counter() - t0
-        stop.set()
-        reports = [out.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join(30)
-    cpu = sum(r[0] for r in reports)
-    commits = sum(r[1] for r in reports)
-    writes = sum(r[2] for r in reports)
-    wbusy = [r[3] for r in reports if r[3] is not None]
-    return seconds, cpu, busy[0], commits, writes, (sum(wbusy) if wbusy else None)
-
-
-# -- RQ ----------------------------------------------------------------------------------------
-
-
-def rq_worker_process(redis_url: str, ready: Any, go: MpEvent, out: Any) -> None:
-    conn = redis.Redis.from_url(redis_url)
-    w = rq.SimpleWorker([rq.Queue("bench", connection=conn)], connection=conn)
-    ready.put(os.getpid())
-    go.wait()
-    cpu = proc_cpu()
-    w.work(burst=True, logging_level="WARNING")
-    out.put(proc_cpu() - cpu)
-
-
-def measure_rq(name: str, cfg: Config, fork: bool) -> Result:
-    flush_redis(cfg.redis_url)
-    conn = redis.Redis.from_url(cfg.redis_url)
-    q = rq.Queue("bench", connection=conn)
-    t = time.perf_counter()
-    jobs = [
-        rq.Queue.prepare_data(workload.rq_steps, args=(cfg.ops,), result_ttl=3600) for _ in range(cfg.runs)
-    ]
-    q.enqueue_many(jobs)
-    enqueue_seconds = time.perf_counter() - t
-    if cfg.processes <= 1:
-        worker_class = rq.Worker if fork else rq.SimpleWorker
-        w = worker_class([q], connection=conn)
-        with host_cpu() as busy:
-            cpu = proc_cpu()
-            t0 = time.perf_counter()
-            w.work(burst=True, logging_level="WARNING")
-            seconds = time.perf_counter() - t0
-            cpu = proc_cpu() - cpu
-    else:
-        seconds, cpu, busy = rq_processes(cfg)
-    done = q.finished_job_registry.count
-    if done != cfg.runs:
-        raise SystemExit(f"RQ: {done} of {cfg.runs} jobs finished")
-    conn.close()
-    return Result(name, cfg.runs, cfg.runs * cfg.ops, seconds, cpu, busy[0], enqueue_seconds=enqueue_seconds)
-
-
-def rq_processes(cfg: Config) -> tuple[float, float, list[float]]:
-    ctx = multiprocessing.get_context("spawn")
-    ready, out = ctx.Queue(), ctx.Queue()
-    go = ctx.Event()
-    procs = [
-        ctx.Process(target=rq_worker_process, args=(cfg.redis_url, ready, go, out))
-        for _ in range(cfg.processes)
-    ]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        ready.get(timeout=60)
-    with host_cpu() as busy:
-        t0 = time.perf_counter()
-        go.set()
-        for p in procs:
-            p.join(300)
-        seconds = time.perf_counter() - t0
-    cpu = sum(out.get(timeout=10) for _ in procs)
-    return seconds, cpu, busy
-
-
-# -- raw psycopg -------------------------------------------------------------------------------
-
-
-def measure_raw(name: str, cfg: Config) -> Result:
-    schema = f"bench_raw_{uuid.uuid4().hex[:10]}"
-    try:
-        with psycopg.connect(cfg.database_url, autocommit=True) as c:
-            c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-            c.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-            c.execute("CREATE TABLE steps (run int, step int, x int, PRIMARY KEY (run, step))")
-            with host_cpu() as busy:
-                cpu = proc_cpu()
-                t0 = time.perf_counter()
-                for run in range(cfg.runs):
-                    for step in range(cfg.ops):
-                        c.execute("INSERT INTO steps VALUES (%s, %s, %s)", (run, step, step + 1))
-                seconds = time.perf_counter() - t0
-                cpu = proc_cpu() - cpu
-    finally:
-        drop_schema(cfg.database_url, schema)
-    n = cfg.runs * cfg.ops
-    return Result(name, cfg.runs, n, seconds, cpu, busy[0], commits=n, writes=n)
-
-
-# -- the machine and the private Redis ---------------------------------------------------------
-
-
-def proc_cpu() -> float:
-    """CPU seconds of this process and of its waited-for children (RQ's forked work horses)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def busy_ticks() -> int:
-    """Busy jiffies of the whole machine (all but idle and iowait), from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [int(v) for v in f.readline().split()[1:]]
-    return sum(fields) - fields[3] - fields[4]
-
-
-@contextmanager
-def host_cpu() -> Iterator[list[float]]:
-    """Yields a one-element list set, on exit, to the machine's busy core-seconds meanwhile."""
-    out = [0.0]
-    busy = busy_ticks()
-    try:
-        yield out
-    finally:
-        out[0] = (busy_ticks() - busy) / os.sysconf("SC_CLK_TCK")
-
-
-def outlast_source() -> str:
-    """Where the measured outlast comes from, and its commit (+dirty) when it is a git checkout."""
-    root = Path(outlast.__file__).resolve().parents[1]
-    git = ["git", "-C", str(root)]
-    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return f"outlast from {root} (not a git checkout)"
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "outlast"], capture_output=True, text=True)
-    return f"outlast {head.stdout.strip()}{'+dirty' if dirty.stdout.strip() else ''} from {root}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextmanager
-def private_redis() -> Iterator[str]:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        sys.exit("the bench starts a private redis-server: none on PATH")
-    port = free_port()
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        r = redis.Redis.from_url(url)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        r.close()
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def flush_redis(url: str) -> None:
-    r = redis.Redis.from_url(url)
-    r.flushdb()  # the bench's private server only
-    r.close()
-
-
-# -- report ------------------------------------------------------------------------------------
-
-
-def median_result(results: list[Result]) -> Result:
-    """The repetition with the median time."""
-    ordered = sorted(results, key=lambda r: r.seconds)
-    return ordered[len(ordered) // 2]
-
-
-def median_ratio(results: list[Result], ref: list[Result]) -> float:
-    """Throughput relative to the reference, the median of the rounds' ratios: each round measures
-    every system once, back to back, so a ratio within a round cancels the machine's drift."""
-    ratios = sorted((r.ops / r.seconds) / (o.ops / o.seconds) for r, o in zip(results, ref, strict=True))
-    return ratios[len(ratios) // 2]
-
-
-def fmt(v: float | None, spec: str) -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def table(results: list[Result], ratios: list[float]) -> str:
-    head = (
-        "| system | runs/s | ops/s | / outlast | writes/commit | writer busy | worker CPU | host CPU |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|",
-    )
-    lines = list(head)
-    for r, ratio in zip(results, ratios, strict=True):
-        rate = r.ops / r.seconds
-        per_commit = None if not r.commits or r.writes is None else r.writes / r.commits
-        commits = "-" if r.commits is None else f"{per_commit:.1f} ({r.writes}/{r.commits})"
-        wbusy = None if r.writer_busy is None else 100 * r.writer_busy / r.seconds
-        lines.append(
-            f"| {r.name} | {r.runs / r.seconds:,.0f} | {rate:,.0f} | {ratio:.2f}x | {commits} "
-            f"| {fmt(wbusy, '.0f')}{'' if wbusy is None else '%'} | {100 * r.cpu / r.seconds:.0f}% "
-            f"| {100 * r.host_busy / r.seconds:.0f}% |"
-        )
-    return "\n".join(lines)
+    for _ in range(3):
+        add("replay", lambda: probes.replay(cfg, mode.replay_ops))
+    add("memory", lambda: probes.memory(cfg, mode.memory_runs, mode.hold))
+    return got, failed
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=200, help="runs (RQ: jobs) per system (default 200)")
-    p.add_argument("--ops", type=int, default=10, help="steps per run (default 10)")
+    p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, --quick 1)")
+    p.add_argument("--runs", type=int, help="runs per throughput measurement (default 800, --quick 100)")
     p.add_argument("--concurrency", type=int, default=32, help="outlast worker concurrency (default 32)")
-    p.add_argument("--pool", type=int, default=16, help="connections of the commit-per-write pool")
-    p.add_argument("--processes", type=int, default=1, help="worker processes per system (default 1)")
-    p.add_argument("--repeat", type=int, default=3, help="measure each system R times, keep the median")
     p.add_argument("--sync-tool", action="store_true", help="outlast calls a sync tool (run in a thread)")
+    p.add_argument("--no-probes", action="store_true", help="throughput only")
+    p.add_argument("--out", type=Path, help="where to write RESULTS.md and throughput.png")
     p.add_argument("--database-url", default=os.environ.get("OUTLAST_BENCH_DATABASE_URL", DEFAULT_DB))
     args = p.parse_args()
+    mode = QUICK if args.quick else FULL
+    mode = replace(mode, rounds=args.rounds or mode.rounds, runs=args.runs or mode.runs)
+    out = args.out or (HERE / "results" / "quick" if args.quick else HERE / "results")
     configure("json", logging.WARNING)
     load_before = os.getloadavg()[0]
-
+    started = time.perf_counter()
     with private_redis() as redis_url:
         cfg = Config(
             args.database_url,
             redis_url,
-            args.runs,
-            args.ops,
+            mode.runs,
             args.concurrency,
-            args.processes,
-            args.pool,
-            "bump_sync" if args.sync_tool else "bump",
+            tool="bump_sync" if args.sync_tool else "bump",
         )
-        systems: list[tuple[str, Callable[[str], Result]]] = [
-            ("outlast", lambda n: measure_outlast(n, cfg, "shared")),
-            ("outlast, 1 write per commit", lambda n: measure_outlast(n, cfg, "one-per-commit")),
-            (
-                f"outlast, commit per write on {cfg.pool} conns",
-                lambda n: measure_outlast(n, cfg, "pool"),
-            ),
-            ("RQ SimpleWorker (1 job = K steps)", lambda n: measure_rq(n, cfg, fork=False)),
-            ("psycopg raw, INSERT+COMMIT per step", lambda n: measure_raw(n, cfg)),
-        ]
-        if cfg.processes <= 1:
-            systems.insert(4, ("RQ Worker, fork per job", lambda n: measure_rq(n, cfg, fork=True)))
-        results: dict[str, list[Result]] = {name: [] for name, _ in systems}
-        started = time.perf_counter()
-        for i in range(args.repeat):  # interleaved, so that drift hits every system alike
-            for name, measure in systems:
-                results[name].append(measure(name))
-                print(f"  [{i + 1}/{args.repeat}] {name}: {results[name][-1].seconds:.2f}s", file=sys.stderr)
-        final = [median_result(rs) for rs in results.values()]
-        outlast_rounds = results[systems[0][0]]
-        ratios = [median_ratio(rs, outlast_rounds) for rs in results.values()]
-
+        todo = cells(cfg, mode)
+        measure_rounds(todo, mode.rounds)
+        probe, probe_failed = ({}, []) if args.no_probes else run_probes(cfg, mode)
+    table = [c for c, _ in todo]
+    reference = {(c.k, c.processes): c for c in table if c.name == "outlast"}
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    print(
-        f"\n{when}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"{args.runs} runs x {args.ops} ops, outlast concurrency {cfg.concurrency}, "
-        f"{cfg.processes} worker process(es), tool {cfg.tool}, median of {args.repeat}, "
-        f"bench took {time.perf_counter() - started:.0f}s, load average {load_before:.1f} before and "
-        f"{os.getloadavg()[0]:.1f} after (others' work on the machine skews absolute numbers)\n"
-        f"{outlast_source()}\n"
+    machine = (
+        f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Linux {platform.release()}, "
+        f"Python {sys.version.split()[0]}; Postgres, Redis and the workers on the same machine"
     )
-    print(table(final, ratios))
-    enq = [f"{r.name} {r.runs / r.enqueue_seconds:,.0f}/s" for r in final if r.enqueue_seconds]
-    print("\nenqueue rate (not in the table): " + "; ".join(enq))
-    print(f"outlast shared commits / 1 write per commit = {1 / ratios[1]:.1f}x")
-    for r in final[:2]:
-        if r.writer_busy is not None and r.commits and r.writes:
-            print(
-                f"{r.name}: the writer spent {1000 * r.writer_busy / r.commits:.2f} ms per commit, "
-                f"{1000 * r.writer_busy / r.writes:.2f} ms per write"
-            )
+    head = (
+        f"{when}; {machine}; {outlast_source()}; `bench/run.py{' --quick' if args.quick else ''}`: "
+        f"{mode.runs} runs per measurement, outlast concurrency {cfg.concurrency}, {mode.rounds} interleaved "
+        f"round(s); load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
+        f"bench took {time.perf_counter() - started:.0f} s"
+    )
+    failures = [f"- {c.name} K={c.k} P={c.processes}: {c.failed}" for c in table if c.failed] + [
+        f"- probe {f}" for f in probe_failed
+    ]
+    text = "\n\n".join(
+        [
+            "# bench results",
+            head,
+            "## Targets (issue 9)",
+            report.targets_table(target_rows(table, probe, mode)),
+            "## Throughput",
+            report.throughput_table(table, reference),
+            "## Probes (outlast)",
+            "\n".join(f"- {k}: {report.fmt_spread(v, '.1f', '')}" for k, v in probe.items()) or "- not run",
+            "## Failed",
+            "\n".join(failures) or "- nothing",
+        ]
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "RESULTS.md").write_text(text + "\n")
+    try:
+        report.chart(out / "throughput.png", table, f"outlast bench, {when}, {os.cpu_count()} cores")
+    except Exception as exc:
+        print(f"no chart: {exc}", file=sys.stderr)
+    print(text)
 
 
 if __name__ == "__main__":

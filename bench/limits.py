@@ -1,0 +1,124 @@
+"""The limits of the servers underneath, measured in the same run as outlast:
+- a raw INSERT+COMMIT per step on one connection (the floor of "a commit per write");
+- the fenced-append limit: outlast's own ``append`` statement (fencing token, chain head, journal
+  row) from a raw psycopg loop on one connection, B appends per transaction sent in pipeline mode
+  as outlast's writer sends them, B = the writes per commit outlast reached in the same round;
+- Redis: XADD round trips on one connection (what enqueueing a run costs Redis, unpipelined)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import redis
+from common import Config, Result, drop_schema, host_cpu, proc_cpu, tag
+from outlast_runs import migrate, settings
+from psycopg import sql
+
+from outlast.store.queries import Q
+
+
+def raw_insert(cfg: Config, k: int) -> Callable[[str], Result]:
+    def run(name: str) -> Result:
+        schema = f"bench_raw_{tag()}"
+        try:
+            with psycopg.connect(cfg.database_url, autocommit=True) as c:
+                c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+                c.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+                c.execute("CREATE TABLE steps (run int, step int, x int, PRIMARY KEY (run, step))")
+                with host_cpu() as busy:
+                    cpu = proc_cpu()
+                    t0 = time.perf_counter()
+                    for r in range(cfg.runs):
+                        for step in range(k):
+                            c.execute("INSERT INTO steps VALUES (%s, %s, %s)", (r, step, step + 1))
+                    seconds = time.perf_counter() - t0
+                    cpu = proc_cpu() - cpu
+        finally:
+            drop_schema(cfg.database_url, schema)
+        n = cfg.runs * k
+        return Result(name, k, 1, cfg.runs, seconds, cpu, busy[0], commits=n, writes=n)
+
+    return run
+
+
+def fenced_append(cfg: Config, batch: Callable[[], int], appends: int) -> Callable[[str], Result]:
+    """``appends`` fenced appends, ``batch()`` per transaction (one per run, like concurrent
+    runs), reported as writes: compare with outlast's writes/s, not its ops/s."""
+
+    def run(name: str) -> Result:
+        b = max(1, batch())
+        s = settings(cfg)
+        asyncio.run(migrate(s))
+        try:
+            with psycopg.connect(
+                cfg.database_url, autocommit=True, options=f"-c search_path={s.schema}"
+            ) as c:
+                c.execute(
+                    "INSERT INTO runs (id, workflow, input, input_hash, state, fencing_token) "
+                    "SELECT 'f' || i, 'steps', '{}', '', 'running', 1 FROM generate_series(1, %s) i",
+                    (b,),
+                )
+                c.execute("ANALYZE runs")
+                rounds = max(1, appends // b)
+                with host_cpu() as busy:
+                    cpu = proc_cpu()
+                    t0 = time.perf_counter()
+                    for seq in range(1, rounds + 1):
+                        _append_batch(c, b, seq)
+                    seconds = time.perf_counter() - t0
+                    cpu = proc_cpu() - cpu
+                ok = c.execute("SELECT count(*) FROM journal").fetchone()
+        finally:
+            drop_schema(cfg.database_url, s.schema)
+        n = rounds * b
+        if ok != (n,):
+            raise RuntimeError(f"fenced append: {ok} rows, expected {n}")
+        return Result(name, 1, 1, n, seconds, cpu, busy[0], commits=rounds, writes=n)
+
+    return run
+
+
+def _append_batch(c: psycopg.Connection[Any], b: int, seq: int) -> None:
+    with c.pipeline(), c.transaction():
+        curs = [
+            c.execute(
+                Q["append"],
+                {
+                    "run_id": f"f{i}",
+                    "token": 1,
+                    "seq": seq,
+                    "kind": "intention" if seq % 2 else "result",
+                    "op_id": f"op{seq // 2}",
+                    "body": f'{{"args":{{"x":{seq}}},"tool":"bump"}}',
+                    "hash": f"{i:08x}{seq:056x}",
+                },
+            )
+            for i in range(1, b + 1)
+        ]
+    for cur in curs:
+        if not cur.fetchall():
+            raise RuntimeError("fenced append refused")
+
+
+def redis_xadd(cfg: Config, n: int) -> Callable[[str], Result]:
+    def run(name: str) -> Result:
+        r = redis.Redis.from_url(cfg.redis_url)
+        key = f"bench:limit:{tag()}"
+        try:
+            with host_cpu() as busy:
+                cpu = proc_cpu()
+                t0 = time.perf_counter()
+                for i in range(n):
+                    r.xadd(key, {"run": i})
+                seconds = time.perf_counter() - t0
+                cpu = proc_cpu() - cpu
+        finally:
+            r.delete(key)
+            r.close()
+        return Result(name, 1, 1, n, seconds, cpu, busy[0])
+
+    return run
