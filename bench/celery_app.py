@@ -36,3 +36,13 @@ def steps(k: int, total: int) -> int:
     if n == total:
         _r.set("bench:last", time.time())
     return x
+
+
+@app.task(name="bench.stamp")
+def stamp(sent: float) -> None:
+    """The latency probe's task: notes how long after ``sent`` it started."""
+    global _r
+    started = time.time()
+    if _r is None:
+        _r = redis.Redis.from_url(BROKER)
+    _r.rpush("bench:lat", started - sent)

@@ -111,8 +111,10 @@ def outlast_source() -> str:
     root = Path(outlast.__file__).resolve().parents[1]
     git = ["git", "-C", str(root)]
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return f"outlast from {root} (not a git checkout)"
+    if head.returncode != 0:  # an export (git archive): its commit noted beside it, if at all
+        noted = root / ".outlast-commit"
+        commit = noted.read_text().strip() if noted.exists() else "unknown commit"
+        return f"outlast {commit} (exported to {root})"
     dirty = subprocess.run([*git, "status", "--porcelain", "--", "outlast"], capture_output=True, text=True)
     return f"outlast {head.stdout.strip()}{'+dirty' if dirty.stdout.strip() else ''}"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 import workload
-from common import Config, Result, flush_redis, host_cpu, pid_cpu, proc_cpu, scratch_database
+from common import Config, Result, flush_redis, host_cpu, percentile, pid_cpu, proc_cpu, scratch_database
 
 HERE = Path(__file__).resolve().parent
 
@@ -182,3 +182,62 @@ def dbos_measure(cfg: Config, k: int) -> Callable[[str], Result]:
         return Result(name, k, 1, cfg.runs, got["seconds"], got["cpu"], got["host"])
 
     return run
+
+
+# -- latency at light load (enqueue call, enqueue -> start), as outlast's probe measures it ------
+
+
+def peer_latency(cfg: Config, peer: str, samples: int) -> dict[str, float]:
+    """One job at a time, 20 ms apart, to an idle worker process (Celery ``-c 1`` or RQ's
+    SimpleWorker); each job notes when it started."""
+    flush_redis(cfg.redis_url)
+    env = _child_env(BENCH_CELERY_BROKER=cfg.redis_url)
+    r = redis.Redis.from_url(cfg.redis_url)
+    if peer == "celery":
+        from celery import Celery
+
+        sender = Celery("bench-sender", broker=cfg.redis_url)
+        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "-c", "1", "-P", "prefork"]
+        cmd += ["-Q", "bench", "-l", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+
+        def send(sent: float) -> None:
+            sender.send_task("bench.stamp", args=(sent,), queue="bench")
+    else:
+        q = rq.Queue("bench", connection=r)
+        cmd = [sys.executable, "-m", "rq.cli", "worker", "--url", cfg.redis_url, "-w", "rq.SimpleWorker"]
+        cmd += ["-q", "bench"]
+
+        def send(sent: float) -> None:
+            q.enqueue(workload.peer_stamp, sent)
+
+    proc = subprocess.Popen(cmd, env=env, cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        send(time.time())  # warm-up: the worker is up once it ran
+        _await_len(r, 1, proc)
+        time.sleep(0.3)
+        r.delete("bench:lat")
+        calls = []
+        for _ in range(samples):
+            before = time.time()
+            send(before)
+            calls.append(time.time() - before)
+            time.sleep(0.02)
+        _await_len(r, samples, proc)
+        starts = [float(v) for v in r.lrange("bench:lat", 0, -1)]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        r.close()
+    return {
+        "enqueue call p50 ms": 1000 * percentile(calls, 0.5),
+        "enqueue->start p50 ms": 1000 * percentile(starts, 0.5),
+        "enqueue->start p99 ms": 1000 * percentile(starts, 0.99),
+    }
+
+
+def _await_len(r: redis.Redis, n: int, proc: subprocess.Popen[bytes]) -> None:
+    until = time.monotonic() + 60
+    while r.llen("bench:lat") < n:
+        if proc.poll() is not None or time.monotonic() > until:
+            raise RuntimeError(f"worker gone or too slow: {proc.stderr and proc.stderr.read()!r}")
+        time.sleep(0.01)

@@ -125,6 +125,7 @@ def chart(path: Path, cells: list[Cell], title: str) -> None:
     ax.set_xlabel("worker processes")
     ax.set_ylabel("ops/s (K = 5)")
     ax.set_xticks([1, 2, 4])
+    ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.set_title("scaling with processes (2 cores)", fontsize=9)
     fig.suptitle(title, fontsize=10)

@@ -97,13 +97,13 @@ def cells(cfg: Config, mode: Mode) -> list[tuple[report.Cell, Callable[[str], Re
             limits.fenced_append(cfg, lambda: batch["size"], 10 * cfg.runs),
         ),
         ("outlast, concurrency 256", 5, 1, "ops", outlast_runs.measure(cfg, 5, concurrency=256)),
-        ("outlast, 1 write per commit", 5, 1, "ops", outlast_runs.measure(cfg, 5, writer="one-per-commit")),
+        ("outlast, 1 write per commit", 5, 1, "ops", outlast_runs.measure(slow, 5, writer="one-per-commit")),
         (
             f"outlast, commit per write on {cfg.pool} conns",
             5,
             1,
             "ops",
-            outlast_runs.measure(cfg, 5, writer="pool"),
+            outlast_runs.measure(slow, 5, writer="pool"),
         ),
         ("Celery acks_late -c 1", 5, 1, "ops", peers.celery_measure(cfg, 5, 1)),
         ("Celery acks_late -c 2", 5, 2, "ops", peers.celery_measure(cfg, 5, 2)),
@@ -227,6 +227,10 @@ def target_rows(
     return rows
 
 
+def _prefixed(peer: str, got: dict[str, float]) -> dict[str, float]:
+    return {f"{'Celery -c 1' if peer == 'celery' else 'RQ SimpleWorker'}: {k}": v for k, v in got.items()}
+
+
 def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[str]]:
     got: dict[str, list[float]] = {}
     failed: list[str] = []
@@ -243,6 +247,12 @@ def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[st
 
     for _ in range(mode.rounds):
         add("latency", lambda: probes.latency(cfg, mode.latency_samples))
+    for peer in ("celery", "rq"):
+        for _ in range(mode.rounds):
+            add(
+                f"{peer} latency",
+                lambda peer=peer: _prefixed(peer, peers.peer_latency(cfg, peer, mode.latency_samples)),
+            )
     for _ in range(mode.takeovers):
         add("takeover", lambda: {"takeover s": probes.takeover(cfg, mode.ttl)})
     add(

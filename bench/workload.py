@@ -75,3 +75,13 @@ def rq_steps(k: int) -> int:
     for _ in range(k):
         x = bump(x)
     return x
+
+
+def peer_stamp(sent: float) -> None:
+    """A peer's job for the latency probe: notes how long after ``sent`` it started (RQ)."""
+    import rq
+
+    started = time.time()
+    job = rq.get_current_job()
+    assert job is not None
+    job.connection.rpush("bench:lat", started - sent)
