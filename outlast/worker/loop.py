@@ -130,7 +130,7 @@ class Worker:
         return self.s.concurrency - len(self._tasks)
 
     async def _read_loop(self) -> None:
-        reclaim_every = max(self.s.lease_ttl / 2, 0.25)
+        reclaim_every = max(self.s.lease_ttl / 4, 0.25)  # a takeover within about TTL + 1 s
         block = max(50, int(min(1000, reclaim_every * 1000) / len(self.queues)))
         next_reclaim = 0.0
         while not self._stopping.is_set():  # as in _every: not only cancelled
