@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,7 +27,6 @@ from typing import Any
 
 import psycopg
 import structlog
-from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from outlast.errors import ServiceUnavailable
@@ -42,23 +39,6 @@ _QUICK_TRIES = 3
 
 log = structlog.get_logger("outlast.store")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
-
-
-_PARAM = re.compile(r"%\((\w+)\)s")
-
-
-@functools.cache
-def _positional(statement: str) -> tuple[str, tuple[str, ...]]:
-    """A statement with named parameters (``%(name)s``) as one to PREPARE (``$1``...), and the
-    names in their order."""
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    return _PARAM.sub(number, statement), tuple(names)
 
 
 @dataclass
@@ -99,7 +79,6 @@ class Writer:
         self._conn: Conn | None = None
         self._warned = False
         self._dead_pid: int | None = None  # the server process of a dropped connection
-        self._prepared: dict[str, str] = {}  # statement text -> its name on this connection
         self.commits = 0
         self.writes = 0
 
@@ -189,9 +168,7 @@ class Writer:
         """One transaction; drops the connection if it broke or stalled."""
         if self._conn is None or self._conn.closed:
             conn = await asyncio.wait_for(self._connect(), STALL)
-            conn.prepare_threshold = None  # only the statements prepared here, by name
             await asyncio.wait_for(self._bury(conn), STALL)
-            self._prepared.clear()
             self._conn = conn
         conn = self._conn
         try:
@@ -202,41 +179,11 @@ class Writer:
             raise
 
     async def _transaction(self, conn: Conn, batch: list[_Write]) -> list[list[dict[str, Any]]]:
-        """The batch as one query, one round trip: ``BEGIN; EXECUTE ...; COMMIT``. Each statement
-        is prepared once per connection (the first time it is seen: ``PREPARE`` in the same
-        query), and its parameters are sent as literals quoted by psycopg; this spares the
-        per-statement protocol work of the extended protocol, where most of a write's CPU went."""
-        parts = ["BEGIN"]
-        for w in batch:
-            text, names = _positional(w.sql)
-            name = self._prepared.get(w.sql)
-            if name is None:
-                name = self._prepared[w.sql] = f"outlast_w{len(self._prepared) + 1}"
-                parts.append(f"PREPARE {name} AS {text}")
-            args = ", ".join(sql.Literal(w.params[n]).as_string(conn) for n in names)
-            parts.append(f"EXECUTE {name}({args})" if names else f"EXECUTE {name}")
-        parts.append("COMMIT")
-        cur = conn.cursor()
-        try:
-            await cur.execute(";\n".join(parts).encode())
-        except psycopg.Error:
-            # One statement failed: the rest of the query was skipped. Roll back and forget what
-            # was prepared (which PREPAREs ran before the failure is not known); the connection
-            # stays, for the writes to be tried one by one.
-            self._prepared.clear()
-            if not conn.broken and not conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    await conn.execute(b"ROLLBACK; DEALLOCATE ALL")
-            raise
-        except BaseException:  # cancelled (a stall): the connection is dropped
-            self._prepared.clear()
-            raise
-        out: list[list[dict[str, Any]]] = []
-        while True:
-            if cur.statusmessage not in ("BEGIN", "PREPARE", "COMMIT"):
-                out.append(await cur.fetchall() if cur.description else [])
-            if not cur.nextset():
-                break
+        # Pipeline mode: the batch's statements go out without waiting for each reply; the cost
+        # of a batch is then about one round trip and one commit, not one per statement.
+        async with conn.pipeline(), conn.transaction():
+            cursors = [await conn.execute(w.sql, w.params) for w in batch]
+        out = [await c.fetchall() if c.description else [] for c in cursors]
         self.commits += 1
         self.writes += len(batch)
         return out
