@@ -10,7 +10,7 @@ import asyncio
 import math
 import threading
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -158,20 +158,35 @@ class AsyncClient:
         workflow: str,
         inputs: Iterable[dict[str, Any]],
         *,
+        run_ids: Sequence[str] | None = None,
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
-        the ids go to the stream in one pipelined round trip."""
+        the ids go to the stream in one pipelined round trip. Give ``run_ids`` to make a retry
+        after a failure safe: the runs already recorded are then returned, not made twice."""
+        items = list(inputs)
+        ids: list[str | None] = list(run_ids) if run_ids is not None else [None] * len(items)
+        if len(ids) != len(items):
+            raise InvalidInput(f"enqueue_many: {len(items)} inputs but {len(ids)} run ids")
         admitted = [
-            self._prepare(workflow, data, run_id=None, queue=queue, deadline=deadline, budget=budget)
-            for data in inputs
+            self._prepare(workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget)
+            for data, rid in zip(items, ids, strict=True)
         ]
         await self.open()
-        inserted = await asyncio.gather(*(self._insert(a) for a in admitted))
+        outcomes = await asyncio.gather(*(self._insert(a) for a in admitted), return_exceptions=True)
+        inserted = [o for o in outcomes if not isinstance(o, BaseException)]
         await self._publish([run for run, publish in inserted if publish])
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed and not isinstance(failed[0], ServiceUnavailable):
+            raise failed[0]  # a refusal (e.g. RunConflict): what was recorded is published
+        if failed:  # what was recorded is published; say so, and how to retry safely
+            raise ServiceUnavailable(
+                f"enqueue_many: {len(failed)} of {len(items)} runs could not be recorded ({failed[0]}); "
+                f"the other {len(inserted)} are recorded and published: retry with the same run_ids"
+            ) from failed[0]
         return [run for run, _ in inserted]
 
     def _prepare(

@@ -95,3 +95,16 @@ async def test_enqueue_many_commits_together_and_publishes_in_one_go(
         for run in runs[::60]:
             assert (await c.wait(run.id, timeout=60)).state == "succeeded"
         await stop_worker(w, task)
+
+
+async def test_enqueue_many_with_run_ids_is_safe_to_retry(world: World) -> None:
+    async with AsyncClient(settings=world.settings()) as c:
+        ids = [f"batch-{i}" for i in range(50)]
+        first = await c.enqueue_many("echo", [{"i": i} for i in range(50)], run_ids=ids)
+        again = await c.enqueue_many("echo", [{"i": i} for i in range(50)], run_ids=ids)
+        assert [r.id for r in first] == [r.id for r in again] == ids
+        with pytest.raises(RunConflict):  # the same id with another input is refused
+            await c.enqueue_many("echo", [{"i": "other"}], run_ids=["batch-0"])
+        with pytest.raises(InvalidInput, match="2 inputs but 1 run ids"):
+            await c.enqueue_many("echo", [{}, {}], run_ids=["x"])
+    assert world.sql("SELECT count(*) FROM runs") == [(50,)]
