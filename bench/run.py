@@ -2,7 +2,7 @@
 Postgres and the same Redis: the standing comparison of issue 9.
 
     python bench/run.py --quick     # a few seconds per measurement: checks the harness
-    python bench/run.py             # the full comparison (~10 minutes on 2 cores)
+    python bench/run.py             # the full comparison (~10 minutes on 2 cores, 5 rounds)
 
 Throughput (interleaved rounds: every row is measured once per round, back to back, so each
 round's ratio cancels the machine's drift): outlast, its writer variants and concurrency 256;
@@ -72,7 +72,7 @@ QUICK = Mode(
 )
 FULL = Mode(
     runs=800,
-    rounds=3,
+    rounds=5,
     slow_runs=200,
     latency_samples=200,
     ttl=5.0,
@@ -267,7 +267,7 @@ def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[st
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
-    p.add_argument("--rounds", type=int, help="interleaved rounds (default: 3, --quick 1)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds (default: 5, --quick 1)")
     p.add_argument("--runs", type=int, help="runs per throughput measurement (default 800, --quick 100)")
     p.add_argument("--concurrency", type=int, default=32, help="outlast worker concurrency (default 32)")
     p.add_argument("--sync-tool", action="store_true", help="outlast calls a sync tool (run in a thread)")
