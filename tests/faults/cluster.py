@@ -17,7 +17,7 @@ from pathlib import Path
 import redis
 
 from tests.conftest import wait_for
-from tests.faults import TIMEOUT
+from tests.faults import TIMEOUT, redis_binary
 
 NODES = 6
 BUS = 10_000  # a node's cluster bus listens on its port + 10000
@@ -51,8 +51,8 @@ class PrivateCluster:
     """Start, inspect, fail over and destroy a local six-node Redis Cluster."""
 
     def __init__(self, root: Path) -> None:
-        self.exe = shutil.which("redis-server") or "/usr/bin/redis-server"
-        self.cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+        self.exe = str(redis_binary("redis-server"))
+        self.cli = str(redis_binary("redis-cli"))
         self.root = root
         self.ports: list[int] = []
         for _ in range(NODES):
