@@ -1,7 +1,8 @@
 """outlast's probes, each against worker processes as ``outlast worker`` runs them:
 - latency at light load: the enqueue call, enqueue -> the workflow starting, and the time per
   operation inside a run (one run at a time, 20 ms apart);
-- takeover: a worker is SIGKILLed while it holds a run; how long until another worker holds it;
+- takeover: a worker is SIGKILLed (at a random phase of its lease renewal) while it holds a run;
+  how long until another worker holds it, with no backlog and with one;
 - replay: a run with K journaled operations resumes (after a durable sleep): the time from the
   workflow's start to its first crossing past the journal, plus the journal's load query;
 - memory: the worker process's RSS while it holds C runs at once."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import time
 from typing import Any
@@ -79,7 +81,7 @@ def takeover(cfg: Config, ttl: float, backlog: int = 0) -> float:
         if backlog:
             asyncio.run(_enqueue(s, "steps", [{"k": 5}] * backlog))
         second = Workers(s.with_(worker_name=f"{s.worker_name}-b"), 1, gated=False)
-        time.sleep(0.5)
+        time.sleep(0.5 + random.uniform(0, ttl / 3))  # any phase of the lease's renewal period
         killed = time.monotonic()
         os.kill(first.pids[0], signal.SIGKILL)
         _until(lambda: _sql(s, "SELECT 1 FROM runs WHERE id = 'held' AND fencing_token >= 2"), 10 * ttl + 30)

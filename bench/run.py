@@ -76,7 +76,7 @@ FULL = Mode(
     slow_runs=200,
     latency_samples=200,
     ttl=5.0,
-    takeovers=3,
+    takeovers=4,
     replay_ops=1000,
     memory_runs=200,
     hold=4.0,
@@ -255,9 +255,11 @@ def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[st
             )
     for _ in range(mode.takeovers):
         add("takeover", lambda: {"takeover s": probes.takeover(cfg, mode.ttl)})
-    add(
-        "takeover, backlog", lambda: {"takeover, backlog s": probes.takeover(cfg, mode.ttl, backlog=cfg.runs)}
-    )
+    for _ in range(mode.takeovers):
+        add(
+            "takeover, backlog",
+            lambda: {"takeover, backlog s": probes.takeover(cfg, mode.ttl, backlog=cfg.runs)},
+        )
     for _ in range(3):
         add("replay", lambda: probes.replay(cfg, mode.replay_ops))
     add("memory", lambda: probes.memory(cfg, mode.memory_runs, mode.hold))
