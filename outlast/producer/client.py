@@ -150,7 +150,7 @@ class AsyncClient:
         anything is written.
         """
         return await self._admit(
-            workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget
+            self._prepare(workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget)
         )
 
     async def enqueue_many(
@@ -254,20 +254,8 @@ class AsyncClient:
                 f"{exc}; run {ids} is recorded (queued) and a worker's sweeper will publish it"
             ) from exc
 
-    async def _admit(
-        self,
-        workflow: str,
-        input: dict[str, Any] | None,
-        *,
-        run_id: str | None,
-        queue: str | None,
-        deadline: timedelta | float | None = None,
-        budget: dict[str, float] | None = None,
-        parent: Run | None = None,
-    ) -> Run:
-        row = self._prepare(
-            workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget, parent=parent
-        )
+    async def _admit(self, row: dict[str, Any]) -> Run:
+        """Commit one prepared run row, then publish it (unless it exists and is not queued)."""
         await self.open()
         run, publish = await self._insert(row)
         if publish:
@@ -374,7 +362,7 @@ class AsyncClient:
             )
         data = original.input if input is None else input
         return await self._admit(
-            original.workflow, data, run_id=run_id_new, queue=original.queue, parent=original
+            self._prepare(original.workflow, data, run_id=run_id_new, queue=original.queue, parent=original)
         )
 
     async def cancel(self, run_id: str) -> Run:
