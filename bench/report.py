@@ -3,8 +3,9 @@ min/median/max over rounds, the targets of issue 9 met or missed, a Markdown fil
 
 from __future__ import annotations
 
+import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common import Result
@@ -78,16 +79,41 @@ def throughput_table(cells: list[Cell], reference: dict[tuple[int, int], Cell]) 
 
 
 def targets_table(rows: list[tuple[str, str, list[float], float, bool]]) -> str:
-    """rows: (target, unit suffix, values over rounds, bound, higher is better)."""
+    """rows: (target, unit suffix, values over rounds, bound, higher is better). A bound that
+    must hold every time (takeover: "at any backlog") is judged on its worst sample, the others on
+    the median."""
     lines = ["| target | measured, median (min-max) | met |", "|---|--:|:-:|"]
     for name, suffix, values, bound, higher in rows:
         if not values:
             lines.append(f"| {name} | not measured | - |")
             continue
-        mid = statistics.median(values)
-        met = mid >= bound if higher else mid <= bound
-        lines.append(f"| {name} | {fmt_spread(values, '.2f', suffix)} | {'yes' if met else '**no**'} |")
+        every = "takeover" in name
+        judged = (min(values) if higher else max(values)) if every else statistics.median(values)
+        met = judged >= bound if higher else judged <= bound
+        verdict = ("yes" if met else "**no**") + (" (worst)" if every else "")
+        lines.append(f"| {name} | {fmt_spread(values, '.2f', suffix)} | {verdict} |")
     return "\n".join(lines)
+
+
+def raw(cells: list[Cell], probes: dict[str, list[float]]) -> str:
+    """Every round of every row and every probe sample, as JSON (to re-read or re-plot)."""
+    return json.dumps(
+        {
+            "cells": [
+                {
+                    "name": c.name,
+                    "k": c.k,
+                    "processes": c.processes,
+                    "unit": c.unit,
+                    "failed": c.failed,
+                    "rounds": [asdict(r) for r in c.rounds],
+                }
+                for c in cells
+            ],
+            "probes": probes,
+        },
+        indent=1,
+    )
 
 
 def chart(path: Path, cells: list[Cell], title: str) -> None:

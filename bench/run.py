@@ -10,7 +10,7 @@ RQ (SimpleWorker, forking Worker), Celery (acks_late, -c 1, -c 2) and DBOS (queu
 doing the same K steps; a raw INSERT+COMMIT loop, the fenced-append limit and Redis XADD; K = 1
 and 5 operations, 1/2/4 worker processes. Then outlast's probes: latency percentiles, takeover
 after SIGKILL, a 1,000-operation replay, memory at 200 runs at once. Writes
-``bench/results/RESULTS.md`` and ``bench/results/throughput.png`` (``--quick``: under
+``bench/results/RESULTS.md``, ``throughput.png`` and ``raw.json`` (every round) (``--quick``: under
 ``bench/results/quick/``, not committed).
 
 Postgres: --database-url (or OUTLAST_BENCH_DATABASE_URL); every measurement gets its own schema
@@ -326,6 +326,7 @@ def main() -> None:
     )
     out.mkdir(parents=True, exist_ok=True)
     (out / "RESULTS.md").write_text(text + "\n")
+    (out / "raw.json").write_text(report.raw(table, probe) + "\n")
     try:
         report.chart(out / "throughput.png", table, f"outlast bench, {when}, {os.cpu_count()} cores")
     except Exception as exc:
