@@ -32,7 +32,7 @@ from psycopg.pq import TransactionStatus
 from outlast.errors import ServiceUnavailable
 
 MAX_BATCH = 256
-STALL = 15.0  # a server that answers nothing for this long is treated as gone
+STALL = 15.0  # a transaction not done in this long: its server is gone, or it is too big
 # Errors that say something about the statement itself, not the server: tried a few times only.
 _DETERMINISTIC = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.NotSupportedError)
 _QUICK_TRIES = 3
@@ -120,6 +120,13 @@ class Writer:
             try:
                 rows = await self._run(writes)
             except Exception as exc:
+                if isinstance(exc, TimeoutError) and len(writes) > 1:
+                    # More than one transaction can carry within the stall bound (large
+                    # payloads): halves, one after the other, so each run's order is kept.
+                    half = len(writes) // 2
+                    await self._settle(writes[:half])
+                    await self._settle(writes[half:])
+                    return
                 if self._conn is None or len(writes) == 1:
                     failed = [(w, exc) for w in writes]
                 else:

@@ -158,3 +158,19 @@ async def test_one_sweep_pass_pages_through_due_runs_once(world: World) -> None:
         assert len(seen) <= 7, f"pages repeat runs: {seen}"
     assert sorted(seen) == [f"r{i}" for i in range(7)]
     await store.close()
+
+
+async def test_a_batch_too_big_for_the_stall_bound_is_committed_in_halves(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from outlast.store import writer
+
+    monkeypatch.setattr(writer, "STALL", 0.5)
+    store = await opened(world)
+    await add_run(store, "seed")  # the writer's connection, made before the clock matters
+    slow = "SELECT pg_sleep(0.2), %(i)s::int AS i"  # four of these take 0.8 s together
+    rows = await asyncio.gather(*(store.writer.write(slow, {"i": i}) for i in range(4)))
+    assert [r[0]["i"] for r in rows] == [0, 1, 2, 3]
+    await store.close()
