@@ -199,7 +199,9 @@ class Worker:
                 await self._not_claimed(d, run_id, found)
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
+            # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
             claimed = (found, await self.store.db_now())
+            sent = time.monotonic() - self.s.lease_ttl
         run, db_now = claimed
         control = RunControl(run.id, run.fencing_token, self.s.lease_ttl, sent, run.cancel_requested)
         execution = Execution(run, self.app, self.store, db_now, control, self.s.max_payload)
