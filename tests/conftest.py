@@ -134,29 +134,44 @@ def world(services: tuple[str, str], tmp_path: Path) -> Iterator[World]:
     db, rd = services
     tag = uuid.uuid4().hex[:10]
     w = World(db, rd, f"t_{tag}", f"t{tag}", tmp_path)
-    import asyncio
-
-    from outlast.store import Store
-
-    async def migrate() -> None:
-        s = Store(db, w.schema)
-        await s.open(check=False)
-        await s.migrate()
-        await s.close()
-
-    asyncio.run(migrate())
+    migrate_schema(db, w.schema)
     w.sql("CREATE TABLE executions (id serial PRIMARY KEY, run_id text, what text)")
     try:
         yield w
     finally:
         w.stop_all()
-        with psycopg.connect(db, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA IF EXISTS "{w.schema}" CASCADE'.encode())
-        r = w.redis()
-        keys = list(r.scan_iter(f"{w.prefix}:*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
+        drop_schemas(db, w.schema)
+        drop_keys(w)
+
+
+def migrate_schema(database_url: str, schema: str) -> None:
+    """outlast's tables in a schema of a test's own."""
+    import asyncio
+
+    from outlast.store import Store
+
+    async def migrate() -> None:
+        s = Store(database_url, schema)
+        await s.open(check=False)
+        await s.migrate()
+        await s.close()
+
+    asyncio.run(migrate())
+
+
+def drop_schemas(database_url: str, *schemas: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as c:
+        for schema in schemas:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+def drop_keys(w: World) -> None:
+    """Every Redis key under the test's prefix."""
+    r = w.redis()
+    keys = list(r.scan_iter(f"{w.prefix}:*"))
+    if keys:
+        r.delete(*keys)
+    r.close()
 
 
 def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:

@@ -92,12 +92,17 @@ async def _pool() -> AsyncConnectionPool:
 async def _insert(a: Action) -> dict[str, Any]:
     pool = await _pool()
     async with pool.connection() as c:
-        cur = await c.execute(
-            "INSERT INTO effects (run_id, op_id, tool, key, token, pid) VALUES (%s, %s, %s, %s, %s, %s) "
-            "RETURNING id",
-            (a.run_id, a.operation_id, a.tool, a.idempotency_key, a.fencing_token, os.getpid()),
-        )
-        row = await cur.fetchone()
+        return await _insert_on(c, a)
+
+
+async def _insert_on(c: Any, a: Action) -> dict[str, Any]:
+    """One effect row for the action, on a connection (inside the caller's transaction, if any)."""
+    cur = await c.execute(
+        "INSERT INTO effects (run_id, op_id, tool, key, token, pid) VALUES (%s, %s, %s, %s, %s, %s) "
+        "RETURNING id",
+        (a.run_id, a.operation_id, a.tool, a.idempotency_key, a.fencing_token, os.getpid()),
+    )
+    row = await cur.fetchone()
     assert row is not None
     return {"effect": row[0], "op": a.operation_id}
 
@@ -140,14 +145,7 @@ async def reconciled(i: int, seconds: float = 0.0) -> dict[str, Any]:
         assert fence is not None
         if fence[0] > a.fencing_token:
             raise RuntimeError(f"stale writer: token {a.fencing_token} < {fence[0]} for {a.idempotency_key}")
-        cur = await c.execute(
-            "INSERT INTO effects (run_id, op_id, tool, key, token, pid) VALUES (%s, %s, %s, %s, %s, %s) "
-            "RETURNING id",
-            (a.run_id, a.operation_id, a.tool, a.idempotency_key, a.fencing_token, os.getpid()),
-        )
-        row = await cur.fetchone()
-    assert row is not None
-    return {"effect": row[0], "op": a.operation_id}
+        return await _insert_on(c, a)
 
 
 @app.reconciler("reconciled")

@@ -4,7 +4,6 @@ Postgres (which no test stops)."""
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import shutil
 import tempfile
@@ -12,11 +11,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from outlast.store import Store
 from tests.apps import faults as faults_app
+from tests.conftest import drop_keys, drop_schemas, migrate_schema
 from tests.faults import FaultWorld, PrivatePostgres, PrivateRedis
 
 
@@ -57,13 +55,7 @@ def fw(
         effects_url=shared_db, effects_schema=f"fx_{tag}", pg=pg, rd=rd,
     )  # fmt: skip
 
-    async def migrate() -> None:
-        s = Store(w.database_url, w.schema)
-        await s.open(check=False)
-        await s.migrate()
-        await s.close()
-
-    asyncio.run(migrate())
+    migrate_schema(w.database_url, w.schema)
     faults_app.setup(w.effects_url, w.effects_schema)
     try:
         yield w
@@ -71,12 +63,6 @@ def fw(
         w.stop_all()
         pg.ensure_up()
         rd.ensure_up()
-        with psycopg.connect(w.database_url, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA IF EXISTS "{w.schema}" CASCADE'.encode())
-        with psycopg.connect(w.effects_url, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA IF EXISTS "{w.effects_schema}" CASCADE'.encode())
-        r = w.redis()
-        keys = list(r.scan_iter(f"{w.prefix}:*"))
-        if keys:
-            r.delete(*keys)
-        r.close()
+        drop_schemas(w.database_url, w.schema)
+        drop_schemas(w.effects_url, w.effects_schema)
+        drop_keys(w)

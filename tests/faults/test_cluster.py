@@ -11,7 +11,6 @@ first run of queue ``a`` done after it) is measured and printed."""
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import tempfile
 import time
@@ -19,15 +18,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from outlast.errors import ConfigError
 from outlast.queue import Queue
 from outlast.settings import Settings
-from outlast.store import Store
 from tests.apps import faults as faults_app
-from tests.conftest import wait_for
+from tests.conftest import drop_schemas, migrate_schema, wait_for
 from tests.faults import FaultWorld, check_every_run_once, enqueue_many
 from tests.faults.cluster import PrivateCluster
 
@@ -55,22 +52,14 @@ def cw(services: tuple[str, str], tmp_path: Path) -> Iterator[FaultWorld]:
     try:
         cluster.start()
 
-        async def migrate() -> None:
-            s = Store(w.database_url, w.schema)
-            await s.open(check=False)
-            await s.migrate()
-            await s.close()
-
-        asyncio.run(migrate())
+        migrate_schema(w.database_url, w.schema)
         faults_app.setup(w.effects_url, w.effects_schema)
         yield w
     finally:
         w.stop_all()
         cluster.destroy()
         shutil.rmtree(root, ignore_errors=True)
-        with psycopg.connect(shared_db, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA IF EXISTS "{w.schema}" CASCADE'.encode())
-            c.execute(f'DROP SCHEMA IF EXISTS "{w.effects_schema}" CASCADE'.encode())
+        drop_schemas(shared_db, w.schema, w.effects_schema)
 
 
 async def test_a_cluster_url_picks_the_cluster_client() -> None:
