@@ -409,14 +409,10 @@ class Queue:
             raise self._unavailable(exc) from exc
         return [_text(n) for n in gone or []]
 
-    async def acquire_name(self, base: str, ttl: float) -> tuple[str, str]:
-        """A consumer name of this process's own, ``base-pid-xxxx``, and an empty token. Nothing
-        is held in Redis, so a flushed Redis cannot give one name to two workers. A restarted
-        worker has a new name: what its predecessor left pending is reclaimed once idle."""
-        return f"{base}-{os.getpid()}-{secrets.token_hex(2)}", ""
-
-    async def renew_name(self, name: str, token: str, ttl: float) -> None:
-        """Nothing to renew (kept for callers of the held-name protocol)."""
-
-    async def release_name(self, name: str, token: str) -> None:
-        """Nothing to release; ``forget_consumers`` deletes the name once it is idle."""
+    @staticmethod
+    def consumer_name(base: str) -> str:
+        """A consumer name of this process's own, ``base-pid-xxxx``. Nothing is held in Redis, so
+        a flushed Redis cannot give one name to two workers. A restarted worker has a new name:
+        what its predecessor left pending is reclaimed once idle; ``forget_consumers`` deletes
+        the name once it is idle."""
+        return f"{base}-{os.getpid()}-{secrets.token_hex(2)}"

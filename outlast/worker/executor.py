@@ -114,8 +114,9 @@ class Execution:
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
-        self._log_resume(Journaled(entries))
-        ctx = Run(run, self.app, self.store, self.control, entries, self.db_now, self.max_payload)
+        journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
+        self._log_resume(journal)
+        ctx = Run(run, self.app, self.store, self.control, journal, self.db_now, self.max_payload)
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()

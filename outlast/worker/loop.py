@@ -71,7 +71,7 @@ class Worker:
             self.name = self.s.worker_name
         else:
             # unique per process: a restarted worker's predecessor's entries are reclaimed
-            self.name, _ = await self.queue.acquire_name(socket.gethostname(), self.s.lease_ttl)
+            self.name = self.queue.consumer_name(socket.gethostname())
         # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
         structlog.contextvars.bind_contextvars(worker=self.name)
         self.log = log

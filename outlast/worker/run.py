@@ -18,7 +18,6 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from outlast.app import App
 from outlast.errors import InvalidInput
-from outlast.journal import Entry
 from outlast.model import Decision
 from outlast.model import Run as RunRecord
 from outlast.store import Store
@@ -42,7 +41,7 @@ class Run:
         app: App,
         store: Store,
         control: RunControl,
-        entries: list[Entry],
+        journal: Journaled,
         db_now: datetime | None = None,
         max_payload: int | None = None,
     ) -> None:
@@ -50,7 +49,7 @@ class Run:
         self.input = record.input
         self._app = app
         self._store = store
-        self._replayer = Replayer(record, store, control, Journaled(entries), db_now)
+        self._replayer = Replayer(record, store, control, journal, db_now)
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, max_payload)
         self._dispatcher.handle = self
         self._waits = Waits(store, control, self._replayer, self.settled, max_payload)
