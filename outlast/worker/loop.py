@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import signal
 import socket
@@ -59,6 +60,9 @@ class Worker:
         self._programs = app.programs()
         self.sweeper = Sweeper(store, queue, settings, queues)
         self._ack_failing = False
+        self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []
+        self._acker: asyncio.Task[None] | None = None
+        self._context = contextvars.copy_context()
         self.log = log
 
     # -- life ---------------------------------------------------------------------------
@@ -74,6 +78,7 @@ class Worker:
             self.name = self.queue.consumer_name(socket.gethostname())
         # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
         structlog.contextvars.bind_contextvars(worker=self.name)
+        self._context = contextvars.copy_context()  # the worker's own, without any run's
         self.log = log
         self.log.info(
             f"worker {self.name} serving queues {', '.join(self.queues)}",
@@ -87,6 +92,8 @@ class Worker:
             t.cancel()
         await asyncio.gather(*work, return_exceptions=True)
         await self._hand_over()
+        if self._acker is not None:
+            await self._acker
         self._done.set()
         beat.cancel()
         await asyncio.gather(beat, return_exceptions=True)
@@ -258,11 +265,31 @@ class Worker:
         await self._ack(active.delivery)
 
     async def _ack(self, d: Delivery) -> None:
-        """Acknowledge once the run's state is committed; through a Redis outage, retry (an entry
-        left unacknowledged is only delivered again, and its claim then finds nothing to do)."""
+        """Acknowledge once the run's state is committed. Batched: entries acknowledged while a
+        round trip is out go together in the next one; returns once ``d``'s round trip is done."""
+        done = asyncio.get_running_loop().create_future()
+        self._unacked.append((d, done))
+        if self._acker is None:
+            self._acker = asyncio.create_task(self._ack_batches(), context=self._context.copy())
+        await asyncio.shield(done)
+
+    async def _ack_batches(self) -> None:
+        while self._unacked:
+            batch, self._unacked = self._unacked, []
+            try:
+                await self._ack_all([d for d, _ in batch])
+            finally:
+                for _, done in batch:
+                    if not done.done():
+                        done.set_result(None)
+        self._acker = None
+
+    async def _ack_all(self, batch: list[Delivery]) -> None:
+        """Through a Redis outage, retry (an entry left unacknowledged is only delivered again,
+        and its claim then finds nothing to do)."""
         for attempt in range(20):
             try:
-                await self.queue.ack(d)
+                await self.queue.ack_many(batch)
             except (ServiceUnavailable, RedisError, OSError) as exc:
                 if not self._ack_failing:  # once per outage, not once per entry
                     self._ack_failing = True
@@ -273,7 +300,8 @@ class Worker:
                 self._ack_failing = False
                 self.log.info("acknowledging entries works again")
             return
-        self.log.warning(f"run {d.run_id}: entry left unacknowledged; it will be delivered again")
+        ids = ", ".join(d.run_id or "?" for d in batch[:5]) + (", ..." if len(batch) > 5 else "")
+        self.log.warning(f"runs {ids}: entries left unacknowledged; they will be delivered again")
 
     def _later(self, delay: float, queue: str, run_id: str) -> None:
         async def publish() -> None:

@@ -188,3 +188,30 @@ def test_a_newer_recorded_version_is_refused_and_nothing_is_applied(schemas: Sch
     with pytest.raises(SchemaError, match="newer than this outlast knows"):
         schemas.migrate(name)
     assert catalog(schemas.url, name) == before
+
+
+def test_rows_survive_the_partitioning_of_journal_and_events(schemas: Schemas) -> None:
+    """Migration 0005 moves journal and events into hash partitions: every row comes along, and
+    event ids go on from the same sequence."""
+    name = schemas.new()
+    schemas.migrate(name, to=4)
+    with psycopg.connect(schemas.url, autocommit=True) as c, c.transaction():
+        c.execute(f'SET LOCAL search_path TO "{name}"'.encode())
+        for i in range(40):
+            c.execute(
+                b"INSERT INTO runs (id, workflow, queue, input, input_hash) VALUES (%s, 'w', 'q', '{}', 'h')",
+                (f"r{i}",),
+            )
+            c.execute(
+                b"INSERT INTO journal (run_id, seq, kind, body, hash) VALUES (%s, 1, 'k', 'b', 'h')",
+                (f"r{i}",),
+            )
+            c.execute(b"INSERT INTO events (run_id, kind) VALUES (%s, 'enqueued')", (f"r{i}",))
+    assert schemas.migrate(name) == SCHEMA_VERSION
+    with psycopg.connect(schemas.url, autocommit=True) as c:
+        c.execute(f'SET search_path TO "{name}"'.encode())
+        spread = b"SELECT count(*), count(DISTINCT tableoid) > 8 FROM journal"  # over the partitions
+        assert c.execute(spread).fetchone() == (40, True)
+        assert c.execute(b"SELECT count(*), max(id) FROM events").fetchone() == (40, 40)
+        new = c.execute(b"INSERT INTO events (run_id, kind) VALUES ('r0', 'x') RETURNING id").fetchone()
+        assert new == (41,)
