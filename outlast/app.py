@@ -18,6 +18,7 @@ import tenacity
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
 from outlast.model import Partial
+from outlast.secrets import Redactor
 
 Effect = Literal["write", "read"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,6 +60,7 @@ class Tool:
     args_model: type[pydantic.BaseModel] = field(default=pydantic.BaseModel)
     cost: dict[str, float] = field(default_factory=dict)  # the estimate reserved before dispatch
     timeout: float | None = None  # seconds one dispatch may take before it is given up on
+    secret: tuple[str, ...] = ()  # arguments stored only as a keyed hash (outlast.secrets)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""
@@ -168,7 +170,10 @@ def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
 class App:
     """Register workflows, tools and reconcilers; a worker serves one App."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, redact: Redactor | None = None) -> None:
+        """``redact(message, secrets)`` cleans a tool exception's message before it is stored
+        (see ``redactor``)."""
+        self.redact_hook = redact
         self.workflows: dict[str, Workflow] = {}
         self.tools: dict[str, Tool] = {}
         self.reconcilers: dict[str, Reconciler] = {}
@@ -214,13 +219,15 @@ class App:
         retry: Retry | None = None,
         cost: dict[str, float] | None = None,
         timeout: float | None = None,
+        secret: list[str] | tuple[str, ...] = (),
     ) -> Callable[[F], F]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
         promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
         estimate reserved from the run's budget before each dispatch (the tool may report the
         actual with ``current_action().charge(...)``). ``timeout`` (seconds) gives a dispatch up:
         a read or idempotent tool then fails with ``ToolTimeout``; any other operation is in doubt,
-        since its effect may still land."""
+        since its effect may still land. ``secret`` names arguments stored only as a keyed hash
+        (HMAC-SHA256 with ``OUTLAST_SECRET_KEY``), never in clear."""
         if timeout is not None and not (0 < timeout < float("inf")):
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
@@ -228,8 +235,11 @@ class App:
             tool_name = name or fn.__name__
             self._names[fn] = tool_name
             model = _args_model(tool_name, fn)
+            unknown = [n for n in secret if n not in model.model_fields]
+            if unknown:
+                raise TypeError(f"tool {tool_name!r}: secret names no argument of it: {', '.join(unknown)}")
             self.tools[tool_name] = Tool(
-                tool_name, fn, effect, idempotent, retry, model, dict(cost or {}), timeout
+                tool_name, fn, effect, idempotent, retry, model, dict(cost or {}), timeout, tuple(secret)
             )
             return fn
 
@@ -254,6 +264,14 @@ class App:
         """Register the hook called before every dispatch as ``fn(action, args, run)``: return
         True or None to allow; False or a reason (str) to refuse (``PolicyRefused``)."""
         self.policy_hook = fn
+        return fn
+
+    def redactor(self, fn: Redactor) -> Redactor:
+        """Register the hook a tool exception's message goes through before it is stored or
+        logged, as ``fn(message, secrets)`` (``secrets``: the call's secret arguments by name);
+        return the message to keep. The call's secret values are replaced by ``[secret]`` after
+        it in any case; the exception's type name is kept as is."""
+        self.redact_hook = fn
         return fn
 
     def reconciler(self, tool: str) -> Callable[[Reconciler], Reconciler]:

@@ -2,26 +2,35 @@
 
 events.jsonl (what happened), journal.jsonl (every crossing, with its hash), last_state.json
 (the run and its status), tool_calls.csv (ts, tool, operation, input_hash, latency_ms, status,
-error) and env.txt (versions and identities).
+error) and env.txt (versions and identities). The files are written 0600, in a directory made
+0700 when the export creates it: a bundle is for the people who can read the database.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import platform
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from outlast.producer import AsyncClient
 from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
 
 
+def _private(path: Path) -> TextIO:
+    """``path`` opened for writing, readable by its owner only (0600, an existing file too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "w", newline="", encoding="utf-8")
+
+
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w") as f:
+    with _private(path) as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
 
@@ -31,15 +40,17 @@ async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
     info = await describe(client, run_id)
     entries = await client.journal(run_id)
     times = await client.journal_times(run_id)
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700, exist_ok=True)
     files = [
         out / n for n in ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
     ]
     _jsonl(files[0], await client.events(run_id))
     _jsonl(files[1], [{**e.data, "hash": e.hash, "at": times.get(e.seq)} for e in entries])
-    files[2].write_text(json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n")
+    with _private(files[2]) as f:
+        f.write(json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n")
     started: dict[str, tuple[Any, dict[str, Any]]] = {}
-    with files[3].open("w", newline="") as f:
+    with _private(files[3]) as f:
         w = csv.writer(f)
         w.writerow(["ts", "tool", "operation", "input_hash", "latency_ms", "status", "error"])
         for e in entries:
@@ -56,11 +67,12 @@ async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
         for op, (at, intent) in started.items():
             w.writerow([at, intent["tool"], op, intent["args_hash"], "", "pending", ""])
     run = info["run"]
-    files[4].write_text(
-        f"outlast {metadata.version('outlast')}\nschema {client.settings.schema} v{SCHEMA_VERSION}\n"
-        f"python {sys.version.split()[0]} on {platform.platform()}\n"
-        f"workflow {run['workflow']} program {run['program']}\n"
-        f"chain head {run['journal_head']} ({run['journal_len']} entries, "
-        f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
-    )
+    with _private(files[4]) as f:
+        f.write(
+            f"outlast {metadata.version('outlast')}\nschema {client.settings.schema} v{SCHEMA_VERSION}\n"
+            f"python {sys.version.split()[0]} on {platform.platform()}\n"
+            f"workflow {run['workflow']} program {run['program']}\n"
+            f"chain head {run['journal_head']} ({run['journal_len']} entries, "
+            f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
+        )
     return files

@@ -148,7 +148,8 @@ def migrate(ctx: click.Context) -> None:
 def worker(
     ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any
 ) -> None:
-    """Serve the workflows of MODULE:APP."""
+    """Serve the workflows of MODULE:APP. An app whose tools declare secret arguments needs
+    OUTLAST_SECRET_KEY (environment only: never an option, never shown)."""
     from outlast.services import resolve
     from outlast.worker import serve
 

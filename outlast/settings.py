@@ -91,15 +91,17 @@ def setting(
     le: float = math.inf,
     check: Callable[[Any], object] | None = None,
     choices: tuple[str, ...] = (),
+    secret: bool = False,
 ) -> Any:
     """One setting, declared once: its default, its help (the CLI's too), and what it accepts —
     a number of ``unit`` with its bounds (``ge`` or ``gt``, and ``le``), ``choices`` or a
-    ``check``. Its variable is ``OUTLAST_<NAME>``."""
+    ``check``. Its variable is ``OUTLAST_<NAME>``. A ``secret`` one is left out of the settings'
+    ``repr`` (and so of any display or log of them)."""
     low, open_low = (ge, False) if gt is None else (gt, True)
     whole = isinstance(default, int)
     spec = Spec(help, unit, low, le, open_low, whole, check, choices)
     # A dataclasses.field(); typed Any so that a type checker takes it as the field's default.
-    return field(default=default, metadata={"spec": spec})
+    return field(default=default, repr=not secret, metadata={"spec": spec})
 
 
 def check_name(value: object, limit: int = 100) -> str:
@@ -123,6 +125,13 @@ def check_schema(value: object) -> str:
             "must be a plain lowercase SQL identifier ([a-z_][a-z0-9_]*, at most 63 characters), "
             f"got {_show(value)}"
         )
+    return value
+
+
+def _check_secret_key(value: object) -> str:
+    """A key of 32 or more characters; the message never shows the value."""
+    if not (isinstance(value, str) and len(value) >= 32 and value.isprintable()):
+        raise ValueError("must be 32 or more printable characters (e.g. the output of: openssl rand -hex 32)")
     return value
 
 
@@ -222,6 +231,13 @@ class Settings:
         "bytes",
         ge=1024,
         le=256 * 1024 * 1024,
+    )
+
+    secret_key: str | None = setting(
+        None,
+        "Key of the keyed hash secret tool arguments are stored as (required if a tool declares any).",
+        check=_check_secret_key,
+        secret=True,
     )
 
     def __post_init__(self) -> None:

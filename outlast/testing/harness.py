@@ -44,6 +44,7 @@ _PROCESS_SETTINGS = (
     "concurrency",
     "store_retry",
     "max_payload",
+    "secret_key",
 )
 
 
@@ -218,7 +219,9 @@ class Harness:
     def _process_env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")}
         for name in _PROCESS_SETTINGS:
-            env[env_var(name)] = str(getattr(self.settings, name))
+            value = getattr(self.settings, name)
+            if value is not None:
+                env[env_var(name)] = str(value)
         env["OUTLAST_LOG_FORMAT"] = "json"
         env["PYTHONPATH"] = os.pathsep.join([os.getcwd(), *(p for p in sys.path if p)])
         env.update(extra)

@@ -23,6 +23,7 @@ from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, canonical, operation_state, storable
 from outlast.model import Run as RunRecord
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer, describe
@@ -30,8 +31,8 @@ from outlast.worker.replayer import Replayer, describe
 log = structlog.get_logger("outlast.run")
 
 
-def _error_payload(exc: BaseException) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": storable(str(exc))}
+def _error_payload(exc: BaseException, message: str | None = None) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": storable(str(exc) if message is None else message)}
 
 
 class Dispatcher:
@@ -44,6 +45,7 @@ class Dispatcher:
         store: Store,
         control: RunControl,
         replayer: Replayer,
+        secrets: Secrets,
         max_payload: int | None = None,
     ) -> None:
         self.run_id = record.id
@@ -55,25 +57,29 @@ class Dispatcher:
         self._store = store
         self._control = control
         self._replayer = replayer
+        self._secrets = secrets
         self._log = log.bind(run_id=record.id, fencing_token=control.token)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         """One tool call at its position: served from the journal, or live: policy, budget,
-        lease, intention, dispatch, result."""
+        lease, intention, dispatch, result. Secret arguments are journaled as their keyed hash
+        (``sealed``); the tool is given the call's own values."""
         tool = self._app.get_tool(tool_name)
         clean = tool.validate(args)  # an invalid call never reaches the journal
         self._replayer.enter(op_id)
-        ahash = args_hash(clean)
+        sealed = self._secrets.seal(tool_name, clean)
+        ahash = args_hash(sealed)
         if self._replayer.journaled(op_id):
             kinds = self._replayer.journal.ops[op_id]
             first = kinds.get("intention") or kinds.get("refused")
             if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
-                raise self._replayer.mismatch(op_id, describe(tool_name, clean))
+                changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
+                raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed)
             if first.kind == "refused":
                 raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self.replay(op_id, tool, clean)
         await self._replayer.go_live(op_id)
-        await self._check_policy(op_id, tool_name, clean, ahash)
+        await self._check_policy(op_id, tool_name, clean, sealed, ahash)
         reserved = await self._reserve(op_id, tool)
         return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
@@ -85,7 +91,7 @@ class Dispatcher:
         failpoints.hit("before_intention", tool.name)
         intention = {
             "tool": tool.name,
-            "args": args,
+            "args": self._secrets.seal(tool.name, args),
             "args_hash": ahash,
             "key": action.idempotency_key,
             "token": self._control.token,
@@ -96,7 +102,9 @@ class Dispatcher:
         failpoints.hit("after_intention", tool.name)
         return await self._dispatch(tool, args, action, reserved=reserved)
 
-    async def _check_policy(self, op_id: str, tool: str, args: dict[str, Any], ahash: str) -> None:
+    async def _check_policy(
+        self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
+    ) -> None:
         hook = self._app.policy_hook
         if hook is None:
             return
@@ -107,7 +115,7 @@ class Dispatcher:
             return
         reason = verdict if isinstance(verdict, str) else "refused by policy"
         await self._replayer.append(
-            "refused", op_id, {"tool": tool, "args": args, "args_hash": ahash, "reason": reason}
+            "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
         )
         raise PolicyRefused(self.run_id, tool, reason)
 
@@ -158,10 +166,11 @@ class Dispatcher:
                 payload = {"error": _error_payload(exc)}
                 unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
-            payload = {"error": _error_payload(exc)}
+            message = self._secrets.redact(tool.name, args, str(exc))  # stored and logged only so
+            payload = {"error": _error_payload(exc, message)}
             if isinstance(exc, ToolTimeout):
                 unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
-            self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=str(exc))
+            self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
         finally:
             self._control.dispatching -= 1
             reset_action(token)
@@ -234,8 +243,11 @@ class Dispatcher:
                 if isinstance(answer, Awaitable):
                     answer = await answer
             except Exception as exc:
-                why = f"reconciler raised {type(exc).__name__}: {exc}"
-                return await self._declare_in_doubt(tool, action, why, traceback.format_exc())
+                redact = self._secrets.redact
+                why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
+                return await self._declare_in_doubt(
+                    tool, action, why, redact(name, args, traceback.format_exc())
+                )
             finally:
                 reset_action(token)
             if answer is NOT_EXECUTED:

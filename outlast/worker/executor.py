@@ -62,8 +62,11 @@ class Execution:
         db_now: datetime | None = None,
         control: RunControl | None = None,
         max_payload: int | None = None,
+        *,
+        secret_key: str | None = None,
     ) -> None:
         self.run = run
+        self.secret_key = secret_key
         self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
         self.max_payload = max_payload
         self.db_now = db_now
@@ -116,7 +119,9 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
         self._log_resume(journal)
-        ctx = Run(run, self.app, self.store, self.control, journal, self.db_now, self.max_payload)
+        ctx = Run(
+            run, self.app, self.store, self.control, journal, self.db_now, self.max_payload, self.secret_key
+        )
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()

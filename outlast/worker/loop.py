@@ -22,6 +22,7 @@ from outlast.app import App
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
 from outlast.queue import Delivery, Queue
+from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.control import RunControl
@@ -58,6 +59,7 @@ class Worker:
         self._done = asyncio.Event()
         self._room = asyncio.Event()
         self._programs = app.programs()
+        require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues)
         self._ack_failing = False
         self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []
@@ -211,7 +213,9 @@ class Worker:
             sent = time.monotonic() - self.s.lease_ttl
         run, db_now = claimed
         control = RunControl(run.id, run.fencing_token, self.s.lease_ttl, sent, run.cancel_requested)
-        execution = Execution(run, self.app, self.store, db_now, control, self.s.max_payload)
+        execution = Execution(
+            run, self.app, self.store, db_now, control, self.s.max_payload, secret_key=self.s.secret_key
+        )
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"

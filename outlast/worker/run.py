@@ -20,6 +20,7 @@ from outlast.app import App
 from outlast.errors import InvalidInput
 from outlast.model import Decision
 from outlast.model import Run as RunRecord
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl
@@ -44,15 +45,17 @@ class Run:
         journal: Journaled,
         db_now: datetime | None = None,
         max_payload: int | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.id = record.id
         self.input = record.input
         self._app = app
         self._store = store
         self._replayer = Replayer(record, store, control, journal, db_now)
-        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, max_payload)
+        secrets = Secrets(app, secret_key)
+        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload)
         self._dispatcher.handle = self
-        self._waits = Waits(store, control, self._replayer, self.settled, max_payload)
+        self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()
         self._quiet.set()

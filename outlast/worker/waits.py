@@ -15,6 +15,7 @@ import structlog
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
 from outlast.journal import args_hash, canonical
 from outlast.model import Decision
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
@@ -32,6 +33,7 @@ class Waits:
         control: RunControl,
         replayer: Replayer,
         settled: Callable[[], Awaitable[None]],
+        secrets: Secrets,
         max_payload: int | None = None,
     ) -> None:
         self.run_id = control.run_id
@@ -40,6 +42,7 @@ class Waits:
         self._control = control
         self._replayer = replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
+        self._secrets = secrets
         self._log = log.bind(run_id=control.run_id, fencing_token=control.token)
 
     async def sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
@@ -72,7 +75,10 @@ class Waits:
         expires_in: float | None,
         policy_version: str,
     ) -> Decision:
-        clean: dict[str, Any] = json.loads(canonical(args, self.max_payload))
+        real: dict[str, Any] = json.loads(canonical(args, self.max_payload))
+        # An action that is a tool with secret arguments is shown, stored and hashed with them
+        # sealed: the hash the approver confirms still binds their values.
+        clean = self._secrets.seal(action, real)
         ahash = args_hash(clean)
         self._replayer.enter(op_id)
         if self._replayer.journaled(op_id):
@@ -130,9 +136,9 @@ class Waits:
                     raise Fenced(self.run_id, self._control.token)
                 self._log.info(f"run {self.run_id} awaits approval {op_id} of {action}")
                 raise Suspended()
-        return self._decision(op_id, action, decided.data)
+        return self._decision(op_id, action, decided.data, real)
 
-    def _decision(self, op_id: str, action: str, d: dict[str, Any]) -> Decision:
+    def _decision(self, op_id: str, action: str, d: dict[str, Any], real: dict[str, Any]) -> Decision:
         status = d["status"]
         if status == "expired":
             raise ApprovalExpired(f"run '{self.run_id}': approval {op_id} of {action} expired undecided")
@@ -140,4 +146,5 @@ class Waits:
             raise ApprovalRejected(
                 f"run '{self.run_id}': {d['by']} rejected {action} ({op_id}): {d['comment']}"
             )
-        return Decision(op_id, status, d["by"], d["comment"], d["args"])
+        # The workflow gets the secret values back (from its own call, never from storage).
+        return Decision(op_id, status, d["by"], d["comment"], self._secrets.unseal(action, d["args"], real))

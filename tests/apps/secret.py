@@ -1,0 +1,56 @@
+"""Tools with a secret argument (tests/integration/test_secrets.py). The secret is never in the
+run's input: the workflow reads it from its process's environment (``SECRET_API_KEY``), as it
+would from a vault client, and passes it to the tools, which record in the test's ``executions``
+table only *whether* they were given the right value (never the value).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from outlast import App, Run, ToolError
+from tests.apps.basic import record
+
+app = App()
+
+
+def _given(api_key: str) -> str:
+    return "right key" if api_key == os.environ["SECRET_API_KEY"] else "wrong key"
+
+
+@app.tool("lookup", effect="read", secret=["api_key"])
+def lookup(api_key: str, who: str) -> str:
+    return f"{who}: {_given(api_key)}"
+
+
+@app.tool("refuse", secret=["api_key"])
+def refuse(api_key: str) -> None:
+    raise PermissionError(f"the service refused key {api_key} (and said so)")
+
+
+@app.tool("pay", idempotent=True, secret=["api_key"])
+def pay(api_key: str, amount: int, run_id: str) -> dict[str, Any]:
+    record(run_id, f"pay {amount}: {_given(api_key)}")
+    return {"paid": amount, "with": _given(api_key)}
+
+
+@app.workflow("charge")
+async def charge(run: Run, who: str, amount: int) -> dict[str, Any]:
+    key = os.environ["SECRET_API_KEY"]  # a reference resolved here, never a value in the input
+    seen = await run.call(lookup, api_key=key, who=who)
+    try:
+        await run.call(refuse, api_key=key)
+        refused = ""
+    except ToolError as exc:
+        refused = exc.message
+    paid = await run.call(pay, api_key=key, amount=amount, run_id=run.id)
+    return {"seen": seen, "refused": refused, "paid": paid}
+
+
+@app.workflow("approved_charge")
+async def approved_charge(run: Run, amount: int) -> dict[str, Any]:
+    key = os.environ["SECRET_API_KEY"]
+    decision = await run.approval("pay", {"api_key": key, "amount": amount}, approvers=["ann"])
+    args = decision.args
+    return await run.call(pay, api_key=args["api_key"], amount=args["amount"], run_id=run.id)
