@@ -224,6 +224,11 @@ class Settings:
         le=256 * 1024 * 1024,
     )
 
+    metrics_port: int = setting(0, "Serve Prometheus metrics on this port (0: none).", "port", ge=0, le=65535)
+    trace_payloads: str = setting(
+        "off", "Put tool arguments and results in trace spans.", choices=("off", "on")
+    )
+
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
