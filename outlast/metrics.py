@@ -85,14 +85,15 @@ class _Metrics:
 
 
 _m: _Metrics | None = None
-_busy_seen: tuple[float, float] | None = None  # (writer busy seconds, monotonic) at the last refresh
+_busy_seen: tuple[float, float] | None = None  # (writer busy seconds, monotonic) when last refreshed
 
 
 def enable() -> None:
     """Make the metric objects (once); from here on the hooks count."""
-    global _m
+    global _m, _busy_seen
     if _m is None:
         _m = _Metrics()
+        _busy_seen = (0.0, time.monotonic())
 
 
 def enabled() -> bool:
@@ -201,4 +202,4 @@ def writer_busy(busy_seconds: float) -> None:
     now = time.monotonic()
     if _m is not None and _busy_seen is not None and now > _busy_seen[1]:
         _m.busy.set(min(1.0, (busy_seconds - _busy_seen[0]) / (now - _busy_seen[1])))
-    _busy_seen = (busy_seconds, now)
+        _busy_seen = (busy_seconds, now)
