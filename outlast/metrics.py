@@ -59,7 +59,7 @@ class _Metrics:
         self.in_doubt_open = p.Gauge(
             "outlast_in_doubt_open",
             "Runs waiting on an unresolved in-doubt operation.",
-            multiprocess_mode="max",
+            multiprocess_mode="mostrecent",
         )
         self.leases_lost = p.Counter("outlast_leases_lost", "Runs lost to a newer fencing token.")
         self.reclaimed = p.Counter("outlast_entries_reclaimed", "Stream entries reclaimed.", ["queue"])
@@ -69,10 +69,13 @@ class _Metrics:
             "outlast_queue_lag_seconds",
             "Age of the oldest stream entry not yet delivered to a worker.",
             ["queue"],
-            multiprocess_mode="max",
+            multiprocess_mode="mostrecent",
         )
         self.stream_length = p.Gauge(
-            "outlast_stream_length", "Entries in the queue's stream.", ["queue"], multiprocess_mode="max"
+            "outlast_stream_length",
+            "Entries in the queue's stream.",
+            ["queue"],
+            multiprocess_mode="mostrecent",
         )
         self.batch = p.Histogram(
             "outlast_commit_batch_size", "Writes per shared commit.", buckets=BATCH_BUCKETS

@@ -129,6 +129,9 @@ def test_worker_processes_share_one_endpoint(world: World) -> None:
         assert value(samples, "outlast_runs_started_total", workflow="observed") == 40
         busy = {dict(labels)["pid"] for name, labels in samples if name == "outlast_writer_busy_ratio"}
         assert len(busy) == 2  # one busy ratio per worker process
+        assert value(samples, "outlast_in_doubt_open") == 0  # the latest refresh, of either process
+        assert has(samples, "outlast_stream_length", queue="default")
+        assert value(samples, "outlast_commit_batch_size_count") > 0
     finally:
         parent.send_signal(signal.SIGTERM)  # forwarded to the children; the directory is removed
         assert parent.wait(30) == 0
