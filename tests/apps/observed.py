@@ -1,8 +1,10 @@
-"""A workflow for the metrics and traces tests: a tool retried once, a model tool that charges
-tokens, a tool that fails (caught), and a plain write last (a gap there is in doubt)."""
+"""Workflows for the metrics and traces tests: ``observed`` calls a tool retried once, a model
+tool that charges tokens, a tool that fails (caught), and a plain write last (a gap there is in
+doubt); ``nap`` only sleeps (a worker paused during it loses its lease)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from outlast import App, Retry, current_action
@@ -46,3 +48,9 @@ async def observed(run: Any, n: int = 0) -> dict[str, Any]:
         pass
     await run.call("note", text=f"done {n}")
     return {"value": value, "answer": answer}
+
+
+@app.workflow("nap")
+async def nap(run: Any, seconds: float = 1.0) -> float:
+    await asyncio.sleep(seconds)
+    return seconds

@@ -137,6 +137,24 @@ def test_worker_processes_share_one_endpoint(world: World) -> None:
         assert parent.wait(30) == 0
 
 
+def test_a_paused_worker_counts_the_lease_it_lost(world: World) -> None:
+    port = free_port()
+    with Client(settings=world.settings()) as c:
+        paused = world.worker(APP, "--metrics-port", str(port))
+        run = c.enqueue("nap", {"seconds": 3})
+        wait_for(lambda: c.status(run.id).state == "running", what="the run to start")
+        wait_for(lambda: scrape(port), what="the metrics endpoint")
+        paused.send_signal(signal.SIGSTOP)  # past its lease: another worker takes the run over
+        world.worker(APP)
+        wait_for(lambda: c.status(run.id).fencing_token == 2, what="the takeover")
+        paused.send_signal(signal.SIGCONT)
+        wait_for(
+            lambda: (s := scrape(port)) and value(s, "outlast_leases_lost_total") >= 1,
+            what="the paused worker to learn it lost the lease",
+        )
+        assert c.wait(run.id, timeout=30).state == "succeeded"
+
+
 def test_backlog_is_the_stream_length_and_the_age_of_the_oldest_undelivered_entry(world: World) -> None:
     async def go() -> None:
         q = Queue(world.redis_url, world.prefix)
