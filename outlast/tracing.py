@@ -125,8 +125,9 @@ def _span(
         except BaseException as exc:
             kind_of = type(exc).__name__
             span.set_attribute("outlast.outcome", _OUTCOMES.get(kind_of, kind_of))
-            span.set_attribute("error.type", kind_of)
-            span.set_status(Status(StatusCode.ERROR, kind_of))
+            if isinstance(exc, Exception):  # not a run left for later (HandOver, Interrupted...)
+                span.set_attribute("error.type", kind_of)
+                span.set_status(Status(StatusCode.ERROR, kind_of))
             raise
         if mark.outcome is None:
             span.set_attribute("outlast.outcome", "ok")

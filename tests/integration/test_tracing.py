@@ -116,6 +116,7 @@ def test_a_resumed_run_continues_the_same_trace(
         assert attempt.context is not None and attempt.context.trace_id == ctx.trace_id
         assert parent_of(attempt) == ctx.span_id
     assert attrs(first)["outlast.outcome"] == "Crashed" and "outlast.state" not in attrs(first)
+    assert first.status.status_code == trace.StatusCode.UNSET  # left for later, not failed
     assert (attrs(second)["outlast.attempt"], attrs(second)["outlast.fencing_token"]) == (2, 2)
     assert attrs(second)["outlast.outcome"] == "final"
     # On resume, the gap (llm's intention without result) is an operation span of its own;
