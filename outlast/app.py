@@ -15,12 +15,14 @@ from typing import Any, Literal, TypeVar
 import pydantic
 import tenacity
 
+from outlast import metrics
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
 from outlast.model import Partial
 from outlast.secrets import Redactor
 
 Effect = Literal["write", "read"]
+ToolKind = Literal["tool", "model"]
 F = TypeVar("F", bound=Callable[..., Any])
 W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
 
@@ -61,6 +63,8 @@ class Tool:
     cost: dict[str, float] = field(default_factory=dict)  # the estimate reserved before dispatch
     timeout: float | None = None  # seconds one dispatch may take before it is given up on
     secret: tuple[str, ...] = ()  # arguments stored only as a keyed hash (outlast.secrets)
+    kind: ToolKind = "tool"  # "model": a call to a model, traced with the GenAI conventions
+    model: str | None = None  # the model a "model" tool calls (its spans' gen_ai.request.model)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""
@@ -79,6 +83,8 @@ class Tool:
             return await self._once(args)
         async for attempt in self.retry.policy(after_timeout=self.effect == "read" or self.idempotent):
             with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    metrics.dispatch_retried(self.name)
                 return await self._once(args)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -220,6 +226,8 @@ class App:
         cost: dict[str, float] | None = None,
         timeout: float | None = None,
         secret: list[str] | tuple[str, ...] = (),
+        kind: ToolKind = "tool",
+        model: str | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
         promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
@@ -227,19 +235,31 @@ class App:
         actual with ``current_action().charge(...)``). ``timeout`` (seconds) gives a dispatch up:
         a read or idempotent tool then fails with ``ToolTimeout``; any other operation is in doubt,
         since its effect may still land. ``secret`` names arguments stored only as a keyed hash
-        (HMAC-SHA256 with ``OUTLAST_SECRET_KEY``), never in clear."""
+        (HMAC-SHA256 with ``OUTLAST_SECRET_KEY``), never in clear. ``kind="model"`` marks a call
+        to a model (``model`` names it): its trace spans carry the GenAI attributes and the tokens
+        it charges."""
         if timeout is not None and not (0 < timeout < float("inf")):
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
             self._names[fn] = tool_name
-            model = _args_model(tool_name, fn)
-            unknown = [n for n in secret if n not in model.model_fields]
+            args_model = _args_model(tool_name, fn)
+            unknown = [n for n in secret if n not in args_model.model_fields]
             if unknown:
                 raise TypeError(f"tool {tool_name!r}: secret names no argument of it: {', '.join(unknown)}")
             self.tools[tool_name] = Tool(
-                tool_name, fn, effect, idempotent, retry, model, dict(cost or {}), timeout, tuple(secret)
+                tool_name,
+                fn,
+                effect,
+                idempotent,
+                retry,
+                args_model,
+                dict(cost or {}),
+                timeout,
+                tuple(secret),
+                kind,
+                model,
             )
             return fn
 

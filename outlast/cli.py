@@ -144,6 +144,8 @@ def migrate(ctx: click.Context) -> None:
 @_option("grace")
 @_option("max_attempts")
 @_option("worker_name", "--name", "worker_name")
+@_option("metrics_port")
+@_option("trace_payloads")
 @click.pass_context
 def worker(
     ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any

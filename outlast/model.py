@@ -66,6 +66,7 @@ class Run:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -92,6 +93,7 @@ class Run:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
+            trace_context=row.get("trace_context"),
         )
 
     @property

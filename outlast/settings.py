@@ -239,6 +239,10 @@ class Settings:
         check=_check_secret_key,
         secret=True,
     )
+    metrics_port: int = setting(0, "Serve Prometheus metrics on this port (0: none).", "port", ge=0, le=65535)
+    trace_payloads: str = setting(
+        "off", "Put tool arguments and results in trace spans.", choices=("off", "on")
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):

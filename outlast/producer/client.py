@@ -14,6 +14,7 @@ from collections.abc import Coroutine, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from outlast import tracing
 from outlast.app import App
 from outlast.approvals import Proposed, Verdict, check_comment, judge
 from outlast.errors import (
@@ -233,6 +234,7 @@ class AsyncClient:
             "parent_id": parent.id if parent else None,
             "budget": None if parent else budget,
             "budget_id": parent.budget_id if parent else None,
+            "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:

@@ -377,6 +377,25 @@ class Queue:
             entries = await self.redis.xrange(self.dead_stream(queue), count=count)
         return [{_text(k): _text(v) for k, v in f.items()} for _eid, f in entries]
 
+    async def backlog(self, queue: str) -> tuple[int, float]:
+        """The queue's stream length, and the age in seconds (by Redis's clock) of its oldest entry
+        not yet delivered to any worker (0 when every entry was delivered). For the metrics gauges,
+        every few seconds: three round trips, each on one key (or none)."""
+        stream = self.stream(queue)
+        try:
+            async with self._gate:
+                length = await self.redis.xlen(stream)
+                groups = await self.redis.xinfo_groups(stream) if length else []
+                last = next((g["last-delivered-id"] for g in groups if _text(g["name"]) == GROUP), b"0-0")
+                first = await self.redis.xrange(stream, min=b"(" + _bytes(last), count=1) if length else []
+                seconds, micros = await self.redis.time() if first else (0, 0)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        if not first:
+            return int(length), 0.0
+        added_ms = int(_text(first[0][0]).split("-")[0])
+        return int(length), max(0.0, seconds + micros / 1e6 - added_ms / 1000)
+
     async def lost_data(self) -> bool:
         """True (once) when Redis lost its data since the last call: the marker key was gone, or
         a read found its stream or group gone. The caller then re-publishes what Postgres says

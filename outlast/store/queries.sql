@@ -8,10 +8,11 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
 -- without the limits it was given.
 WITH r AS (
-    INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id)
+    INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
+                      trace_context)
     VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
             coalesce(%(deadline_at)s, now() + make_interval(secs => %(deadline_in)s)),
-            %(parent_id)s, %(budget_id)s)
+            %(parent_id)s, %(budget_id)s, %(trace_context)s)
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
 b AS (
@@ -342,3 +343,7 @@ SELECT id, state, queue FROM r;
 
 -- name: journal_times
 SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
+
+-- name: in_doubt_open
+-- For the metrics gauge, every few seconds: the runs waiting on an unresolved in-doubt operation.
+SELECT count(*) AS n FROM runs WHERE state = 'waiting' AND reason = 'in_doubt';

@@ -258,9 +258,11 @@ class Store:
         parent_id: str | None = None,
         budget: dict[str, float] | None = None,
         budget_id: str | None = None,
+        trace_context: dict[str, str] | None = None,
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
-        one and False. A continued run passes the budget_id it shares instead of a budget."""
+        one and False. A continued run passes the budget_id it shares instead of a budget.
+        ``trace_context`` is the producer's trace, continued by every attempt of the run."""
         limits = budget or {}
         rows = await self._write(
             "insert_run",
@@ -276,6 +278,7 @@ class Store:
             budget_id=budget_id or (id if limits else None),
             budget_names=list(limits),
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
+            trace_context=None if trace_context is None else Jsonb(trace_context),
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -397,6 +400,11 @@ class Store:
 
     async def expire_deadlines(self, limit: int = 200) -> list[str]:
         return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
+
+    async def in_doubt_open(self) -> int:
+        """How many runs wait on an unresolved in-doubt operation (for the metrics gauge)."""
+        n: int = (await self._rows("in_doubt_open"))[0]["n"]
+        return n
 
     async def db_now(self) -> datetime:
         now: datetime = (await self._rows("db_now"))[0]["now"]

@@ -29,6 +29,7 @@ import psycopg
 import structlog
 from psycopg.pq import TransactionStatus
 
+from outlast import metrics
 from outlast.errors import ServiceUnavailable
 
 MAX_BATCH = 256
@@ -81,6 +82,7 @@ class Writer:
         self._dead_pid: int | None = None  # the server process of a dropped connection
         self.commits = 0
         self.writes = 0
+        self.busy = 0.0  # seconds spent committing (and retrying), for the busy ratio
 
     async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[dict[str, Any]]:
         """Commit one statement (shared with whatever else is due) and return its rows. Raises
@@ -105,8 +107,10 @@ class Writer:
             batch = [await self._queue.get()]
             while len(batch) < MAX_BATCH and not self._queue.empty():
                 batch.append(self._queue.get_nowait())
+            started = time.monotonic()
             # sorted() is stable: each run's writes keep their order.
             await self._settle(sorted(batch, key=lambda w: w.key))
+            self.busy += time.monotonic() - started
 
     async def _settle(self, writes: list[_Write]) -> None:
         """Commit the writes together; find and retry whatever fails, within the bound. While it
@@ -193,6 +197,7 @@ class Writer:
         out = [await c.fetchall() if c.description else [] for c in cursors]
         self.commits += 1
         self.writes += len(batch)
+        metrics.commit_batch(len(batch))
         return out
 
     async def _bury(self, conn: Conn) -> None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import traceback
 from collections.abc import Awaitable
 from typing import Any
 
 import structlog
 
-from outlast import failpoints
+from outlast import failpoints, metrics, tracing
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, ToolError, ToolTimeout
@@ -78,15 +79,17 @@ class Dispatcher:
             if first.kind == "refused":
                 raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self.replay(op_id, tool, clean)
-        await self._replayer.go_live(op_id)
-        await self._check_policy(op_id, tool_name, clean, sealed, ahash)
-        reserved = await self._reserve(op_id, tool)
-        return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
+        with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
+            await self._replayer.go_live(op_id)
+            await self._check_policy(op_id, tool_name, clean, sealed, ahash)
+            reserved = await self._reserve(op_id, tool)
+            return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def dispatch_new(
         self, op_id: str, tool: Tool, args: dict[str, Any], ahash: str, reserved: dict[str, float]
     ) -> Any:
         action = self._action(op_id, tool.name)
+        started = time.perf_counter()
         await self._control.lease_proven(f"{tool.name} ({op_id})")
         failpoints.hit("before_intention", tool.name)
         intention = {
@@ -100,7 +103,7 @@ class Dispatcher:
             intention["reserved"] = reserved
         await self._replayer.append("intention", op_id, intention)
         failpoints.hit("after_intention", tool.name)
-        return await self._dispatch(tool, args, action, reserved=reserved)
+        return await self._dispatch(tool, args, action, reserved=reserved, started=started)
 
     async def _check_policy(
         self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
@@ -151,7 +154,9 @@ class Dispatcher:
         action: Action,
         how: str = "",
         reserved: dict[str, float] | None = None,
+        started: float | None = None,
     ) -> Any:
+        started = time.perf_counter() if started is None else started  # live: before the intention
         # Checked again here, after the intention's commit (which may have waited out an outage),
         # and on every re-dispatch of a gap: never dispatch on a lease not proven.
         await self._control.lease_proven(f"{tool.name} ({action.operation_id})")
@@ -159,7 +164,9 @@ class Dispatcher:
         self._control.dispatching += 1
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
-            result = await tool.invoke(args)
+            with tracing.tool_call(tool, action, args) as span:
+                result = await tool.invoke(args)
+                span.result(result)
             try:
                 payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
             except Unstorable as exc:
@@ -178,6 +185,7 @@ class Dispatcher:
             # Given up on, or done with a result that cannot be kept: not a plain failure, which
             # a retry or a compensation would take at its word. Only a read or a tool that
             # honours its idempotency key may report it as a failure.
+            metrics.operation(tool.name, "in_doubt", started)
             return await self._declare_in_doubt(tool, action, unknown, "")
         failpoints.hit("after_effect", tool.name)
         if how:
@@ -193,6 +201,7 @@ class Dispatcher:
         else:
             await appended
         failpoints.hit("after_result", tool.name)
+        metrics.operation(tool.name, "error" if "error" in payload else "ok", started)
         return self._outcome(tool.name, payload)
 
     def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
@@ -207,6 +216,16 @@ class Dispatcher:
             if last.kind == "result":
                 return self._outcome(tool.name, last.data)
             return last.data.get("result")  # resolved: it was executed
+        if state == "in_doubt":
+            self.in_doubt.add(tool.name)
+            if self._control.cancel.is_set():
+                await self._replayer.go_live(op_id)
+            raise InDoubt(self.run_id, op_id, tool.name)
+        with tracing.operation(self.run_id, op_id, tool.name, self._control.token, resumed=True):
+            return await self._resume(op_id, state, tool, args)
+
+    async def _resume(self, op_id: str, state: str, tool: Tool, args: dict[str, Any]) -> Any:
+        """An operation the journal leaves open: resolved as not executed by a person, or a gap."""
         intention = self._replayer.entry(op_id, "intention")
         reserved = intention.data.get("reserved") if intention is not None else None
         action = self._action(op_id, tool.name)
@@ -214,13 +233,9 @@ class Dispatcher:
             # Resolved as not executed: run it once. The re-dispatch is journaled first, so that a
             # crash during it is a gap again, resolved by the table, never a second free run.
             await self._replayer.append("redispatch", op_id, {"how": "resolved not executed"})
+            metrics.resolution("resolved_not_executed")
             how = "resolved not executed: run once"
             return await self._dispatch(tool, args, action, how=how, reserved=reserved)
-        if state == "in_doubt":
-            self.in_doubt.add(tool.name)
-            if self._control.cancel.is_set():
-                await self._replayer.go_live(op_id)
-            raise InDoubt(self.run_id, op_id, tool.name)
         return await self._resolve_gap(tool, args, action, reserved)
 
     async def _resolve_gap(
@@ -231,9 +246,11 @@ class Dispatcher:
         say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")
+            metrics.resolution("read_redone")
             return await self._dispatch(tool, args, action, how="read: redone", reserved=reserved)
         if tool.idempotent:
             say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
+            metrics.resolution("idempotent_same_key")
             return await self._dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
         reconcile = self._app.reconcilers.get(name)
         if reconcile is not None:
@@ -243,6 +260,7 @@ class Dispatcher:
                 if isinstance(answer, Awaitable):
                     answer = await answer
             except Exception as exc:
+                metrics.resolution("reconciler_raised")
                 redact = self._secrets.redact
                 why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
                 return await self._declare_in_doubt(
@@ -252,15 +270,18 @@ class Dispatcher:
                 reset_action(token)
             if answer is NOT_EXECUTED:
                 say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
+                metrics.resolution("reconciler_not_executed")
                 # No resolution entry: should this dispatch die too, the op is a gap again and
                 # the reconciler is asked again (it would then say executed), never skipped.
                 return await self._dispatch(
                     tool, args, action, how="reconciler: not executed", reserved=reserved
                 )
             say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
+            metrics.resolution("reconciler_executed")
             payload = {"ok": json.loads(canonical(answer, self.max_payload)), "how": "reconciler: executed"}
             await self._replayer.append("result", op, payload)
             return payload["ok"]
+        metrics.resolution("in_doubt")
         return await self._declare_in_doubt(tool, action, "no idempotency key promise and no reconciler", "")
 
     async def _declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
@@ -270,5 +291,6 @@ class Dispatcher:
             operation_id=action.operation_id,
         )
         await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
+        metrics.in_doubt(tool.name)
         self.in_doubt.add(tool.name)
         raise InDoubt(self.run_id, action.operation_id, tool.name)

@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from outlast import failpoints
+from outlast import failpoints, metrics, tracing
 from outlast.app import App, Workflow
 from outlast.errors import (
     ApprovalExpired,
@@ -71,6 +71,7 @@ class Execution:
         self.max_payload = max_payload
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
+        self.final_state: RunState | None = None  # set once a final state is committed
         self.app = app
         self.store = store
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
@@ -82,6 +83,8 @@ class Execution:
         if not await self.store.finish(self.run.id, self.control.token, state, **kw):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
+        self.final_state = state
+        metrics.run_finished(self.run.workflow, state)
         self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
 
@@ -94,13 +97,18 @@ class Execution:
     async def execute(self) -> Outcome:
         """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
         run keeps its lease until it expires) and HandOver; returns FENCED if superseded."""
-        try:
-            return await self._execute()
-        except Fenced as exc:
-            self.log.warning(str(exc))
-            return Outcome.FENCED
-        except Interrupted as exc:
-            raise ServiceUnavailable(str(exc)) from exc
+        metrics.run_started(self.run.workflow)
+        with tracing.run_attempt(self.run, self.control.token) as span:
+            try:
+                outcome = await self._execute()
+            except Fenced as exc:
+                self.log.warning(str(exc))
+                metrics.lease_lost()
+                outcome = Outcome.FENCED
+            except Interrupted as exc:
+                raise ServiceUnavailable(str(exc)) from exc
+            span.set(outcome=outcome.value, state=self.final_state)
+            return outcome
 
     async def _execute(self) -> Outcome:
         run = self.run

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 from redis.exceptions import RedisError
 
-from outlast import failpoints
+from outlast import failpoints, metrics
 from outlast.app import App
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
@@ -88,6 +88,8 @@ class Worker:
             lease_ttl=self.s.lease_ttl,
         )
         work = [asyncio.create_task(c) for c in (self._read_loop(), self._sweep_loop())]
+        if metrics.enabled():
+            work.append(asyncio.create_task(self._every(metrics.REFRESH, self._gauges)))
         beat = asyncio.create_task(self._heartbeat_loop())  # goes on while runs are handed over
         await self._stopping.wait()
         for t in work:
@@ -351,6 +353,7 @@ class Worker:
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
         self.log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
         await self.queue.dead_letter(d, reason)
+        metrics.dead_lettered(d.queue)
 
     # -- beside the work ----------------------------------------------------------------
 
@@ -376,6 +379,7 @@ class Worker:
             if lease.cancel_requested:
                 control.cancel.set()
             if lease.lost and a.task is not None:  # a newer token exists: another worker owns it
+                metrics.lease_lost()
                 control.lost.set()
                 a.task.cancel()
 
@@ -390,6 +394,7 @@ class Worker:
             # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
             # stopped; a lease not yet expired is waited for at the claim.
             for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000) + 250, room):
+                metrics.reclaimed(q)
                 self._start(d, reclaimed=True)
 
     async def _sweep_loop(self) -> None:
@@ -397,6 +402,13 @@ class Worker:
 
     async def _sweep(self) -> None:
         await self.sweeper.sweep(self.log)
+
+    async def _gauges(self) -> None:
+        """Refresh the metrics read from Redis and Postgres (every few seconds, not per run)."""
+        for q in self.queues:
+            metrics.backlog(q, *await self.queue.backlog(q))
+        metrics.in_doubt_open(await self.store.in_doubt_open())
+        metrics.writer_busy(self.store.writer.busy)
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

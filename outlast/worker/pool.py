@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from outlast import failpoints
+from outlast import failpoints, metrics, tracing
 from outlast.app import App
 from outlast.errors import ConfigError
 from outlast.logs import configure
@@ -38,6 +38,9 @@ async def run_worker(app: App, settings: Settings, queues: list[str], signals: b
     """Serve until stopped. Settings must carry both URLs."""
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
+    tracing.configure(settings.trace_payloads == "on")
+    if settings.metrics_port:
+        metrics.enable()
     store = Store(settings.database_url, settings.schema, max_size=4, retry_for=settings.store_retry)
     queue = Queue(settings.redis_url, settings.prefix, connections=settings.concurrency + 16)
     await store.open()
@@ -59,6 +62,8 @@ def _child(spec: str, settings: Settings, queues: list[str]) -> None:
 
 def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) -> None:
     """Run ``processes`` worker processes (one runs in this process when ``processes`` is 1)."""
+    if settings.metrics_port:  # served from here; with processes, before they are spawned
+        metrics.serve(settings.metrics_port, processes)
     if processes <= 1:
         asyncio.run(run_worker(load_app(spec), settings, queues))
         return

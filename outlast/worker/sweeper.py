@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from outlast import metrics
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
@@ -42,6 +43,7 @@ class Sweeper:
             due = await self.store.due(after, limit, cutoff)
             for run_id, q in due:
                 await self.queue.publish(q, run_id)
+                metrics.republished(q)
             if due:
                 log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
             if len(due) < limit:

@@ -1,0 +1,208 @@
+"""Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
+
+Nothing here is imported, made or counted until ``enable()``: without ``--metrics-port`` every hook
+is a call that returns at once, and prometheus-client (the ``metrics`` extra) need not be installed.
+Labels are workflows, tools, states, outcomes, kinds and queues: never a run or operation id.
+
+With several processes (``--processes``), the parent serves the endpoint and the children write
+their values to files in a directory of the parent's (prometheus-client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from outlast.errors import ConfigError
+
+# Seconds: from a millisecond-fast read to a tool that runs for minutes.
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+REFRESH = 5.0  # seconds between two refreshes of the gauges read from Redis and Postgres
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise ConfigError("--metrics-port needs prometheus-client: pip install 'outlast[metrics]'") from None
+    return prometheus_client
+
+
+class _Metrics:
+    """The metric objects, made once per process."""
+
+    def __init__(self) -> None:
+        p = _client()
+        self.runs_started = p.Counter(
+            "outlast_runs_started", "Run attempts started (a resumed run counts again).", ["workflow"]
+        )
+        self.runs_finished = p.Counter(
+            "outlast_runs_finished", "Runs committed in a final state.", ["workflow", "state"]
+        )
+        self.operations = p.Histogram(
+            "outlast_operation_seconds",
+            "Operations dispatched, from the intention (or a gap's re-dispatch) to the result "
+            "committed; outcome ok, error or in_doubt.",
+            ["tool", "outcome"],
+            buckets=LATENCY_BUCKETS,
+        )
+        self.retries = p.Counter("outlast_dispatch_retries", "Tool dispatches retried (Retry).", ["tool"])
+        self.resolutions = p.Counter(
+            "outlast_resolutions", "Intentions without result resolved after a takeover, by kind.", ["kind"]
+        )
+        self.in_doubt = p.Counter("outlast_in_doubt_declared", "Operations declared in doubt.", ["tool"])
+        self.in_doubt_open = p.Gauge(
+            "outlast_in_doubt_open",
+            "Runs waiting on an unresolved in-doubt operation.",
+            multiprocess_mode="mostrecent",
+        )
+        self.leases_lost = p.Counter("outlast_leases_lost", "Runs lost to a newer fencing token.")
+        self.reclaimed = p.Counter("outlast_entries_reclaimed", "Stream entries reclaimed.", ["queue"])
+        self.republished = p.Counter("outlast_republished", "Runs re-published by the sweeper.", ["queue"])
+        self.dead_letters = p.Counter("outlast_dead_letters", "Stream entries dead-lettered.", ["queue"])
+        self.queue_lag = p.Gauge(
+            "outlast_queue_lag_seconds",
+            "Age of the oldest stream entry not yet delivered to a worker.",
+            ["queue"],
+            multiprocess_mode="mostrecent",
+        )
+        self.stream_length = p.Gauge(
+            "outlast_stream_length",
+            "Entries in the queue's stream.",
+            ["queue"],
+            multiprocess_mode="mostrecent",
+        )
+        self.batch = p.Histogram(
+            "outlast_commit_batch_size", "Writes per shared commit.", buckets=BATCH_BUCKETS
+        )
+        self.busy = p.Gauge(
+            "outlast_writer_busy_ratio",
+            "Share of the last refresh interval the shared-commit writer spent committing.",
+            multiprocess_mode="liveall",
+        )
+
+
+_m: _Metrics | None = None
+_busy_seen: tuple[float, float] | None = None  # (writer busy seconds, monotonic) when last refreshed
+
+
+def enable() -> None:
+    """Make the metric objects (once); from here on the hooks count."""
+    global _m, _busy_seen
+    if _m is None:
+        _m = _Metrics()
+        _busy_seen = (0.0, time.monotonic())
+
+
+def enabled() -> bool:
+    return _m is not None
+
+
+def serve(port: int, processes: int) -> None:
+    """Serve the endpoint on ``port`` from this process. With several processes, the children
+    (spawned after this call) write to a directory made here, removed when this process exits."""
+    p = _client()
+    registry = None
+    if processes > 1:
+        from prometheus_client import multiprocess
+
+        directory = tempfile.mkdtemp(prefix="outlast-metrics-")
+        atexit.register(shutil.rmtree, directory, True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+        registry = p.CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    else:
+        enable()
+    try:
+        p.start_http_server(port, registry=registry or p.REGISTRY)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot serve metrics on port {port}: {exc.strerror}; choose another --metrics-port"
+        ) from None
+
+
+# -- hooks: one line each where the engine already is -------------------------------------
+
+
+def run_started(workflow: str) -> None:
+    if _m is not None:
+        _m.runs_started.labels(workflow).inc()
+
+
+def run_finished(workflow: str, state: str) -> None:
+    if _m is not None:
+        _m.runs_finished.labels(workflow, state).inc()
+
+
+def operation(tool: str, outcome: str, started: float) -> None:
+    """An operation ended (``started``: its ``time.perf_counter()`` when it went live)."""
+    if _m is not None:
+        _m.operations.labels(tool, outcome).observe(time.perf_counter() - started)
+
+
+def dispatch_retried(tool: str) -> None:
+    if _m is not None:
+        _m.retries.labels(tool).inc()
+
+
+def resolution(kind: str) -> None:
+    if _m is not None:
+        _m.resolutions.labels(kind).inc()
+
+
+def in_doubt(tool: str) -> None:
+    if _m is not None:
+        _m.in_doubt.labels(tool).inc()
+
+
+def lease_lost() -> None:
+    if _m is not None:
+        _m.leases_lost.inc()
+
+
+def reclaimed(queue: str) -> None:
+    if _m is not None:
+        _m.reclaimed.labels(queue).inc()
+
+
+def republished(queue: str) -> None:
+    if _m is not None:
+        _m.republished.labels(queue).inc()
+
+
+def dead_lettered(queue: str) -> None:
+    if _m is not None:
+        _m.dead_letters.labels(queue).inc()
+
+
+def commit_batch(size: int) -> None:
+    if _m is not None:
+        _m.batch.observe(size)
+
+
+# -- gauges, refreshed by the worker every REFRESH seconds, never per operation -----------
+
+
+def backlog(queue: str, length: int, lag: float) -> None:
+    if _m is not None:
+        _m.stream_length.labels(queue).set(length)
+        _m.queue_lag.labels(queue).set(lag)
+
+
+def in_doubt_open(count: int) -> None:
+    if _m is not None:
+        _m.in_doubt_open.set(count)
+
+
+def writer_busy(busy_seconds: float) -> None:
+    """The writer's busy ratio since the last call, from its running total of busy seconds."""
+    global _busy_seen
+    now = time.monotonic()
+    if _m is not None and _busy_seen is not None and now > _busy_seen[1]:
+        _m.busy.set(min(1.0, (busy_seconds - _busy_seen[0]) / (now - _busy_seen[1])))
+        _busy_seen = (busy_seconds, now)

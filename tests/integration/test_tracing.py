@@ -1,0 +1,153 @@
+"""OpenTelemetry spans, caught by the SDK's in-memory exporter: a span per run attempt, per
+operation and per tool call, children of the producer's span, through a crash and a resume."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from outlast import tracing
+from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
+from tests.apps.observed import app
+
+__all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """An in-memory exporter on the process's SDK provider (set here if none is), stopped after
+    the test: the global provider can be set only once per process."""
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+
+
+def named(spans: InMemorySpanExporter, prefix: str, run_id: str) -> list[ReadableSpan]:
+    found = [
+        s
+        for s in spans.get_finished_spans()
+        if s.name.startswith(prefix) and (s.attributes or {}).get("outlast.run.id") == run_id
+    ]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def test_spans_of_a_run_continue_the_producers_trace(
+    outlast_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = outlast_harness(app)
+    with trace.get_tracer("producer").start_as_current_span("enqueue") as producer:
+        run = h.client.enqueue("observed", {"n": 7})
+    h.start_worker()
+    assert h.wait(run.id).state == "succeeded"
+
+    ctx = producer.get_span_context()
+    [attempt] = named(spans, "run ", run.id)
+    assert attempt.name == "run observed"
+    assert attempt.context is not None and attempt.context.trace_id == ctx.trace_id
+    assert parent_of(attempt) == ctx.span_id
+    assert attrs(attempt) == {
+        "outlast.run.id": run.id,
+        "outlast.workflow": "observed",
+        "outlast.fencing_token": 1,
+        "outlast.attempt": 1,
+        "outlast.outcome": "final",
+        "outlast.state": "succeeded",
+    }
+    assert attempt.context is not None
+    ops = named(spans, "operation ", run.id)
+    assert [attrs(o)["outlast.tool"] for o in ops] == ["flaky", "llm", "broken", "note"]
+    assert all(parent_of(o) == attempt.context.span_id for o in ops)
+    outcomes = {attrs(o)["outlast.tool"]: attrs(o)["outlast.outcome"] for o in ops}
+    assert outcomes == {"flaky": "ok", "llm": "ok", "broken": "error", "note": "ok"}
+    assert [attrs(o)["outlast.operation.id"] for o in ops] == ["op-1", "op-2", "op-3", "op-4"]
+    assert all(attrs(o)["outlast.fencing_token"] == 1 and not attrs(o)["outlast.resumed"] for o in ops)
+
+    calls = [
+        s for s in spans.get_finished_spans() if parent_of(s) in {o.context.span_id for o in ops if o.context}
+    ]
+    by_tool = {attrs(c)["outlast.tool"]: c for c in calls}
+    assert set(by_tool) == {"flaky", "llm", "broken", "note"}
+    assert by_tool["broken"].status.status_code == trace.StatusCode.ERROR
+    assert attrs(by_tool["broken"])["error.type"] == "ValueError"
+    model = by_tool["llm"]
+    assert model.name == "chat tiny-model" and model.kind == trace.SpanKind.CLIENT
+    assert attrs(model)["gen_ai.operation.name"] == "chat"
+    assert attrs(model)["gen_ai.request.model"] == "tiny-model"
+    assert attrs(model)["gen_ai.usage.input_tokens"] == 3
+    assert attrs(model)["gen_ai.usage.output_tokens"] == 3
+    assert "gen_ai.request.model" not in attrs(by_tool["note"])
+    # No arguments or results unless asked for.
+    everything = [attrs(s) for s in (attempt, *ops, *calls)]
+    assert not any(k in a for a in everything for k in ("outlast.tool.args", "outlast.tool.result"))
+
+
+def test_a_resumed_run_continues_the_same_trace(
+    outlast_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = outlast_harness(app)
+    with trace.get_tracer("producer").start_as_current_span("enqueue") as producer:
+        run = h.client.enqueue("observed", {"n": 1})
+    h.crash_at("after_intention", "llm")  # the read's intention is journaled, its dispatch is not
+    h.start_worker()
+    assert h.wait(run.id).state == "succeeded"
+
+    ctx = producer.get_span_context()
+    first, second = named(spans, "run ", run.id)
+    for attempt in (first, second):  # both attempts: children of the producer's span
+        assert attempt.context is not None and attempt.context.trace_id == ctx.trace_id
+        assert parent_of(attempt) == ctx.span_id
+    assert attrs(first)["outlast.outcome"] == "Crashed" and "outlast.state" not in attrs(first)
+    assert first.status.status_code == trace.StatusCode.UNSET  # left for later, not failed
+    assert (attrs(second)["outlast.attempt"], attrs(second)["outlast.fencing_token"]) == (2, 2)
+    assert attrs(second)["outlast.outcome"] == "final"
+    # On resume, the gap (llm's intention without result) is an operation span of its own;
+    # flaky, served from the journal, has none.
+    resumed = [o for o in named(spans, "operation ", run.id) if parent_of(o) == second.context.span_id]
+    assert [(attrs(o)["outlast.tool"], attrs(o)["outlast.resumed"]) for o in resumed] == [
+        ("llm", True),
+        ("broken", False),
+        ("note", False),
+    ]
+    assert all(attrs(o)["outlast.fencing_token"] == 2 for o in resumed)
+
+
+def test_arguments_and_results_only_when_asked(
+    outlast_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = outlast_harness(app)
+    tracing.configure(payloads=True)
+    try:
+        run = h.client.enqueue("observed", {"n": 2})
+        h.start_worker()
+        assert h.wait(run.id).state == "succeeded"
+    finally:
+        tracing.configure(payloads=False)
+    [note] = [
+        s
+        for s in spans.get_finished_spans()
+        if s.name == "tool note" and attrs(s)["outlast.run.id"] == run.id
+    ]
+    assert attrs(note)["outlast.tool.args"] == '{"text": "done 2"}'
+    assert attrs(note)["outlast.tool.result"] == '"done 2"'
+    [attempt] = named(spans, "run ", run.id)
+    assert parent_of(attempt) is None  # enqueued with no active span: a trace of its own
+    assert h.client.status(run.id).trace_context is None
