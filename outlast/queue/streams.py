@@ -405,25 +405,26 @@ class Queue:
             raise self._unavailable(exc) from exc
 
     async def figures(self, queue: str) -> QueueFigures:
-        """The queue's stream as Redis sees it, in one round trip: its length, the entries
-        delivered and not acknowledged, the age of the oldest of those (from its id, by the
-        Redis clock) and the dead letters."""
+        """The queue's stream as Redis sees it: its length, the entries delivered and not
+        acknowledged, the age of the oldest of those (from its id, by the Redis clock: TIME,
+        which a cluster pipeline refuses, is asked apart) and the dead letters."""
         stream = self.stream(queue)
+        age = None
         try:
-            async with self._gate, self.redis.pipeline(transaction=False) as p:
-                p.xlen(stream)
-                p.xpending(stream, GROUP)
-                p.xlen(self.dead_stream(queue))
-                p.time()
-                length, pending, dead, (secs, micros) = await p.execute(raise_on_error=False)
+            async with self._gate:
+                async with self.redis.pipeline(transaction=False) as p:
+                    p.xlen(stream)
+                    p.xpending(stream, GROUP)
+                    p.xlen(self.dead_stream(queue))
+                    length, pending, dead = await p.execute(raise_on_error=False)
+                if isinstance(pending, ResponseError):  # no group yet: nothing was ever read
+                    pending = {"pending": 0, "min": None}
+                if pending["pending"] and pending["min"] is not None:
+                    secs, micros = await self.redis.time()
+                    born_ms = int(_text(pending["min"]).split("-")[0])
+                    age = max(secs + micros / 1e6 - born_ms / 1000, 0.0)
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
-        if isinstance(pending, ResponseError):  # no group yet: nothing was ever read
-            pending = {"pending": 0, "min": None}
-        age = None
-        if pending["pending"] and pending["min"] is not None:
-            born_ms = int(_text(pending["min"]).split("-")[0])
-            age = max(secs + micros / 1e6 - born_ms / 1000, 0.0)
         return QueueFigures(queue, int(length), int(pending["pending"]), age, int(dead))
 
     async def lost_data(self) -> bool:
