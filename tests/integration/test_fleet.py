@@ -33,6 +33,9 @@ def test_health_checks_servers_schema_and_a_live_worker(world: World) -> None:
 
     _one_line_error(world.cli("health", "--worker"), 1, "unhealthy", "no live worker", "outlast worker")
     _one_line_error(world.cli("--redis-url", "redis://127.0.0.1:1/0", "health"), 1, "cannot reach Redis")
+    down = world.cli("--database-url", "postgresql://u:secret@127.0.0.1:1/x", "health")
+    _one_line_error(down, 1, "cannot reach Postgres at postgresql://u:***@127.0.0.1:1/x")
+    assert "secret" not in down.stderr
     _one_line_error(world.cli("--schema", "t_nothing_here", "health"), 1, "no outlast schema", "migrate")
     old = f"{world.schema}_old"
     migrate_schema(world.database_url, old)
