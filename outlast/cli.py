@@ -471,7 +471,10 @@ def _since(text: str | None) -> datetime | None:
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
     number, unit = text[:-1], text[-1:]
     if unit in units and number.isdigit():
-        return datetime.now(UTC) - timedelta(seconds=int(number) * units[unit])
+        try:
+            return datetime.now(UTC) - timedelta(seconds=int(number) * units[unit])
+        except OverflowError:
+            raise click.BadParameter(f"{text[:40]!r} is too far back", param_hint="--since") from None
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
@@ -533,14 +536,14 @@ def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
 def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act: Any) -> None:
     """The queue's dead letters; --requeue ID or --all puts their runs back (a final run's letter
     is only dropped), --drop ID removes one."""
-    from outlast.fleet import ENTRY_ID, requeue
+    from outlast.fleet import is_entry_id, requeue
 
     q = _queue_name(queue or _settings(ctx).queue, "--queue")
     given = [k for k, v in act.items() if v]
     if len(given) > 1:
         raise click.UsageError("give one of --requeue ID, --all, --drop ID")
     entry = act["requeue_id"] or act["drop_id"]
-    if entry is not None and not ENTRY_ID.fullmatch(entry):
+    if entry is not None and not is_entry_id(entry):
         raise click.BadParameter(f"{entry[:40]!r} is not a dead letter's id (like 1764511200000-0)")
 
     async def go(c: AsyncClient) -> int:

@@ -13,7 +13,15 @@ from outlast.producer import AsyncClient
 from outlast.queue import run_id_problem
 from outlast.store import SCHEMA_VERSION
 
-ENTRY_ID = re.compile(r"\d{1,20}-\d{1,20}")  # a stream entry's id, as Redis writes it
+_ENTRY_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
+
+
+def is_entry_id(text: str) -> bool:
+    """A stream entry's id as Redis writes it: two unsigned 64-bit numbers, ``ms-seq``."""
+    m = _ENTRY_ID.fullmatch(text)
+    return m is not None and all(int(part) < 2**64 for part in m.groups())
+
+
 Outcome = Literal["requeued", "dropped", "kept"]
 
 

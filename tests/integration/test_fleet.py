@@ -152,6 +152,7 @@ def test_dead_letters_are_requeued_through_postgres_or_dropped_when_final(world:
     _one_line_error(world.cli("dead-letters", "--requeue", nobody_id), 1, "no run 'no-such-run'", "--drop")
     _one_line_error(world.cli("dead-letters", "--requeue", final_id), 1, f"no dead letter {final_id}")
     _one_line_error(world.cli("dead-letters", "--requeue", "x; y"), 2, "not a dead letter's id")
+    _one_line_error(world.cli("dead-letters", "--drop", "99999999999999999999-0"), 2, "dead letter")
     _one_line_error(world.cli("dead-letters", "--all", "--drop", junk_id), 2, "give one of")
 
     p = world.cli("dead-letters", "--all")  # what names no run stays, and says so
@@ -189,4 +190,5 @@ def test_runs_filter_by_state_workflow_queue_and_since(world: World) -> None:
     assert ids("--workflow", "nothing") == set()
     assert new_slow.id in world.cli("runs", "--since", "1d").stdout
     _one_line_error(world.cli("runs", "--since", "yesterday"), 2, "--since", "neither an age")
+    _one_line_error(world.cli("runs", "--since", "99999999999d"), 2, "--since", "too far back")
     _one_line_error(world.cli("runs", "--queue", "a b"), 2, "queue name")
