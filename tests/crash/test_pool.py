@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,23 @@ def test_sigterm_to_the_pool_hands_the_runs_over(world: World) -> None:
     ]
     assert "starting another" not in world.logs()  # nothing restarted while stopping
     assert world.sql("SELECT pid FROM workers") == [(other.pid,)]
+
+
+def test_children_stop_cleanly_when_the_pool_is_killed(world: World) -> None:
+    pool = world.worker("tests.apps.basic:app", "--processes", "2")
+    children = wait_for(lambda: len(live_pids(world)) == 2 and live_pids(world), what="two children")
+    pool.send_signal(signal.SIGKILL)
+    pool.wait(10)
+    # Each child sees its pool gone, hands over and deletes its record, as on SIGTERM.
+    wait_for(lambda: world.sql("SELECT count(*) FROM workers") == [(0,)], timeout=20, what="clean stops")
+    for pid in children:
+        wait_for(lambda p=pid: not _alive(p), timeout=10, what=f"child {pid} to exit")
+
+
+def _alive(pid: int) -> bool:
+    """Running (not exited, nor a zombie waiting for whoever adopted it to reap it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
