@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -257,12 +258,18 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
 
 @cli.command()
 @click.option("--state", help="Only runs in this state.")
+@click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--queue", "-q", help="Only runs of this queue.")
+@click.option("--since", help="Only runs created since: 30m, 2h, 7d ago, or an ISO time (UTC if no offset).")
 @click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> None:
-    """The latest runs."""
-    found = _run(ctx, lambda c: c.runs(state, limit))
+def runs(ctx: click.Context, /, state: str | None, limit: int, as_json: bool, **filters: Any) -> None:
+    """The latest runs, newest first."""
+    if filters["queue"] is not None:
+        _queue_name(filters["queue"], "--queue")
+    filters["since"] = _since(filters["since"])
+    found = _run(ctx, lambda c: c.runs(state, limit, **filters))
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in found], indent=2, default=str))
         return
@@ -448,6 +455,133 @@ def demo(ctx: click.Context) -> None:
     from outlast.demo import main as demo_main
 
     demo_main(_settings(ctx))
+
+
+# -- the fleet: health, workers, queues, dead letters ----------------------------------------
+
+
+def _queue_name(name: str, hint: str) -> str:
+    try:
+        return check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(f"a queue name {exc}", param_hint=hint) from None
+
+
+def _since(text: str | None) -> datetime | None:
+    """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time (UTC if naive)."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = text[:-1], text[-1:]
+    if unit in units and number.isdigit():
+        try:
+            return datetime.now(UTC) - timedelta(seconds=int(number) * units[unit])
+        except OverflowError:
+            raise click.BadParameter(f"{text[:40]!r} is too far back", param_hint="--since") from None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time (2026-11-30T14:00)",
+            param_hint="--since",
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+@cli.command()
+@click.option("--worker", is_flag=True, help="Also require a live worker heartbeat.")
+@click.pass_context
+def health(ctx: click.Context, worker: bool) -> None:
+    """Exit 0 when Postgres and Redis answer and the schema is current (and, with --worker, a live
+    worker heartbeat exists); otherwise exit 1 with the reason."""
+    from outlast.fleet import health as check
+
+    fine, wrong = _run(ctx, lambda c: check(c, worker), connect=False)
+    if wrong:
+        raise click.ClickException("unhealthy: " + "; ".join(wrong))
+    click.echo("healthy: " + ", ".join(fine))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def workers(ctx: click.Context, as_json: bool) -> None:
+    """The workers' heartbeat records: host, pid, queues, runs held, started, last beat, programs;
+    a worker silent for three lease TTLs is shown as gone."""
+    from outlast.fleet import render_workers
+
+    rows = _run(ctx, lambda c: c.store.workers())
+    click.echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
+
+
+@cli.command()
+@click.argument("names", nargs=-1, metavar="[QUEUE]...")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
+    """Each queue's stream (length, pending, oldest pending age, dead letters) and unfinished runs
+    (default: every queue with unfinished runs or a worker)."""
+    from outlast.fleet import queues as figures
+    from outlast.fleet import render_queues
+
+    wanted = [_queue_name(n, "QUEUE") for n in names]
+    rows = _run(ctx, lambda c: figures(c, wanted), connect=False)
+    click.echo(json.dumps(rows, indent=2) if as_json else render_queues(rows))
+
+
+@cli.command(name="dead-letters")
+@_option("queue", "--queue", "-q")
+@click.option("--requeue", "requeue_id", metavar="ID", help="Requeue this letter's run (Postgres first).")
+@click.option("--all", "requeue_all", is_flag=True, help="Requeue every dead letter of the queue.")
+@click.option("--drop", "drop_id", metavar="ID", help="Remove this dead letter.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act: Any) -> None:
+    """The queue's dead letters; --requeue ID or --all puts their runs back (a final run's letter
+    is only dropped), --drop ID removes one."""
+    from outlast.fleet import is_entry_id, requeue
+
+    q = _queue_name(queue or _settings(ctx).queue, "--queue")
+    given = [k for k, v in act.items() if v]
+    if len(given) > 1:
+        raise click.UsageError("give one of --requeue ID, --all, --drop ID")
+    entry = act["requeue_id"] or act["drop_id"]
+    if entry is not None and not is_entry_id(entry):
+        raise click.BadParameter(f"{entry[:40]!r} is not a dead letter's id (like 1764511200000-0)")
+
+    async def go(c: AsyncClient) -> int:
+        letters = await c.queue.dead_letters(q, count=10_000, entry_id=entry)
+        if entry is not None and not letters:
+            raise click.ClickException(
+                f"no dead letter {entry} on queue '{q}'; list them: outlast dead-letters -q {q}"
+            )
+        if act["drop_id"]:
+            await c.queue.drop_dead_letter(q, entry or "")
+            click.echo(f"dead letter {entry}: removed")
+            return 0
+        if not given:
+            _print_dead_letters(letters, q, as_json)
+            return 0
+        kept = 0
+        for letter in letters:
+            outcome, message = await requeue(c, q, letter)
+            kept += outcome == "kept"
+            click.echo(message, err=outcome == "kept")
+        return 1 if kept and entry is not None else 0
+
+    sys.exit(_run(ctx, go))
+
+
+def _print_dead_letters(letters: list[dict[str, str]], queue: str, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(letters, indent=2, ensure_ascii=False))
+        return
+    for d in letters:
+        fields = {k: v for k, v in d.items() if not k.startswith("_")}
+        click.echo(f"{d['_id']}  entry {d.get('_entry', '-')}  {json.dumps(fields, ensure_ascii=False)}")
+        click.echo(f"  reason: {d.get('_reason', '-')}")
+    if not letters:
+        click.echo(f"no dead letters on queue '{queue}'")
 
 
 def main() -> None:

@@ -21,6 +21,10 @@ class SchemaError(OutlastError):
     """The database schema is missing or newer than this outlast knows."""
 
 
+class WorkersDying(OutlastError):
+    """A worker pool's processes keep dying before they serve: the pool stopped."""
+
+
 class UnknownRun(OutlastError):
     """No run has this id."""
 

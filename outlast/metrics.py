@@ -103,6 +103,14 @@ def enabled() -> bool:
     return _m is not None
 
 
+def process_dead(pid: int | None) -> None:
+    """A worker process of a pool serving metrics died: its live gauges go with it."""
+    if pid is not None and "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
 def serve(port: int, processes: int) -> None:
     """Serve the endpoint on ``port`` from this process. With several processes, the children
     (spawned after this call) write to a directory made here, removed when this process exits."""

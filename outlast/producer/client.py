@@ -284,14 +284,24 @@ class AsyncClient:
                 raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
             await asyncio.sleep(poll)
 
-    async def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
+    async def runs(
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        *,
+        workflow: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Run]:
+        """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
+        at or after ``since`` (each when given)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {_show(limit)}")
         await self.open()
         if state is not None and state not in set(RunState):
             known = ", ".join(RunState)
             raise InvalidInput(f"no run state '{state}' (states: {known})")
-        return await self.store.list_runs(state, limit)
+        return await self.store.list_runs(state, limit, workflow=workflow, queue=queue, since=since)
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
@@ -517,8 +527,8 @@ class Client:
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
         return self._call(self.aio.wait(run_id, timeout))
 
-    def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
-        return self._call(self.aio.runs(state, limit))
+    def runs(self, state: str | None = None, limit: int = 50, **filters: Any) -> list[Run]:
+        return self._call(self.aio.runs(state, limit, **filters))
 
     def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         return self._call(self.aio.events(run_id, after))

@@ -95,6 +95,17 @@ class Delivery:
         return self.fields.get("run") or None
 
 
+@dataclass(frozen=True)
+class QueueFigures:
+    """What ``Queue.figures`` found for one queue."""
+
+    queue: str
+    length: int  # entries in the stream: waiting to be read, or pending
+    pending: int  # delivered to a worker, not yet acknowledged
+    oldest_pending_age: float | None  # seconds since the oldest pending entry was added
+    dead_letters: int
+
+
 def run_id_problem(run_id: str | None) -> str | None:
     """Why a stream entry's run id cannot name a run, or None when it can."""
     if run_id is None:
@@ -372,10 +383,49 @@ class Queue:
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
-    async def dead_letters(self, queue: str, count: int = 100) -> list[dict[str, str]]:
-        async with self._gate:
-            entries = await self.redis.xrange(self.dead_stream(queue), count=count)
-        return [{_text(k): _text(v) for k, v in f.items()} for _eid, f in entries]
+    async def dead_letters(
+        self, queue: str, count: int = 100, entry_id: str | None = None
+    ) -> list[dict[str, str]]:
+        """The queue's dead letters, oldest first (or only the one ``entry_id``): each entry's
+        fields and its own id (``_id``)."""
+        first, last = (entry_id, entry_id) if entry_id else ("-", "+")
+        try:
+            async with self._gate:
+                entries = await self.redis.xrange(self.dead_stream(queue), first, last, count=count)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        return [{**{_text(k): _text(v) for k, v in f.items()}, "_id": _text(eid)} for eid, f in entries]
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Delete one dead letter; False if there was none by that id."""
+        try:
+            async with self._gate:
+                return bool(await self.redis.xdel(self.dead_stream(queue), entry_id))
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def figures(self, queue: str) -> QueueFigures:
+        """The queue's stream as Redis sees it: its length, the entries delivered and not
+        acknowledged, the age of the oldest of those (from its id, by the Redis clock: TIME,
+        which a cluster pipeline refuses, is asked apart) and the dead letters."""
+        stream = self.stream(queue)
+        age = None
+        try:
+            async with self._gate:
+                async with self.redis.pipeline(transaction=False) as p:
+                    p.xlen(stream)
+                    p.xpending(stream, GROUP)
+                    p.xlen(self.dead_stream(queue))
+                    length, pending, dead = await p.execute(raise_on_error=False)
+                if isinstance(pending, ResponseError):  # no group yet: nothing was ever read
+                    pending = {"pending": 0, "min": None}
+                if pending["pending"] and pending["min"] is not None:
+                    secs, micros = await self.redis.time()
+                    born_ms = int(_text(pending["min"]).split("-")[0])
+                    age = max(secs + micros / 1e6 - born_ms / 1000, 0.0)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        return QueueFigures(queue, int(length), int(pending["pending"]), age, int(dead))
 
     async def backlog(self, queue: str) -> tuple[int, float]:
         """The queue's stream length, and the age in seconds (by Redis's clock) of its oldest entry

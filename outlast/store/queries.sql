@@ -29,7 +29,11 @@ SELECT * FROM r;
 SELECT * FROM runs WHERE id = %(id)s;
 
 -- name: list_runs
+-- The latest runs; each filter applies when given.
 SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
@@ -347,3 +351,43 @@ SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
 -- name: in_doubt_open
 -- For the metrics gauge, every few seconds: the runs waiting on an unresolved in-doubt operation.
 SELECT count(*) AS n FROM runs WHERE state = 'waiting' AND reason = 'in_doubt';
+
+-- Fleet: the workers' heartbeat records, queue figures from Postgres, dead letters requeued.
+
+-- name: beat_worker
+-- One statement per heartbeat: the worker's record, made at its first beat.
+INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held)
+VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
+        %(runs_held)s)
+ON CONFLICT (name) DO UPDATE SET runs_held = EXCLUDED.runs_held, last_beat = now();
+
+-- name: forget_worker
+DELETE FROM workers WHERE name = %(worker)s;
+
+-- name: forget_gone_workers
+-- Records of workers silent for longer than %(after)s seconds (never fewer than ten TTLs).
+DELETE FROM workers
+WHERE last_beat < now() - make_interval(secs => greatest(%(after)s, 10 * lease_ttl))
+RETURNING name;
+
+-- name: workers
+SELECT *, last_beat >= now() - make_interval(secs => 3 * lease_ttl) AS live,
+       extract(epoch FROM now() - last_beat) AS beat_age
+FROM workers ORDER BY host, started_at, name;
+
+-- name: unfinished_by_queue
+-- Unfinished runs per queue and state (the partial index over unfinished runs).
+SELECT queue, state, count(*) AS n FROM runs
+WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+GROUP BY queue, state;
+
+-- name: requeue_dead_letter
+-- Postgres first: an unfinished run named by a dead letter is stamped as published now (the
+-- sweeper leaves it be) with an event; a final run is left alone (no row: drop the letter).
+WITH r AS (
+    UPDATE runs SET published_at = now()
+    WHERE id = %(id)s
+      AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+    RETURNING id, queue, state),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
+SELECT queue, state FROM r;

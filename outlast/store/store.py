@@ -290,8 +290,20 @@ class Store:
         rows = await self._rows("get_run", id=run_id)
         return Run.from_row(rows[0]) if rows else None
 
-    async def list_runs(self, state: str | None, limit: int) -> list[Run]:
-        return [Run.from_row(r) for r in await self._rows("list_runs", state=state, limit=limit)]
+    async def list_runs(
+        self,
+        state: str | None,
+        limit: int,
+        *,
+        workflow: str | None = None,
+        queue: str | None = None,
+        since: datetime | None = None,
+    ) -> list[Run]:
+        """The latest runs, newest first; each filter given narrows them."""
+        rows = await self._rows(
+            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=since
+        )
+        return [Run.from_row(r) for r in rows]
 
     async def event(self, run_id: str, kind: str, detail: dict[str, Any]) -> None:
         await self._write("add_event", run_id=run_id, kind=kind, detail=Jsonb(detail))
@@ -541,6 +553,39 @@ class Store:
         else:
             rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
+
+    # -- fleet ----------------------------------------------------------------------------
+
+    async def beat_worker(self, record: dict[str, Any]) -> None:
+        """Upsert a worker's heartbeat record (name, host, pid, queues, programs, concurrency,
+        lease_ttl, runs_held); the database clock stamps the beat."""
+        params = {**record, "programs": Jsonb(record["programs"])}
+        params["worker"] = params.pop("name")
+        await self._rows("beat_worker", **params)
+
+    async def forget_worker(self, name: str) -> None:
+        await self._rows("forget_worker", worker=name)
+
+    async def forget_gone_workers(self, after: float) -> list[str]:
+        """Delete the records of workers silent for ``after`` seconds (at least ten TTLs)."""
+        return [r["name"] for r in await self._rows("forget_gone_workers", after=after)]
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""
+        return await self._rows("workers")
+
+    async def unfinished_by_queue(self) -> dict[str, dict[str, int]]:
+        """Unfinished runs: queue -> state -> count."""
+        out: dict[str, dict[str, int]] = {}
+        for r in await self._rows("unfinished_by_queue"):
+            out.setdefault(r["queue"], {})[r["state"]] = r["n"]
+        return out
+
+    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
+        """Stamp an unfinished run as published now, with a 'requeued' event; its (queue,
+        state), or None when the run is final (or missing)."""
+        rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
+        return (rows[0]["queue"], rows[0]["state"]) if rows else None
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""

@@ -103,6 +103,8 @@ class Worker:
         await asyncio.gather(beat, return_exceptions=True)
         for t in self._timers:  # the sweeper wakes these runs instead
             t.cancel()
+        with contextlib.suppress(Exception):  # a record left behind is shown as gone, then swept
+            await self.store.forget_worker(self.name)
         self.log.info(f"worker {self.name} stopped")
 
     def stop(self) -> None:
@@ -382,6 +384,20 @@ class Worker:
                 metrics.lease_lost()
                 control.lost.set()
                 a.task.cancel()
+        await self.store.beat_worker(self._record())  # after the leases: they come first
+
+    def _record(self) -> dict[str, object]:
+        """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""
+        return {
+            "name": self.name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": self.queues,
+            "programs": self._programs,
+            "concurrency": self.s.concurrency,
+            "lease_ttl": self.s.lease_ttl,
+            "runs_held": len(self.active),
+        }
 
     async def _reclaim(self) -> None:
         """Take over entries whose worker went silent. Orphans have a lane of their own: up to

@@ -1,4 +1,7 @@
-"""Starting workers: one asyncio loop per process, ``processes`` processes."""
+"""Starting workers: one asyncio loop per process, ``processes`` processes. With more than one,
+this process supervises them: a child that dies is replaced (with backoff, and a log line naming
+its exit), SIGTERM/SIGINT is passed on once for the graceful hand-over, and the pool gives up,
+non-zero, when a child keeps dying before it could serve."""
 
 from __future__ import annotations
 
@@ -8,15 +11,30 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Event
+
+import structlog
 
 from outlast import failpoints, metrics, tracing
 from outlast.app import App
-from outlast.errors import ConfigError
+from outlast.errors import ConfigError, OutlastError, WorkersDying
 from outlast.logs import configure
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.loop import Worker
+
+log = structlog.get_logger("outlast.pool")
+
+MAX_START_FAILURES = 5  # a child dead before it was ready this many times in a row: give up
+STEADY = 30.0  # seconds a child must live for its place's backoff to start over
+MAX_BACKOFF = 30.0
 
 
 def load_app(spec: str) -> App:
@@ -34,8 +52,15 @@ def load_app(spec: str) -> App:
     return app
 
 
-async def run_worker(app: App, settings: Settings, queues: list[str], signals: bool = True) -> None:
-    """Serve until stopped. Settings must carry both URLs."""
+async def run_worker(
+    app: App,
+    settings: Settings,
+    queues: list[str],
+    signals: bool = True,
+    ready: Callable[[], object] | None = None,
+) -> None:
+    """Serve until stopped. Settings must carry both URLs. ``ready`` is called once both servers
+    answered and the schema is current."""
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
     tracing.configure(settings.trace_payloads == "on")
@@ -45,6 +70,8 @@ async def run_worker(app: App, settings: Settings, queues: list[str], signals: b
     queue = Queue(settings.redis_url, settings.prefix, connections=settings.concurrency + 16)
     await store.open()
     await queue.ping()
+    if ready is not None:
+        ready()
     worker = Worker(app, store, queue, settings, queues)
     if signals:
         worker.install_signals()
@@ -55,30 +82,133 @@ async def run_worker(app: App, settings: Settings, queues: list[str], signals: b
         await queue.close()
 
 
-def _child(spec: str, settings: Settings, queues: list[str]) -> None:
+def _watch_parent(parent: int) -> None:
+    """Stop this child (handing its runs over) once the pool that started it is gone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _child(spec: str, settings: Settings, queues: list[str], ready: Event) -> None:
+    # A group of its own: a terminal's Ctrl-C reaches the pool only, which passes it on once
+    # (a second signal would make the worker exit at once, without the hand-over).
+    os.setpgid(0, 0)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     configure(settings.log_format)
-    asyncio.run(run_worker(load_app(spec), settings, queues))
+    try:
+        asyncio.run(run_worker(load_app(spec), settings, queues, ready=ready.set))
+    except OutlastError as exc:  # one line, as the command would print it; the pool reports the exit
+        print(f"outlast: error: worker process {os.getpid()}: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+@dataclass
+class _Place:
+    """One place in the pool: the child in it and how its children have been dying."""
+
+    process: BaseProcess | None = None
+    ready: Event | None = None
+    started: float = 0.0
+    deaths: int = 0  # in a row, each within STEADY seconds of its start
+    start_failures: int = 0  # in a row, before the child was ready
+    restart_at: float = 0.0
+
+
+def _exit(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+class Pool:
+    """``processes`` worker processes, supervised."""
+
+    def __init__(self, spec: str, settings: Settings, queues: list[str], processes: int) -> None:
+        self.args = (spec, settings, queues)
+        self.ctx = multiprocessing.get_context("spawn")
+        self.places = [_Place() for _ in range(processes)]
+        self.stop_signal: int | None = None
+        self.signalled: set[int] = set()  # children the stop signal was passed on to
+
+    def run(self) -> None:
+        """Serve until SIGTERM/SIGINT (then wait for every child's hand-over); raises
+        ``WorkersDying`` when a place's child keeps dying before it is ready."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            while self.stop_signal is None:
+                self._step()
+        finally:
+            self._stop(self.stop_signal or signal.SIGTERM)
+
+    def _on_signal(self, sig: int, _frame: object) -> None:
+        if self.stop_signal is not None:  # a second signal: passed on again, the children exit at once
+            self.signalled.clear()
+        else:
+            log.info(f"signal {signal.Signals(sig).name}: stopping the worker processes")
+        self.stop_signal = sig
+        self._pass_on(sig)
+
+    def _pass_on(self, sig: int) -> None:
+        """The signal, once, to each live child not yet given it."""
+        for place in self.places:
+            p = place.process
+            if p is not None and p.pid is not None and p.pid not in self.signalled and p.is_alive():
+                self.signalled.add(p.pid)
+                os.kill(p.pid, sig)
+
+    def _stop(self, sig: int) -> None:
+        self._pass_on(sig)  # also a child started as the signal came
+        for place in self.places:
+            if place.process is not None:
+                place.process.join()
+
+    def _step(self) -> None:
+        now = time.monotonic()
+        for place in self.places:
+            if place.process is None and now >= place.restart_at and self.stop_signal is None:
+                self._start(place)
+        live = [p.process.sentinel for p in self.places if p.process is not None]
+        due = [p.restart_at - now for p in self.places if p.process is None]
+        wait(live, timeout=max(min([1.0, *due]), 0.01))
+        for place in self.places:
+            if place.process is not None and not place.process.is_alive() and self.stop_signal is None:
+                self._died(place)
+
+    def _start(self, place: _Place) -> None:
+        place.ready = self.ctx.Event()
+        place.process = self.ctx.Process(target=_child, args=(*self.args, place.ready))
+        place.process.start()
+        place.started = time.monotonic()
+
+    def _died(self, place: _Place) -> None:
+        assert place.process is not None and place.ready is not None
+        pid, how = place.process.pid, _exit(place.process.exitcode)
+        was_ready = place.ready.is_set()
+        place.process.close()
+        place.process = None
+        metrics.process_dead(pid)
+        now = time.monotonic()
+        place.deaths = place.deaths + 1 if now - place.started < STEADY else 1
+        place.start_failures = 0 if was_ready else place.start_failures + 1
+        if place.start_failures >= MAX_START_FAILURES:
+            raise WorkersDying(
+                f"worker processes keep dying at start: {place.start_failures} in a row before they "
+                f"could serve, the last (pid {pid}) with {how}; its log above says why"
+            )
+        delay = min(0.25 * 2 ** (place.deaths - 1), MAX_BACKOFF)
+        place.restart_at = now + delay
+        when = "" if was_ready else " before it could serve"
+        log.warning(f"worker process {pid} exited with {how}{when}; starting another in {delay:.2f}s")
 
 
 def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) -> None:
-    """Run ``processes`` worker processes (one runs in this process when ``processes`` is 1)."""
+    """Run ``processes`` worker processes (one runs in this process when ``processes`` is 1;
+    more are supervised by this one)."""
     if settings.metrics_port:  # served from here; with processes, before they are spawned
         metrics.serve(settings.metrics_port, processes)
     if processes <= 1:
         asyncio.run(run_worker(load_app(spec), settings, queues))
         return
     load_app(spec)  # fail here, once, rather than in every child
-    ctx = multiprocessing.get_context("spawn")
-    children = [ctx.Process(target=_child, args=(spec, settings, queues)) for _ in range(processes)]
-    for c in children:
-        c.start()
-
-    def forward(sig: int, _frame: object) -> None:
-        for c in children:
-            if c.pid is not None and c.is_alive():
-                os.kill(c.pid, sig)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    for c in children:
-        c.join()
+    Pool(spec, settings, queues, processes).run()

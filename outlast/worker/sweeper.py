@@ -13,9 +13,12 @@ from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
 
+GONE_FOR = 3600.0  # seconds a silent worker's heartbeat record is kept, shown as gone
+
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, re-publication, and names of workers gone."""
+    """Deadlines that passed while nothing ran, re-publication, and names and heartbeat records
+    of workers gone."""
 
     def __init__(self, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
         self.store = store
@@ -35,6 +38,7 @@ class Sweeper:
             self._next_forget = time.monotonic() + 60
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
+            await self.store.forget_gone_workers(GONE_FOR)
 
     async def republish(self, log: Any, after: float, limit: int = 500) -> None:
         """Re-publish, page by page, every run due and unseen for ``after`` seconds."""
