@@ -118,6 +118,18 @@ def check_name(value: object, limit: int = 100) -> str:
     )
 
 
+def _check_networks(value: object) -> str:
+    """Comma-separated IP addresses or networks."""
+    import ipaddress
+
+    try:
+        for part in str(value).split(","):
+            ipaddress.ip_network(part.strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"must be IP addresses or networks, comma-separated, got {_show(value)}") from None
+    return str(value)
+
+
 def check_schema(value: object) -> str:
     """A Postgres schema name that needs no quoting (it goes into connection options)."""
     if not (isinstance(value, str) and _SCHEMA.fullmatch(value)):
@@ -242,6 +254,17 @@ class Settings:
     metrics_port: int = setting(0, "Serve Prometheus metrics on this port (0: none).", "port", ge=0, le=65535)
     trace_payloads: str = setting(
         "off", "Put tool arguments and results in trace spans.", choices=("off", "on")
+    )
+    users: str | None = setting(
+        None, "The users file (TOML or YAML): who may sign in to the dashboard and API, and their groups."
+    )
+    auth_header: str | None = setting(
+        None, "A header naming the user, set by a reverse proxy (honoured only from trusted proxies)."
+    )
+    trusted_proxies: str = setting(
+        "127.0.0.1,::1",
+        "Addresses or networks (comma-separated) whose auth header is believed.",
+        check=_check_networks,
     )
 
     def __post_init__(self) -> None:
