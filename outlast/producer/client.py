@@ -457,6 +457,21 @@ class AsyncClient:
             judge(req, proposed, run_id, where, run_state=run.state)
         return await self.status(run_id)  # the same decision again: accepted, changes nothing
 
+    async def counts(self) -> dict[str, int]:
+        """How many runs are in each state."""
+        await self.open()
+        return await self.store.count_by_state()
+
+    async def pending_approvals(self, limit: int = 200) -> list[dict[str, Any]]:
+        """Every approval request still waiting for a decision, across runs, oldest first."""
+        await self.open()
+        return await self.store.pending_approvals(limit)
+
+    async def change_mark(self) -> int:
+        """A number that moves whenever anything happens to any run (for live views)."""
+        await self.open()
+        return await self.store.change_mark()
+
     async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
         program of the worker that takes it (replay must still match)."""

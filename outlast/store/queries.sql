@@ -391,3 +391,20 @@ WITH r AS (
     RETURNING id, queue, state),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
 SELECT queue, state FROM r;
+
+-- The dashboard: counts, the approvals inbox, and a change mark for its live updates.
+
+-- name: count_by_state
+SELECT state, count(*) AS n FROM runs GROUP BY state;
+
+-- name: pending_approvals
+-- Every request still waiting for a decision, oldest first, with the seconds left before expiry.
+SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= now()) AS expired,
+       extract(epoch FROM a.expires_at - now()) AS seconds_left, r.workflow, r.queue
+FROM approvals a JOIN runs r ON r.id = a.run_id
+WHERE a.status = 'pending' AND r.state = 'awaiting_approval'
+ORDER BY a.created_at LIMIT %(limit)s;
+
+-- name: change_mark
+-- The events' sequence: it moves whenever anything happens to any run (read, never advanced).
+SELECT last_value, is_called FROM events_id_seq;

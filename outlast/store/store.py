@@ -587,6 +587,22 @@ class Store:
         rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
         return (rows[0]["queue"], rows[0]["state"]) if rows else None
 
+    # -- the dashboard ----------------------------------------------------------------------
+
+    async def count_by_state(self) -> dict[str, int]:
+        """Every run counted by its state."""
+        return {r["state"]: r["n"] for r in await self._rows("count_by_state")}
+
+    async def pending_approvals(self, limit: int) -> list[dict[str, Any]]:
+        """The requests still waiting for a decision, oldest first, with their run's workflow
+        and queue and ``seconds_left`` (None without an expiry)."""
+        return await self._rows("pending_approvals", limit=limit)
+
+    async def change_mark(self) -> int:
+        """A number that moves whenever an event is written for any run."""
+        row = (await self._rows("change_mark"))[0]
+        return int(row["last_value"]) if row["is_called"] else 0
+
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""
         async with self._conn() as conn:

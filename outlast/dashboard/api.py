@@ -1,0 +1,264 @@
+"""The JSON API under ``/api/``: what the pages show, and the same decisions, as JSON. The decider
+is always the authenticated caller; a request made with a session cookie (or the proxy's header)
+must also send its CSRF token in ``X-CSRF-Token``."""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from outlast import bundle, fleet
+from outlast.dashboard.auth import Caller, same
+from outlast.errors import (
+    DecisionRefused,
+    InvalidInput,
+    NotInDoubt,
+    OutlastError,
+    RunChanged,
+    RunNotWaiting,
+    UnknownApproval,
+    UnknownRun,
+)
+from outlast.identity import Principal
+from outlast.model import RunState
+from outlast.producer import AsyncClient
+from outlast.status import describe
+
+DECISIONS = ("approve", "reject", "revise")
+REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunNotWaiting)
+
+
+class Refusal(Exception):
+    """A request the API turns down: its status code and the reason, said to the person."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+def status_of(exc: OutlastError) -> int:
+    """The HTTP status of an outlast refusal."""
+    if isinstance(exc, UnknownRun | UnknownApproval):
+        return 404
+    if isinstance(exc, InvalidInput):
+        return 400
+    if isinstance(exc, REFUSED):
+        return 409
+    return 503
+
+
+def client_of(request: Request) -> AsyncClient:
+    c: AsyncClient = request.app.state.client
+    return c
+
+
+def caller_of(request: Request) -> Caller:
+    c: Caller = request.state.caller
+    return c
+
+
+async def decide(
+    client: AsyncClient,
+    principal: Principal,
+    run_id: str,
+    approval_id: str,
+    form: dict[str, Any],
+) -> None:
+    """Approve, reject or revise as ``principal``, for the action whose hash the person saw."""
+    decision, comment, args_hash = form.get("decision"), form.get("comment"), form.get("args_hash")
+    if decision not in DECISIONS:
+        raise Refusal(400, f"decision must be one of {', '.join(DECISIONS)}")
+    if not isinstance(args_hash, str) or not args_hash:
+        raise Refusal(400, "args_hash is required: the hash of the arguments you saw")
+    if not isinstance(comment, str):
+        raise Refusal(400, "a comment is required")
+    kw: dict[str, Any] = {"principal": principal, "comment": comment, "args_hash": args_hash}
+    if decision == "approve":
+        await client.approve(run_id, approval_id, **kw)
+    elif decision == "reject":
+        await client.reject(run_id, approval_id, **kw)
+    else:
+        args = form.get("args")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError as exc:
+                raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
+        if not isinstance(args, dict):
+            raise Refusal(400, "the revised arguments must be a JSON object")
+        await client.revise(run_id, approval_id, args=args, **kw)
+
+
+async def resolve(
+    client: AsyncClient, principal: Principal, run_id: str, op_id: str, form: dict[str, Any]
+) -> None:
+    """Resolve an in-doubt operation as ``principal``: executed (with an optional result) or not."""
+    executed, comment = form.get("executed"), form.get("comment")
+    if isinstance(executed, str):
+        executed = {"yes": True, "true": True, "no": False, "false": False}.get(executed)
+    if not isinstance(executed, bool):
+        raise Refusal(400, "executed must be true or false")
+    if not isinstance(comment, str):
+        raise Refusal(400, "a comment is required")
+    result = form.get("result")
+    if isinstance(result, str):
+        try:
+            result = json.loads(result) if result.strip() else None
+        except json.JSONDecodeError as exc:
+            raise Refusal(400, f"the result is not JSON: {exc}") from None
+    await client.resolve(
+        run_id, op_id, executed=executed, result=result, principal=principal, comment=comment
+    )
+
+
+async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
+    """Everything the run page shows: the status, its timeline (events and journal crossings, by
+    time), and its approvals."""
+    info = await describe(client, run_id)
+    times = await client.journal_times(run_id)
+    timeline: list[dict[str, Any]] = [
+        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]}
+        for e in await client.events(run_id)
+    ]
+    for e in await client.journal(run_id):
+        timeline.append(
+            {
+                "at": times.get(e.seq),
+                "what": "journal",
+                "kind": e.kind,
+                "seq": e.seq,
+                "op": e.op_id,
+                "hash": e.hash,
+                "detail": e.data,
+            }
+        )
+    timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
+    return {**info, "timeline": timeline}
+
+
+async def fleet_view(client: AsyncClient) -> dict[str, Any]:
+    """Workers (heartbeat records), queues (stream figures and unfinished runs), dead letters."""
+    queues = await fleet.queues(client, [])
+    letters = {q["queue"]: await client.queue.dead_letters(q["queue"], count=100) for q in queues}
+    return {"workers": await client.store.workers(), "queues": queues, "dead_letters": letters}
+
+
+async def in_doubt_view(client: AsyncClient) -> list[dict[str, Any]]:
+    """Each run waiting on an in-doubt operation, with its operations in doubt."""
+    out = []
+    for run in await client.runs(RunState.WAITING.value, limit=200):
+        if run.reason == "in_doubt":
+            info = await describe(client, run.id)
+            out.append({"run": info["run"], "in_doubt": info["in_doubt"]})
+    return out
+
+
+async def bundle_zip(client: AsyncClient, run_id: str) -> bytes:
+    """The run's debug bundle (``outlast export``) as a zip file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = await bundle.export(client, run_id, Path(tmp) / run_id)
+        data = io.BytesIO()
+        with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+            for f in files:
+                z.write(f, f"{run_id}/{f.name}")
+    return data.getvalue()
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    caller = caller_of(request)
+    if caller.csrf is not None and not same(request.headers.get("x-csrf-token"), caller.csrf):
+        raise Refusal(403, "missing or wrong X-CSRF-Token (a session needs it; a bearer token does not)")
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise Refusal(400, "the body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise Refusal(400, "the body must be a JSON object")
+    return body
+
+
+async def _answer(request: Request) -> Response:
+    try:
+        return JSONResponse(await _route(request), headers={"Cache-Control": "no-store"})
+    except Refusal as exc:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+    except OutlastError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+async def _route(request: Request) -> Any:
+    c, p = client_of(request), request.path_params
+    name = request.scope["route"].name
+    if name == "api_runs":
+        q = request.query_params
+        runs = await c.runs(
+            q.get("state") or None,
+            int(q.get("limit", "50")) if q.get("limit", "50").isdigit() else 50,
+            workflow=q.get("workflow") or None,
+            queue=q.get("queue") or None,
+        )
+        return {"counts": await c.counts(), "runs": [r.to_dict() for r in runs]}
+    if name == "api_run":
+        return _jsonable(await run_view(c, p["run_id"]))
+    if name == "api_approvals":
+        return _jsonable(await c.pending_approvals())
+    if name == "api_in_doubt":
+        return _jsonable(await in_doubt_view(c))
+    if name == "api_fleet":
+        return _jsonable(await fleet_view(c))
+    if name == "api_me":
+        return caller_of(request).principal.record()
+    body = await _body(request)
+    who = caller_of(request).principal
+    if name == "api_decide":
+        await decide(c, who, p["run_id"], p["approval_id"], body)
+    elif name == "api_resolve":
+        await resolve(c, who, p["run_id"], p["op_id"], body)
+    elif name == "api_requeue":
+        letters = await c.queue.dead_letters(p["queue"], count=1, entry_id=p["entry"])
+        if not letters:
+            raise Refusal(404, f"no dead letter {p['entry']} on queue '{p['queue']}'")
+        outcome, message = await fleet.requeue(c, p["queue"], letters[0])
+        return {"outcome": outcome, "message": message}
+    run_id = p["run_id"]
+    return (await c.status(run_id)).to_dict()
+
+
+async def _download(request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    try:
+        data = await bundle_zip(client_of(request), run_id)
+    except OutlastError as exc:
+        return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="outlast-{run_id}.zip"'},
+    )
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/api/me", _answer, name="api_me"),
+        Route("/api/runs", _answer, name="api_runs"),
+        Route("/api/runs/{run_id}", _answer, name="api_run"),
+        Route("/api/runs/{run_id}/bundle", _download, name="api_bundle"),
+        Route("/api/runs/{run_id}/resolve/{op_id}", _answer, methods=["POST"], name="api_resolve"),
+        Route("/api/approvals", _answer, name="api_approvals"),
+        Route("/api/approvals/{run_id}/{approval_id}", _answer, methods=["POST"], name="api_decide"),
+        Route("/api/in-doubt", _answer, name="api_in_doubt"),
+        Route("/api/fleet", _answer, name="api_fleet"),
+        Route("/api/dead-letters/{queue}/{entry}/requeue", _answer, methods=["POST"], name="api_requeue"),
+    ]

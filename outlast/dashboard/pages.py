@@ -1,0 +1,212 @@
+"""The pages: runs, a run, the approvals inbox, in-doubt operations, the fleet; sign-in and out;
+and the server-sent events that keep a page current without reloading it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from outlast import fleet
+from outlast.dashboard import api
+from outlast.dashboard.app import login_page, render
+from outlast.dashboard.auth import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
+from outlast.errors import OutlastError
+from outlast.model import RunState
+
+LIVE_SECONDS = 300.0  # an event stream ends after this; the browser reconnects by itself
+TICK = 1.0
+STALE = "refused: the form's CSRF token is missing or stale; try again"
+
+
+def _base(request: Request) -> str:
+    return str(request.scope.get("root_path", ""))
+
+
+def _see(request: Request, path: str) -> RedirectResponse:
+    return RedirectResponse(_base(request) + path, status_code=303)
+
+
+async def _form(request: Request) -> dict[str, Any] | None:
+    """The posted form, or None when its CSRF token is missing or wrong."""
+    form = dict(await request.form())
+    caller = api.caller_of(request)
+    return form if same(str(form.get("csrf", "")), caller.csrf) else None
+
+
+async def runs_page(request: Request) -> Response:
+    c, q = api.client_of(request), request.query_params
+    wanted = q.get("run", "").strip()
+    if wanted:
+        return _see(request, f"/runs/{wanted}")
+    state = q.get("state") or None
+    error = None
+    try:
+        runs = await c.runs(state, 100, workflow=q.get("workflow") or None, queue=q.get("queue") or None)
+    except OutlastError as exc:
+        runs, error = [], str(exc)
+    return render(
+        request,
+        "runs.html",
+        200 if error is None else 400,
+        runs=runs,
+        counts=await c.counts(),
+        states=list(RunState),
+        query=q,
+        error=error,
+    )
+
+
+async def run_page(request: Request) -> Response:
+    run_id = request.path_params["run_id"]
+    try:
+        view = await api.run_view(api.client_of(request), run_id)
+    except OutlastError as exc:
+        return render(request, "error.html", api.status_of(exc), error=str(exc))
+    return render(request, "run.html", run=view["run"], v=view)
+
+
+async def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
+    pending = await api.client_of(request).pending_approvals()
+    me = api.caller_of(request).principal
+    return render(request, "approvals.html", status, pending=pending, me=me, error=error)
+
+
+async def decide(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return await approvals_page(request, STALE, 403)
+    p = request.path_params
+    try:
+        await api.decide(
+            api.client_of(request), api.caller_of(request).principal, p["run_id"], p["approval_id"], form
+        )
+    except api.Refusal as exc:
+        return await approvals_page(request, f"refused: {exc}", exc.status)
+    except OutlastError as exc:
+        return await approvals_page(request, f"refused: {exc}", api.status_of(exc))
+    return _see(request, f"/runs/{p['run_id']}")
+
+
+async def in_doubt_page(request: Request, error: str | None = None, status: int = 200) -> Response:
+    runs = await api.in_doubt_view(api.client_of(request))
+    return render(request, "in_doubt.html", status, runs=runs, error=error)
+
+
+async def resolve(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return await in_doubt_page(request, STALE, 403)
+    p = request.path_params
+    try:
+        await api.resolve(
+            api.client_of(request), api.caller_of(request).principal, p["run_id"], p["op_id"], form
+        )
+    except api.Refusal as exc:
+        return await in_doubt_page(request, f"refused: {exc}", exc.status)
+    except OutlastError as exc:
+        return await in_doubt_page(request, f"refused: {exc}", api.status_of(exc))
+    return _see(request, f"/runs/{p['run_id']}")
+
+
+async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
+    view = await api.fleet_view(api.client_of(request))
+    return render(request, "fleet.html", status, f=view, message=message)
+
+
+async def requeue(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return await fleet_page(request, STALE, 403)
+    c, queue, entry = api.client_of(request), str(form.get("queue", "")), str(form.get("entry", ""))
+    letters = await c.queue.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
+    if not letters:
+        return await fleet_page(request, f"no dead letter {entry} on queue '{queue}'", 404)
+    _, message = await fleet.requeue(c, queue, letters[0])
+    return await fleet_page(request, message)
+
+
+async def login(request: Request) -> Response:
+    gate: Gate = request.app.state.gate
+    if request.method == "GET":
+        return login_page(request)
+    where = gate.where(request)
+    if not gate.may_try(where):
+        return login_page(request, 429, "too many sign-in attempts from your address: wait a minute")
+    form = await request.form()
+    if not same(str(form.get("csrf", "")), gate.login_csrf(request.cookies.get(LOGIN_COOKIE, ""))):
+        return login_page(request, 403, "the sign-in form was stale: try again")
+    sid = gate.sign_in(str(form.get("token", "")).strip(), where)
+    if sid is None:
+        return login_page(request, 401, "that token is not in the users file")
+    response = _see(request, "/")
+    response.set_cookie(
+        SESSION_COOKIE,
+        sid,
+        max_age=SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path=_base(request) or "/",
+    )
+    return response
+
+
+async def logout(request: Request) -> Response:
+    form = await _form(request)
+    if form is None:
+        return render(request, "error.html", 403, error="the sign-out form was stale: try again")
+    request.app.state.gate.sign_out(request)
+    response = _see(request, "/login")
+    response.delete_cookie(SESSION_COOKIE, path=_base(request) or "/")
+    return response
+
+
+async def live(request: Request) -> Response:
+    """Server-sent events: ``change`` whenever something happened (to the run, with ``?run=``)."""
+    c, run_id = api.client_of(request), request.query_params.get("run")
+
+    async def mark() -> int:
+        if run_id:
+            events = await c.events(run_id)
+            return int(events[-1]["id"]) if events else 0
+        return await c.change_mark()
+
+    async def stream() -> AsyncIterator[str]:
+        seen = await mark()
+        yield "retry: 2000\n\n"
+        loop = asyncio.get_running_loop()
+        until = loop.time() + LIVE_SECONDS
+        while loop.time() < until and not await request.is_disconnected():
+            await asyncio.sleep(TICK)
+            now = await mark()
+            if now != seen:
+                seen = now
+                yield f"event: change\ndata: {json.dumps({'mark': now})}\n\n"
+
+    try:
+        await mark()
+    except OutlastError as exc:
+        return Response(str(exc), status_code=api.status_of(exc))
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/", runs_page, name="runs"),
+        Route("/runs/{run_id}", run_page, name="run"),
+        Route("/approvals", approvals_page, name="approvals"),
+        Route("/approvals/{run_id}/{approval_id}", decide, methods=["POST"], name="decide"),
+        Route("/in-doubt", in_doubt_page, name="in_doubt"),
+        Route("/runs/{run_id}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
+        Route("/fleet", fleet_page, name="fleet"),
+        Route("/fleet/requeue", requeue, methods=["POST"], name="requeue"),
+        Route("/login", login, methods=["GET", "POST"], name="login"),
+        Route("/logout", logout, methods=["POST"], name="logout"),
+        Route("/live", live, name="live"),
+    ]
