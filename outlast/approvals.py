@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from outlast.errors import DecisionRefused
+from outlast.errors import DecisionRefused, InvalidInput
+from outlast.identity import ASSERTED, Principal, cli_principal
 
 MAX_COMMENT = 500
 DECISIONS = ("approved", "rejected", "revised")
@@ -17,14 +18,54 @@ DECISIONS = ("approved", "rejected", "revised")
 
 @dataclass(frozen=True)
 class Proposed:
-    """A decision as a person sends it: what, by whom, why, on which arguments (their hash, as
+    """A decision as a person sends it: what, who decides (``decider``, and ``approver``, the
+    name checked against the approvers and recorded), why, on which arguments (their hash, as
     the approver saw it) and, for ``revised``, the new arguments."""
 
     status: str
+    decider: Principal
     approver: str
     comment: str
     args_hash: str
     new_args: dict[str, Any] | None = None
+
+    def who(self) -> dict[str, Any]:
+        """The decider's record, journaled with the decision: beside a declared name (``--as``),
+        the operating-system user and host that declared it."""
+        record = self.decider.record()
+        if self.decider.how in ASSERTED:
+            record["as"] = self.approver
+        return record
+
+
+def decider(principal: Principal | None, approver: str | None, where: str) -> tuple[Principal, str]:
+    """Who decides, and the name checked against the approvers. An authenticated principal
+    decides as itself (a name beside it is refused: the decider is never a name someone typed);
+    the CLI's principal, or none (a program: its operating-system user), decides as ``approver``."""
+    if principal is None:
+        principal = cli_principal("client")
+    if principal.how not in ASSERTED:
+        if approver is not None:
+            raise InvalidInput(
+                f"{where}: approver= is the CLI's --as; with an authenticated principal "
+                f"({principal.name}) the decider is the principal"
+            )
+        return principal, principal.name
+    if approver is None:
+        raise InvalidInput(
+            f"{where}: say who decides: approver= (the CLI's --as), or an authenticated principal="
+        )
+    return principal, approver
+
+
+def refuse_unauthenticated(request: dict[str, Any], principal: Principal, where: str) -> None:
+    """``DecisionRefused`` when the workflow asked for an authenticated decision
+    (``run.approval(..., authenticated=True)``) and ``principal`` only declared a name."""
+    if request["authenticated"] and principal.how in ASSERTED:
+        raise DecisionRefused(
+            f"{where}: the workflow asked for an authenticated decision, which the {principal.how} cannot "
+            "make: decide it in the dashboard (outlast dashboard) or the API, signed in as yourself"
+        )
 
 
 class Verdict(Enum):
@@ -53,9 +94,16 @@ def judge(
     check_comment(proposed.comment, where)
     if request is None:
         raise DecisionRefused(f"{where}: no such approval request (see: outlast status {run_id})")
-    if proposed.approver not in request["approvers"]:
+    refuse_unauthenticated(request, proposed.decider, where)
+    p = proposed.decider
+    if p.how in ASSERTED and proposed.approver not in request["approvers"]:
         raise DecisionRefused(
             f"{where}: '{proposed.approver}' may not decide (approvers: {', '.join(request['approvers'])})"
+        )
+    if p.how not in ASSERTED and not p.may(request["approvers"]):
+        groups = f" (groups: {', '.join(sorted(p.groups))})" if p.groups else " (no groups)"
+        raise DecisionRefused(
+            f"{where}: {p.name}{groups} may not decide (approvers: {', '.join(request['approvers'])})"
         )
     if proposed.args_hash != request["args_hash"]:
         raise DecisionRefused(

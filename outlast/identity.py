@@ -65,13 +65,19 @@ class Principal:
         return {"principal": self.name, "groups": sorted(self.groups), "how": self.how, "where": self.where}
 
 
-def cli_principal() -> Principal:
-    """The operating-system user on this host: what the CLI records beside any ``--as``."""
+# How a principal is known when its name was only declared, never proven: the CLI, and a program
+# calling the client itself. Such a decider is checked by the name it gives (``--as``).
+ASSERTED = frozenset({"cli", "client"})
+
+
+def cli_principal(how: str = "cli") -> Principal:
+    """The operating-system user on this host: what the CLI records beside any ``--as``
+    (``how="client"``: a program deciding through the client without a principal)."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = f"uid-{os.getuid()}"
-    return Principal(user, how="cli", where=socket.gethostname())
+    return Principal(user, how=how, where=socket.gethostname())
 
 
 def new_token() -> str:

@@ -31,9 +31,8 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
             pending.append(item)
         for e in ops:
             if e.kind == "resolution" or (e.kind == "result" and "how" in e.data):
-                resolutions.append(
-                    {**item, "how": e.data["how"], **{k: v for k, v in e.data.items() if k == "executed"}}
-                )
+                kept = {k: v for k, v in e.data.items() if k in ("executed", "who", "comment")}
+                resolutions.append({**item, "how": e.data["how"], **kept})
     approvals = [
         {
             k: a[k]
@@ -43,10 +42,13 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
                 "args",
                 "args_hash",
                 "approvers",
+                "authenticated",
                 "expires_at",
                 "expired",
                 "status",
                 "decided_by",
+                "decided_by_detail",
+                "decided_at",
                 "comment",
                 "new_args",
             )
@@ -90,16 +92,22 @@ def render(info: dict[str, Any]) -> str:
         for op in info[key]:
             extra = op.get("why") or op.get("how") or ""
             lines.append(f"  {title:<12} {op['operation']} {op['tool']} key {op['key']} {extra}".rstrip())
+            if op.get("who"):
+                why = f": {op['comment']}" if op.get("comment") else ""
+                lines.append(f"  {'':<12} by {who_was(op['who'])}{why}")
     for a in info["approvals"]:
         state = a["status"] if a["status"] != "pending" or not a["expired"] else "expired"
+        only = ", authenticated only" if a["authenticated"] else ""
         who = (
             f" by {a['decided_by']}: {a['comment']}"
             if a["decided_by"]
-            else f" (approvers: {', '.join(a['approvers'])})"
+            else f" (approvers: {', '.join(a['approvers'])}{only})"
         )
-        lines.append(
-            f"  approval     {a['op_id']} {a['action']}({a['args']}) hash {a['args_hash'][:16]} {state}{who}"
-        )
+        # The whole hash while it can be decided: the CLI's --args-hash takes it.
+        shown = a["args_hash"] if a["status"] == "pending" else a["args_hash"][:16]
+        lines.append(f"  approval     {a['op_id']} {a['action']}({a['args']}) hash {shown} {state}{who}")
+        if a["decided_by_detail"]:
+            lines.append(f"  {'':<12} decided by {who_was(a['decided_by_detail'])} at {a['decided_at']}")
     for b in info["budget"]:
         lines.append(
             f"  budget       {b['name']}: limit {b['limit_value']:g}, "
@@ -112,3 +120,13 @@ def render(info: dict[str, Any]) -> str:
     if r["error"]:
         lines.append(f"  error        {r['error'].get('type')}: {r['error'].get('message')}")
     return "\n".join(lines)
+
+
+def who_was(record: dict[str, Any]) -> str:
+    """A decider's record for a person to read: ``alice (ops) via token from 10.0.0.5``, or for a
+    declared name ``ops, declared by bob via cli from host-1``."""
+    groups = f" ({', '.join(record['groups'])})" if record.get("groups") else ""
+    seen = f"{record['principal']}{groups} via {record['how']}" + (
+        f" from {record['where']}" if record["where"] else ""
+    )
+    return f"{record['as']}, declared by {seen}" if "as" in record else seen

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from outlast import tracing
 from outlast.app import App
-from outlast.approvals import Proposed, Verdict, check_comment, judge
+from outlast.approvals import Proposed, Verdict, check_comment, decider, judge
 from outlast.errors import (
     InvalidInput,
     NotInDoubt,
@@ -30,6 +30,7 @@ from outlast.errors import (
     UnknownRun,
     WaitTimeout,
 )
+from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import Run, RunState
 from outlast.queue import Queue
@@ -333,10 +334,23 @@ class AsyncClient:
         run = await self.status(run_id)
         return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
 
-    async def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
-        """Record how an in-doubt operation ended, in the journal, and wake the run."""
+    async def resolve(
+        self,
+        run_id: str,
+        operation_id: str,
+        *,
+        executed: bool,
+        result: Any = None,
+        principal: Principal | None = None,
+        comment: str | None = None,
+    ) -> Run:
+        """Record how an in-doubt operation ended, in the journal, and wake the run. The journal
+        and the ``resolved`` event name who resolved it (``principal``; without one, the
+        operating-system user and host of this program) and why (``comment``, when given)."""
+        where = f"run '{run_id}', operation {operation_id}"
+        if comment is not None:
+            check_comment(comment, where)
         if executed:
-            where = f"run '{run_id}', operation {operation_id}"
             _check_json(result, "the result", where, self.settings.max_payload)
         run = await self.status(run_id)
         entries = await self.store.journal(run_id)
@@ -347,7 +361,10 @@ class AsyncClient:
             )
         if run.state != RunState.WAITING or run.reason != "in_doubt":
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting on an in-doubt operation")
-        data: dict[str, Any] = {"how": "operator", "executed": executed}
+        who = (principal or cli_principal("client")).record()
+        data: dict[str, Any] = {"how": "operator", "executed": executed, "who": who}
+        if comment is not None:
+            data["comment"] = comment
         if executed:
             data["result"] = result
         entry = make_entry(run.journal_head, run.journal_len + 1, "resolution", operation_id, data)
@@ -357,7 +374,8 @@ class AsyncClient:
             # It happened: what it reserved is spent (its estimate is all that is known).
             held = await self.store.reservations(run_id, operation_id)
             await self.store.settle(run.budget_id, run_id, operation_id, held, expected=True)
-        await self.store.event(run_id, "resolved", {"op": operation_id, "executed": executed})
+        detail = {"op": operation_id, "executed": executed, "who": who, "comment": comment}
+        await self.store.event(run_id, "resolved", detail)
         await self.queue.publish(run.queue, run_id)
         return await self.status(run_id)
 
@@ -406,47 +424,76 @@ class AsyncClient:
         return req
 
     async def approve(
-        self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        comment: str,
+        args_hash: str,
+        principal: Principal | None = None,
+        approver: str | None = None,
     ) -> Run:
-        """Approve the request ``approval_id`` of the run, as ``approver``, for the exact action
-        whose arguments hash to ``args_hash`` (what the approver saw)."""
-        return await self._decide(run_id, approval_id, Proposed("approved", approver, comment, args_hash))
+        """Approve the request ``approval_id`` of the run for the exact action whose arguments
+        hash to ``args_hash`` (what the decider saw). The decider is ``principal`` when it was
+        authenticated (the dashboard, the API); the CLI's principal (or none, for a program)
+        decides as ``approver`` (the CLI's ``--as``), and its user and host are recorded beside."""
+        return await self._decide(run_id, approval_id, "approved", comment, args_hash, principal, approver)
 
     async def reject(
-        self, run_id: str, approval_id: str, *, approver: str, comment: str, args_hash: str
+        self,
+        run_id: str,
+        approval_id: str,
+        *,
+        comment: str,
+        args_hash: str,
+        principal: Principal | None = None,
+        approver: str | None = None,
     ) -> Run:
-        """Reject the request; unless the workflow handles it, the run ends ``failed``."""
-        return await self._decide(run_id, approval_id, Proposed("rejected", approver, comment, args_hash))
+        """Reject the request (the decider as for ``approve``); unless the workflow handles it,
+        the run ends ``failed``."""
+        return await self._decide(run_id, approval_id, "rejected", comment, args_hash, principal, approver)
 
     async def revise(
         self,
         run_id: str,
         approval_id: str,
         *,
-        approver: str,
         comment: str,
         args_hash: str,
         args: dict[str, Any],
+        principal: Principal | None = None,
+        approver: str | None = None,
     ) -> Run:
-        """Close the request as revised with new arguments; the workflow receives them, and
-        acting on them needs a new approval."""
+        """Close the request as revised with new arguments (the decider as for ``approve``); the
+        workflow receives them, and acting on them needs a new approval."""
         where = f"run '{run_id}', approval {approval_id}"
         if not isinstance(args, dict):
             raise InvalidInput(f"{where}: revised arguments must be a JSON object, got {type(args).__name__}")
         _check_json(args, "the revised arguments", where, self.settings.max_payload)
         return await self._decide(
-            run_id, approval_id, Proposed("revised", approver, comment, args_hash, args)
+            run_id, approval_id, "revised", comment, args_hash, principal, approver, args
         )
 
-    async def _decide(self, run_id: str, approval_id: str, proposed: Proposed) -> Run:
+    async def _decide(
+        self,
+        run_id: str,
+        approval_id: str,
+        status: str,
+        comment: str,
+        args_hash: str,
+        principal: Principal | None,
+        approver: str | None,
+        new_args: dict[str, Any] | None = None,
+    ) -> Run:
         where = f"run '{run_id}', approval {approval_id}"
-        check_comment(proposed.comment, where)
+        check_comment(comment, where)
+        who, name = decider(principal, approver, where)
+        proposed = Proposed(status, who, name, comment, args_hash, new_args)
         await self.status(run_id)
         req = await self.store.approval(run_id, approval_id)
         if judge(req, proposed, run_id, where) is Verdict.DECIDE:
-            p = proposed
             decided, queue = await self.store.decide(
-                run_id, approval_id, p.status, p.approver, p.comment, p.new_args
+                run_id, approval_id, status, name, comment, new_args, proposed.who()
             )
             if decided:
                 if queue is not None:
@@ -554,8 +601,8 @@ class Client:
     def verify(self, run_id: str) -> int | None:
         return self._call(self.aio.verify(run_id))
 
-    def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
-        return self._call(self.aio.resolve(run_id, operation_id, executed=executed, result=result))
+    def resolve(self, run_id: str, operation_id: str, *, executed: bool, **kw: Any) -> Run:
+        return self._call(self.aio.resolve(run_id, operation_id, executed=executed, **kw))
 
     def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
         return self._call(self.aio.resume(run_id, accept_program_change=accept_program_change))

@@ -233,9 +233,10 @@ WITH r AS (
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
 a AS (
-    INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at)
+    INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,
+                           authenticated)
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
-           %(approvers)s, now() + make_interval(secs => %(expires_in)s)
+           %(approvers)s, now() + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r
@@ -254,7 +255,7 @@ WHERE run_id = %(run_id)s ORDER BY created_at;
 -- request takes a decision.
 WITH a AS (
     UPDATE approvals SET status = %(status)s, decided_by = %(by)s, comment = %(comment)s,
-        new_args = %(new_args)s, decided_at = now()
+        new_args = %(new_args)s, decided_at = now(), decided_by_detail = %(who)s
     WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
       AND (expires_at IS NULL OR expires_at > now())
       AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND state = 'awaiting_approval')

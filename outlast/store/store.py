@@ -441,8 +441,10 @@ class Store:
         policy_version: str,
         approvers: list[str],
         expires_in: float | None,
+        authenticated: bool = False,
     ) -> bool:
-        """Record the request (once) and give up the lease to wait for a decision (fenced)."""
+        """Record the request (once) and give up the lease to wait for a decision (fenced);
+        ``authenticated``: only a principal the dashboard or the API authenticated may decide it."""
         rows = await self._write(
             "await_approval",
             id=f"{run_id}:{op_id}",
@@ -455,6 +457,7 @@ class Store:
             policy_version=policy_version,
             approvers=approvers,
             expires_in=expires_in,
+            authenticated=authenticated,
             detail=Jsonb({"approval": op_id, "action": action, "args_hash": args_hash}),
         )
         return bool(rows)
@@ -474,9 +477,11 @@ class Store:
         by: str,
         comment: str,
         new_args: dict[str, Any] | None,
+        who: dict[str, Any],
     ) -> tuple[bool, str | None]:
-        """Commit a decision on a pending, unexpired request and wake the run, in one statement.
-        Returns (decided, queue to publish the run on, if it was woken)."""
+        """Commit a decision on a pending, unexpired request and wake the run, in one statement;
+        ``who`` is the decider's record (``Principal.record``). Returns (decided, queue to
+        publish the run on, if it was woken)."""
         rows = await self._write(
             "decide",
             run_id=run_id,
@@ -485,7 +490,8 @@ class Store:
             by=by,
             comment=comment,
             new_args=None if new_args is None else Jsonb(new_args),
-            detail=Jsonb({"approval": op_id, "status": status, "by": by}),
+            who=Jsonb(who),
+            detail=Jsonb({"approval": op_id, "status": status, "by": by, "who": who, "comment": comment}),
         )
         return (True, rows[0]["queue"]) if rows else (False, None)
 

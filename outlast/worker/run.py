@@ -134,15 +134,17 @@ class Run:
         approvers: list[str],
         expires_in: float | None = None,
         policy_version: str = "",
+        authenticated: bool = False,
     ) -> Awaitable[Decision]:
         """Ask people to approve ``action`` with exactly these ``args``. The run waits
         (``awaiting_approval``) with no worker held. Returns the decision (approved, or revised
         with new args that need an approval of their own); a rejection raises ``ApprovalRejected``
-        and an expiry ``ApprovalExpired``."""
+        and an expiry ``ApprovalExpired``. ``authenticated=True``: only a person signed in to the
+        dashboard or the API may decide (the CLI, which only declares a name, is refused)."""
         if not approvers:
             raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
         op_id = self._replayer.position()
-        return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version)
+        return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
 
     def in_doubt(self, tool: str) -> bool:
         """True once an operation of ``tool`` was declared in doubt in this run."""

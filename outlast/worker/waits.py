@@ -21,7 +21,9 @@ from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
 
 log = structlog.get_logger("outlast.run")
-_BOUND = ("action", "args_hash", "approvers", "policy_version")  # what an approval is bound to
+# What an approval is bound to; ``authenticated`` is journaled only when true (an entry without it
+# was not).
+_BOUND = ("action", "args_hash", "approvers", "policy_version", "authenticated")
 
 
 class Waits:
@@ -74,6 +76,7 @@ class Waits:
         approvers: list[str],
         expires_in: float | None,
         policy_version: str,
+        authenticated: bool = False,
     ) -> Decision:
         real: dict[str, Any] = json.loads(canonical(args, self.max_payload))
         # An action that is a tool with secret arguments is shown, stored and hashed with them
@@ -83,23 +86,22 @@ class Waits:
         self._replayer.enter(op_id)
         if self._replayer.journaled(op_id):
             asked = self._replayer.entry(op_id, "approval")
-            bound = (action, ahash, approvers, policy_version)
-            if asked is None or tuple(asked.data[k] for k in _BOUND) != bound:
+            bound = (action, ahash, approvers, policy_version, authenticated)
+            if asked is None or tuple(asked.data.get(k, False) for k in _BOUND) != bound:
                 raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}")
         else:
             await self._replayer.go_live(op_id)
-            await self._replayer.append(
-                "approval",
-                op_id,
-                {
-                    "action": action,
-                    "args": clean,
-                    "args_hash": ahash,
-                    "approvers": approvers,
-                    "expires_in": expires_in,
-                    "policy_version": policy_version,
-                },
-            )
+            asking: dict[str, Any] = {
+                "action": action,
+                "args": clean,
+                "args_hash": ahash,
+                "approvers": approvers,
+                "expires_in": expires_in,
+                "policy_version": policy_version,
+            }
+            if authenticated:
+                asking["authenticated"] = True
+            await self._replayer.append("approval", op_id, asking)
         decided = self._replayer.entry(op_id, "decision")
         if decided is None:
             row = await self._control.db(self._store.approval(self.run_id, op_id))
@@ -112,6 +114,10 @@ class Waits:
                         "by": row["decided_by"],
                         "comment": row["comment"],
                         "args": row["new_args"] if row["status"] == "revised" else clean,
+                        # who decided (principal, how authenticated, from where) and when, by
+                        # the database clock; None for a decision made before they were kept
+                        "who": row["decided_by_detail"],
+                        "at": row["decided_at"].isoformat(),
                     },
                 )
             elif row is not None and row["expired"]:
@@ -130,6 +136,7 @@ class Waits:
                         policy_version=policy_version,
                         approvers=approvers,
                         expires_in=expires_in,
+                        authenticated=authenticated,
                     )
                 )
                 if not ok:
