@@ -584,6 +584,47 @@ def _print_dead_letters(letters: list[dict[str, str]], queue: str, as_json: bool
         click.echo(f"no dead letters on queue '{queue}'")
 
 
+# -- the dashboard ---------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="OUTLAST_DASHBOARD_HOST",
+    show_envvar=True,
+    help="Address to listen on (beyond loopback only with users).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8321,
+    show_default=True,
+    envvar="OUTLAST_DASHBOARD_PORT",
+    show_envvar=True,
+    help="Port to listen on.",
+)
+@click.pass_context
+def dashboard(ctx: click.Context, host: str, port: int) -> None:
+    """The web page and JSON API: runs, approvals, in-doubt operations, the fleet. Needs the
+    dashboard extra (pip install 'outlast[dashboard]') and users (OUTLAST_USERS) to sign in."""
+    try:
+        import uvicorn
+
+        from outlast.dashboard import create_app
+        from outlast.dashboard.auth import check_bind
+    except ImportError as exc:
+        raise click.ClickException(
+            f"the dashboard needs {exc.name}: pip install 'outlast[dashboard]'"
+        ) from None
+    settings = _settings(ctx)
+    check_bind(host, settings)
+    app = create_app(settings)
+    click.echo(f"outlast dashboard on http://{host}:{port}/ (schema {settings.schema})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+
+
 def main() -> None:
     """Entry point: a user's mistake prints one line and exits non-zero, never a traceback."""
     cli.main()

@@ -78,8 +78,8 @@ async def decide(
         raise Refusal(400, f"decision must be one of {', '.join(DECISIONS)}")
     if not isinstance(args_hash, str) or not args_hash:
         raise Refusal(400, "args_hash is required: the hash of the arguments you saw")
-    if not isinstance(comment, str):
-        raise Refusal(400, "a comment is required")
+    if not isinstance(comment, str) or not comment.strip():
+        raise Refusal(400, "a comment is required: say why")
     kw: dict[str, Any] = {"principal": principal, "comment": comment, "args_hash": args_hash}
     if decision == "approve":
         await client.approve(run_id, approval_id, **kw)
@@ -106,8 +106,8 @@ async def resolve(
         executed = {"yes": True, "true": True, "no": False, "false": False}.get(executed)
     if not isinstance(executed, bool):
         raise Refusal(400, "executed must be true or false")
-    if not isinstance(comment, str):
-        raise Refusal(400, "a comment is required")
+    if not isinstance(comment, str) or not comment.strip():
+        raise Refusal(400, "a comment is required: say why")
     result = form.get("result")
     if isinstance(result, str):
         try:

@@ -1,0 +1,42 @@
+"""The app behind the dashboard's tests (tests/integration/test_dashboard_*.py): a post that
+people must approve through the dashboard or the API (``authenticated=True``), and a charge whose
+tool times out, so the operation is in doubt until a person resolves it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from outlast import App
+
+app = App()
+
+
+@app.tool("publish")
+def publish(text: str) -> dict[str, Any]:
+    return {"published": text}
+
+
+@app.tool("charge", timeout=0.3)
+def charge(amount: int) -> dict[str, Any]:
+    """Too slow for its timeout: nobody can tell whether it charged (not idempotent, no reconciler)."""
+    time.sleep(2.0)
+    return {"charged": amount}
+
+
+@app.workflow("post")
+async def post(run: Any, text: str) -> dict[str, Any]:
+    """Publish ``text`` once someone of ``ops`` approved it (a revision is asked again)."""
+    args = {"text": text}
+    while True:
+        d = await run.approval("publish", args, approvers=["ops"], authenticated=True)
+        if d.status == "approved":
+            break
+        args = d.args
+    return await run.call("publish", **args)
+
+
+@app.workflow("bill")
+async def bill(run: Any, amount: int) -> dict[str, Any]:
+    """Charge ``amount``; when the charge is in doubt the run waits for a person's resolution."""
+    return {"charge": await run.call("charge", amount=amount)}

@@ -1,0 +1,177 @@
+"""The dashboard's HTTP side, on real Postgres and Redis with a real worker: every route refuses
+the unauthenticated, forms need their CSRF token, user text is escaped, the JSON API decides and
+resolves, and the journal names the authenticated principal (never a form field)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from outlast.dashboard import create_app
+from outlast.dashboard.auth import LOGIN_TRIES, Gate, check_bind
+from outlast.errors import ConfigError
+from outlast.journal import args_hash
+from tests.conftest import World, wait_for
+from tests.dashboard import Desk, desk
+
+XSS = "<script>alert('x')</script>"
+
+
+@pytest.fixture
+def d(world: World) -> Iterator[Desk]:
+    with desk(world) as it:
+        yield it
+
+
+@pytest.fixture
+def http(d: Desk) -> Iterator[TestClient]:
+    with TestClient(create_app(d.settings), base_url="http://127.0.0.1") as tc:
+        yield tc
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def sign_in(http: TestClient, token: str) -> str:
+    """Sign in through the form; returns the CSRF token the pages' forms carry."""
+    page = http.get("/login")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+    assert csrf is not None
+    signed = http.post("/login", data={"csrf": csrf.group(1), "token": token}, follow_redirects=False)
+    assert signed.status_code == 303, signed.text
+    cookie = signed.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie, cookie
+    runs = http.get("/")
+    mine = re.search(r'name="csrf" value="([0-9a-f]+)"', runs.text)
+    assert runs.status_code == 200 and mine is not None
+    return mine.group(1)
+
+
+def test_every_route_refuses_without_a_valid_token(d: Desk, http: TestClient) -> None:
+    paths = []
+    for route in http.app.routes:  # type: ignore[attr-defined]
+        if isinstance(route, Route) and route.path != "/login":
+            path = re.sub(r"\{[^}]+\}", "x", route.path)
+            paths += [(m, path) for m in sorted(route.methods or {"GET"}) if m != "HEAD"]
+    assert len(paths) >= 15
+    for method, path in paths:
+        for headers in ({}, bearer("not-a-token"), bearer(""), {"Cookie": "outlast_session=forged"}):
+            got = http.request(method, path, headers=headers)
+            assert got.status_code == 401, (method, path, headers, got.status_code)
+            assert "Content-Security-Policy" in got.headers
+    page = http.get("/approvals", headers={"Accept": "text/html"})
+    assert page.status_code == 401 and 'action="/login"' in page.text  # the sign-in form, not a run
+    assert http.get("/api/me", headers=bearer(d.alice)).json()["principal"] == "alice"
+
+
+def test_refuses_to_listen_beyond_loopback_without_users(d: Desk) -> None:
+    bare = d.settings.with_()
+    object.__setattr__(bare, "users", None)
+    with pytest.raises(ConfigError, match="OUTLAST_USERS"):
+        check_bind("0.0.0.0", bare)
+    check_bind("127.0.0.1", bare)
+    check_bind("0.0.0.0", d.settings)
+
+
+def test_api_decisions_name_the_authenticated_principal(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("post", {"text": XSS})
+    d.reach(run.id, "awaiting_approval")
+    inbox = http.get("/api/approvals", headers=bearer(d.bob)).json()
+    [req] = [a for a in inbox if a["run_id"] == run.id]
+    assert req["args"] == {"text": XSS} and req["args_hash"] == args_hash({"text": XSS})
+    url = f"/api/approvals/{run.id}/{req['op_id']}"
+    body = {"decision": "approve", "comment": "looks fine", "args_hash": req["args_hash"]}
+
+    outsider = http.post(url, json=body, headers=bearer(d.bob))
+    assert outsider.status_code == 409 and "bob" in outsider.json()["error"]
+    stale = http.post(url, json={**body, "args_hash": args_hash({"text": "other"})}, headers=bearer(d.alice))
+    assert stale.status_code == 409 and "hash" in stale.json()["error"]
+    forged = http.post(url, json={**body, "approver": "ops", "principal": "mallory"}, headers=bearer(d.alice))
+    assert forged.status_code == 200, forged.text
+    assert d.client.wait(run.id, timeout=20).state == "succeeded"
+
+    [decision] = d.journal(run.id, "decision")
+    who = str(decision)
+    assert "alice" in who and "mallory" not in who and "'how': 'token'" in who, decision
+    shown = http.get(f"/api/runs/{run.id}", headers=bearer(d.bob)).json()
+    assert shown["run"]["state"] == "succeeded"
+    assert any(t["kind"] == "decision" and t["what"] == "journal" for t in shown["timeline"])
+
+
+def test_forms_need_csrf_and_user_text_is_escaped(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("post", {"text": XSS})
+    d.reach(run.id, "awaiting_approval")
+    csrf = sign_in(http, d.alice)
+    inbox = http.get("/approvals")
+    assert XSS not in inbox.text and "&lt;script&gt;" in inbox.text
+    assert "script-src 'self'" in inbox.headers["Content-Security-Policy"]
+    form = {"decision": "approve", "comment": XSS, "args_hash": args_hash({"text": XSS})}
+    url = f"/approvals/{run.id}/op-1"
+
+    for bad in ({}, {"csrf": "0" * 64}):
+        refused = http.post(url, data={**form, **bad}, follow_redirects=False)
+        assert refused.status_code == 403 and "CSRF" in refused.text
+    assert d.client.status(run.id).state == "awaiting_approval"
+    api = http.post(f"/api/approvals/{run.id}/op-1", json=form)  # a session's API call needs it too
+    assert api.status_code == 403
+    done = http.post(url, data={**form, "csrf": csrf}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == f"/runs/{run.id}"
+    assert d.client.wait(run.id, timeout=20).state == "succeeded"
+    page = http.get(f"/runs/{run.id}")
+    assert XSS not in page.text and page.text.count("&lt;script&gt;") >= 2  # the input and the comment
+    [decision] = d.journal(run.id, "decision")
+    assert "'how': 'session'" in str(decision) and "alice" in str(decision)
+
+
+def test_sign_in_is_rate_limited(d: Desk, http: TestClient) -> None:
+    page = http.get("/login")
+    csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+    assert csrf is not None
+    codes = [
+        http.post("/login", data={"csrf": csrf.group(1), "token": "guess"}).status_code
+        for _ in range(LOGIN_TRIES + 1)
+    ]
+    assert codes == [401] * LOGIN_TRIES + [429]
+    right = http.post("/login", data={"csrf": csrf.group(1), "token": d.alice}, follow_redirects=False)
+    assert right.status_code == 429  # even the right token waits out the minute
+
+
+def test_in_doubt_resolved_through_the_api(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("bill", {"amount": 12})
+    wait_for(lambda: d.client.status(run.id).reason == "in_doubt", what="the charge to be in doubt")
+    [doubt] = http.get("/api/in-doubt", headers=bearer(d.bob)).json()
+    [op] = doubt["in_doubt"]
+    assert doubt["run"]["id"] == run.id and op["tool"] == "charge"
+    url = f"/api/runs/{run.id}/resolve/{op['operation']}"
+    bad = http.post(url, json={"executed": True, "comment": "   "}, headers=bearer(d.alice))
+    assert bad.status_code == 400
+    ok = http.post(
+        url,
+        json={"executed": True, "result": {"charged": 12}, "comment": "the bank shows it"},
+        headers=bearer(d.alice),
+    )
+    assert ok.status_code == 200, ok.text
+    done = d.client.wait(run.id, timeout=20)
+    assert done.state == "succeeded" and done.result == {"charge": {"charged": 12}}
+    [resolution] = d.journal(run.id, "resolution")
+    assert resolution["who"]["principal"] == "alice" and resolution["comment"] == "the bank shows it"
+
+
+def test_the_trusted_header_only_from_a_trusted_proxy(d: Desk) -> None:
+    gate = Gate(d.settings.with_(auth_header="X-Remote-User", trusted_proxies="10.1.0.0/16"))
+
+    def request(peer: str) -> Request:
+        headers = [(b"x-remote-user", b"alice"), (b"x-forwarded-for", b"192.0.2.7")]
+        return Request({"type": "http", "headers": headers, "client": (peer, 5000), "path": "/"})
+
+    caller = gate.caller(request("10.1.2.3"))
+    assert caller is not None and caller.csrf is not None
+    p = caller.principal
+    assert (p.name, p.how, p.where, p.groups) == ("alice", "header", "192.0.2.7", frozenset({"ops"}))
+    assert gate.caller(request("10.2.0.1")) is None
