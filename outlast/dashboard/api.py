@@ -122,11 +122,11 @@ async def resolve(
 async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
     """Everything the run page shows: the status, its timeline (events and journal crossings, by
     time), and its approvals."""
+    events = await client.events(run_id)  # first: the mark is never ahead of the status shown
     info = await describe(client, run_id)
     times = await client.journal_times(run_id)
     timeline: list[dict[str, Any]] = [
-        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]}
-        for e in await client.events(run_id)
+        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]} for e in events
     ]
     for e in await client.journal(run_id):
         timeline.append(
@@ -141,7 +141,7 @@ async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
-    return {**info, "timeline": timeline}
+    return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
 
 
 async def fleet_view(client: AsyncClient) -> dict[str, Any]:

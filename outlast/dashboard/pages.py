@@ -45,7 +45,7 @@ async def runs_page(request: Request) -> Response:
     if wanted:
         return _see(request, f"/runs/{wanted}")
     state = q.get("state") or None
-    error = None
+    mark, error = await c.change_mark(), None  # first: never ahead of what the page shows
     try:
         runs = await c.runs(state, 100, workflow=q.get("workflow") or None, queue=q.get("queue") or None)
     except OutlastError as exc:
@@ -55,6 +55,7 @@ async def runs_page(request: Request) -> Response:
         "runs.html",
         200 if error is None else 400,
         runs=runs,
+        mark=mark,
         counts=await c.counts(),
         states=list(RunState),
         query=q,
@@ -177,23 +178,25 @@ async def live(request: Request) -> Response:
             return int(events[-1]["id"]) if events else 0
         return await c.change_mark()
 
-    async def stream() -> AsyncIterator[str]:
-        seen = await mark()
+    async def stream(seen: int) -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         loop = asyncio.get_running_loop()
         until = loop.time() + LIVE_SECONDS
         while loop.time() < until and not await request.is_disconnected():
-            await asyncio.sleep(TICK)
             now = await mark()
             if now != seen:
                 seen = now
                 yield f"event: change\ndata: {json.dumps({'mark': now})}\n\n"
+            await asyncio.sleep(TICK)
 
+    # The page says what it showed (``after``): what happened before the stream opened counts too.
+    after = request.query_params.get("after", "")
     try:
-        await mark()
+        seen = int(after) if after.isdigit() else await mark()
     except OutlastError as exc:
         return Response(str(exc), status_code=api.status_of(exc))
-    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+    headers = {"Cache-Control": "no-store"}
+    return StreamingResponse(stream(seen), media_type="text/event-stream", headers=headers)
 
 
 def routes() -> list[BaseRoute]:

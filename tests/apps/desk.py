@@ -14,6 +14,7 @@ app = App()
 
 @app.tool("publish")
 def publish(text: str) -> dict[str, Any]:
+    time.sleep(1.5)  # long enough for a page to show the run going on, then finishing
     return {"published": text}
 
 
