@@ -432,6 +432,8 @@ def _decision_command(kind: str, doc: str) -> None:
         new_args = _json_arg(kw.get("args_json"), "--args")
         if kind == "revise" and not isinstance(new_args, dict):
             raise click.UsageError("revise needs --args with the new arguments, a JSON object")
+        if args_hash is not None and yes_i_saw:
+            raise click.UsageError("give --args-hash or --yes-i-saw, not both")
         if args_hash is None and yes_i_saw:
             args_hash = _shown_and_confirmed(ctx, run_id, approval_id, kind, approver)
         elif args_hash is None and kind != "reject":

@@ -241,6 +241,8 @@ def test_approve_and_revise_need_the_hash_seen_or_yes_i_saw_on_a_terminal(h: Har
         assert f"{kind} needs --args-hash H" in bare.stderr and "--yes-i-saw" in bare.stderr
         no_tty = cli(h, kind, rid, "op-1", "--as", "ops", "--comment", "blind", "--yes-i-saw", *extra)
         assert no_tty.returncode == 2 and "stdin is not one: pass --args-hash H" in no_tty.stderr
+    both = cli(h, "approve", rid, "op-1", "--as", "ops", "--comment", "x", "--args-hash", seen, "--yes-i-saw")
+    assert both.returncode == 2 and "not both" in both.stderr
     assert h.client.approvals(rid)[0]["status"] == "pending"
 
     said_no, out = on_a_terminal(
