@@ -15,7 +15,8 @@ Run it from the repository root (no OUTLAST_*_URL set: the embedded default in .
 
 or by hand: ``outlast worker examples.backlog_approval:app``, ``outlast enqueue backlog_approval
 --input '{"draft": {"title": "...", "region": "...", "items": ["..."]}}'``, then ``outlast approve
-RUN op-3 --as product --comment "External business decision."``. Tables: ``<OUTLAST_SCHEMA>_backlog``.
+RUN op-3 --as product --comment "External business decision." --yes-i-saw`` (shows the action and
+asks; or ``--args-hash H`` from ``outlast status RUN``). Tables: ``<OUTLAST_SCHEMA>_backlog``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ From the repository root (no OUTLAST_*_URL set: the embedded default in .outlast
 ``python -m examples.research_report`` starts a worker, runs one report, approves it and prints
 the result. By hand: ``outlast worker examples.research_report:app``, ``outlast enqueue
 research_report --input '{"topic": "tides"}'``, ``outlast approve RUN op-4 --as editor --comment
-"Sources checked."``. Tables: schema ``<OUTLAST_SCHEMA>_reports``. ``REPORT_LOOKUP_DOWN=1`` on a
+"Sources checked." --yes-i-saw`` (shows the action and asks; or ``--args-hash H`` from ``outlast
+status RUN``). Tables: schema ``<OUTLAST_SCHEMA>_reports``. ``REPORT_LOOKUP_DOWN=1`` on a
 worker makes the service's lookup fail (step 5).
 """
 

@@ -94,8 +94,8 @@ def judge(
     check_comment(proposed.comment, where)
     if request is None:
         raise DecisionRefused(f"{where}: no such approval request (see: outlast status {run_id})")
-    refuse_unauthenticated(request, proposed.decider, where)
     p = proposed.decider
+    refuse_unauthenticated(request, p, where)
     if p.how in ASSERTED and proposed.approver not in request["approvers"]:
         raise DecisionRefused(
             f"{where}: '{proposed.approver}' may not decide (approvers: {', '.join(request['approvers'])})"

@@ -356,13 +356,25 @@ def test_cli_decisions_end_to_end(world: World, client: Client) -> None:
     with worker(world):
         reach(c, other, "awaiting_approval")
         revised = world.cli(
-            "revise", other, "op-1", "--as", "ops", "--comment", "shorter", "--args", '{"text": "draft 2"}'
+            "revise",
+            other,
+            "op-1",
+            "--as",
+            "ops",
+            "--comment",
+            "shorter",
+            "--args",
+            '{"text": "draft 2"}',
+            "--args-hash",
+            hash_of({"text": "first draft"}),
         )
         assert revised.returncode == 0 and "op-1 revised by ops" in revised.stdout, revised.stderr
         wait_for(lambda: world.sql("SELECT count(*) FROM approvals WHERE run_id = %s", other)[0][0] == 2)
         reach(c, other, "awaiting_approval")
         assert effects(world, other) == []
-        assert world.cli("approve", other, "op-2", "--as", "ops", "--comment", "ok").returncode == 0
+        seen = hash_of({"text": "draft 2"})
+        approved = world.cli("approve", other, "op-2", "--as", "ops", "--comment", "ok", "--args-hash", seen)
+        assert approved.returncode == 0, approved.stderr
         assert reach(c, other, "succeeded", "failed").state == "succeeded"
         assert [e["args"] for e in effects(world, other)] == [{"text": "draft 2"}]
 
@@ -371,7 +383,8 @@ def test_cli_decisions_end_to_end(world: World, client: Client) -> None:
         assert "awaiting_approval (approval)" in shown.stdout
         assert "approval     op-1 publish" in shown.stdout and "(approvers: ops)" in shown.stdout
 
-        wrong = world.cli("approve", rid, "op-1", "--as", "eve", "--comment", "ok")
+        h = hash_of({"text": "from the cli"})
+        wrong = world.cli("approve", rid, "op-1", "--as", "eve", "--comment", "ok", "--args-hash", h)
         assert wrong.returncode == 1 and "'eve' may not decide" in wrong.stderr, wrong.stderr
         altered = world.cli("approve", rid, "op-1", "--as", "ops", "--comment", "ok", "--args-hash", "0" * 64)
         assert altered.returncode == 1 and "for other arguments" in altered.stderr, altered.stderr
@@ -380,13 +393,13 @@ def test_cli_decisions_end_to_end(world: World, client: Client) -> None:
         assert "Traceback" not in wrong.stderr + altered.stderr + blank.stderr
         assert c.status(rid).state == "awaiting_approval"
 
-        ok = world.cli("approve", rid, "op-1", "--as", "ops", "--comment", "ok")
+        ok = world.cli("approve", rid, "op-1", "--as", "ops", "--comment", "ok", "--args-hash", h)
         assert ok.returncode == 0, ok.stderr
         assert "op-1 approved by ops" in ok.stdout
         done = reach(c, rid, "succeeded", "failed")
     assert done.state == "succeeded", done.reason
     assert [e["args"] for e in effects(world, rid)] == [{"text": "from the cli"}]
-    again = world.cli("approve", rid, "op-1", "--as", "ops", "--comment", "ok")
+    again = world.cli("approve", rid, "op-1", "--as", "ops", "--comment", "ok", "--args-hash", h)
     assert again.returncode == 0, again.stderr  # the same decision: accepted, nothing changes
     contra = world.cli("reject", rid, "op-1", "--as", "ops", "--comment", "ok")
     assert contra.returncode == 1 and "already approved by ops" in contra.stderr

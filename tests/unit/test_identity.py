@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from outlast.errors import ConfigError
+from outlast.approvals import Proposed, Verdict, decider, judge
+from outlast.errors import ConfigError, DecisionRefused, InvalidInput
 from outlast.identity import Principal, Users, add_user, hash_token, trusted
 
 
@@ -56,3 +58,54 @@ def test_a_header_is_believed_only_from_a_trusted_proxy() -> None:
     proxies = ["127.0.0.1", "10.1.0.0/16"]
     assert trusted("127.0.0.1", proxies) and trusted("10.1.2.3", proxies)
     assert not trusted("10.2.0.1", proxies) and not trusted("not-an-address", proxies)
+
+
+# -- the rules of who decides (outlast.approvals), without a server --------------------------------
+
+WHERE = "run 'r-1', approval op-1"
+
+
+def request(authenticated: bool = False, approvers: tuple[str, ...] = ("ops",)) -> dict[str, Any]:
+    return {
+        "approvers": list(approvers),
+        "authenticated": authenticated,
+        "args_hash": "h" * 64,
+        "status": "pending",
+        "expired": False,
+    }
+
+
+def test_an_authenticated_principal_decides_as_itself_and_is_recorded_whole() -> None:
+    alice = Principal("alice", frozenset({"ops"}), "session", "10.0.0.5")
+    who, name = decider(alice, None, WHERE)
+    assert (who, name) == (alice, "alice")
+    proposed = Proposed("approved", who, name, "ok", "h" * 64)
+    assert judge(request(authenticated=True), proposed, "r-1", WHERE) is Verdict.DECIDE
+    assert proposed.who() == {"principal": "alice", "groups": ["ops"], "how": "session", "where": "10.0.0.5"}
+    with pytest.raises(InvalidInput, match="the decider is the principal"):
+        decider(alice, "ops", WHERE)  # a typed name never replaces the authenticated one
+    outsider = Proposed("approved", Principal("mallory", frozenset({"dev"})), "mallory", "ok", "h" * 64)
+    with pytest.raises(DecisionRefused, match=r"mallory \(groups: dev\) may not decide"):
+        judge(request(), outsider, "r-1", WHERE)
+
+
+def test_a_declared_name_is_checked_as_given_recorded_with_its_declarer_and_refused_if_authenticated() -> (
+    None
+):
+    shell = Principal("mallory", frozenset(), "cli", "laptop-7")
+    who, name = decider(shell, "ops", WHERE)
+    proposed = Proposed("approved", who, name, "ok", "h" * 64)
+    assert judge(request(), proposed, "r-1", WHERE) is Verdict.DECIDE
+    assert proposed.who() == {
+        "principal": "mallory",
+        "groups": [],
+        "how": "cli",
+        "where": "laptop-7",
+        "as": "ops",
+    }
+    with pytest.raises(DecisionRefused, match="which the cli cannot make: decide it in the dashboard"):
+        judge(request(authenticated=True), proposed, "r-1", WHERE)
+    program, as_ops = decider(None, "ops", WHERE)  # no principal: this process's user, how "client"
+    assert program.how == "client" and as_ops == "ops" and program.where
+    with pytest.raises(InvalidInput, match="say who decides"):
+        decider(None, None, WHERE)
