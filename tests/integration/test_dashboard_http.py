@@ -5,19 +5,24 @@ resolves, and the journal names the authenticated principal (never a form field)
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 
+import httpx2 as httpx
 import pytest
+from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
 from outlast.dashboard import create_app
 from outlast.dashboard.auth import LOGIN_TRIES, Gate, check_bind
 from outlast.errors import ConfigError
 from outlast.journal import args_hash
-from tests.conftest import World, wait_for
-from tests.dashboard import Desk, desk
+from tests.conftest import ROOT, World, wait_for
+from tests.dashboard import Desk, desk, free_port
 
 XSS = "<script>alert('x')</script>"
 
@@ -175,3 +180,49 @@ def test_the_trusted_header_only_from_a_trusted_proxy(d: Desk) -> None:
     p = caller.principal
     assert (p.name, p.how, p.where, p.groups) == ("alice", "header", "192.0.2.7", frozenset({"ops"}))
     assert gate.caller(request("10.2.0.1")) is None
+
+
+def test_mounted_in_an_application_of_its_own(d: Desk) -> None:
+    dashboard = create_app(d.settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await dashboard.state.client.close()  # a mounted app's own lifespan is not run
+
+    host = Starlette(routes=[Mount("/ops/outlast", dashboard)], lifespan=lifespan)
+    with TestClient(host, base_url="http://127.0.0.1") as http:
+        assert http.get("/ops/outlast/api/me").status_code == 401
+        assert http.get("/ops/outlast/api/me", headers=bearer(d.alice)).json()["principal"] == "alice"
+        login = http.get("/ops/outlast/login")
+        assert (
+            'action="/ops/outlast/login"' in login.text
+            and 'href="/ops/outlast/static/style.css"' in login.text
+        )
+        assert http.get("/ops/outlast/static/live.js").status_code == 200
+
+
+def test_the_command_serves_and_refuses_an_open_address_without_users(d: Desk) -> None:
+    refused = d.world.cli("dashboard", "--host", "0.0.0.0")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "OUTLAST_USERS" in refused.stderr and "Traceback" not in refused.stderr
+    port = free_port()
+    users = str(d.world.tmp / "users.toml")
+    with open(d.world.tmp / "dashboard.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "outlast", "dashboard", "--port", str(port)],
+            env=d.world.env(OUTLAST_USERS=users),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    d.world.procs.append(proc)
+
+    def me(token: str) -> int | None:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/api/me", headers=bearer(token), timeout=2).status_code
+        except httpx.TransportError:
+            return None
+
+    assert wait_for(lambda: me(d.bob), 20, what="the dashboard to answer") == 200
+    assert me("wrong") == 401
