@@ -728,6 +728,11 @@ def dashboard(ctx: click.Context, host: str, port: int) -> None:
         ) from None
     settings = _settings(ctx)
     check_bind(host, settings)
+
+    async def reachable(c: AsyncClient) -> None:
+        """Postgres answers and the schema is current (Redis is asked when first needed)."""
+
+    _run(ctx, reachable)
     app = create_app(settings)
     click.echo(f"outlast dashboard on http://{host}:{port}/ (schema {settings.schema})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

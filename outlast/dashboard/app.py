@@ -22,6 +22,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from outlast.dashboard.auth import LOGIN_COOKIE, Gate
+from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 
@@ -132,6 +133,16 @@ class Guard(BaseHTTPMiddleware):
         return login_page(request, 401)
 
 
+async def refused(request: Request, exc: Exception) -> Response:
+    """An outlast refusal or an unreachable server, said in one line (JSON for the API)."""
+    from outlast.dashboard.api import status_of
+
+    status = status_of(exc) if isinstance(exc, OutlastError) else 500
+    if request.url.path.startswith(request.scope.get("root_path", "") + "/api/"):
+        return JSONResponse({"error": str(exc)}, status_code=status)
+    return render(request, "error.html", status, error=str(exc))
+
+
 def create_app(settings: Settings | None = None, *, client: AsyncClient | None = None) -> Starlette:
     """The dashboard and its API as one ASGI app, to serve (``outlast dashboard``) or to mount
     in an application's own ASGI app (``Mount("/outlast", create_app(settings))``)."""
@@ -150,7 +161,12 @@ def create_app(settings: Settings | None = None, *, client: AsyncClient | None =
         *api.routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(Guard)], lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard)],
+        exception_handlers={OutlastError: refused},
+        lifespan=lifespan,
+    )
     app.state.client = c
     app.state.gate = Gate(s)
     app.state.templates = templates()
