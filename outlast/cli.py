@@ -713,8 +713,14 @@ def _print_dead_letters(letters: list[dict[str, str]], queue: str, as_json: bool
     show_envvar=True,
     help="Port to listen on.",
 )
+@click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:APP",
+    help="The application, to check revised arguments against its tools (optional).",
+)
 @click.pass_context
-def dashboard(ctx: click.Context, host: str, port: int) -> None:
+def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) -> None:
     """The web page and JSON API: runs, approvals, in-doubt operations, the fleet. Needs the
     dashboard extra (pip install 'outlast[dashboard]') and users (OUTLAST_USERS) to sign in."""
     try:
@@ -733,7 +739,12 @@ def dashboard(ctx: click.Context, host: str, port: int) -> None:
         """Postgres answers and the schema is current (Redis is asked when first needed)."""
 
     _run(ctx, reachable)
-    app = create_app(settings)
+    if app_spec:
+        from outlast.worker.pool import load_app
+
+        app = create_app(settings, app=load_app(app_spec))
+    else:
+        app = create_app(settings)
     click.echo(f"outlast dashboard on http://{host}:{port}/ (schema {settings.schema})", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
 

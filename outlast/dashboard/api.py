@@ -94,6 +94,13 @@ async def decide(
                 raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
         if not isinstance(args, dict):
             raise Refusal(400, "the revised arguments must be a JSON object")
+        tool = (
+            client.app.tools.get((await client.approval(run_id, approval_id))["action"])
+            if client.app
+            else None
+        )
+        if tool is not None:
+            tool.validate(args)  # InvalidInput naming what is wrong; the worker checks again at the call
         await client.revise(run_id, approval_id, args=args, **kw)
 
 

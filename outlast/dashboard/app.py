@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
+from outlast.app import App
 from outlast.dashboard.auth import LOGIN_COOKIE, Gate
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
@@ -143,16 +144,19 @@ async def refused(request: Request, exc: Exception) -> Response:
     return render(request, "error.html", status, error=str(exc))
 
 
-def create_app(settings: Settings | None = None, *, client: AsyncClient | None = None) -> Starlette:
+def create_app(
+    settings: Settings | None = None, *, app: App | None = None, client: AsyncClient | None = None
+) -> Starlette:
     """The dashboard and its API as one ASGI app, to serve (``outlast dashboard``) or to mount
-    in an application's own ASGI app (``Mount("/outlast", create_app(settings))``)."""
+    in an application's own ASGI app (``Mount("/outlast", create_app(settings))``). With the
+    ``app``, revised arguments are checked against the tool's signature before they are accepted."""
     from outlast.dashboard import api, pages
 
     s = settings or Settings.from_env()
-    c = client or AsyncClient(settings=s)
+    c = client or AsyncClient(settings=s, app=app)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
         yield
         await c.close()
 
@@ -161,13 +165,13 @@ def create_app(settings: Settings | None = None, *, client: AsyncClient | None =
         *api.routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(
+    site = Starlette(
         routes=routes,
         middleware=[Middleware(Guard)],
         exception_handlers={OutlastError: refused},
         lifespan=lifespan,
     )
-    app.state.client = c
-    app.state.gate = Gate(s)
-    app.state.templates = templates()
-    return app
+    site.state.client = c
+    site.state.gate = Gate(s)
+    site.state.templates = templates()
+    return site

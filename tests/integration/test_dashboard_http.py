@@ -226,3 +226,30 @@ def test_the_command_serves_and_refuses_an_open_address_without_users(d: Desk) -
 
     assert wait_for(lambda: me(d.bob), 20, what="the dashboard to answer") == 200
     assert me("wrong") == 401
+
+
+def test_revised_arguments_are_checked_against_the_tool(d: Desk) -> None:
+    from tests.apps.desk import app as desk_app
+
+    run = d.client.enqueue("post", {"text": "a long text"})
+    d.reach(run.id, "awaiting_approval")
+    url = f"/api/approvals/{run.id}/op-1"
+    body = {"decision": "revise", "comment": "shorter", "args_hash": args_hash({"text": "a long text"})}
+    with TestClient(create_app(d.settings, app=desk_app), base_url="http://127.0.0.1") as http:
+        for args, why in (
+            ({"txt": "short"}, "text: Field required"),
+            ("[1]", "JSON object"),
+            ("{", "not JSON"),
+        ):
+            bad = http.post(url, json={**body, "args": args}, headers=bearer(d.alice))
+            assert bad.status_code == 400 and why in bad.json()["error"], bad.text
+        assert d.client.status(run.id).state == "awaiting_approval"
+        ok = http.post(url, json={**body, "args": '{"text": "short"}'}, headers=bearer(d.alice))
+        assert ok.status_code == 200, ok.text
+    wait_for(lambda: len(d.client.approvals(run.id)) == 2, what="the revised action's own request")
+    first, second = d.client.approvals(run.id)
+    assert (first["status"], first["new_args"], second["args"]) == (
+        "revised",
+        {"text": "short"},
+        {"text": "short"},
+    )
