@@ -120,8 +120,11 @@ class Gate:
         p = self.users.by_token(token, "session", where) if self.users else None
         if p is None:
             return None
+        now = time.monotonic()
+        self._sessions = {k: v for k, v in self._sessions.items() if v.expires > now}
+        self._tries = {k: v for k, v in self._tries.items() if v and v[-1] > now - LOGIN_WINDOW}
         sid = secrets.token_urlsafe(32)
-        self._sessions[sid] = Session(p, time.monotonic() + SESSION_SECONDS)
+        self._sessions[sid] = Session(p, now + SESSION_SECONDS)
         return sid
 
     def sign_out(self, request: Request) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -43,7 +44,7 @@ async def runs_page(request: Request) -> Response:
     c, q = api.client_of(request), request.query_params
     wanted = q.get("run", "").strip()
     if wanted:
-        return _see(request, f"/runs/{wanted}")
+        return _see(request, "/runs/" + quote(wanted, safe=""))
     state = q.get("state") or None
     mark, error = await c.change_mark(), None  # first: never ahead of what the page shows
     try:

@@ -96,6 +96,22 @@ def test_approve_in_the_page_and_watch_the_run_finish(d: Desk, site: str, browse
     keep(page, "dashboard-run", docs=True)
 
 
+def test_the_runs_page_shows_new_runs_without_reloading(
+    d: Desk, site: str, browser: sync_api.Browser
+) -> None:
+    page = person(browser, site, d.bob)
+    assert page.locator("#runs").inner_text().count("no runs") == 1
+    page.evaluate("window.stayed = true")
+    run = d.client.enqueue("post", {"text": "hello"})
+    page.locator(f"#runs tr:has-text('{run.id}')", has_text="awaiting_approval").wait_for(timeout=20_000)
+    page.locator("#counts li.state-awaiting_approval", has_text="1").wait_for()
+    assert page.evaluate("window.stayed === true")
+    page.fill("#search", run.id)
+    page.press("#search", "Enter")
+    page.wait_for_url(f"{site}/runs/{run.id}")
+    keep(page, "dashboard-runs-search")
+
+
 def test_an_action_altered_after_the_page_loaded_is_refused(
     d: Desk, site: str, browser: sync_api.Browser
 ) -> None:
