@@ -277,17 +277,17 @@ def runs(ctx: click.Context, state: str | None, limit: int, as_json: bool) -> No
 def events(ctx: click.Context, run_id: str, follow: bool) -> None:
     """What happened to a run."""
 
+    def show(e: dict[str, Any]) -> None:
+        detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+
     async def go(c: AsyncClient) -> None:
-        after = 0
-        while True:
-            final = (await c.status(run_id)).final  # read before the events: none is missed
-            for e in await c.events(run_id, after):
-                after = e["id"]
-                detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
-                click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
-            if not follow or final:
-                return
-            await asyncio.sleep(0.5)
+        if not follow:
+            for e in await c.events(run_id):
+                show(e)
+            return
+        async for e in c.follow(run_id):  # woken by Postgres (LISTEN/NOTIFY) at each new event
+            show(e)
 
     _run(ctx, go)
 

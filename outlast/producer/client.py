@@ -10,7 +10,7 @@ import asyncio
 import math
 import threading
 import uuid
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -270,17 +270,25 @@ class AsyncClient:
             raise UnknownRun(run_id)
         return run
 
-    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 0.1) -> Run:
-        """Wait until the run is final and return it, with its stored result. Never runs the work."""
+    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+        """Wait until the run is final and return it, with its stored result. Never runs the work.
+
+        Woken by Postgres (LISTEN/NOTIFY) when the run changes, it costs the database nothing
+        between changes; while its listening connection is lost it looks every ``poll`` seconds."""
         loop = asyncio.get_running_loop()
         until = None if timeout is None else loop.time() + timeout
-        while True:
-            run = await self.status(run_id)
-            if run.final:
-                return run
-            if until is not None and loop.time() >= until:
-                raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
-            await asyncio.sleep(poll)
+        run = await self.status(run_id)
+        if run.final:
+            return run
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                run = await self.status(run_id)  # after LISTEN: no change falls between the two
+                if run.final:
+                    return run
+                left = None if until is None else until - loop.time()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
+                await watch.changed(left)
 
     async def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
@@ -294,6 +302,21 @@ class AsyncClient:
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
         return await self.store.events(run_id, after)
+
+    async def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> AsyncGenerator[dict[str, Any]]:
+        """Every event of the run after event ``after``, as it happens, until the run is final.
+        Woken by Postgres as ``wait`` is; each look resumes after the last event seen, so a lost
+        listening connection (``poll`` seconds between looks meanwhile) loses nothing."""
+        await self.status(run_id)
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                final = (await self.status(run_id)).final  # read before the events: none is missed
+                for event in await self.store.events(run_id, after):
+                    after = event["id"]
+                    yield event
+                if final:
+                    return
+                await watch.changed()
 
     async def journal(self, run_id: str) -> list[Entry]:
         await self.status(run_id)
@@ -520,6 +543,18 @@ class Client:
 
     def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         return self._call(self.aio.events(run_id, after))
+
+    def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
+        events = self.aio.follow(run_id, after, poll)
+
+        async def next_event() -> dict[str, Any] | None:
+            return await anext(events, None)
+
+        try:
+            while (event := self._call(next_event())) is not None:
+                yield event
+        finally:  # stopped early: the listening connection is closed now, not at collection
+            self._call(events.aclose())
 
     def journal(self, run_id: str) -> list[Entry]:
         return self._call(self.aio.journal(run_id))

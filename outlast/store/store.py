@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import Entry
 from outlast.model import Run
+from outlast.store.notify import RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
@@ -136,6 +137,33 @@ class Store:
             )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
+
+    async def _listener(self) -> Conn:
+        """A connection of its own for LISTEN; TCP keepalives notice a silent network loss."""
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self.url,
+                connect_timeout=5,
+                autocommit=True,
+                row_factory=dict_row,
+                application_name="outlast-listen",
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+            )
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
+        """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
+        w = RunWatch(self._listener, channel(self.schema, run_id), poll)
+        await w.start()
+        try:
+            yield w
+        finally:
+            await w.close()
 
     def _unavailable(self, exc: BaseException) -> ServiceUnavailable:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

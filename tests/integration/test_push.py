@@ -1,0 +1,150 @@
+"""Push instead of polling: ``wait`` and ``follow`` are woken by LISTEN/NOTIFY, cost the database
+nothing between changes, and lose nothing when their listening connection is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from outlast.errors import WaitTimeout
+from outlast.journal import make_entry
+from outlast.producer import AsyncClient
+from outlast.store import Store
+from outlast.store.notify import channel
+from tests.conftest import World, wait_for
+
+IDLE_POLL = 60.0  # a fallback poll this long never wakes a test: only a notification can
+
+
+async def started(world: World, run_id: str) -> tuple[AsyncClient, Store, int]:
+    """A client, and a worker's store holding the run ``run_id`` (claimed): its token."""
+    client = AsyncClient(settings=world.settings())
+    await client.open()
+    await client.store.insert_run(
+        id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
+    )
+    worker = Store(world.database_url, world.schema)
+    await worker.open()
+    got = await worker.claim(run_id, "me", 30, {})
+    assert got is not None
+    return client, worker, got[0].fencing_token
+
+
+def listener(world: World, run_id: str) -> tuple[int, Any] | None:
+    """The backend listening for the run: its pid and when it last did anything."""
+    rows = world.sql(
+        "SELECT pid, state_change FROM pg_stat_activity WHERE application_name = 'outlast-listen'"
+        " AND query = %s AND state = 'idle'",
+        f'LISTEN "{channel(world.schema, run_id)}"',
+    )
+    return rows[0] if rows else None
+
+
+async def test_wait_costs_nothing_between_changes_and_is_woken_at_once(world: World) -> None:
+    client, worker, token = await started(world, "r")
+    waiting = asyncio.create_task(client.wait("r", poll=IDLE_POLL))
+    await asyncio.sleep(0.3)
+    before = listener(world, "r")
+    assert before is not None, "no connection listens for the run"
+    reads = client.store.reads
+    # The run changes without an event (journal appends notify nothing) and time passes.
+    await worker.append("r", token, make_entry("", 1, "value", "op-1", {"name": "now", "value": 1}))
+    await asyncio.sleep(1.5)
+    assert client.store.reads == reads, "the waiting client read something between changes"
+    assert listener(world, "r") == before, "the listening connection ran a statement meanwhile"
+    assert not waiting.done()
+
+    t = time.monotonic()
+    assert await worker.finish("r", token, "succeeded", result={"ok": 1})
+    done = await asyncio.wait_for(waiting, 5)
+    woken_after = time.monotonic() - t
+    assert done.state == "succeeded" and done.result == {"ok": 1}
+    assert woken_after < 0.5, f"woken {woken_after:.2f}s after the commit"
+    assert client.store.reads == reads + 1  # one look, and it found the run final
+    await asyncio.sleep(0.2)
+    assert listener(world, "r") is None, "the listening connection outlived the wait"
+    await worker.close()
+    await client.close()
+
+
+async def test_wait_times_out_without_polling(world: World) -> None:
+    client, worker, _token = await started(world, "r")
+    reads = client.store.reads
+    t = time.monotonic()
+    with pytest.raises(WaitTimeout, match=r"still running after 0\.8s"):
+        await client.wait("r", timeout=0.8, poll=IDLE_POLL)
+    assert 0.8 <= time.monotonic() - t < 1.5
+    assert client.store.reads == reads + 3  # before listening, after, and a last look at the timeout
+    await worker.close()
+    await client.close()
+
+
+async def test_a_killed_listening_connection_loses_no_event(world: World) -> None:
+    client, worker, token = await started(world, "r")
+    seen: list[dict[str, Any]] = []
+
+    async def follow() -> None:
+        async for event in client.follow("r", poll=0.3):
+            seen.append(event)
+
+    following = asyncio.create_task(follow())
+    await asyncio.to_thread(wait_for, lambda: listener(world, "r"), 5, 0.05, "a listener")
+    await worker.event("r", "one", {})
+    await asyncio.to_thread(wait_for, lambda: len(seen) == 2, 5, 0.05, "the first event pushed")
+    killed = listener(world, "r")
+    assert killed is not None
+    # Killed, and events written while it is gone and before it is listening again.
+    world.sql("SELECT pg_terminate_backend(%s)", killed[0])
+    for kind in ("two", "three"):
+        await worker.event("r", kind, {})
+    again = await asyncio.to_thread(
+        wait_for,
+        lambda: (lst := listener(world, "r")) and lst[0] != killed[0] and lst,
+        5,
+        0.05,
+        "a new listener",
+    )
+    assert again
+    await worker.event("r", "four", {})
+    assert await worker.finish("r", token, "succeeded")
+    await asyncio.wait_for(following, 5)
+    kinds = [e["kind"] for e in seen]
+    assert kinds == ["enqueued", "one", "two", "three", "four", "succeeded"]
+    assert [e["id"] for e in seen] == sorted({e["id"] for e in seen})
+    await worker.close()
+    await client.close()
+
+
+async def test_wait_polls_while_it_cannot_listen(world: World, monkeypatch: Any) -> None:
+    client, worker, token = await started(world, "r")
+
+    async def refused() -> Any:
+        raise client.store._unavailable(OSError("refused"))
+
+    monkeypatch.setattr(client.store, "_listener", refused)
+    waiting = asyncio.create_task(client.wait("r", poll=0.2))
+    await asyncio.sleep(0.7)
+    assert client.store.reads >= 4  # polling, every 0.2 s
+    assert await worker.finish("r", token, "succeeded")
+    assert (await asyncio.wait_for(waiting, 2)).state == "succeeded"
+    await worker.close()
+    await client.close()
+
+
+def test_a_real_worker_wakes_wait_and_events_follow(world: World) -> None:
+    world.worker()
+    from outlast import Client
+
+    with Client(settings=world.settings()) as client:
+        run = client.enqueue("slow", {"seconds": 0.5})
+        follow = world.cli("events", run.id, "--follow")  # returns once the run is final
+        assert follow.returncode == 0, follow.stderr
+        assert [line.split()[1] for line in follow.stdout.splitlines()] == ["enqueued", "succeeded"]
+        t = time.monotonic()
+        second = client.enqueue("slow", {"seconds": 0.3})
+        assert client.wait(second.id, timeout=30).state == "succeeded"
+        assert time.monotonic() - t < 5
+        assert [e["kind"] for e in client.follow(run.id)] == ["enqueued", "succeeded"]
