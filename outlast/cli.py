@@ -15,10 +15,10 @@ from click.decorators import FC
 from outlast.errors import ConfigError, InvalidInput, OutlastError
 from outlast.journal import MAX_DEPTH
 from outlast.logs import configure
-from outlast.model import Run
+from outlast.model import FINAL_STATES, Run
 from outlast.producer import AsyncClient
 from outlast.producer.client import MAX_LIST
-from outlast.settings import SPECS, Settings, check_name, env_var
+from outlast.settings import SPECS, Settings, check_name, duration, env_var
 
 T = TypeVar("T")
 USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting
@@ -418,6 +418,41 @@ def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
         )
     run = _run(ctx, lambda c: c.continue_run(run_id, data))
     click.echo(f"run {run.id} {run.state} (continues {run_id})")
+
+
+def _age(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    try:
+        return duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@cli.command()
+@click.option(
+    "--finished-before",
+    "age",
+    required=True,
+    metavar="AGE",
+    callback=_age,
+    help="Runs that finished longer ago than this: 30d, 12h, 90m, 45s.",
+)
+@click.option(
+    "--state",
+    type=click.Choice(sorted(s.value for s in FINAL_STATES)),
+    help="Only finished runs in this state.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.pass_context
+def prune(ctx: click.Context, age: float, state: str | None, dry_run: bool) -> None:
+    """Delete finished runs with their journal, events, approvals and reservations (500 runs per
+    transaction); never a run that is not final, a budget a kept run shares, or a run that a kept
+    run continues."""
+    before, n = _run(ctx, lambda c: c.prune(age, state=state, dry_run=dry_run))
+    counts = (
+        f"{n.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S %Z}: {n.journal} journal entries, "
+        f"{n.events} events, {n.approvals} approvals, {n.reservations} reservations, {n.budgets} budgets"
+    )
+    click.echo(f"would delete {counts} (dry run: nothing deleted)" if dry_run else f"deleted {counts}")
 
 
 @cli.command()

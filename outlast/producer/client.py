@@ -30,11 +30,11 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
-from outlast.model import Run, RunState
+from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
 from outlast.services import resolve
-from outlast.settings import Settings, check_name
-from outlast.store import SCHEMA_VERSION, OnWait, Store
+from outlast.settings import MAX_AGE, Settings, check_name
+from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
 
 T = TypeVar("T")
 
@@ -332,6 +332,30 @@ class AsyncClient:
         run = await self.status(run_id)
         return await self.store.budget(run.budget_id) if run.budget_id else []
 
+    async def prune(
+        self, finished_before: timedelta | float, *, state: str | None = None, dry_run: bool = False
+    ) -> tuple[datetime, Pruned]:
+        """Delete the runs finished longer ago than ``finished_before`` (seconds, or a timedelta)
+        — only final runs, of ``state`` if given — with their journal, events, approvals,
+        reservations and the budgets no kept run shares, 500 runs per transaction. A run that a
+        kept run continues is kept. ``dry_run`` counts instead. Returns the cutoff (database
+        clock) and the counts."""
+        age = finished_before.total_seconds() if isinstance(finished_before, timedelta) else finished_before
+        if isinstance(age, bool) or not isinstance(age, int | float) or not 0 < age <= MAX_AGE:
+            raise InvalidInput(
+                f"prune: the age must be a number of seconds in (0, {MAX_AGE:.0f}], got {_show(age)}"
+            )
+        if state is not None and state not in {s.value for s in FINAL_STATES}:
+            final = ", ".join(sorted(FINAL_STATES))
+            raise InvalidInput(
+                f"prune deletes only finished runs: the state must be one of {final}, got {_show(state)}"
+            )
+        await self.open()
+        before = await self.store.cutoff(float(age))
+        if dry_run:
+            return before, await self.store.prune_count(before, state)
+        return before, await self.store.prune(before, state)
+
     async def migrate(self, to: int = SCHEMA_VERSION) -> int:
         """Create or upgrade the schema (idempotent); returns the version now recorded."""
         if not self._opened:
@@ -561,6 +585,9 @@ class Client:
 
     def verify(self, run_id: str) -> int | None:
         return self._call(self.aio.verify(run_id))
+
+    def prune(self, finished_before: timedelta | float, **kw: Any) -> tuple[datetime, Pruned]:
+        return self._call(self.aio.prune(finished_before, **kw))
 
     def resolve(self, run_id: str, operation_id: str, *, executed: bool, result: Any = None) -> Run:
         return self._call(self.aio.resolve(run_id, operation_id, executed=executed, result=result))

@@ -7,8 +7,8 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import astuple, dataclass
+from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -102,6 +102,22 @@ class Lease:
     renewed: bool
     lost: bool  # another worker holds a newer fencing token
     cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune deleted (or, counted, would delete): runs and the rows that were theirs;
+    budgets are counted by id."""
+
+    runs: int = 0
+    journal: int = 0
+    events: int = 0
+    approvals: int = 0
+    reservations: int = 0
+    budgets: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 class Store:
@@ -561,6 +577,37 @@ class Store:
         else:
             rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def cutoff(self, age: float) -> datetime:
+        """The database clock ``age`` seconds ago: runs finished before it are old enough."""
+        return await self.db_now() - timedelta(seconds=age)
+
+    async def prune(
+        self,
+        before: datetime,
+        state: str | None = None,
+        *,
+        batch: int = 500,
+        max_batches: int | None = None,
+        exclusive: bool = False,
+    ) -> Pruned:
+        """Delete the runs finished before ``before`` (of ``state``, if given) with their journal,
+        events, approvals, reservations and the budgets no other run shares, ``batch`` runs per
+        transaction (on a pooled connection, never the writer's), until none is left or after
+        ``max_batches``. ``exclusive``: skip if another exclusive pruner of the schema is at it."""
+        total, batches = Pruned(), 0
+        while True:
+            rows = await self._rows("prune", before=before, state=state, limit=batch, exclusive=exclusive)
+            total += Pruned(**rows[0])
+            batches += 1
+            if not rows[0]["runs"] or batches == max_batches:
+                return total
+
+    async def prune_count(self, before: datetime, state: str | None = None) -> Pruned:
+        """What ``prune`` would delete, counted in one read."""
+        return Pruned(**(await self._rows("prune_count", before=before, state=state))[0])
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""
