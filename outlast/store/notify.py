@@ -1,6 +1,7 @@
 """Wake-ups from Postgres instead of polling: a reader LISTENs on one run's channel, on a
-connection of its own, and the events trigger of migration 0005 NOTIFYs that channel in every
-commit that gave the run an event (every final state writes one)."""
+connection of its own, and registers as the run's watcher; the events trigger of migration 0005
+NOTIFYs the channel of a watched run in every commit that gave it an event (every final state
+writes one)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import psycopg
 from psycopg import sql
 
 from outlast.errors import ServiceUnavailable
+from outlast.store.queries import Q
 
 Conn = psycopg.AsyncConnection[Any]
 
@@ -32,8 +34,11 @@ class RunWatch:
     The reader looks after ``start`` and after each return of ``changed``; a notification that
     comes while it looks is kept for the next ``changed``, so no change is missed."""
 
-    def __init__(self, connect: Callable[[], Awaitable[Conn]], channel: str, poll: float) -> None:
+    def __init__(
+        self, connect: Callable[[], Awaitable[Conn]], run_id: str, channel: str, poll: float
+    ) -> None:
         self._connect = connect
+        self.run_id = run_id
         self.channel = channel
         self.poll = poll
         self._news = asyncio.Event()
@@ -45,12 +50,13 @@ class RunWatch:
         return self._task is not None and not self._task.done()
 
     async def start(self) -> None:
-        """LISTEN; the reader looks only after this, so that no change falls between the two.
-        Unable to listen, the watch polls (and tries again at each look)."""
+        """LISTEN and register as the run's watcher; the reader looks only after this, so that no
+        change falls between the two. Unable to, the watch polls (and tries again at each look)."""
         conn = None
         try:
             conn = await self._connect()
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+            await conn.execute(Q["watch"], {"run_id": self.run_id})
         except (ServiceUnavailable, psycopg.Error):
             if conn is not None:
                 await conn.close()
@@ -88,4 +94,6 @@ class RunWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if conn is not None:
+            with contextlib.suppress(psycopg.Error):  # else the sweeper removes the row
+                await conn.execute(Q["unwatch"], {"run_id": self.run_id})
             await conn.close()

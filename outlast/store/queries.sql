@@ -398,3 +398,21 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
           AND EXISTS (SELECT 1 FROM budgets WHERE budgets.budget_id = d.budget_id)
           AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = d.budget_id
                           AND o.id NOT IN (SELECT id FROM doomed))) AS budgets;
+
+-- Push: who waits for a run (migration 0005's trigger notifies only those).
+
+-- name: watch
+-- Run on the listening connection after its LISTEN, before the reader's first look. Waiting for
+-- the run row's share lock closes the race with a writer whose event statement found no watcher
+-- yet: that writer holds the row until it commits, so the reader's look then sees its change;
+-- a writer that comes after waits for this registration, and its trigger sees it.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR SHARE)
+INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r;
+
+-- name: unwatch
+DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
+
+-- name: forget_watchers
+-- The rows of listening connections that are gone (killed, or their client died).
+DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+RETURNING run_id;

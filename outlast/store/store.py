@@ -163,6 +163,7 @@ class Store:
                 autocommit=True,
                 row_factory=dict_row,
                 application_name="outlast-listen",
+                options=f"-c search_path={self.schema}",
                 keepalives=1,
                 keepalives_idle=10,
                 keepalives_interval=5,
@@ -174,7 +175,7 @@ class Store:
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
         """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
-        w = RunWatch(self._listener, channel(self.schema, run_id), poll)
+        w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll)
         await w.start()
         try:
             yield w
@@ -577,6 +578,10 @@ class Store:
         else:
             rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
+
+    async def forget_watchers(self) -> int:
+        """Remove the watchers whose listening connection is gone; how many."""
+        return len(await self._rows("forget_watchers"))
 
     # -- retention ------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, re-publication, names of workers gone, and
-    retention (``OUTLAST_RETENTION``)."""
+    """Deadlines that passed while nothing ran, re-publication, names of workers (and watchers)
+    gone, and retention (``OUTLAST_RETENTION``)."""
 
     def __init__(self, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
         self.store = store
@@ -43,6 +43,7 @@ class Sweeper:
             self._next_forget = time.monotonic() + 60
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
+            await self.store.forget_watchers()  # of clients' listening connections gone
 
     async def prune(self, log: Any) -> None:
         """Retention: delete what finished longer than ``retention`` ago, a bounded amount per

@@ -7,6 +7,7 @@ import asyncio
 import time
 from typing import Any
 
+import psycopg
 import pytest
 
 from outlast.errors import WaitTimeout
@@ -34,11 +35,12 @@ async def started(world: World, run_id: str) -> tuple[AsyncClient, Store, int]:
 
 
 def listener(world: World, run_id: str) -> tuple[int, Any] | None:
-    """The backend listening for the run: its pid and when it last did anything."""
+    """The backend listening for the run, registered as its watcher: its pid and when it last
+    did anything."""
     rows = world.sql(
-        "SELECT pid, state_change FROM pg_stat_activity WHERE application_name = 'outlast-listen'"
-        " AND query = %s AND state = 'idle'",
-        f'LISTEN "{channel(world.schema, run_id)}"',
+        "SELECT a.pid, a.state_change FROM pg_stat_activity a JOIN watchers w ON w.pid = a.pid"
+        " WHERE w.run_id = %s AND a.application_name = 'outlast-listen' AND a.state = 'idle'",
+        run_id,
     )
     return rows[0] if rows else None
 
@@ -66,6 +68,7 @@ async def test_wait_costs_nothing_between_changes_and_is_woken_at_once(world: Wo
     assert client.store.reads == reads + 1  # one look, and it found the run final
     await asyncio.sleep(0.2)
     assert listener(world, "r") is None, "the listening connection outlived the wait"
+    assert world.sql("SELECT count(*) FROM watchers") == [(0,)]
     await worker.close()
     await client.close()
 
@@ -114,6 +117,31 @@ async def test_a_killed_listening_connection_loses_no_event(world: World) -> Non
     kinds = [e["kind"] for e in seen]
     assert kinds == ["enqueued", "one", "two", "three", "four", "succeeded"]
     assert [e["id"] for e in seen] == sorted({e["id"] for e in seen})
+    # The killed connection's registration is left behind; the sweeper's query removes it.
+    assert world.sql("SELECT pid FROM watchers") == [(killed[0],)]
+    assert await worker.forget_watchers() == 1
+    assert world.sql("SELECT count(*) FROM watchers") == [(0,)]
+    await worker.close()
+    await client.close()
+
+
+async def test_only_watched_runs_notify(world: World) -> None:
+    """The trigger notifies no run that nobody watches: in Postgres a notifying commit takes a
+    database-wide lock and signals every listening backend, a cost the writer would otherwise
+    pay at every commit with an event."""
+    client, worker, _token = await started(world, "r")
+    raw = await psycopg.AsyncConnection.connect(world.database_url, autocommit=True)
+    await raw.execute(f'LISTEN "{channel(world.schema, "r")}"'.encode())
+
+    async def notified() -> bool:
+        await worker.event("r", "news", {})
+        got = [n async for n in raw.notifies(timeout=0.5)]
+        return bool(got)
+
+    assert not await notified()  # listening, but not registered as a watcher
+    world.sql("INSERT INTO watchers (run_id, pid) VALUES ('r', pg_backend_pid())")
+    assert await notified()
+    await raw.close()
     await worker.close()
     await client.close()
 
