@@ -73,6 +73,26 @@ async def test_wait_costs_nothing_between_changes_and_is_woken_at_once(world: Wo
     await client.close()
 
 
+async def test_a_change_committing_while_the_client_registers_is_not_missed(world: World) -> None:
+    """A writer's event statement ran before the client registered (no notification) and
+    commits after: the registration waits for the writer's row lock, so the client's look
+    sees the change."""
+    client, worker, _token = await started(world, "r")
+    writer = await psycopg.AsyncConnection.connect(
+        world.database_url, options=f"-c search_path={world.schema}"
+    )
+    await writer.execute("UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = 'r'")
+    await writer.execute("INSERT INTO events (run_id, kind) VALUES ('r', 'succeeded')")  # nobody watches yet
+    waiting = asyncio.create_task(client.wait("r", poll=IDLE_POLL))
+    await asyncio.sleep(0.5)  # the client read 'running', listens, and registers: it waits for the row
+    assert not waiting.done()
+    await writer.commit()
+    assert (await asyncio.wait_for(waiting, 3)).state == "succeeded"
+    await writer.close()
+    await worker.close()
+    await client.close()
+
+
 async def test_wait_times_out_without_polling(world: World) -> None:
     client, worker, _token = await started(world, "r")
     reads = client.store.reads
