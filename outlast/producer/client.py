@@ -559,8 +559,8 @@ class Client:
     def status(self, run_id: str) -> Run:
         return self._call(self.aio.status(run_id))
 
-    def wait(self, run_id: str, timeout: float | None = None) -> Run:
-        return self._call(self.aio.wait(run_id, timeout))
+    def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+        return self._call(self.aio.wait(run_id, timeout, poll))
 
     def runs(self, state: str | None = None, limit: int = 50) -> list[Run]:
         return self._call(self.aio.runs(state, limit))

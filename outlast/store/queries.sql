@@ -32,7 +32,11 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
-INSERT INTO events (run_id, kind, detail) VALUES (%(run_id)s, %(kind)s, %(detail)s) RETURNING id;
+-- Under the run row's lock, as every other event is written (with the run's own change): the
+-- ids of a run's events then follow the order of their commits, which `follow` relies on (it
+-- resumes after the last id it saw), and a watcher registering meanwhile waits for it.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE)
+INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r RETURNING id;
 
 -- name: events
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;

@@ -145,6 +145,39 @@ async def test_a_killed_listening_connection_loses_no_event(world: World) -> Non
     await client.close()
 
 
+async def test_follow_sees_events_committed_out_of_id_order(world: World) -> None:
+    """An event written while another transaction holds the run (its event numbered first, not
+    yet committed) waits for it: ids follow commits, and follow, resuming after the last id it
+    saw, skips none."""
+    client, worker, token = await started(world, "r")
+    seen: list[str] = []
+
+    async def follow() -> None:
+        async for event in client.follow("r", poll=IDLE_POLL):
+            seen.append(event["kind"])
+
+    following = asyncio.create_task(follow())
+    await asyncio.to_thread(wait_for, lambda: seen == ["enqueued"], 5, 0.05, "the first event")
+    holder = await psycopg.AsyncConnection.connect(
+        world.database_url, options=f"-c search_path={world.schema}"
+    )
+    await holder.execute(
+        "WITH r AS (UPDATE runs SET updated_at = now() WHERE id = 'r' RETURNING id)"
+        " INSERT INTO events (run_id, kind) SELECT id, 'first' FROM r"
+    )
+    second = asyncio.create_task(worker.event("r", "second", {}))
+    await asyncio.sleep(0.5)
+    assert not second.done(), "an event was written under another transaction's hold of the run"
+    await holder.commit()
+    await asyncio.wait_for(second, 5)
+    assert await worker.finish("r", token, "succeeded")
+    await asyncio.wait_for(following, 5)
+    assert seen == ["enqueued", "first", "second", "succeeded"]
+    await holder.close()
+    await worker.close()
+    await client.close()
+
+
 async def test_only_watched_runs_notify(world: World) -> None:
     """The trigger notifies no run that nobody watches: in Postgres a notifying commit takes a
     database-wide lock and signals every listening backend, a cost the writer would otherwise
