@@ -18,10 +18,10 @@ from outlast.errors import ConfigError, InvalidInput, OutlastError
 from outlast.identity import cli_principal
 from outlast.journal import MAX_DEPTH
 from outlast.logs import configure
-from outlast.model import Run
+from outlast.model import FINAL_STATES, Run
 from outlast.producer import AsyncClient
 from outlast.producer.client import MAX_LIST
-from outlast.settings import SPECS, Settings, check_name, env_var
+from outlast.settings import SPECS, Settings, check_name, duration, env_var
 
 T = TypeVar("T")
 USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting
@@ -289,17 +289,17 @@ def runs(ctx: click.Context, /, state: str | None, limit: int, as_json: bool, **
 def events(ctx: click.Context, run_id: str, follow: bool) -> None:
     """What happened to a run."""
 
+    def show(e: dict[str, Any]) -> None:
+        detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+
     async def go(c: AsyncClient) -> None:
-        after = 0
-        while True:
-            final = (await c.status(run_id)).final  # read before the events: none is missed
-            for e in await c.events(run_id, after):
-                after = e["id"]
-                detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
-                click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
-            if not follow or final:
-                return
-            await asyncio.sleep(0.5)
+        if not follow:
+            for e in await c.events(run_id):
+                show(e)
+            return
+        async for e in c.follow(run_id):  # woken by Postgres (LISTEN/NOTIFY) at each new event
+            show(e)
 
     _run(ctx, go)
 
@@ -505,6 +505,41 @@ def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
         )
     run = _run(ctx, lambda c: c.continue_run(run_id, data))
     click.echo(f"run {run.id} {run.state} (continues {run_id})")
+
+
+def _age(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    try:
+        return duration(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+@cli.command()
+@click.option(
+    "--finished-before",
+    "age",
+    required=True,
+    metavar="AGE",
+    callback=_age,
+    help="Runs that finished longer ago than this: 30d, 12h, 90m, 45s.",
+)
+@click.option(
+    "--state",
+    type=click.Choice(sorted(s.value for s in FINAL_STATES)),
+    help="Only finished runs in this state.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.pass_context
+def prune(ctx: click.Context, age: float, state: str | None, dry_run: bool) -> None:
+    """Delete finished runs with their journal, events, approvals and reservations (500 runs per
+    transaction); never a run that is not final, a budget a kept run shares, or a run that a kept
+    run continues."""
+    before, n = _run(ctx, lambda c: c.prune(age, state=state, dry_run=dry_run))
+    counts = (
+        f"{n.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S %Z}: {n.journal} journal entries, "
+        f"{n.events} events, {n.approvals} approvals, {n.reservations} reservations, {n.budgets} budgets"
+    )
+    click.echo(f"would delete {counts} (dry run: nothing deleted)" if dry_run else f"deleted {counts}")
 
 
 @cli.command()

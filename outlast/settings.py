@@ -147,6 +147,29 @@ def _check_secret_key(value: object) -> str:
     return value
 
 
+_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,6})?)([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE = 36500 * 86400.0  # a hundred years, in seconds
+
+
+def duration(value: object) -> float:
+    """The seconds of a duration written as a number and a unit (45s, 90m, 12h, 30d, 2w), up to
+    36500d; ``ValueError`` says what is accepted."""
+    m = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
+    seconds = float(m[1]) * _UNITS[m[2]] if m else 0.0
+    if not 0 < seconds <= MAX_AGE:
+        raise ValueError(
+            f"must be a duration such as 30d, 12h, 90m or 45s (at most 36500d), got {_show(value)}"
+        )
+    return seconds
+
+
+def _check_retention(value: object) -> object:
+    if value != "" and duration(value) < 60:
+        raise ValueError(f"must be at least 1m (or unset: keep finished runs), got {_show(value)}")
+    return value
+
+
 def _check_failpoints(value: object) -> str:
     from outlast.failpoints import POINTS
 
@@ -265,6 +288,12 @@ class Settings:
         "127.0.0.1,::1",
         "Addresses or networks (comma-separated) whose auth header is believed.",
         check=_check_networks,
+    )
+    retention: str = setting(
+        "",
+        "Finished runs older than this (e.g. 30d) are deleted by the workers' sweeper, every "
+        "minute; unset: kept.",
+        check=_check_retention,
     )
 
     def __post_init__(self) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import math
 import threading
 import uuid
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import AsyncGenerator, Coroutine, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -32,11 +32,11 @@ from outlast.errors import (
 )
 from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
-from outlast.model import Run, RunState
+from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
 from outlast.services import resolve
-from outlast.settings import Settings, check_name
-from outlast.store import SCHEMA_VERSION, OnWait, Store
+from outlast.settings import MAX_AGE, Settings, check_name
+from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
 
 T = TypeVar("T")
 
@@ -273,17 +273,25 @@ class AsyncClient:
             raise UnknownRun(run_id)
         return run
 
-    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 0.1) -> Run:
-        """Wait until the run is final and return it, with its stored result. Never runs the work."""
+    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+        """Wait until the run is final and return it, with its stored result. Never runs the work.
+
+        Woken by Postgres (LISTEN/NOTIFY) when the run changes, it costs the database nothing
+        between changes; while its listening connection is lost it looks every ``poll`` seconds."""
         loop = asyncio.get_running_loop()
         until = None if timeout is None else loop.time() + timeout
-        while True:
-            run = await self.status(run_id)
-            if run.final:
-                return run
-            if until is not None and loop.time() >= until:
-                raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
-            await asyncio.sleep(poll)
+        run = await self.status(run_id)
+        if run.final:
+            return run
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                run = await self.status(run_id)  # after LISTEN: no change falls between the two
+                if run.final:
+                    return run
+                left = None if until is None else until - loop.time()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
+                await watch.changed(left)
 
     async def runs(
         self,
@@ -308,6 +316,21 @@ class AsyncClient:
         await self.status(run_id)
         return await self.store.events(run_id, after)
 
+    async def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> AsyncGenerator[dict[str, Any]]:
+        """Every event of the run after event ``after``, as it happens, until the run is final.
+        Woken by Postgres as ``wait`` is; each look resumes after the last event seen, so a lost
+        listening connection (``poll`` seconds between looks meanwhile) loses nothing."""
+        await self.status(run_id)
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                final = (await self.status(run_id)).final  # read before the events: none is missed
+                for event in await self.store.events(run_id, after):
+                    after = event["id"]
+                    yield event
+                if final:
+                    return
+                await watch.changed()
+
     async def journal(self, run_id: str) -> list[Entry]:
         await self.status(run_id)
         return await self.store.journal(run_id)
@@ -321,6 +344,30 @@ class AsyncClient:
         """The run's budget limits with what is spent and reserved ([] without a budget)."""
         run = await self.status(run_id)
         return await self.store.budget(run.budget_id) if run.budget_id else []
+
+    async def prune(
+        self, finished_before: timedelta | float, *, state: str | None = None, dry_run: bool = False
+    ) -> tuple[datetime, Pruned]:
+        """Delete the runs finished longer ago than ``finished_before`` (seconds, or a timedelta)
+        — only final runs, of ``state`` if given — with their journal, events, approvals,
+        reservations and the budgets no kept run shares, 500 runs per transaction. A run that a
+        kept run continues is kept. ``dry_run`` counts instead. Returns the cutoff (database
+        clock) and the counts."""
+        age = finished_before.total_seconds() if isinstance(finished_before, timedelta) else finished_before
+        if isinstance(age, bool) or not isinstance(age, int | float) or not 0 < age <= MAX_AGE:
+            raise InvalidInput(
+                f"prune: the age must be a number of seconds in (0, {MAX_AGE:.0f}], got {_show(age)}"
+            )
+        if state is not None and state not in {s.value for s in FINAL_STATES}:
+            final = ", ".join(sorted(FINAL_STATES))
+            raise InvalidInput(
+                f"prune deletes only finished runs: the state must be one of {final}, got {_show(state)}"
+            )
+        await self.open()
+        before = await self.store.cutoff(float(age))
+        if dry_run:
+            return before, await self.store.prune_count(before, state)
+        return before, await self.store.prune(before, state)
 
     async def migrate(self, to: int = SCHEMA_VERSION) -> int:
         """Create or upgrade the schema (idempotent); returns the version now recorded."""
@@ -586,8 +633,8 @@ class Client:
     def status(self, run_id: str) -> Run:
         return self._call(self.aio.status(run_id))
 
-    def wait(self, run_id: str, timeout: float | None = None) -> Run:
-        return self._call(self.aio.wait(run_id, timeout))
+    def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+        return self._call(self.aio.wait(run_id, timeout, poll))
 
     def runs(self, state: str | None = None, limit: int = 50, **filters: Any) -> list[Run]:
         return self._call(self.aio.runs(state, limit, **filters))
@@ -595,11 +642,26 @@ class Client:
     def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         return self._call(self.aio.events(run_id, after))
 
+    def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
+        events = self.aio.follow(run_id, after, poll)
+
+        async def next_event() -> dict[str, Any] | None:
+            return await anext(events, None)
+
+        try:
+            while (event := self._call(next_event())) is not None:
+                yield event
+        finally:  # stopped early: the listening connection is closed now, not at collection
+            self._call(events.aclose())
+
     def journal(self, run_id: str) -> list[Entry]:
         return self._call(self.aio.journal(run_id))
 
     def verify(self, run_id: str) -> int | None:
         return self._call(self.aio.verify(run_id))
+
+    def prune(self, finished_before: timedelta | float, **kw: Any) -> tuple[datetime, Pruned]:
+        return self._call(self.aio.prune(finished_before, **kw))
 
     def resolve(self, run_id: str, operation_id: str, *, executed: bool, **kw: Any) -> Run:
         return self._call(self.aio.resolve(run_id, operation_id, executed=executed, **kw))

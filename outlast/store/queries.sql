@@ -37,7 +37,11 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
-INSERT INTO events (run_id, kind, detail) VALUES (%(run_id)s, %(kind)s, %(detail)s) RETURNING id;
+-- Under the run row's lock, as every other event is written (with the run's own change): the
+-- ids of a run's events then follow the order of their commits, which `follow` relies on (it
+-- resumes after the last id it saw), and a watcher registering meanwhile waits for it.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE)
+INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r RETURNING id;
 
 -- name: events
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
@@ -409,3 +413,76 @@ ORDER BY a.created_at LIMIT %(limit)s;
 -- name: change_mark
 -- The events' sequence: it moves whenever anything happens to any run (read, never advanced).
 SELECT last_value, is_called FROM events_id_seq;
+-- Retention: `outlast prune` and the sweeper (OUTLAST_RETENTION).
+
+-- name: prune
+-- One batch of finished runs deleted with everything that is theirs, in one statement (one
+-- transaction). A run that another run continues stays until that one is gone (batches go from
+-- the newest of a chain up), so a budget goes only with the last run sharing it. With
+-- %(exclusive)s one pruner of this schema at a time: the others find nothing to do.
+WITH doomed AS (
+    SELECT id FROM runs r
+    WHERE finished_at < %(before)s
+      AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+      AND (%(state)s::text IS NULL OR state = %(state)s)
+      AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
+      AND (NOT %(exclusive)s
+           OR (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outlast-prune'))))
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED),
+j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
+b AS (
+    DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
+      AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = budgets.budget_id
+                      AND o.id NOT IN (SELECT id FROM r))
+    RETURNING budget_id)
+SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) AS journal,
+       (SELECT count(*) FROM e) AS events, (SELECT count(*) FROM a) AS approvals,
+       (SELECT count(*) FROM v) AS reservations, (SELECT count(DISTINCT budget_id) FROM b) AS budgets;
+
+-- name: prune_count
+-- What `prune` would delete, counted: the finished runs of the cutoff and state, but not one
+-- continued by a run that stays, nor (up the chain) what that one continues.
+WITH RECURSIVE candidate AS (
+    SELECT id, parent_id FROM runs
+    WHERE finished_at < %(before)s
+      AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+      AND (%(state)s::text IS NULL OR state = %(state)s)),
+kept (id) AS (
+    SELECT parent_id FROM runs WHERE parent_id IS NOT NULL AND id NOT IN (SELECT id FROM candidate)
+    UNION
+    SELECT c.parent_id FROM candidate c JOIN kept ON c.id = kept.id WHERE c.parent_id IS NOT NULL),
+doomed AS (SELECT id FROM candidate WHERE id NOT IN (SELECT id FROM kept))
+SELECT (SELECT count(*) FROM doomed) AS runs,
+       (SELECT count(*) FROM journal WHERE run_id IN (SELECT id FROM doomed)) AS journal,
+       (SELECT count(*) FROM events WHERE run_id IN (SELECT id FROM doomed)) AS events,
+       (SELECT count(*) FROM approvals WHERE run_id IN (SELECT id FROM doomed)) AS approvals,
+       (SELECT count(*) FROM reservations WHERE run_id IN (SELECT id FROM doomed)) AS reservations,
+       (SELECT count(DISTINCT d.budget_id) FROM runs d
+        WHERE d.id IN (SELECT id FROM doomed) AND d.budget_id IS NOT NULL
+          AND EXISTS (SELECT 1 FROM budgets WHERE budgets.budget_id = d.budget_id)
+          AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = d.budget_id
+                          AND o.id NOT IN (SELECT id FROM doomed))) AS budgets;
+
+-- Push: who waits for a run (migration 0009's trigger notifies only those).
+
+-- name: watch
+-- Run on the listening connection after its LISTEN, before the reader's first look. Waiting for
+-- the run row's share lock closes the race with a writer whose event statement found no watcher
+-- yet: that writer holds the row until it commits, so the reader's look then sees its change;
+-- a writer that comes after waits for this registration, and its trigger sees it.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR SHARE)
+INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r;
+
+-- name: unwatch
+DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
+
+-- name: forget_watchers
+-- The rows of listening connections that are gone (killed, or their client died).
+DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
+RETURNING run_id;

@@ -7,8 +7,8 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import astuple, dataclass
+from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import Entry
 from outlast.model import Run
+from outlast.store.notify import RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
@@ -103,6 +104,22 @@ class Lease:
     cancel_requested: bool
 
 
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune deleted (or, counted, would delete): runs and the rows that were theirs;
+    budgets are counted by id."""
+
+    runs: int = 0
+    journal: int = 0
+    events: int = 0
+    approvals: int = 0
+    reservations: int = 0
+    budgets: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
 class Store:
     """One process's access to Postgres: a small pool for reads and one shared-commit writer."""
 
@@ -136,6 +153,34 @@ class Store:
             )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
+
+    async def _listener(self) -> Conn:
+        """A connection of its own for LISTEN; TCP keepalives notice a silent network loss."""
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self.url,
+                connect_timeout=5,
+                autocommit=True,
+                row_factory=dict_row,
+                application_name="outlast-listen",
+                options=f"-c search_path={self.schema}",
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
+            )
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from exc
+
+    @contextlib.asynccontextmanager
+    async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
+        """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
+        w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll)
+        await w.start()
+        try:
+            yield w
+        finally:
+            await w.close()
 
     def _unavailable(self, exc: BaseException) -> ServiceUnavailable:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -608,6 +653,40 @@ class Store:
         """A number that moves whenever an event is written for any run."""
         row = (await self._rows("change_mark"))[0]
         return int(row["last_value"]) if row["is_called"] else 0
+    async def forget_watchers(self) -> int:
+        """Remove the watchers whose listening connection is gone; how many."""
+        return len(await self._rows("forget_watchers"))
+
+    # -- retention ------------------------------------------------------------------------
+
+    async def cutoff(self, age: float) -> datetime:
+        """The database clock ``age`` seconds ago: runs finished before it are old enough."""
+        return await self.db_now() - timedelta(seconds=age)
+
+    async def prune(
+        self,
+        before: datetime,
+        state: str | None = None,
+        *,
+        batch: int = 500,
+        max_batches: int | None = None,
+        exclusive: bool = False,
+    ) -> Pruned:
+        """Delete the runs finished before ``before`` (of ``state``, if given) with their journal,
+        events, approvals, reservations and the budgets no other run shares, ``batch`` runs per
+        transaction (on a pooled connection, never the writer's), until none is left or after
+        ``max_batches``. ``exclusive``: skip if another exclusive pruner of the schema is at it."""
+        total, batches = Pruned(), 0
+        while True:
+            rows = await self._rows("prune", before=before, state=state, limit=batch, exclusive=exclusive)
+            total += Pruned(**rows[0])
+            batches += 1
+            if not rows[0]["runs"] or batches == max_batches:
+                return total
+
+    async def prune_count(self, before: datetime, state: str | None = None) -> Pruned:
+        """What ``prune`` would delete, counted in one read."""
+        return Pruned(**(await self._rows("prune_count", before=before, state=state))[0])
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""

@@ -6,19 +6,22 @@ re-published at once, not after ``republish_after``."""
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from outlast import metrics
 from outlast.queue import Queue
-from outlast.settings import Settings
+from outlast.settings import Settings, duration
 from outlast.store import Store
 
 GONE_FOR = 3600.0  # seconds a silent worker's heartbeat record is kept, shown as gone
+PRUNE_EVERY = 60.0  # seconds between a worker's retention passes
+PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the next
 
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, re-publication, and names and heartbeat records
-    of workers gone."""
+    """Deadlines that passed while nothing ran, re-publication, names and heartbeat records of
+    workers gone, watchers gone, and retention (``OUTLAST_RETENTION``)."""
 
     def __init__(self, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
         self.store = store
@@ -26,6 +29,7 @@ class Sweeper:
         self.s = settings
         self.queues = queues
         self._next_forget = 0.0
+        self._next_prune = 0.0
 
     async def sweep(self, log: Any) -> None:
         if await self.queue.lost_data():
@@ -34,11 +38,26 @@ class Sweeper:
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
         await self.republish(log, self.s.republish_after)
+        if self.s.retention and time.monotonic() >= self._next_prune:
+            self._next_prune = time.monotonic() + PRUNE_EVERY
+            await self.prune(log)
         if time.monotonic() >= self._next_forget:  # names of workers gone for good
             self._next_forget = time.monotonic() + 60
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
             await self.store.forget_gone_workers(GONE_FOR)
+            await self.store.forget_watchers()  # of clients' listening connections gone
+
+    async def prune(self, log: Any) -> None:
+        """Retention: delete what finished longer than ``retention`` ago, a bounded amount per
+        pass, one worker of the schema at a time (the others skip their pass)."""
+        before = await self.store.cutoff(duration(self.s.retention))
+        pruned = await self.store.prune(before, max_batches=PRUNE_BATCHES, exclusive=True)
+        if pruned.runs:
+            log.info(
+                f"sweeper pruned {pruned.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S}",
+                **asdict(pruned),
+            )
 
     async def republish(self, log: Any, after: float, limit: int = 500) -> None:
         """Re-publish, page by page, every run due and unseen for ``after`` seconds."""
