@@ -19,6 +19,7 @@ from outlast.dashboard.app import login_page, render
 from outlast.dashboard.auth import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
 from outlast.errors import OutlastError
 from outlast.model import RunState
+from outlast.producer import AsyncClient
 
 LIVE_SECONDS = 300.0  # an event stream ends after this; the browser reconnects by itself
 TICK = 1.0
@@ -169,35 +170,46 @@ async def logout(request: Request) -> Response:
     return response
 
 
+def _change(mark: int) -> str:
+    return f"event: change\ndata: {json.dumps({'mark': mark})}\n\n"
+
+
+async def _run_changes(c: AsyncClient, run_id: str, after: int) -> AsyncIterator[str]:
+    """A ``change`` for each event of the run after ``after``, as Postgres pushes them, then
+    ``final`` once the run is final (the page stops listening)."""
+    yield "retry: 2000\n\n"
+    async for event in c.follow(run_id, after):
+        yield _change(int(event["id"]))
+    yield "event: final\ndata: {}\n\n"
+
+
+async def _changes(c: AsyncClient, request: Request, seen: int) -> AsyncIterator[str]:
+    """A ``change`` whenever the events' sequence moved, looked at every second (the push feed
+    wakes only those watching a run), for LIVE_SECONDS; the browser then connects again."""
+    yield "retry: 2000\n\n"
+    loop = asyncio.get_running_loop()
+    until = loop.time() + LIVE_SECONDS
+    while loop.time() < until and not await request.is_disconnected():
+        now = await c.change_mark()
+        if now != seen:
+            seen = now
+            yield _change(now)
+        await asyncio.sleep(TICK)
+
+
 async def live(request: Request) -> Response:
-    """Server-sent events: ``change`` whenever something happened (to the run, with ``?run=``)."""
+    """Server-sent events: ``change`` whenever something happened (to the run, with ``?run=``)
+    since ``after``, what the page showed: what happened before the stream opened counts too."""
     c, run_id = api.client_of(request), request.query_params.get("run")
-
-    async def mark() -> int:
-        if run_id:
-            events = await c.events(run_id)
-            return int(events[-1]["id"]) if events else 0
-        return await c.change_mark()
-
-    async def stream(seen: int) -> AsyncIterator[str]:
-        yield "retry: 2000\n\n"
-        loop = asyncio.get_running_loop()
-        until = loop.time() + LIVE_SECONDS
-        while loop.time() < until and not await request.is_disconnected():
-            now = await mark()
-            if now != seen:
-                seen = now
-                yield f"event: change\ndata: {json.dumps({'mark': now})}\n\n"
-            await asyncio.sleep(TICK)
-
-    # The page says what it showed (``after``): what happened before the stream opened counts too.
     after = request.query_params.get("after", "")
-    try:
-        seen = int(after) if after.isdigit() else await mark()
-    except OutlastError as exc:
-        return Response(str(exc), status_code=api.status_of(exc))
+    if run_id:
+        events = await c.events(run_id)  # an unknown run: 404, before the stream starts
+        seen = int(after) if after.isdigit() else (int(events[-1]["id"]) if events else 0)
+        stream = _run_changes(c, run_id, seen)
+    else:
+        stream = _changes(c, request, int(after) if after.isdigit() else await c.change_mark())
     headers = {"Cache-Control": "no-store"}
-    return StreamingResponse(stream(seen), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
 
 def routes() -> list[BaseRoute]:

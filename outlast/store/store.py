@@ -653,6 +653,7 @@ class Store:
         """A number that moves whenever an event is written for any run."""
         row = (await self._rows("change_mark"))[0]
         return int(row["last_value"]) if row["is_called"] else 0
+
     async def forget_watchers(self) -> int:
         """Remove the watchers whose listening connection is gone; how many."""
         return len(await self._rows("forget_watchers"))

@@ -1,5 +1,6 @@
 // Live updates without reloading: the page's event stream says something changed; the page is
 // fetched again and each [data-live-region] is replaced by its new version (forms are left alone).
+// A run's stream says "final" once the run is final: nothing more will change.
 "use strict";
 (function () {
   var url = document.body.getAttribute("data-live");
@@ -26,4 +27,5 @@
   }
   var source = new EventSource(url);
   source.addEventListener("change", refresh);
+  source.addEventListener("final", function () { source.close(); refresh(); });
 })();
