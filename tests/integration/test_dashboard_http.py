@@ -4,6 +4,7 @@ resolves, and the journal names the authenticated principal (never a form field)
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
@@ -253,3 +254,27 @@ def test_revised_arguments_are_checked_against_the_tool(d: Desk) -> None:
         {"text": "short"},
         {"text": "short"},
     )
+
+
+def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("post", {"text": "hello"})
+    d.reach(run.id, "awaiting_approval")
+    r = d.world.redis()
+    letter = r.xadd(f"{d.world.prefix}:{{default}}:dead", {"run": run.id, "_entry": "9-0", "_reason": "test"})
+    r.close()
+    fleet = http.get("/api/fleet", headers=bearer(d.bob)).json()
+    assert [w["live"] for w in fleet["workers"]] == [True]
+    [default] = [q for q in fleet["queues"] if q["queue"] == "default"]
+    assert default["dead_letters"] == 1 and default["runs"] == {"awaiting_approval": 1}
+    assert [x["_id"] for x in fleet["dead_letters"]["default"]] == [letter]
+    csrf = sign_in(http, d.bob)
+    page = http.get("/fleet")
+    assert letter in page.text and "live" in page.text
+    assert http.post("/fleet/requeue", data={"queue": "default", "entry": letter}).status_code == 403
+    done = http.post("/fleet/requeue", data={"queue": "default", "entry": letter, "csrf": csrf})
+    assert done.status_code == 200
+    assert f"run '{run.id}' (awaiting_approval) requeued" in html.unescape(done.text)
+    assert http.get("/api/fleet", headers=bearer(d.bob)).json()["dead_letters"]["default"] == []
+    assert "requeued" in [e["kind"] for e in d.client.events(run.id)]
+    again = http.post(f"/api/dead-letters/default/{letter}/requeue", headers=bearer(d.bob), json={})
+    assert again.status_code == 404
