@@ -5,9 +5,12 @@ resolves, and the journal names the authenticated principal (never a form field)
 from __future__ import annotations
 
 import html
+import io
+import json
 import re
 import subprocess
 import sys
+import zipfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
@@ -278,3 +281,27 @@ def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: Test
     assert "requeued" in [e["kind"] for e in d.client.events(run.id)]
     again = http.post(f"/api/dead-letters/default/{letter}/requeue", headers=bearer(d.bob), json={})
     assert again.status_code == 404
+
+
+def test_a_rejected_run_shows_its_error_and_its_bundle_downloads(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("post", {"text": "no"})
+    d.reach(run.id, "awaiting_approval")
+    body = {"decision": "reject", "comment": "not this", "args_hash": args_hash({"text": "no"})}
+    assert http.post(f"/api/approvals/{run.id}/op-1", json=body, headers=bearer(d.alice)).status_code == 200
+    assert d.client.wait(run.id, timeout=20).state == "failed"
+    csrf = sign_in(http, d.bob)
+    page = html.unescape(http.get(f"/runs/{run.id}").text)
+    assert "ApprovalRejected" in page and "Traceback (most recent call last)" in page and "not this" in page
+    bundle = http.get(f"/api/runs/{run.id}/bundle")
+    assert bundle.headers["content-type"] == "application/zip"
+    with zipfile.ZipFile(io.BytesIO(bundle.content)) as z:
+        names = sorted(z.namelist())
+        state = json.loads(z.read(f"{run.id}/last_state.json"))
+    files = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
+    assert names == sorted(f"{run.id}/{n}" for n in files)
+    assert state["run"]["state"] == "failed"
+    assert http.post("/logout", data={}).status_code == 403
+    session = http.cookies["outlast_session"]
+    assert http.post("/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
+    http.cookies.set("outlast_session", session)  # sent again: the session is gone, not only the cookie
+    assert http.get("/api/me").status_code == 401
