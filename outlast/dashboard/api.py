@@ -8,6 +8,7 @@ import io
 import json
 import tempfile
 import zipfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -192,55 +193,82 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
-async def _answer(request: Request) -> Response:
-    try:
-        return JSONResponse(await _route(request), headers={"Cache-Control": "no-store"})
-    except Refusal as exc:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
-    except OutlastError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
-
-
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-async def _route(request: Request) -> Any:
-    c, p = client_of(request), request.path_params
-    name = request.scope["route"].name
-    if name == "api_runs":
-        q = request.query_params
-        runs = await c.runs(
-            q.get("state") or None,
-            int(q.get("limit", "50")) if q.get("limit", "50").isdigit() else 50,
-            workflow=q.get("workflow") or None,
-            queue=q.get("queue") or None,
-        )
-        return {"counts": await c.counts(), "runs": [r.to_dict() for r in runs]}
-    if name == "api_run":
-        return _jsonable(await run_view(c, p["run_id"]))
-    if name == "api_approvals":
-        return _jsonable(await c.pending_approvals())
-    if name == "api_in_doubt":
-        return _jsonable(await in_doubt_view(c))
-    if name == "api_fleet":
-        return _jsonable(await fleet_view(c))
-    if name == "api_me":
-        return caller_of(request).principal.record()
-    body = await _body(request)
-    who = caller_of(request).principal
-    if name == "api_decide":
-        await decide(c, who, p["run_id"], p["approval_id"], body)
-    elif name == "api_resolve":
-        await resolve(c, who, p["run_id"], p["op_id"], body)
-    elif name == "api_requeue":
-        letters = await c.queue.dead_letters(p["queue"], count=1, entry_id=p["entry"])
-        if not letters:
-            raise Refusal(404, f"no dead letter {p['entry']} on queue '{p['queue']}'")
-        outcome, message = await fleet.requeue(c, p["queue"], letters[0])
-        return {"outcome": outcome, "message": message}
-    run_id = p["run_id"]
-    return (await c.status(run_id)).to_dict()
+Handler = Callable[[Request, AsyncClient], Awaitable[Any]]
+
+
+def _route(path: str, handler: Handler, post: bool = False) -> Route:
+    """A JSON route: ``handler``'s answer, or ``{"error": ...}`` with the refusal's status; a
+    POST's body is checked (CSRF, a JSON object) before the handler sees it."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            if post:
+                request.state.body = await _body(request)
+            answer = await handler(request, client_of(request))
+        except Refusal as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except OutlastError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
+        return JSONResponse(_jsonable(answer))
+
+    return Route(path, endpoint, methods=["POST"] if post else ["GET"])
+
+
+async def _me(request: Request, c: AsyncClient) -> Any:
+    return caller_of(request).principal.record()
+
+
+async def _runs(request: Request, c: AsyncClient) -> Any:
+    q = request.query_params
+    limit = q.get("limit", "50")
+    runs = await c.runs(
+        q.get("state") or None,
+        int(limit) if limit.isdigit() else 50,
+        workflow=q.get("workflow") or None,
+        queue=q.get("queue") or None,
+    )
+    return {"counts": await c.counts(), "runs": [r.to_dict() for r in runs]}
+
+
+async def _run(request: Request, c: AsyncClient) -> Any:
+    return await run_view(c, request.path_params["run_id"])
+
+
+async def _approvals(request: Request, c: AsyncClient) -> Any:
+    return await c.pending_approvals()
+
+
+async def _in_doubt(request: Request, c: AsyncClient) -> Any:
+    return await in_doubt_view(c)
+
+
+async def _fleet(request: Request, c: AsyncClient) -> Any:
+    return await fleet_view(c)
+
+
+async def _decide(request: Request, c: AsyncClient) -> Any:
+    p = request.path_params
+    await decide(c, caller_of(request).principal, p["run_id"], p["approval_id"], request.state.body)
+    return (await c.status(p["run_id"])).to_dict()
+
+
+async def _resolve(request: Request, c: AsyncClient) -> Any:
+    p = request.path_params
+    await resolve(c, caller_of(request).principal, p["run_id"], p["op_id"], request.state.body)
+    return (await c.status(p["run_id"])).to_dict()
+
+
+async def _requeue(request: Request, c: AsyncClient) -> Any:
+    queue, entry = request.path_params["queue"], request.path_params["entry"]
+    letters = await c.queue.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
+    if not letters:
+        raise Refusal(404, f"no dead letter {entry} on queue '{queue}'")
+    outcome, message = await fleet.requeue(c, queue, letters[0])
+    return {"outcome": outcome, "message": message}
 
 
 async def _download(request: Request) -> Response:
@@ -258,14 +286,14 @@ async def _download(request: Request) -> Response:
 
 def routes() -> list[BaseRoute]:
     return [
-        Route("/api/me", _answer, name="api_me"),
-        Route("/api/runs", _answer, name="api_runs"),
-        Route("/api/runs/{run_id}", _answer, name="api_run"),
-        Route("/api/runs/{run_id}/bundle", _download, name="api_bundle"),
-        Route("/api/runs/{run_id}/resolve/{op_id}", _answer, methods=["POST"], name="api_resolve"),
-        Route("/api/approvals", _answer, name="api_approvals"),
-        Route("/api/approvals/{run_id}/{approval_id}", _answer, methods=["POST"], name="api_decide"),
-        Route("/api/in-doubt", _answer, name="api_in_doubt"),
-        Route("/api/fleet", _answer, name="api_fleet"),
-        Route("/api/dead-letters/{queue}/{entry}/requeue", _answer, methods=["POST"], name="api_requeue"),
+        _route("/api/me", _me),
+        _route("/api/runs", _runs),
+        _route("/api/runs/{run_id}", _run),
+        Route("/api/runs/{run_id}/bundle", _download),
+        _route("/api/runs/{run_id}/resolve/{op_id}", _resolve, post=True),
+        _route("/api/approvals", _approvals),
+        _route("/api/approvals/{run_id}/{approval_id}", _decide, post=True),
+        _route("/api/in-doubt", _in_doubt),
+        _route("/api/fleet", _fleet),
+        _route("/api/dead-letters/{queue}/{entry}/requeue", _requeue, post=True),
     ]
