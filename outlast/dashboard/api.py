@@ -219,7 +219,8 @@ def _route(path: str, handler: Handler, post: bool = False) -> Route:
 
 
 async def _me(request: Request, c: AsyncClient) -> Any:
-    return caller_of(request).principal.record()
+    caller = caller_of(request)
+    return {**caller.principal.record(), "csrf": caller.csrf}
 
 
 async def _runs(request: Request, c: AsyncClient) -> Any:

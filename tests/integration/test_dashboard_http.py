@@ -128,7 +128,7 @@ def test_forms_need_csrf_and_user_text_is_escaped(d: Desk, http: TestClient) -> 
         assert refused.status_code == 403 and "CSRF" in refused.text
     assert d.client.status(run.id).state == "awaiting_approval"
     api = http.post(f"/api/approvals/{run.id}/op-1", json=form)  # a session's API call needs it too
-    assert api.status_code == 403
+    assert api.status_code == 403 and http.get("/api/me").json()["csrf"] == csrf
     done = http.post(url, data={**form, "csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303 and done.headers["location"] == f"/runs/{run.id}"
     assert d.client.wait(run.id, timeout=20).state == "succeeded"
