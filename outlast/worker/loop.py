@@ -282,15 +282,19 @@ class Worker:
         await asyncio.shield(done)
 
     async def _ack_batches(self) -> None:
-        while self._unacked:
-            batch, self._unacked = self._unacked, []
-            try:
-                await self._ack_all([d for d, _ in batch])
-            finally:
-                for _, done in batch:
-                    if not done.done():
-                        done.set_result(None)
-        self._acker = None
+        try:
+            while self._unacked:
+                batch, self._unacked = self._unacked, []
+                try:
+                    await self._ack_all([d for d, _ in batch])
+                except Exception:  # never a stuck acknowledger: these are delivered again
+                    self.log.exception(f"acknowledging {len(batch)} entries failed")
+                finally:
+                    for _, done in batch:  # done trying: an entry left is only delivered again
+                        if not done.done():
+                            done.set_result(None)
+        finally:
+            self._acker = None
 
     async def _ack_all(self, batch: list[Delivery]) -> None:
         """Through a Redis outage, retry (an entry left unacknowledged is only delivered again,

@@ -1,8 +1,8 @@
--- Ready for growth: the two tables that grow with every operation, `journal` and `events`, are
--- hash-partitioned by run id (16 partitions each). Every query names its run, so each touches one
--- partition; indexes and vacuums stay partition-sized. Hash, not time: a time key would have to
--- join the primary key and weaken `(run_id, seq)` as the journal's one-entry-per-position guard.
--- Existing rows are moved in this migration's transaction.
+-- Version 5: ready for growth. The two tables that grow with every operation, `journal` and
+-- `events`, are hash-partitioned by run id (16 partitions each). Every query names its run, so each
+-- touches one partition; indexes and vacuums stay partition-sized. Hash, not time: a time key would
+-- have to join the primary key and weaken `(run_id, seq)` as the journal's one-entry-per-position
+-- guard. Existing rows are moved in this migration's transaction.
 
 ALTER TABLE journal RENAME TO journal_unpartitioned;
 ALTER TABLE journal_unpartitioned RENAME CONSTRAINT journal_pkey TO journal_unpartitioned_pkey;
