@@ -7,7 +7,8 @@ one check. The producer's trace context is stored on the run at enqueue (``carri
 attempt of the run, on whichever worker, is a child of the producer's span.
 
 Spans carry run id, operation id, tool, fencing token and outcome, never a tool's arguments or
-result unless ``OUTLAST_TRACE_PAYLOADS=on``. A tool declared ``kind="model"`` gets the GenAI
+result unless ``OUTLAST_TRACE_PAYLOADS=on`` (and then the arguments as journaled: a secret one
+sealed). A tool declared ``kind="model"`` gets the GenAI
 semantic-convention attributes: its model, and the token counts it reports with
 ``current_action().charge(input_tokens=..., output_tokens=...)``.
 """
@@ -168,7 +169,7 @@ def operation(
 
 def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractContextManager[Mark]:
     """The span of one dispatch of a tool; a model tool's carries the GenAI attributes (the
-    token counts it charged are read when it returns)."""
+    token counts it charged are read when it returns). ``args`` as journaled: secrets sealed."""
     tracer = _tracer()
     if tracer is None:
         return _SKIPPED

@@ -164,7 +164,8 @@ class Dispatcher:
         self._control.dispatching += 1
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
-            with tracing.tool_call(tool, action, args) as span:
+            # A span holds the arguments as journaled (secrets sealed), never the call's own values.
+            with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
                 result = await tool.invoke(args)
                 span.result(result)
             try:

@@ -3,6 +3,8 @@ operation and per tool call, children of the producer's span, through a crash an
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from outlast import tracing
+from outlast import App, Run, tracing
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from tests.apps.observed import app
 
@@ -151,3 +153,35 @@ def test_arguments_and_results_only_when_asked(
     [attempt] = named(spans, "run ", run.id)
     assert parent_of(attempt) is None  # enqueued with no active span: a trace of its own
     assert h.client.status(run.id).trace_context is None
+
+
+secret_app = App()
+SECRET = f"tok-{uuid.uuid4().hex}"
+
+
+@secret_app.tool("send", secret=["token"])
+def send(token: str, text: str) -> str:
+    return text
+
+
+@secret_app.workflow("mail")
+async def mail(run: Run) -> str:
+    return await run.call(send, token=SECRET, text="hello")
+
+
+def test_payloads_never_carry_a_secret_argument(
+    outlast_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = outlast_harness(secret_app, secret_key="s" * 32)
+    tracing.configure(payloads=True)
+    try:
+        run = h.client.enqueue("mail", {})
+        h.start_worker()
+        assert h.wait(run.id).state == "succeeded"
+    finally:
+        tracing.configure(payloads=False)
+    mine = [s for s in spans.get_finished_spans() if attrs(s).get("outlast.run.id") == run.id]
+    [call] = [s for s in mine if s.name == "tool send"]
+    args = json.loads(attrs(call)["outlast.tool.args"])
+    assert args["text"] == "hello" and args["token"]["secret"].startswith("hmac-sha256:")
+    assert SECRET not in json.dumps([attrs(s) for s in mine])
