@@ -116,7 +116,10 @@ class Dispatcher:
             verdict = await verdict
         if verdict is None or verdict is True:
             return
-        reason = verdict if isinstance(verdict, str) else "refused by policy"
+        # The hook saw the call's own values: its words are stored and raised only redacted.
+        reason = "refused by policy"
+        if isinstance(verdict, str):
+            reason = self._secrets.redact(tool, args, verdict)
         await self._replayer.append(
             "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
         )
