@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from outlast.errors import Fenced, ServiceUnavailable
+
 try:
     from opentelemetry import propagate, trace
     from opentelemetry.trace import ProxyTracerProvider, SpanKind, Status, StatusCode
@@ -43,6 +45,9 @@ _OUTCOMES = {
     "PolicyRefused": "refused",
     "HandOver": "handed_over",
 }
+# What leaves a run for later (as any BaseException does: Interrupted, HandOver, a crash): its run
+# or operation span gets the outcome, not an error status. A tool's exception is always an error.
+_LEFT: tuple[type[Exception], ...] = (ServiceUnavailable, Fenced)
 _USAGE = {"input_tokens": "gen_ai.usage.input_tokens", "output_tokens": "gen_ai.usage.output_tokens"}
 
 
@@ -110,7 +115,12 @@ _SKIPPED = nullcontext(Mark())  # what every span is when nothing would be recor
 
 @contextmanager
 def _span(
-    tracer: Any, name: str, kind: Any, attributes: dict[str, Any], parent: Any = None
+    tracer: Any,
+    name: str,
+    kind: Any,
+    attributes: dict[str, Any],
+    parent: Any = None,
+    left: tuple[type[Exception], ...] = _LEFT,
 ) -> Iterator[Mark]:
     with tracer.start_as_current_span(
         name,
@@ -126,7 +136,7 @@ def _span(
         except BaseException as exc:
             kind_of = type(exc).__name__
             span.set_attribute("outlast.outcome", _OUTCOMES.get(kind_of, kind_of))
-            if isinstance(exc, Exception):  # not a run left for later (HandOver, Interrupted...)
+            if isinstance(exc, Exception) and not isinstance(exc, left):  # not left for later
                 span.set_attribute("error.type", kind_of)
                 span.set_status(Status(StatusCode.ERROR, kind_of))
             raise
@@ -182,7 +192,7 @@ def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractConte
     if _payloads:
         attributes["outlast.tool.args"] = json.dumps(args, default=str)
     if tool.kind != "model":
-        return _span(tracer, f"tool {tool.name}", SpanKind.INTERNAL, attributes)
+        return _span(tracer, f"tool {tool.name}", SpanKind.INTERNAL, attributes, left=())
     attributes["gen_ai.operation.name"] = "chat"
     if tool.model:
         attributes["gen_ai.request.model"] = tool.model
@@ -191,7 +201,7 @@ def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractConte
 
 @contextmanager
 def _model_span(tracer: Any, name: str, attributes: dict[str, Any], action: Action) -> Iterator[Mark]:
-    with _span(tracer, name, SpanKind.CLIENT, attributes) as mark:
+    with _span(tracer, name, SpanKind.CLIENT, attributes, left=()) as mark:
         try:
             yield mark
         finally:
