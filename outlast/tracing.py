@@ -7,7 +7,8 @@ one check. The producer's trace context is stored on the run at enqueue (``carri
 attempt of the run, on whichever worker, is a child of the producer's span.
 
 Spans carry run id, operation id, tool, fencing token and outcome, never a tool's arguments or
-result unless ``OUTLAST_TRACE_PAYLOADS=on``. A tool declared ``kind="model"`` gets the GenAI
+result unless ``OUTLAST_TRACE_PAYLOADS=on`` (and then the arguments as journaled: a secret one
+sealed). A tool declared ``kind="model"`` gets the GenAI
 semantic-convention attributes: its model, and the token counts it reports with
 ``current_action().charge(input_tokens=..., output_tokens=...)``.
 """
@@ -19,6 +20,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import Enum
 from typing import TYPE_CHECKING, Any
+
+from outlast.errors import Fenced, ServiceUnavailable
 
 try:
     from opentelemetry import propagate, trace
@@ -42,6 +45,9 @@ _OUTCOMES = {
     "PolicyRefused": "refused",
     "HandOver": "handed_over",
 }
+# What leaves a run for later (as any BaseException does: Interrupted, HandOver, a crash): its run
+# or operation span gets the outcome, not an error status. A tool's exception is always an error.
+_LEFT: tuple[type[Exception], ...] = (ServiceUnavailable, Fenced)
 _USAGE = {"input_tokens": "gen_ai.usage.input_tokens", "output_tokens": "gen_ai.usage.output_tokens"}
 
 
@@ -109,7 +115,12 @@ _SKIPPED = nullcontext(Mark())  # what every span is when nothing would be recor
 
 @contextmanager
 def _span(
-    tracer: Any, name: str, kind: Any, attributes: dict[str, Any], parent: Any = None
+    tracer: Any,
+    name: str,
+    kind: Any,
+    attributes: dict[str, Any],
+    parent: Any = None,
+    left: tuple[type[Exception], ...] = _LEFT,
 ) -> Iterator[Mark]:
     with tracer.start_as_current_span(
         name,
@@ -125,7 +136,7 @@ def _span(
         except BaseException as exc:
             kind_of = type(exc).__name__
             span.set_attribute("outlast.outcome", _OUTCOMES.get(kind_of, kind_of))
-            if isinstance(exc, Exception):  # not a run left for later (HandOver, Interrupted...)
+            if isinstance(exc, Exception) and not isinstance(exc, left):  # not left for later
                 span.set_attribute("error.type", kind_of)
                 span.set_status(Status(StatusCode.ERROR, kind_of))
             raise
@@ -168,7 +179,7 @@ def operation(
 
 def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractContextManager[Mark]:
     """The span of one dispatch of a tool; a model tool's carries the GenAI attributes (the
-    token counts it charged are read when it returns)."""
+    token counts it charged are read when it returns). ``args`` as journaled: secrets sealed."""
     tracer = _tracer()
     if tracer is None:
         return _SKIPPED
@@ -181,7 +192,7 @@ def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractConte
     if _payloads:
         attributes["outlast.tool.args"] = json.dumps(args, default=str)
     if tool.kind != "model":
-        return _span(tracer, f"tool {tool.name}", SpanKind.INTERNAL, attributes)
+        return _span(tracer, f"tool {tool.name}", SpanKind.INTERNAL, attributes, left=())
     attributes["gen_ai.operation.name"] = "chat"
     if tool.model:
         attributes["gen_ai.request.model"] = tool.model
@@ -190,7 +201,7 @@ def tool_call(tool: Tool, action: Action, args: dict[str, Any]) -> AbstractConte
 
 @contextmanager
 def _model_span(tracer: Any, name: str, attributes: dict[str, Any], action: Action) -> Iterator[Mark]:
-    with _span(tracer, name, SpanKind.CLIENT, attributes) as mark:
+    with _span(tracer, name, SpanKind.CLIENT, attributes, left=()) as mark:
         try:
             yield mark
         finally:

@@ -116,7 +116,10 @@ class Dispatcher:
             verdict = await verdict
         if verdict is None or verdict is True:
             return
-        reason = verdict if isinstance(verdict, str) else "refused by policy"
+        # The hook saw the call's own values: its words are stored and raised only redacted.
+        reason = "refused by policy"
+        if isinstance(verdict, str):
+            reason = self._secrets.redact(tool, args, verdict)
         await self._replayer.append(
             "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
         )
@@ -164,7 +167,8 @@ class Dispatcher:
         self._control.dispatching += 1
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
-            with tracing.tool_call(tool, action, args) as span:
+            # A span holds the arguments as journaled (secrets sealed), never the call's own values.
+            with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
                 result = await tool.invoke(args)
                 span.result(result)
             try:

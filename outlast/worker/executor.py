@@ -103,7 +103,9 @@ class Execution:
                 outcome = await self._execute()
             except Fenced as exc:
                 self.log.warning(str(exc))
-                metrics.lease_lost()
+                if not self.control.lost.is_set():  # counted once per run, here or at a heartbeat
+                    metrics.lease_lost()
+                    self.control.lost.set()
                 outcome = Outcome.FENCED
             except Interrupted as exc:
                 raise ServiceUnavailable(str(exc)) from exc

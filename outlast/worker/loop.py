@@ -384,7 +384,8 @@ class Worker:
                 control.proven(sent)
             if lease.cancel_requested:
                 control.cancel.set()
-            if lease.lost and a.task is not None:  # a newer token exists: another worker owns it
+            # A newer token exists: another worker owns it (counted once: a fenced write may have).
+            if lease.lost and a.task is not None and not control.lost.is_set():
                 metrics.lease_lost()
                 control.lost.set()
                 a.task.cancel()

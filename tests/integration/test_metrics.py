@@ -8,11 +8,18 @@ import signal
 import socket
 import time
 import urllib.request
+from dataclasses import fields
+from datetime import UTC, datetime
+from typing import Any, cast
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from outlast import Client
+from outlast import App, Client, metrics
+from outlast.model import Run as RunRecord
 from outlast.queue import Queue
+from outlast.store import Store
+from outlast.worker.executor import Execution, Outcome
 from tests.conftest import World, wait_for
 
 APP = "tests.apps.observed:app"
@@ -106,7 +113,8 @@ def test_a_worker_serves_metrics_that_move_while_runs_flow(world: World) -> None
     assert value(after, "outlast_dead_letters_total", queue="default") == 1
     assert value(after, "outlast_commit_batch_size_count") > value(before, "outlast_commit_batch_size_count")
     assert value(after, "outlast_commit_batch_size_sum") >= value(after, "outlast_commit_batch_size_count")
-    assert has(after, "outlast_leases_lost_total")
+    # Exported, and nothing lost: the killed worker's run was taken over, not taken from this one.
+    assert has(after, "outlast_leases_lost_total") and value(after, "outlast_leases_lost_total") == 0
     assert has(after, "outlast_queue_lag_seconds", queue="default")
     assert has(after, "outlast_stream_length", queue="default")
     assert 0 <= value(after, "outlast_writer_busy_ratio") <= 1
@@ -149,10 +157,12 @@ def test_a_paused_worker_counts_the_lease_it_lost(world: World) -> None:
         wait_for(lambda: c.status(run.id).fencing_token == 2, what="the takeover")
         paused.send_signal(signal.SIGCONT)
         wait_for(
-            lambda: (s := scrape(port)) and value(s, "outlast_leases_lost_total") >= 1,
+            lambda: (s := scrape(port)) and value(s, "outlast_leases_lost_total") > 0,
             what="the paused worker to learn it lost the lease",
         )
         assert c.wait(run.id, timeout=30).state == "succeeded"
+        samples = scrape(port)
+        assert samples is not None and value(samples, "outlast_leases_lost_total") == 1  # one run, once
 
 
 def test_backlog_is_the_stream_length_and_the_age_of_the_oldest_undelivered_entry(world: World) -> None:
@@ -175,3 +185,26 @@ def test_backlog_is_the_stream_length_and_the_age_of_the_oldest_undelivered_entr
             await q.close()
 
     asyncio.run(go())
+
+
+def test_a_fenced_write_counts_a_lease_not_already_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose write is fenced counts its lost lease, unless a heartbeat already did (the
+    heartbeat then counts it no more: ``control.lost`` is set)."""
+    counted: list[str] = []
+    monkeypatch.setattr(metrics, "lease_lost", lambda: counted.append("lost"))
+
+    class Superseded:
+        async def finish(self, *args: object, **kw: object) -> bool:
+            return False  # another fencing token: the write is refused
+
+    now = datetime.now(UTC)
+    row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
+    row |= {"id": "r-fenced", "workflow": "gone", "input": {}, "fencing_token": 1, "attempts": 1}
+    row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
+    first = Execution(RunRecord(**row), App(), cast(Store, Superseded()))
+    assert asyncio.run(first.execute()) == Outcome.FENCED
+    assert counted == ["lost"] and first.control.lost.is_set()
+    second = Execution(RunRecord(**row), App(), cast(Store, Superseded()))
+    second.control.lost.set()  # a heartbeat found the newer token first, and counted it
+    assert asyncio.run(second.execute()) == Outcome.FENCED
+    assert counted == ["lost"]

@@ -1,7 +1,7 @@
 """Secret arguments through the other paths a call can take (in-process worker, outlast.testing):
-a policy refusal journals them sealed; a reconciler that raises with the secret in its message
-leaves an in-doubt record with the secret redacted; ``outlast_harness(app, secret_key=...)``
-gives the worker its key."""
+a policy refusal journals them sealed, and its reason (which quotes the secret) redacted, as is
+the exception raised; a reconciler that raises with the secret in its message leaves an in-doubt
+record with the secret redacted; ``outlast_harness(app, secret_key=...)`` gives the worker its key."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the pl
 app = App()
 SECRET = f"tok-{uuid.uuid4().hex}"
 sent: list[str] = []
+refusals: list[str] = []  # the messages of the PolicyRefused the workflow caught
 
 
 @app.tool("send", secret=["token"])
@@ -38,15 +39,15 @@ def blocked(token: str) -> None:
 
 @app.policy
 def policy(action: str, args: dict[str, Any], run: Any) -> bool | str:
-    return action != "blocked" or "blocked is never allowed"
+    return action != "blocked" or f"blocked is never allowed, not even with {args['token']}"
 
 
 @app.workflow("mail")
 async def mail(run: Run) -> str:
     try:
         await run.call(blocked, token=SECRET)
-    except PolicyRefused:
-        pass
+    except PolicyRefused as exc:
+        refusals.append(str(exc))
     return await run.call(send, token=SECRET, text="hello")
 
 
@@ -59,6 +60,9 @@ def test_a_refusal_and_a_reconcilers_error_keep_the_secret_out(outlast_harness: 
     assert run.reason == "in_doubt"
     entries = {(e["kind"], e["op"]): e for e in h.journal(rid)}
     assert entries["refused", "op-1"]["args"]["token"]["secret"].startswith("hmac-sha256:")
+    assert entries["refused", "op-1"]["reason"] == "blocked is never allowed, not even with [secret]"
+    refused = f"run '{rid}': policy refused blocked: blocked is never allowed, not even with [secret]"
+    assert refusals and set(refusals) == {refused}  # live, and replayed after the crash
     doubt = entries["in_doubt", "op-2"]
     assert doubt["why"] == "reconciler raised ConnectionError: the mailer refused [secret]"
     assert "[secret]" in doubt["traceback"]

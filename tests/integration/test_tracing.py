@@ -3,8 +3,13 @@ operation and per tool call, children of the producer's span, through a crash an
 
 from __future__ import annotations
 
+import asyncio
+import json
+import uuid
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import fields
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 from opentelemetry import trace
@@ -12,8 +17,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from outlast import tracing
+from outlast import App, Run, tracing
+from outlast.errors import ServiceUnavailable
+from outlast.model import Run as RunRecord
+from outlast.store import Store
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
+from outlast.worker.control import Interrupted
+from outlast.worker.executor import Execution
 from tests.apps.observed import app
 
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
@@ -151,3 +161,57 @@ def test_arguments_and_results_only_when_asked(
     [attempt] = named(spans, "run ", run.id)
     assert parent_of(attempt) is None  # enqueued with no active span: a trace of its own
     assert h.client.status(run.id).trace_context is None
+
+
+secret_app = App()
+SECRET = f"tok-{uuid.uuid4().hex}"
+
+
+@secret_app.tool("send", secret=["token"])
+def send(token: str, text: str) -> str:
+    return text
+
+
+@secret_app.workflow("mail")
+async def mail(run: Run) -> str:
+    return await run.call(send, token=SECRET, text="hello")
+
+
+def test_payloads_never_carry_a_secret_argument(
+    outlast_harness: HarnessFactory, spans: InMemorySpanExporter
+) -> None:
+    h = outlast_harness(secret_app, secret_key="s" * 32)
+    tracing.configure(payloads=True)
+    try:
+        run = h.client.enqueue("mail", {})
+        h.start_worker()
+        assert h.wait(run.id).state == "succeeded"
+    finally:
+        tracing.configure(payloads=False)
+    mine = [s for s in spans.get_finished_spans() if attrs(s).get("outlast.run.id") == run.id]
+    [call] = [s for s in mine if s.name == "tool send"]
+    args = json.loads(attrs(call)["outlast.tool.args"])
+    assert args["text"] == "hello" and args["token"]["secret"].startswith("hmac-sha256:")
+    assert SECRET not in json.dumps([attrs(s) for s in mine])
+
+
+left_app = App()
+
+
+@left_app.workflow("left")
+async def left(run: Run) -> None:
+    raise Interrupted("run 'r-left': Postgres out of reach; left for another worker")
+
+
+def test_a_run_left_for_later_is_not_an_error(spans: InMemorySpanExporter) -> None:
+    """Interrupted (Postgres out of reach) leaves the run: the attempt's span says so, no error."""
+    now = datetime.now(UTC)
+    row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
+    row |= {"id": "r-left", "workflow": "left", "input": {}, "fencing_token": 1, "attempts": 1}
+    row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
+    execution = Execution(RunRecord(**row), left_app, cast(Store, None))  # no store reached
+    with pytest.raises(ServiceUnavailable):
+        asyncio.run(execution.execute())
+    [attempt] = named(spans, "run ", "r-left")
+    assert attrs(attempt)["outlast.outcome"] == "ServiceUnavailable"
+    assert attempt.status.status_code == trace.StatusCode.UNSET and "error.type" not in attrs(attempt)
