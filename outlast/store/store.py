@@ -176,8 +176,8 @@ class Store:
     async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
         """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
         w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll)
-        await w.start()
         try:
+            await w.start()
             yield w
         finally:
             await w.close()
