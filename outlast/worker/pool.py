@@ -166,9 +166,9 @@ class Pool:
 
     def _step(self) -> None:
         now = time.monotonic()
-        for place in self.places:
+        for index, place in enumerate(self.places, 1):
             if place.process is None and now >= place.restart_at and self.stop_signal is None:
-                self._start(place)
+                self._start(index, place)
         live = [p.process.sentinel for p in self.places if p.process is not None]
         due = [p.restart_at - now for p in self.places if p.process is None]
         wait(live, timeout=max(min([1.0, *due]), 0.01))
@@ -176,9 +176,12 @@ class Pool:
             if place.process is not None and not place.process.is_alive() and self.stop_signal is None:
                 self._died(place)
 
-    def _start(self, place: _Place) -> None:
+    def _start(self, index: int, place: _Place) -> None:
+        spec, settings, queues = self.args
+        if settings.worker_name:  # NAME-1, NAME-2...: children sharing one name would share a record
+            settings = settings.with_(worker_name=f"{settings.worker_name}-{index}")
         place.ready = self.ctx.Event()
-        place.process = self.ctx.Process(target=_child, args=(*self.args, place.ready))
+        place.process = self.ctx.Process(target=_child, args=(spec, settings, queues, place.ready))
         place.process.start()
         place.started = time.monotonic()
 
