@@ -34,6 +34,7 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+  AND (%(age)s::float8 IS NULL OR created_at >= now() - make_interval(secs => %(age)s))
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event

@@ -342,11 +342,14 @@ class Store:
         *,
         workflow: str | None = None,
         queue: str | None = None,
-        since: datetime | None = None,
+        since: datetime | timedelta | None = None,
     ) -> list[Run]:
-        """The latest runs, newest first; each filter given narrows them."""
+        """The latest runs, newest first; each filter given narrows them (an age ``since`` by the
+        database clock)."""
+        age = since.total_seconds() if isinstance(since, timedelta) else None
+        at = since if isinstance(since, datetime) else None
         rows = await self._rows(
-            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=since
+            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=at, age=age
         )
         return [Run.from_row(r) for r in rows]
 

@@ -208,6 +208,7 @@ def test_runs_filter_by_state_workflow_queue_and_since(world: World) -> None:
     assert ids("--queue", "other") == {new_echo.id}
     assert ids("--since", "2h") == {new_echo.id, new_slow.id}
     assert ids("--since", "200m", "--workflow", "echo") == {old.id, new_echo.id}
+    assert ids("--since", "2.5h") == {new_echo.id, new_slow.id} and len(ids("--since", "1w")) == 3
     two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).replace(tzinfo=None).isoformat()
     assert ids("--since", two_hours_ago) == {new_echo.id, new_slow.id}  # naive: UTC
     assert ids("--state", "queued", "--workflow", "slow") == {new_slow.id}
