@@ -60,9 +60,11 @@ async def one(s: Settings, variant: str, runs: int) -> float:
     ids = [f"r{i}" for i in range(runs)]
     await enqueue_all_ids(s, ids)
     listeners = prepare(s.database_url, s.schema, variant, ids)
-    seconds, _cpu, _busy, _store = await in_process(s, runs, "shared", 16)
-    for conn in listeners:
-        conn.close()
+    try:
+        seconds, _cpu, _busy, _store = await in_process(s, runs, "shared", 16)
+    finally:
+        for conn in listeners:
+            conn.close()
     return runs / seconds
 
 
@@ -79,11 +81,13 @@ def commit_cost(url: str, rounds: int, per_block: int = 200) -> None:
     runs = [f"r{i}" for i in range(1000)]
     conns: dict[str, Conn] = {}
     listeners: list[Conn] = []
+    schemas: list[str] = []  # each dropped at the end, even one whose set-up failed
     wall: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu = dict.fromkeys(wall, 0.0)
     try:
         for variant in VARIANTS:
             schema = f"bench_{tag()}"
+            schemas.append(schema)
             asyncio.run(migrate(Settings(database_url=url, schema=schema)))
             conn = psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}")
             conn.execute(
@@ -111,10 +115,9 @@ def commit_cost(url: str, rounds: int, per_block: int = 200) -> None:
         for conn in listeners:
             conn.close()
         for conn in conns.values():
-            schema = conn.execute("SELECT current_schema()").fetchone()
             conn.close()
-            if schema:
-                drop_schema(url, str(schema[0]))
+        for schema in schemas:
+            drop_schema(url, schema)
     n = rounds * per_block
     for variant in VARIANTS:
         ratios = [a / b for a, b in zip(wall[variant], wall["no trigger"], strict=True)]

@@ -262,7 +262,10 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
 @click.option("--state", help="Only runs in this state.")
 @click.option("--workflow", help="Only runs of this workflow.")
 @click.option("--queue", "-q", help="Only runs of this queue.")
-@click.option("--since", help="Only runs created since: 30m, 2h, 7d ago, or an ISO time (UTC if no offset).")
+@click.option(
+    "--since",
+    help="Only runs created since: 30m, 2h, 7d, 2w ago (database clock), or an ISO time (UTC if no offset).",
+)
 @click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -610,17 +613,18 @@ def _queue_name(name: str, hint: str) -> str:
         raise click.BadParameter(f"a queue name {exc}", param_hint=hint) from None
 
 
-def _since(text: str | None) -> datetime | None:
-    """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``) or an ISO time (UTC if naive)."""
+def _since(text: str | None) -> datetime | timedelta | None:
+    """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``, ``2w``: by the database clock) or an
+    ISO time (UTC if naive)."""
     if text is None:
         return None
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = text[:-1], text[-1:]
-    if unit in units and number.isdigit():
+    if text[-1:] in ("s", "m", "h", "d", "w") and text[:-1].replace(".", "", 1).isdigit():
         try:
-            return datetime.now(UTC) - timedelta(seconds=int(number) * units[unit])
-        except OverflowError:
-            raise click.BadParameter(f"{text[:40]!r} is too far back", param_hint="--since") from None
+            return timedelta(seconds=duration(text))
+        except ValueError:
+            raise click.BadParameter(
+                f"{text[:40]!r} is too far back, or zero: an age is at most 36500d", param_hint="--since"
+            ) from None
     try:
         at = datetime.fromisoformat(text)
     except ValueError:

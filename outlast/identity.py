@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import socket
+import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -168,8 +169,12 @@ def _parse(path: Path, text: str) -> dict[str, Any]:
 
 
 def add_user(path: Path, name: str, groups: Iterable[str]) -> str:
-    """Add (or give a new token to) a user in a TOML users file, made 0600 if new; returns the
-    token, which is stored only as its hash: show it once."""
+    """Add (or give a new token to) a user in a TOML users file, rewritten whole (a new file,
+    0600, put in its place); returns the token, which is stored only as its hash: show it once."""
+    if path.suffix in (".yaml", ".yml"):
+        raise ConfigError(
+            f"users add writes TOML only: {path} is YAML; use a .toml file, or edit the YAML by hand"
+        )
     check_principal_name(name)
     groups = sorted({check_principal_name(g, "a group name") for g in groups})
     users = Users.load(path).users if path.exists() else {}
@@ -182,9 +187,14 @@ def add_user(path: Path, name: str, groups: Iterable[str]) -> str:
         if user.token_hash is not None:
             lines.append(f"token = {json.dumps(user.token_hash)}")
         lines.append("")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines))
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # made 0600
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines))
+        os.replace(temp, path)
+    except BaseException:
+        os.unlink(temp)
+        raise
     return token
 
 

@@ -300,10 +300,10 @@ class AsyncClient:
         *,
         workflow: str | None = None,
         queue: str | None = None,
-        since: datetime | None = None,
+        since: datetime | timedelta | None = None,
     ) -> list[Run]:
         """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
-        at or after ``since`` (each when given)."""
+        at or after ``since`` (a time, or an age by the database clock) (each when given)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {_show(limit)}")
         await self.open()

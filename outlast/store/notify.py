@@ -61,6 +61,10 @@ class RunWatch:
             if conn is not None:
                 await conn.close()
             return
+        except BaseException:  # cancelled once connected: the connection is not left open
+            if conn is not None:
+                await conn.close()
+            raise
         self._conn = conn
         self._task = asyncio.create_task(self._listen(conn))
 

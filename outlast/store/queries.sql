@@ -34,6 +34,7 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+  AND (%(age)s::float8 IS NULL OR created_at >= now() - make_interval(secs => %(age)s))
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
@@ -360,11 +361,17 @@ SELECT count(*) AS n FROM runs WHERE state = 'waiting' AND reason = 'in_doubt';
 -- Fleet: the workers' heartbeat records, queue figures from Postgres, dead letters requeued.
 
 -- name: beat_worker
--- One statement per heartbeat: the worker's record, made at its first beat.
+-- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
+-- from the beat (a worker restarted under a fixed name: a new pid, and started again).
 INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
         %(runs_held)s)
-ON CONFLICT (name) DO UPDATE SET runs_held = EXCLUDED.runs_held, last_beat = now();
+ON CONFLICT (name) DO UPDATE SET
+    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
+    concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
+    started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
+                      THEN workers.started_at ELSE now() END,
+    last_beat = now();
 
 -- name: forget_worker
 DELETE FROM workers WHERE name = %(worker)s;

@@ -176,8 +176,8 @@ class Store:
     async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
         """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
         w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll)
-        await w.start()
         try:
+            await w.start()
             yield w
         finally:
             await w.close()
@@ -342,11 +342,14 @@ class Store:
         *,
         workflow: str | None = None,
         queue: str | None = None,
-        since: datetime | None = None,
+        since: datetime | timedelta | None = None,
     ) -> list[Run]:
-        """The latest runs, newest first; each filter given narrows them."""
+        """The latest runs, newest first; each filter given narrows them (an age ``since`` by the
+        database clock)."""
+        age = since.total_seconds() if isinstance(since, timedelta) else None
+        at = since if isinstance(since, datetime) else None
         rows = await self._rows(
-            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=since
+            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=at, age=age
         )
         return [Run.from_row(r) for r in rows]
 

@@ -26,6 +26,7 @@ from outlast.app import App
 from outlast.errors import ConfigError, OutlastError, WorkersDying
 from outlast.logs import configure
 from outlast.queue import Queue
+from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.loop import Worker
@@ -60,7 +61,7 @@ async def run_worker(
     ready: Callable[[], object] | None = None,
 ) -> None:
     """Serve until stopped. Settings must carry both URLs. ``ready`` is called once both servers
-    answered and the schema is current."""
+    answered, the schema is current and the worker could be built (its secret key checked)."""
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
     tracing.configure(settings.trace_payloads == "on")
@@ -68,14 +69,14 @@ async def run_worker(
         metrics.enable()
     store = Store(settings.database_url, settings.schema, max_size=4, retry_for=settings.store_retry)
     queue = Queue(settings.redis_url, settings.prefix, connections=settings.concurrency + 16)
-    await store.open()
-    await queue.ping()
-    if ready is not None:
-        ready()
-    worker = Worker(app, store, queue, settings, queues)
-    if signals:
-        worker.install_signals()
     try:
+        await store.open()
+        await queue.ping()
+        worker = Worker(app, store, queue, settings, queues)  # refuses a missing secret key
+        if ready is not None:
+            ready()
+        if signals:
+            worker.install_signals()
         await worker.run()
     finally:
         await store.close()
@@ -165,9 +166,9 @@ class Pool:
 
     def _step(self) -> None:
         now = time.monotonic()
-        for place in self.places:
+        for index, place in enumerate(self.places, 1):
             if place.process is None and now >= place.restart_at and self.stop_signal is None:
-                self._start(place)
+                self._start(index, place)
         live = [p.process.sentinel for p in self.places if p.process is not None]
         due = [p.restart_at - now for p in self.places if p.process is None]
         wait(live, timeout=max(min([1.0, *due]), 0.01))
@@ -175,9 +176,12 @@ class Pool:
             if place.process is not None and not place.process.is_alive() and self.stop_signal is None:
                 self._died(place)
 
-    def _start(self, place: _Place) -> None:
+    def _start(self, index: int, place: _Place) -> None:
+        spec, settings, queues = self.args
+        if settings.worker_name:  # NAME-1, NAME-2...: children sharing one name would share a record
+            settings = settings.with_(worker_name=f"{settings.worker_name}-{index}")
         place.ready = self.ctx.Event()
-        place.process = self.ctx.Process(target=_child, args=(*self.args, place.ready))
+        place.process = self.ctx.Process(target=_child, args=(spec, settings, queues, place.ready))
         place.process.start()
         place.started = time.monotonic()
 
@@ -205,10 +209,11 @@ class Pool:
 def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) -> None:
     """Run ``processes`` worker processes (one runs in this process when ``processes`` is 1;
     more are supervised by this one)."""
+    app = load_app(spec)  # fail here, once, rather than in every child
+    require_key(app, settings.secret_key)
     if settings.metrics_port:  # served from here; with processes, before they are spawned
         metrics.serve(settings.metrics_port, processes)
     if processes <= 1:
-        asyncio.run(run_worker(load_app(spec), settings, queues))
+        asyncio.run(run_worker(app, settings, queues))
         return
-    load_app(spec)  # fail here, once, rather than in every child
     Pool(spec, settings, queues, processes).run()

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from outlast import Client
+from outlast.errors import ConfigError
+from outlast.worker.pool import load_app, run_worker
 from tests.conftest import World, wait_for
 
 pytestmark = pytest.mark.crash
@@ -56,6 +58,27 @@ def test_children_dying_at_start_make_the_pool_exit_non_zero(world: World) -> No
     assert "refuses to load in a worker process" in world.logs()  # each child's own reason, one line
     assert "Traceback" not in world.logs()
     assert took < 60
+
+
+def test_a_pool_without_the_secret_key_its_app_needs_exits_at_once(world: World) -> None:
+    pool = world.worker("tests.apps.secret:app", "--processes", "2")
+    assert pool.wait(30) == 2  # a configuration error, as with one process
+    lines = world.logs().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("outlast: error: OUTLAST_SECRET_KEY is not set"), lines
+
+
+async def test_a_child_without_the_secret_key_is_not_ready(world: World) -> None:
+    """What the pool counts: a child that cannot build its worker never says it is ready."""
+    ready: list[bool] = []
+    with pytest.raises(ConfigError, match="OUTLAST_SECRET_KEY is not set"):
+        await run_worker(
+            load_app("tests.apps.secret:app"),
+            world.settings(),
+            ["default"],
+            False,
+            lambda: ready.append(True),
+        )
+    assert ready == []
 
 
 def test_sigterm_to_the_pool_hands_the_runs_over(world: World) -> None:

@@ -85,6 +85,30 @@ def test_each_worker_publishes_a_heartbeat_record_deleted_on_a_clean_stop(world:
     _one_line_error(world.cli("health", "--worker"), 1, "no live worker")
 
 
+def test_a_fixed_name_keeps_a_true_record_and_pool_children_get_one_each(world: World) -> None:
+    # The record a worker of the same name left before a restart (another pid, queue, start).
+    world.sql(
+        "INSERT INTO workers (name, host, pid, queues, concurrency, lease_ttl, started_at)"
+        " VALUES ('fixed', 'h', 1, '{other}', 1, 2, now() - interval '1 hour')"
+    )
+    a = world.worker("tests.apps.basic:app", "--name", "fixed", "-c", "3")
+    (rec,) = wait_for(lambda: [w for w in _workers(world) if w["pid"] == a.pid], what="A's beat")
+    assert rec["name"] == "fixed" and rec["host"] != "h" and rec["queues"] == ["default"]
+    assert rec["concurrency"] == 3 and rec["programs"]
+    started = world.sql("SELECT now() - started_at < interval '1 minute' FROM workers WHERE name = 'fixed'")
+    assert started == [(True,)]
+    a.send_signal(signal.SIGTERM)
+    assert a.wait(30) == 0
+
+    pool = world.worker("tests.apps.basic:app", "--name", "fixed", "--processes", "2")
+    names = wait_for(lambda: len(recs := _workers(world)) == 2 and recs, what="a record per child")
+    assert sorted(w["name"] for w in names) == ["fixed-1", "fixed-2"]
+    assert len({w["pid"] for w in names}) == 2
+    pool.send_signal(signal.SIGTERM)
+    assert pool.wait(30) == 0
+    assert _workers(world) == []
+
+
 def test_queues_show_stream_figures_and_unfinished_runs(world: World) -> None:
     with Client(settings=world.settings()) as c:
         ids = [c.enqueue("echo", {"i": i}).id for i in range(3)]
@@ -184,6 +208,7 @@ def test_runs_filter_by_state_workflow_queue_and_since(world: World) -> None:
     assert ids("--queue", "other") == {new_echo.id}
     assert ids("--since", "2h") == {new_echo.id, new_slow.id}
     assert ids("--since", "200m", "--workflow", "echo") == {old.id, new_echo.id}
+    assert ids("--since", "2.5h") == {new_echo.id, new_slow.id} and len(ids("--since", "1w")) == 3
     two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).replace(tzinfo=None).isoformat()
     assert ids("--since", two_hours_ago) == {new_echo.id, new_slow.id}  # naive: UTC
     assert ids("--state", "queued", "--workflow", "slow") == {new_slow.id}

@@ -32,6 +32,26 @@ def test_a_user_added_signs_in_with_the_token_shown_once_and_the_file_keeps_only
     assert Users.load(path).by_token(renewed) is not None
 
 
+def test_adding_a_user_replaces_the_file_whole_and_private(tmp_path: Path) -> None:
+    path = tmp_path / "users.toml"
+    path.write_text('[users.bob]\ngroups = ["ops"]\n')
+    path.chmod(0o644)
+    token = add_user(path, "alice", [])
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(Users.load(path).users) == ["alice", "bob"] and Users.load(path).by_token(token)
+    assert [p.name for p in tmp_path.iterdir()] == ["users.toml"]  # no temporary file left
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".yml"])
+def test_adding_a_user_to_a_yaml_file_is_refused_in_one_line(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"users{suffix}"
+    path.write_text("users:\n  bob:\n    groups: [ops]\n")
+    with pytest.raises(ConfigError, match=r"writes TOML only: .* is YAML; use a \.toml file") as refused:
+        add_user(path, "alice", [])
+    assert "\n" not in str(refused.value)
+    assert path.read_text() == "users:\n  bob:\n    groups: [ops]\n"
+
+
 def test_approvers_name_users_or_groups() -> None:
     alice = Principal("alice", frozenset({"ops"}))
     assert alice.may(["ops"]) and alice.may(["alice"]) and not alice.may(["finance", "bob"])

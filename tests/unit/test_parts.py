@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+from typing import Any, cast
 
 import fakeredis
 import pytest
@@ -15,6 +17,7 @@ from outlast.failpoints import arm, hit
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import redact
+from outlast.store.notify import RunWatch
 
 
 def test_settings_read_once_from_env_with_overrides() -> None:
@@ -126,3 +129,26 @@ async def test_a_timed_out_write_is_never_retried_but_a_read_is() -> None:
         with pytest.raises(ToolTimeout):
             await app.get_tool(name).invoke({})
     assert starts == {"write": 1, "read": 3}  # the first write may still be running: once only
+
+
+async def test_a_watch_cancelled_while_it_registers_closes_its_connection() -> None:
+    class Conn:
+        closed = False
+
+        async def execute(self, *_: object) -> None:
+            await asyncio.sleep(3600)
+
+        async def close(self) -> None:
+            self.closed = True
+
+    conn = Conn()
+
+    async def connect() -> Conn:
+        return conn
+
+    start = asyncio.create_task(RunWatch(cast(Any, connect), "r1", "ch", 1.0).start())
+    await asyncio.sleep(0.05)
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    assert conn.closed
