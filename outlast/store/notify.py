@@ -18,6 +18,7 @@ from outlast.errors import ServiceUnavailable
 from outlast.store.queries import Q
 
 Conn = psycopg.AsyncConnection[Any]
+MAX_LISTENERS = 32  # listening connections a client opens at most: more waiting readers poll
 
 
 def channel(schema: str, run_id: str) -> str:
@@ -35,12 +36,18 @@ class RunWatch:
     comes while it looks is kept for the next ``changed``, so no change is missed."""
 
     def __init__(
-        self, connect: Callable[[], Awaitable[Conn]], run_id: str, channel: str, poll: float
+        self,
+        connect: Callable[[], Awaitable[Conn]],
+        run_id: str,
+        channel: str,
+        poll: float,
+        slots: asyncio.Semaphore | None = None,
     ) -> None:
         self._connect = connect
         self.run_id = run_id
         self.channel = channel
         self.poll = poll
+        self._slots = slots or asyncio.Semaphore(1)  # listening connections this one may take
         self._news = asyncio.Event()
         self._conn: Conn | None = None
         self._task: asyncio.Task[None] | None = None
@@ -51,7 +58,11 @@ class RunWatch:
 
     async def start(self) -> None:
         """LISTEN and register as the run's watcher; the reader looks only after this, so that no
-        change falls between the two. Unable to, the watch polls (and tries again at each look)."""
+        change falls between the two. Unable to — Postgres out of reach, or every listening
+        connection the client may open taken — the watch polls (and tries again at each look)."""
+        if self._slots.locked():
+            return
+        await self._slots.acquire()
         conn = None
         try:
             conn = await self._connect()
@@ -60,10 +71,12 @@ class RunWatch:
         except (ServiceUnavailable, psycopg.Error):
             if conn is not None:
                 await conn.close()
+            self._slots.release()
             return
         except BaseException:  # cancelled once connected: the connection is not left open
             if conn is not None:
                 await conn.close()
+            self._slots.release()
             raise
         self._conn = conn
         self._task = asyncio.create_task(self._listen(conn))
@@ -98,6 +111,9 @@ class RunWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if conn is not None:
-            with contextlib.suppress(psycopg.Error):  # else the sweeper removes the row
-                await conn.execute(Q["unwatch"], {"run_id": self.run_id})
-            await conn.close()
+            try:
+                with contextlib.suppress(psycopg.Error):  # else the sweeper removes the row
+                    await conn.execute(Q["unwatch"], {"run_id": self.run_id})
+                await conn.close()
+            finally:
+                self._slots.release()

@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import Entry
 from outlast.model import Run
-from outlast.store.notify import RunWatch, channel
+from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
 
@@ -126,6 +126,8 @@ class Store:
     def __init__(self, url: str, schema: str = "outlast", max_size: int = 8, retry_for: float = 60.0) -> None:
         self.url = url
         self.schema = schema
+        # Each waiting reader listens on a connection of its own, up to MAX_LISTENERS; more poll.
+        self._listen_slots = asyncio.Semaphore(MAX_LISTENERS)
         self._pool = psycopg_pool.AsyncConnectionPool(
             url,
             min_size=1,
@@ -175,7 +177,7 @@ class Store:
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
         """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
-        w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll)
+        w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll, self._listen_slots)
         try:
             await w.start()
             yield w

@@ -152,3 +152,37 @@ async def test_a_watch_cancelled_while_it_registers_closes_its_connection() -> N
     with pytest.raises(asyncio.CancelledError):
         await start
     assert conn.closed
+
+
+async def test_listening_connections_are_capped_and_a_watch_beyond_the_cap_polls() -> None:
+    opened: list[object] = []
+
+    class Conn:
+        async def execute(self, *_: object) -> None:
+            pass
+
+        async def close(self) -> None:
+            opened.remove(self)
+
+        async def notifies(self) -> Any:
+            await asyncio.sleep(3600)
+            yield None
+
+    async def connect() -> Conn:
+        conn = Conn()
+        opened.append(conn)
+        return conn
+
+    slots = asyncio.Semaphore(1)
+    first = RunWatch(cast(Any, connect), "r1", "ch1", 0.01, slots)
+    second = RunWatch(cast(Any, connect), "r2", "ch2", 0.01, slots)
+    await first.start()
+    await second.start()
+    assert (first.listening, second.listening, len(opened)) == (True, False, 1)
+    await second.changed()  # polls: returns after its poll interval, still not listening
+    assert not second.listening
+    await first.close()
+    await second.changed()  # a slot is free: it listens now
+    assert (second.listening, len(opened)) == (True, 1)
+    await second.close()
+    assert opened == []
