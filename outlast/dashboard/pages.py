@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -18,12 +18,15 @@ from outlast.dashboard import api
 from outlast.dashboard.app import login_page, render
 from outlast.dashboard.auth import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
 from outlast.errors import OutlastError
+from outlast.identity import Principal
 from outlast.model import RunState
 from outlast.producer import AsyncClient
 
 LIVE_SECONDS = 300.0  # an event stream ends after this; the browser reconnects by itself
 TICK = 1.0
 STALE = "refused: the form's CSRF token is missing or stale; try again"
+Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]
+Page = Callable[[Request, str | None, int], Awaitable[Response]]
 
 
 def _base(request: Request) -> str:
@@ -80,20 +83,27 @@ async def approvals_page(request: Request, error: str | None = None, status: int
     return render(request, "approvals.html", status, pending=pending, me=me, error=error)
 
 
-async def decide(request: Request) -> Response:
+async def _act(request: Request, act: Act, page: Page) -> Response:
+    """A decision or resolution posted by a form, made as the signed-in principal; refused, the
+    page it came from says why."""
     form = await _form(request)
     if form is None:
-        return await approvals_page(request, STALE, 403)
+        return await page(request, STALE, 403)
     p = request.path_params
     try:
-        await api.decide(
-            api.client_of(request), api.caller_of(request).principal, p["run_id"], p["approval_id"], form
-        )
+        await act(api.client_of(request), api.caller_of(request).principal, p, form)
     except api.Refusal as exc:
-        return await approvals_page(request, f"refused: {exc}", exc.status)
+        return await page(request, f"refused: {exc}", exc.status)
     except OutlastError as exc:
-        return await approvals_page(request, f"refused: {exc}", api.status_of(exc))
+        return await page(request, f"refused: {exc}", api.status_of(exc))
     return _see(request, f"/runs/{p['run_id']}")
+
+
+async def decide(request: Request) -> Response:
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        await api.decide(c, who, p["run_id"], p["approval_id"], form)
+
+    return await _act(request, act, approvals_page)
 
 
 async def in_doubt_page(request: Request, error: str | None = None, status: int = 200) -> Response:
@@ -102,19 +112,10 @@ async def in_doubt_page(request: Request, error: str | None = None, status: int 
 
 
 async def resolve(request: Request) -> Response:
-    form = await _form(request)
-    if form is None:
-        return await in_doubt_page(request, STALE, 403)
-    p = request.path_params
-    try:
-        await api.resolve(
-            api.client_of(request), api.caller_of(request).principal, p["run_id"], p["op_id"], form
-        )
-    except api.Refusal as exc:
-        return await in_doubt_page(request, f"refused: {exc}", exc.status)
-    except OutlastError as exc:
-        return await in_doubt_page(request, f"refused: {exc}", api.status_of(exc))
-    return _see(request, f"/runs/{p['run_id']}")
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        await api.resolve(c, who, p["run_id"], p["op_id"], form)
+
+    return await _act(request, act, in_doubt_page)
 
 
 async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
