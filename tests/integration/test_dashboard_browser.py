@@ -2,11 +2,12 @@
 Postgres and Redis: a person signs in, sees a run waiting in the inbox, approves it with a comment
 and watches it finish without reloading; an action altered after the page loaded is refused with
 the reason shown; an in-doubt operation is resolved from the page and the run continues; a person
-outside the approvers cannot decide. Each final page is kept as a screenshot in tests/artifacts/
-(and the run page and the inbox in docs/, for the README)."""
+outside the approvers cannot decide. Each final page is kept as a screenshot in tests/artifacts/;
+with OUTLAST_UPDATE_DOCS=1 the run page and the inbox are copied to docs/ too, for the README."""
 
 from __future__ import annotations
 
+import os
 import json
 import shutil
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ def keep(page: sync_api.Page, name: str, docs: bool = False) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(shot), full_page=True)
-    if docs:
+    if docs and os.environ.get("OUTLAST_UPDATE_DOCS") == "1":
         DOCS.mkdir(exist_ok=True)
         shutil.copyfile(shot, DOCS / f"{name}.png")
 
