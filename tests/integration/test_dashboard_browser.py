@@ -7,8 +7,8 @@ with OUTLAST_UPDATE_DOCS=1 the run page and the inbox are copied to docs/ too, f
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
