@@ -217,22 +217,59 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
 @click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
 @_option("queue")
 @click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
+@click.option(
+    "--at",
+    "start_at",
+    help="Start no earlier than this ISO 8601 time with its zone (2026-12-01T09:00+01:00).",
+)
+@click.option("--in", "start_in", help="Start no earlier than this long from now (45s, 90m, 12h, 30d).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.pass_context
 def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
-    """Enqueue a run of WORKFLOW."""
+    """Enqueue a run of WORKFLOW (delayed with --at or --in: recorded now, delivered at its time)."""
     data = _read_input(input_json, opts["input_file"], _settings(ctx).max_payload)
+    start_at, delay = _start(opts["start_at"], opts["start_in"])
 
     async def go(c: AsyncClient) -> Run:
         run = await c.enqueue(
-            workflow, data, run_id=opts["run_id"], queue=opts["queue"], deadline=opts["deadline"]
+            workflow,
+            data,
+            run_id=opts["run_id"],
+            queue=opts["queue"],
+            deadline=opts["deadline"],
+            start_at=start_at,
+            delay=delay,
         )
-        click.echo(f"run {run.id} {run.state}")
+        later = f", starts at {run.start_at:%Y-%m-%d %H:%M:%S %Z}" if run.start_at else ""
+        click.echo(f"run {run.id} {run.state}{later}")
         return await c.wait(run.id) if wait else run
 
     run = _run(ctx, go, connect=False)
     if wait:
         _print_final(run)
+
+
+def _start(at: str | None, within: str | None) -> tuple[datetime | None, float | None]:
+    """``--at`` (an ISO 8601 time with its zone) or ``--in`` (a duration), checked."""
+    if at is not None and within is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if within is not None:
+        try:
+            return None, duration(within)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--in'") from None
+    if at is None:
+        return None, None
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise click.BadParameter(
+            f"must be an ISO 8601 time with its zone, such as 2026-12-01T09:00+01:00 or ...Z, got {at!r}",
+            param_hint="'--at'",
+        )
+    return when, None
 
 
 def _print_final(run: Run) -> None:

@@ -304,10 +304,14 @@ class Store:
         budget: dict[str, float] | None = None,
         budget_id: str | None = None,
         trace_context: dict[str, str] | None = None,
+        start_at: datetime | None = None,
+        start_in: float | None = None,
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
-        ``trace_context`` is the producer's trace, continued by every attempt of the run."""
+        ``trace_context`` is the producer's trace, continued by every attempt of the run; a run
+        with ``start_at`` (or ``start_in`` seconds from now, by the database clock) is not
+        delivered before then: the sweeper publishes it."""
         limits = budget or {}
         rows = await self._write(
             "insert_run",
@@ -324,6 +328,8 @@ class Store:
             budget_names=list(limits),
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
             trace_context=None if trace_context is None else Jsonb(trace_context),
+            start_at=start_at,
+            start_in=start_in,
         )
         if rows:
             return Run.from_row(rows[0]), True
