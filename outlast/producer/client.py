@@ -28,12 +28,14 @@ from outlast.errors import (
     ServiceUnavailable,
     UnknownApproval,
     UnknownRun,
+    UnknownSchedule,
     WaitTimeout,
 )
 from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
+from outlast.schedules import next_tick
 from outlast.services import resolve
 from outlast.settings import MAX_AGE, Settings, check_name
 from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
@@ -500,6 +502,34 @@ class AsyncClient:
             await self.queue.publish(queue, run_id)
         return await self.status(run_id)
 
+    async def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule the workers have declared, each with ``next_tick`` (None while paused)."""
+        await self.open()
+        rows = await self.store.schedules()
+        for r in rows:
+            after = max(r["last_tick"], r.pop("db_now"))
+            r["next_tick"] = None if r["paused"] else next_tick(r["cron"], r["tz"], after)
+        return rows
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a schedule (no tick is enqueued), or resume it (``paused=False``): it goes on
+        from now, the ticks of its pause skipped."""
+        await self.open()
+        row = await self.store.pause_schedule(name, paused)
+        if row is None:
+            raise UnknownSchedule(name)
+        return row
+
+    async def trigger_schedule(self, name: str) -> Run:
+        """Enqueue a run of the schedule's workflow and input now, besides its ticks."""
+        await self.open()
+        rows = await self.store.schedules([name])
+        if not rows:
+            raise UnknownSchedule(name)
+        r = rows[0]
+        rid = f"{name}@trigger-{uuid.uuid4().hex[:12]}"
+        return await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
+
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""
         await self.status(run_id)
@@ -717,6 +747,15 @@ class Client:
 
     def continue_run(self, run_id: str, input: dict[str, Any] | None = None, **kw: Any) -> Run:
         return self._call(self.aio.continue_run(run_id, input, **kw))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return self._call(self.aio.schedules())
+
+    def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+        return self._call(self.aio.pause_schedule(name, paused))
+
+    def trigger_schedule(self, name: str) -> Run:
+        return self._call(self.aio.trigger_schedule(name))
 
     def approvals(self, run_id: str) -> list[dict[str, Any]]:
         return self._call(self.aio.approvals(run_id))

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import Entry
 from outlast.model import Run
+from outlast.schedules import Schedule
 from outlast.store.notify import RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
@@ -626,6 +627,35 @@ class Store:
     async def forget_gone_workers(self, after: float) -> list[str]:
         """Delete the records of workers silent for ``after`` seconds (at least ten TTLs)."""
         return [r["name"] for r in await self._rows("forget_gone_workers", after=after)]
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def declare_schedule(self, sched: Schedule, queue: str) -> None:
+        """Record a schedule as declared in code (its pause and last tick stay as they are)."""
+        await self._rows(
+            "declare_schedule",
+            schedule=sched.name,
+            workflow=sched.workflow,
+            queue=queue,
+            cron=sched.cron,
+            tz=sched.tz,
+            input=Jsonb(sched.input),
+            catch_up=sched.catch_up,
+        )
+
+    async def schedules(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every schedule (or those named), each with ``db_now``, the database clock."""
+        return await self._rows("schedules", names=names)
+
+    async def advance_schedule(self, name: str, was: datetime, tick: datetime) -> bool:
+        """Move the schedule's last tick from ``was`` to ``tick``; False if another worker did,
+        or it was paused meanwhile."""
+        return bool(await self._rows("advance_schedule", schedule=name, was=was, tick=tick))
+
+    async def pause_schedule(self, name: str, paused: bool) -> dict[str, Any] | None:
+        """Pause or resume a schedule (resumed, it goes on from now); None if there is none."""
+        rows = await self._rows("pause_schedule", schedule=name, paused=paused)
+        return rows[0] if rows else None
 
     async def workers(self) -> list[dict[str, Any]]:
         """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""

@@ -7,6 +7,7 @@ sweeper at their time, run once, even after Redis lost everything. Counted in th
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -118,3 +119,99 @@ def test_a_delayed_runs_deadline_counts_from_its_start(world: World) -> None:
         assert run.deadline - run.start_at == timedelta(seconds=60)
     finally:
         c.close()
+
+
+# -- schedules -----------------------------------------------------------------------------------
+
+
+def tick_runs(world: World, prefix: str) -> list[tuple[str, str, int]]:
+    """(run id, state, executions) of every run of a schedule, by tick."""
+    rows = world.sql(
+        "SELECT r.id, r.state, (SELECT count(*) FROM executions e WHERE e.run_id = r.id) FROM runs r "
+        "WHERE r.id LIKE %s ORDER BY r.id",
+        prefix + "@%",
+    )
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def test_three_workers_and_restarts_make_exactly_one_run_per_tick(world: World) -> None:
+    app = "tests.apps.scheduled:app"
+    workers = [world.worker(app) for _ in range(3)]
+    wait_for(lambda: len(tick_runs(world, "every-second")) >= 3, 30, what="the first ticks")
+    workers[0].terminate()  # a restart: one goes (handing over), another comes
+    workers[0].wait(15)
+    world.worker(app)
+    time.sleep(3)
+    paused = world.cli("schedules", "--pause", "every-second")
+    assert paused.returncode == 0 and paused.stdout.strip() == "schedule every-second paused", paused.stderr
+    ticks = wait_for(
+        lambda: (t := tick_runs(world, "every-second")) and all(s == "succeeded" for _, s, _ in t) and t,
+        30,
+        what="every tick's run to finish",
+    )
+    times = [datetime.strptime(rid.split("@")[1], "%Y-%m-%dT%H:%M:%SZ") for rid, _, _ in ticks]
+    assert len(times) >= 5
+    # every second from the first tick to the last has its run, and each ran once
+    assert times == [times[0] + timedelta(seconds=i) for i in range(len(times))]
+    assert [n for _, _, n in ticks] == [1] * len(ticks)
+    assert world.sql("SELECT input FROM runs WHERE id = %s", ticks[0][0])[0][0] == {"from": "schedule"}
+    time.sleep(2)  # paused: no tick is enqueued
+    assert len(tick_runs(world, "every-second")) == len(ticks)
+
+
+def test_ticks_missed_while_no_worker_was_up_follow_catch_up(world: World) -> None:
+    # Declared by workers that then were all down for three hours and five minutes.
+    for how in ("all", "latest", "none"):
+        world.sql(
+            "INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up, last_tick) "
+            "VALUES (%s, 'hourly', 'default', '0 * * * *', 'UTC', '{}', %s, now() - interval '185 minutes')",
+            f"hourly-{how}",
+            how,
+        )
+    world.worker("tests.apps.scheduled:catchup")
+    wait_for(
+        lambda: len(tick_runs(world, "hourly-all")) == 3 and len(tick_runs(world, "hourly-latest")) == 1,
+        30,
+        what="the catch-up runs",
+    )
+    time.sleep(1.5)  # more sweeps: nothing more
+    every = tick_runs(world, "hourly-all")
+    latest = tick_runs(world, "hourly-latest")
+    assert len(every) == 3 and len(latest) == 1 and tick_runs(world, "hourly-none") == []
+    assert latest[0][0].split("@")[1] == every[-1][0].split("@")[1]  # the newest missed tick
+    wait_for(lambda: all(s == "succeeded" for _, s, _ in tick_runs(world, "hourly")), 30, what="runs")
+    rows = world.sql(
+        "SELECT name, cron, last_tick > now() - interval '31 minutes' FROM schedules ORDER BY name"
+    )
+    assert [r[0] for r in rows] == ["hourly-all", "hourly-latest", "hourly-none"]
+    assert all(r[1] != "0 * * * *" for r in rows)  # the declaration in code replaced the cron
+    assert all(r[2] for r in rows)  # every schedule moved past its missed ticks
+
+
+def test_outlast_schedules_lists_pauses_resumes_and_triggers(world: World) -> None:
+    world.worker("tests.apps.scheduled:catchup")
+    wait_for(lambda: world.sql("SELECT count(*) FROM schedules")[0][0] == 3, 30, what="the declarations")
+    listed = world.cli("schedules")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("NAME") and len(lines) == 4
+    assert all("hourly" in line and "active" in line for line in lines[1:])
+    assert world.cli("schedules", "--pause", "hourly-all").returncode == 0
+    listed = world.cli("schedules", "--json")
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["hourly-all"]["paused"] and rows["hourly-all"]["next_tick"] is None
+    assert rows["hourly-latest"]["next_tick"] is not None
+    assert world.cli("schedules", "--resume", "hourly-all").returncode == 0
+    assert not world.sql("SELECT paused FROM schedules WHERE name = 'hourly-all'")[0][0]
+    triggered = world.cli("schedules", "--trigger", "hourly-none")
+    assert triggered.returncode == 0 and triggered.stdout.startswith(
+        "schedule hourly-none: run hourly-none@"
+    ), triggered.stderr
+    rid = triggered.stdout.split()[3]
+    wait_for(lambda: executions(world, rid) == 1, 30, what="the triggered run")
+    unknown = world.cli("schedules", "--pause", "nope")
+    assert (
+        unknown.returncode == 1 and unknown.stderr.count("\n") == 1 and "no schedule 'nope'" in unknown.stderr
+    )
+    both = world.cli("schedules", "--pause", "a", "--resume", "b")
+    assert both.returncode == 2 and "one of" in both.stderr
