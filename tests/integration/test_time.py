@@ -12,9 +12,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from outlast import Client
+from outlast import App, Client
 from outlast.model import RunState
+from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from tests.conftest import World, drop_keys, wait_for
+
+__all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
 
 
 def client(world: World) -> Client:
@@ -119,6 +122,23 @@ def test_a_delayed_runs_deadline_counts_from_its_start(world: World) -> None:
         assert run.deadline - run.start_at == timedelta(seconds=60)
     finally:
         c.close()
+
+
+def test_the_harness_advance_brings_a_delayed_run_to_its_start(outlast_harness: HarnessFactory) -> None:
+    app = App()
+
+    @app.workflow("hello")
+    async def hello(run: Any, name: str) -> str:
+        return f"hello {name}"
+
+    h = outlast_harness(app)
+    h.start_worker()
+    run = h.client.enqueue("hello", {"name": "ada"}, delay=86400)
+    time.sleep(1)
+    assert h.client.status(run.id).state == RunState.QUEUED
+    assert h.advance(86400) == [run.id]
+    done = h.wait(run.id)
+    assert done.result == "hello ada" and done.start_at is not None and done.start_at <= done.created_at
 
 
 # -- schedules -----------------------------------------------------------------------------------
