@@ -62,6 +62,7 @@ def test_a_delayed_run_is_not_delivered_before_its_time_and_runs_once_at_it(worl
             # published by a sweeper at its time (it sweeps every 0.3 s here)
             assert timedelta(0) <= done.finished_at - start < timedelta(seconds=3)
         assert c.status(late.id).state == RunState.QUEUED and executions(world, late.id) == 0
+        assert c.cancel(late.id).state == RunState.CANCELLED  # it never started: cancelled at once
     finally:
         c.close()
 
@@ -235,3 +236,26 @@ def test_outlast_schedules_lists_pauses_resumes_and_triggers(world: World) -> No
     )
     both = world.cli("schedules", "--pause", "a", "--resume", "b")
     assert both.returncode == 2 and "one of" in both.stderr
+
+
+def test_ticks_of_a_total_outage_are_enqueued_on_restart_with_catch_up_all(world: World) -> None:
+    app = "tests.apps.scheduled:app"
+    first = [world.worker(app) for _ in range(2)]
+    wait_for(lambda: len(tick_runs(world, "every-second")) >= 2, 30, what="the first ticks")
+    for p in first:  # every worker killed at once: nothing ticks for 3 s
+        p.kill()
+        p.wait(10)
+    time.sleep(3)
+    for _ in range(2):
+        world.worker(app)
+    time.sleep(3)
+    assert world.cli("schedules", "--pause", "every-second").returncode == 0
+    ticks = wait_for(
+        lambda: (t := tick_runs(world, "every-second")) and all(s == "succeeded" for _, s, _ in t) and t,
+        30,
+        what="every tick's run to finish",
+    )
+    times = [datetime.strptime(rid.split("@")[1], "%Y-%m-%dT%H:%M:%SZ") for rid, _, _ in ticks]
+    assert len(times) >= 8  # the ticks of the outage too: one run for every second, none twice
+    assert times == [times[0] + timedelta(seconds=i) for i in range(len(times))]
+    assert all(n >= 1 for _, _, n in ticks)  # (a body killed mid-way runs again: not a second run)
