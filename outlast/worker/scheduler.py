@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cronsim import CronSimError
+
 from outlast.journal import canonical, digest
 from outlast.queue import Queue
 from outlast.schedules import Schedule, due_ticks, run_id
@@ -36,7 +38,13 @@ class Scheduler:
         for row in await self.store.schedules(list(self.schedules)):
             if row["paused"]:
                 continue
-            ticks, last = due_ticks(row["cron"], row["tz"], row["catch_up"], row["last_tick"], row["db_now"])
+            try:
+                ticks, last = due_ticks(
+                    row["cron"], row["tz"], row["catch_up"], row["last_tick"], row["db_now"]
+                )
+            except (CronSimError, ValueError, KeyError) as exc:  # e.g. a zone this host lacks
+                log.warning(f"schedule {row['name']} cannot tick here: {exc}; fix its declaration")
+                continue
             if last == row["last_tick"]:
                 continue
             ids = [run_id(row["name"], tick) for tick in ticks]

@@ -47,8 +47,8 @@ class Sweeper:
             await self.republish(log, after=0.0)
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
-        await self.scheduler.tick(log)
         await self.republish(log, self.s.republish_after)
+        await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             await self.prune(log)

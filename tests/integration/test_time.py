@@ -200,7 +200,9 @@ def test_ticks_missed_while_no_worker_was_up_follow_catch_up(world: World) -> No
     latest = tick_runs(world, "hourly-latest")
     assert len(every) == 3 and len(latest) == 1 and tick_runs(world, "hourly-none") == []
     assert latest[0][0].split("@")[1] == every[-1][0].split("@")[1]  # the newest missed tick
-    wait_for(lambda: all(s == "succeeded" for _, s, _ in tick_runs(world, "hourly")), 30, what="runs")
+    runs = tick_runs(world, "hourly-%")
+    assert len(runs) == 4
+    wait_for(lambda: all(s == "succeeded" for _, s, _ in tick_runs(world, "hourly-%")), 30, what="runs")
     rows = world.sql(
         "SELECT name, cron, last_tick > now() - interval '31 minutes' FROM schedules ORDER BY name"
     )
@@ -259,3 +261,17 @@ def test_ticks_of_a_total_outage_are_enqueued_on_restart_with_catch_up_all(world
     assert len(times) >= 8  # the ticks of the outage too: one run for every second, none twice
     assert times == [times[0] + timedelta(seconds=i) for i in range(len(times))]
     assert all(n >= 1 for _, _, n in ticks)  # (a body killed mid-way runs again: not a second run)
+
+
+def test_a_schedule_that_cannot_tick_holds_up_nothing_else(world: World) -> None:
+    world.worker("tests.apps.scheduled:catchup")
+    wait_for(lambda: world.sql("SELECT count(*) FROM schedules")[0][0] == 3, 30, what="the declarations")
+    world.sql("UPDATE schedules SET tz = 'Nowhere/Land', last_tick = now() - interval '3 hours'")
+    c = client(world)
+    try:
+        run = c.enqueue("hourly", {}, delay=1)
+        assert finished(c, run.id).state == RunState.SUCCEEDED  # the sweeper still publishes
+    finally:
+        c.close()
+    wait_for(lambda: "schedule hourly-all cannot tick here" in world.logs(), 10, what="the warning")
+    assert tick_runs(world, "hourly-%") == []
