@@ -60,7 +60,7 @@ def test_a_delayed_run_is_not_delivered_before_its_time_and_runs_once_at_it(worl
             assert done.state == RunState.SUCCEEDED
             assert executions(world, r.id) == 1
             # published by a sweeper at its time (it sweeps every 0.3 s here)
-            assert timedelta(0) <= done.finished_at - start < timedelta(seconds=3)
+            assert timedelta(0) <= done.finished_at - start < timedelta(seconds=5)
         assert c.status(late.id).state == RunState.QUEUED and executions(world, late.id) == 0
         assert c.cancel(late.id).state == RunState.CANCELLED  # it never started: cancelled at once
     finally:
