@@ -19,6 +19,7 @@ from outlast import metrics
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
 from outlast.model import Partial
+from outlast.schedules import CatchUp, Schedule
 from outlast.secrets import Redactor
 
 Effect = Literal["write", "read"]
@@ -185,6 +186,7 @@ class App:
         self.reconcilers: dict[str, Reconciler] = {}
         self.compensations: dict[str, Tool] = {}
         self.policy_hook: Policy | None = None
+        self.schedules: dict[str, Schedule] = {}
         self._names: dict[Callable[..., Any], str] = {}  # a tool's function -> its name
 
     def workflow(
@@ -212,6 +214,43 @@ class App:
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
             wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on), partial)
             self.workflows[wf.name] = wf
+            return fn
+
+        return register
+
+    def schedule(
+        self,
+        cron: str,
+        *,
+        name: str | None = None,
+        workflow: str | None = None,
+        tz: str = "UTC",
+        input: dict[str, Any] | None = None,
+        catch_up: CatchUp = "latest",
+        queue: str | None = None,
+    ) -> Callable[[W], W]:
+        """Enqueue a workflow at every tick of ``cron`` (five fields, or six with seconds first)
+        in the time zone ``tz``, with ``input``. Above ``@app.workflow`` it schedules that
+        workflow; with ``workflow=`` it is a plain call. ``name`` (default: the workflow's) names
+        the schedule in ``outlast schedules`` and its runs' ids (``NAME@2026-12-01T08:00:00Z``).
+        ``catch_up``: of the ticks missed while no worker was up, enqueue the latest, none, or
+        all. Refused at once (``ValueError``) when the expression, zone or input is not valid."""
+
+        def add(wf_name: str) -> None:
+            sched = Schedule(name or wf_name, cron, wf_name, tz, dict(input or {}), catch_up, queue)
+            if sched.name in self.schedules:
+                raise ValueError(f"schedule {sched.name!r} is declared twice: give one a name=")
+            self.schedules[sched.name] = sched
+
+        if workflow is not None:
+            add(workflow)
+
+        def register(fn: W) -> W:
+            if workflow is None:
+                found = [wf.name for wf in self.workflows.values() if wf.fn is fn]
+                if not found:
+                    raise TypeError(f"@app.schedule goes above @app.workflow ({fn.__name__!r} is not one)")
+                add(found[0])
             return fn
 
         return register

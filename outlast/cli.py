@@ -217,22 +217,59 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
 @click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
 @_option("queue")
 @click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
+@click.option(
+    "--at",
+    "start_at",
+    help="Start no earlier than this ISO 8601 time with its zone (2026-12-01T09:00+01:00).",
+)
+@click.option("--in", "start_in", help="Start no earlier than this long from now (45s, 90m, 12h, 30d).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.pass_context
 def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
-    """Enqueue a run of WORKFLOW."""
+    """Enqueue a run of WORKFLOW (delayed with --at or --in: recorded now, delivered at its time)."""
     data = _read_input(input_json, opts["input_file"], _settings(ctx).max_payload)
+    start_at, delay = _start(opts["start_at"], opts["start_in"])
 
     async def go(c: AsyncClient) -> Run:
         run = await c.enqueue(
-            workflow, data, run_id=opts["run_id"], queue=opts["queue"], deadline=opts["deadline"]
+            workflow,
+            data,
+            run_id=opts["run_id"],
+            queue=opts["queue"],
+            deadline=opts["deadline"],
+            start_at=start_at,
+            delay=delay,
         )
-        click.echo(f"run {run.id} {run.state}")
+        later = f", starts at {run.start_at:%Y-%m-%d %H:%M:%S %Z}" if run.start_at else ""
+        click.echo(f"run {run.id} {run.state}{later}")
         return await c.wait(run.id) if wait else run
 
     run = _run(ctx, go, connect=False)
     if wait:
         _print_final(run)
+
+
+def _start(at: str | None, within: str | None) -> tuple[datetime | None, float | None]:
+    """``--at`` (an ISO 8601 time with its zone) or ``--in`` (a duration), checked."""
+    if at is not None and within is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if within is not None:
+        try:
+            return None, duration(within)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--in'") from None
+    if at is None:
+        return None, None
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise click.BadParameter(
+            f"must be an ISO 8601 time with its zone, such as 2026-12-01T09:00+01:00 or ...Z, got {at!r}",
+            param_hint="'--at'",
+        )
+    return when, None
 
 
 def _print_final(run: Run) -> None:
@@ -674,6 +711,44 @@ def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     wanted = [_queue_name(n, "QUEUE") for n in names]
     rows = _run(ctx, lambda c: figures(c, wanted), connect=False)
     click.echo(json.dumps(rows, indent=2) if as_json else render_queues(rows))
+
+
+@cli.command()
+@click.option("--pause", metavar="NAME", help="Pause this schedule: no tick is enqueued until resumed.")
+@click.option(
+    "--resume", metavar="NAME", help="Resume this schedule from now (the paused ticks are skipped)."
+)
+@click.option("--trigger", metavar="NAME", help="Enqueue a run of this schedule now, besides its ticks.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def schedules(
+    ctx: click.Context, pause: str | None, resume: str | None, trigger: str | None, as_json: bool
+) -> None:
+    """The schedules declared by the workers' apps (@app.schedule): cron, zone, workflow, catch-up,
+    paused or not, last and next tick; or pause, resume or trigger one."""
+    if sum(x is not None for x in (pause, resume, trigger)) > 1:
+        raise click.UsageError("give one of --pause, --resume, --trigger")
+    if trigger is not None:
+        run = _run(ctx, lambda c: c.trigger_schedule(trigger))
+        click.echo(f"schedule {trigger}: run {run.id} {run.state}")
+        return
+    if pause is not None or resume is not None:
+        name = pause or resume or ""
+        _run(ctx, lambda c: c.pause_schedule(name, paused=pause is not None))
+        click.echo(f"schedule {name} {'paused' if pause else 'resumed'}")
+        return
+    rows = _run(ctx, lambda c: c.schedules())
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    click.echo(
+        f"{'NAME':<24} {'CRON':<16} {'ZONE':<16} {'WORKFLOW':<16} {'CATCH-UP':<8} {'STATE':<7} NEXT TICK"
+    )
+    for r in rows:
+        nxt = "-" if r["next_tick"] is None else f"{r['next_tick']:%Y-%m-%d %H:%M:%S %Z}"
+        state = "paused" if r["paused"] else "active"
+        what = f"{r['name']:<24} {r['cron']:<16} {r['tz']:<16} {r['workflow']:<16}"
+        click.echo(f"{what} {r['catch_up']:<8} {state:<7} {nxt}")
 
 
 @cli.command(name="dead-letters")

@@ -88,6 +88,16 @@ class NotInDoubt(OutlastError):
     """A resolution names an operation that is not in doubt."""
 
 
+class UnknownSchedule(OutlastError):
+    """No worker has declared a schedule of this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no schedule '{name}' (list them with: outlast schedules; a schedule is recorded by the "
+            f"first sweep of a worker whose app declares it)"
+        )
+
+
 class UnknownApproval(OutlastError):
     """The run has no approval request of this id."""
 

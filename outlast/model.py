@@ -67,6 +67,7 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
+    start_at: datetime | None = None  # a delayed run is not delivered before this time
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -94,6 +95,7 @@ class Run:
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
             trace_context=row.get("trace_context"),
+            start_at=row.get("start_at"),
         )
 
     @property

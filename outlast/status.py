@@ -78,6 +78,8 @@ def render(info: dict[str, Any]) -> str:
     lines = [f"run {r['id']}  ({r['workflow']}, queue {r['queue']})"]
     state = r["state"] + (f" ({r['reason']})" if r["reason"] else "")
     lines.append(f"  state        {state}")
+    if r["state"] == "queued" and r.get("start_at"):  # a delayed run: not delivered before
+        lines.append(f"  starts at    {r['start_at']}")
     if info["message"]:
         lines.append(f"  why          {info['message']}")
     if r["owner"]:

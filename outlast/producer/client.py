@@ -28,12 +28,14 @@ from outlast.errors import (
     ServiceUnavailable,
     UnknownApproval,
     UnknownRun,
+    UnknownSchedule,
     WaitTimeout,
 )
 from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
+from outlast.schedules import next_tick
 from outlast.services import resolve
 from outlast.settings import MAX_AGE, Settings, check_name
 from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
@@ -78,6 +80,26 @@ def _deadline_seconds(deadline: timedelta | float | None, where: str) -> float |
             f"got {_show(deadline)}"
         )
     return float(seconds)
+
+
+def _start(start_at: datetime | None, delay: timedelta | float | None, where: str) -> dict[str, Any]:
+    """A delayed run's start, as the row's ``start_at`` (a timezone-aware datetime) or
+    ``start_in`` (``delay`` seconds from now, by the database clock); not both."""
+    if start_at is not None and delay is not None:
+        raise InvalidInput(f"{where}: give start_at or delay, not both")
+    if start_at is not None and (not isinstance(start_at, datetime) or start_at.tzinfo is None):
+        raise InvalidInput(
+            f"{where}: start_at must be a timezone-aware datetime (e.g. datetime.now(UTC)), "
+            f"got {_show(start_at)}"
+        )
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else delay
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= MAX_DEADLINE
+    ):
+        raise InvalidInput(
+            f"{where}: the delay must be a number of seconds in [0, ten years], got {_show(delay)}"
+        )
+    return {"start_at": start_at, "start_in": None if seconds is None else float(seconds)}
 
 
 def _check_budget(budget: Any, where: str) -> None:
@@ -142,17 +164,29 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        start_at: datetime | None = None,
+        delay: timedelta | float | None = None,
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id with the same workflow and input returns the
         existing run; with others it raises ``RunConflict``. ``input`` is a JSON object (omitted:
-        ``{}``; None is refused); ``deadline`` is a duration from now, up to ten years; ``budget``
-        names limits (e.g. ``{"usd": 5, "calls": 100}``). Bad values raise ``InvalidInput`` before
-        anything is written.
+        ``{}``; None is refused); ``deadline`` is a duration from now (from its start, for a
+        delayed run), up to ten years; ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
+        ``start_at`` (aware datetime) or ``delay`` (seconds) delays the run: it is recorded now
+        and not delivered before that time (a worker's sweeper publishes it then). Bad values
+        raise ``InvalidInput`` before anything is written.
         """
         return await self._admit(
-            self._prepare(workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow,
+                input,
+                run_id=run_id,
+                queue=queue,
+                deadline=deadline,
+                budget=budget,
+                start=_start(start_at, delay, f"a run of '{workflow}'"),
+            )
         )
 
     async def enqueue_many(
@@ -164,17 +198,23 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        start_at: datetime | None = None,
+        delay: timedelta | float | None = None,
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
         the ids go to the stream in one pipelined round trip. Give ``run_ids`` to make a retry
-        after a failure safe: the runs already recorded are then returned, not made twice."""
+        after a failure safe: the runs already recorded are then returned, not made twice.
+        ``start_at`` or ``delay`` delays them all, as in ``enqueue``."""
+        start = _start(start_at, delay, f"enqueue_many of '{workflow}'")
         items = list(inputs)
         ids: list[str | None] = list(run_ids) if run_ids is not None else [None] * len(items)
         if len(ids) != len(items):
             raise InvalidInput(f"enqueue_many: {len(items)} inputs but {len(ids)} run ids")
         admitted = [
-            self._prepare(workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget, start=start
+            )
             for data, rid in zip(items, ids, strict=True)
         ]
         await self.open()
@@ -201,6 +241,7 @@ class AsyncClient:
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
+        start: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
@@ -236,6 +277,7 @@ class AsyncClient:
             "budget": None if parent else budget,
             "budget_id": parent.budget_id if parent else None,
             "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
+            **(start or {}),
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
@@ -246,7 +288,10 @@ class AsyncClient:
                 raise RunConflict(run.id, f"workflow ('{run.workflow}')")
             if digest(canonical(run.input)) != row["input_hash"]:
                 raise RunConflict(run.id, "input")
-        return run, created or run.state == RunState.QUEUED
+        # A run that starts later than it was admitted (both by the database clock) is published
+        # by the sweeper at its time, not now.
+        later = run.start_at is not None and run.start_at > run.created_at
+        return run, (created or run.state == RunState.QUEUED) and not later
 
     async def _publish(self, runs: list[Run]) -> None:
         try:
@@ -456,6 +501,34 @@ class AsyncClient:
         if state == RunState.CANCELLING:
             await self.queue.publish(queue, run_id)
         return await self.status(run_id)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule the workers have declared, each with ``next_tick`` (None while paused)."""
+        await self.open()
+        rows = await self.store.schedules()
+        for r in rows:
+            after = max(r["last_tick"], r.pop("db_now"))
+            r["next_tick"] = None if r["paused"] else next_tick(r["cron"], r["tz"], after)
+        return rows
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a schedule (no tick is enqueued), or resume it (``paused=False``): it goes on
+        from now, the ticks of its pause skipped."""
+        await self.open()
+        row = await self.store.pause_schedule(name, paused)
+        if row is None:
+            raise UnknownSchedule(name)
+        return row
+
+    async def trigger_schedule(self, name: str) -> Run:
+        """Enqueue a run of the schedule's workflow and input now, besides its ticks."""
+        await self.open()
+        rows = await self.store.schedules([name])
+        if not rows:
+            raise UnknownSchedule(name)
+        r = rows[0]
+        rid = f"{name}@trigger-{uuid.uuid4().hex[:12]}"
+        return await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""
@@ -674,6 +747,15 @@ class Client:
 
     def continue_run(self, run_id: str, input: dict[str, Any] | None = None, **kw: Any) -> Run:
         return self._call(self.aio.continue_run(run_id, input, **kw))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return self._call(self.aio.schedules())
+
+    def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+        return self._call(self.aio.pause_schedule(name, paused))
+
+    def trigger_schedule(self, name: str) -> Run:
+        return self._call(self.aio.trigger_schedule(name))
 
     def approvals(self, run_id: str) -> list[dict[str, Any]]:
         return self._call(self.aio.approvals(run_id))

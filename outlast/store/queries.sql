@@ -6,13 +6,17 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 
 -- name: insert_run
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
--- without the limits it was given.
-WITH r AS (
+-- without the limits it was given. A delayed run starts at %(start_at)s or %(start_in)s seconds
+-- from now (the database clock); its deadline counts from its start.
+WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, now() + make_interval(secs => %(start_in)s)) AS start_at),
+r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
-                      trace_context)
-    VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
-            coalesce(%(deadline_at)s, now() + make_interval(secs => %(deadline_in)s)),
-            %(parent_id)s, %(budget_id)s, %(trace_context)s)
+                      trace_context, start_at, published_at)
+    SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
+           coalesce(%(deadline_at)s, greatest(now(), s.start_at) + make_interval(secs => %(deadline_in)s)),
+           %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
+           greatest(now(), s.start_at)  -- see migration 0010: the sweeper reads it from its start
+    FROM s
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
 b AS (
@@ -61,7 +65,7 @@ UPDATE runs SET
     updated_at = now()
 WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
-  AND (state = 'queued'
+  AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
        OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
        OR (state = 'cancelling' AND lease_expires_at IS NULL)
        OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
@@ -158,7 +162,8 @@ WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
         published_at = now(), updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
-      AND (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
+           OR (state = 'running' AND lease_expires_at < now()))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
@@ -198,6 +203,8 @@ WITH due AS (
                  OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))
+           -- a delayed run came due (its published_at is its start until this stamps it)
+           OR (state = 'queued' AND start_at <= now() AND published_at <= start_at)
            -- a timer or an approval's expiry came due: wake it at once, then again while unseen
            OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= now()
                AND published_at < greatest(wake_at, now() - make_interval(secs => %(after)s))))
@@ -493,3 +500,36 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 -- The rows of listening connections that are gone (killed, or their client died).
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
+
+-- Schedules (migration 0010): declared by the workers that serve them, ticked by their sweepers.
+
+-- name: declare_schedule
+-- A worker's declaration at its first sweep; paused and last_tick are the schedule's own and stay.
+INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up)
+VALUES (%(schedule)s, %(workflow)s, %(queue)s, %(cron)s, %(tz)s, %(input)s, %(catch_up)s)
+ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow, queue = EXCLUDED.queue,
+    cron = EXCLUDED.cron, tz = EXCLUDED.tz, input = EXCLUDED.input, catch_up = EXCLUDED.catch_up,
+    updated_at = now()
+WHERE (schedules.workflow, schedules.queue, schedules.cron, schedules.tz, schedules.input, schedules.catch_up)
+      IS DISTINCT FROM (EXCLUDED.workflow, EXCLUDED.queue, EXCLUDED.cron, EXCLUDED.tz, EXCLUDED.input,
+                        EXCLUDED.catch_up);
+
+-- name: schedules
+-- Every schedule (or those named), with the database clock the ticks are measured by.
+SELECT *, now() AS db_now FROM schedules
+WHERE %(names)s::text[] IS NULL OR name = ANY(%(names)s)
+ORDER BY name;
+
+-- name: advance_schedule
+-- The ticks up to %(tick)s are enqueued (or skipped): only from the last tick this pass read, so
+-- that of two workers ticking at once one moves it on. A paused schedule does not move.
+UPDATE schedules SET last_tick = %(tick)s, updated_at = now()
+WHERE name = %(schedule)s AND last_tick = %(was)s AND NOT paused
+RETURNING name;
+
+-- name: pause_schedule
+-- Pause or resume; a resumed schedule goes on from now: the ticks of its pause are skipped.
+UPDATE schedules SET paused = %(paused)s, updated_at = now(),
+    last_tick = CASE WHEN paused AND NOT %(paused)s THEN greatest(last_tick, now()) ELSE last_tick END
+WHERE name = %(schedule)s
+RETURNING *;

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import Entry
 from outlast.model import Run
+from outlast.schedules import Schedule
 from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
@@ -306,10 +307,14 @@ class Store:
         budget: dict[str, float] | None = None,
         budget_id: str | None = None,
         trace_context: dict[str, str] | None = None,
+        start_at: datetime | None = None,
+        start_in: float | None = None,
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
-        ``trace_context`` is the producer's trace, continued by every attempt of the run."""
+        ``trace_context`` is the producer's trace, continued by every attempt of the run; a run
+        with ``start_at`` (or ``start_in`` seconds from now, by the database clock) is not
+        delivered before then: the sweeper publishes it."""
         limits = budget or {}
         rows = await self._write(
             "insert_run",
@@ -326,6 +331,8 @@ class Store:
             budget_names=list(limits),
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
             trace_context=None if trace_context is None else Jsonb(trace_context),
+            start_at=start_at,
+            start_in=start_in,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -625,6 +632,35 @@ class Store:
     async def forget_gone_workers(self, after: float) -> list[str]:
         """Delete the records of workers silent for ``after`` seconds (at least ten TTLs)."""
         return [r["name"] for r in await self._rows("forget_gone_workers", after=after)]
+
+    # -- schedules ----------------------------------------------------------------------
+
+    async def declare_schedule(self, sched: Schedule, queue: str) -> None:
+        """Record a schedule as declared in code (its pause and last tick stay as they are)."""
+        await self._rows(
+            "declare_schedule",
+            schedule=sched.name,
+            workflow=sched.workflow,
+            queue=queue,
+            cron=sched.cron,
+            tz=sched.tz,
+            input=Jsonb(sched.input),
+            catch_up=sched.catch_up,
+        )
+
+    async def schedules(self, names: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every schedule (or those named), each with ``db_now``, the database clock."""
+        return await self._rows("schedules", names=names)
+
+    async def advance_schedule(self, name: str, was: datetime, tick: datetime) -> bool:
+        """Move the schedule's last tick from ``was`` to ``tick``; False if another worker did,
+        or it was paused meanwhile."""
+        return bool(await self._rows("advance_schedule", schedule=name, was=was, tick=tick))
+
+    async def pause_schedule(self, name: str, paused: bool) -> dict[str, Any] | None:
+        """Pause or resume a schedule (resumed, it goes on from now); None if there is none."""
+        rows = await self._rows("pause_schedule", schedule=name, paused=paused)
+        return rows[0] if rows else None
 
     async def workers(self) -> list[dict[str, Any]]:
         """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""

@@ -25,7 +25,7 @@ def move_due_times(conn: Conn, seconds: float) -> list[str]:
     shift = timedelta(seconds=seconds)
     detail = {
         "seconds": seconds,
-        "message": f"outlast.testing moved this run's timers, approval expiry and deadline "
+        "message": f"outlast.testing moved this run's timers, approval expiry, start and deadline "
         f"{seconds:g}s earlier (the clock did not move)",
     }
     with conn.transaction():
@@ -49,12 +49,15 @@ _UNHELD = b"""
 SELECT id FROM runs WHERE state IN ('queued', 'waiting', 'awaiting_approval') ORDER BY id FOR UPDATE
 """
 
-# published_at moves with wake_at: the sweeper wakes a wait once due and not published since.
+# published_at moves with wake_at and start_at: the sweeper wakes a wait once due and not
+# published since, and reads a delayed run from its start.
 _MOVE_RUNS = b"""
 UPDATE runs SET wake_at = wake_at - %(shift)s, deadline = deadline - %(shift)s,
-    published_at = CASE WHEN wake_at IS NULL THEN published_at ELSE published_at - %(shift)s END,
+    start_at = start_at - %(shift)s,
+    published_at = CASE WHEN wake_at IS NULL AND start_at IS NULL THEN published_at
+                        ELSE published_at - %(shift)s END,
     updated_at = now()
-WHERE id = ANY(%(ids)s) AND (wake_at IS NOT NULL OR deadline IS NOT NULL)
+WHERE id = ANY(%(ids)s) AND (wake_at IS NOT NULL OR deadline IS NOT NULL OR start_at IS NOT NULL)
 RETURNING id
 """
 

@@ -254,8 +254,8 @@ class Harness:
 
     def advance(self, seconds: float) -> list[str]:
         """Make ``seconds`` pass for every run no worker holds: its pending timers, approval
-        expiries and deadline come ``seconds`` nearer, and what is then due fires at the next
-        sweep (``sweep_interval``). Returns the ids of the runs whose times moved.
+        expiries, deadline and (a delayed run) start come ``seconds`` nearer, and what is then
+        due fires at the next sweep (``sweep_interval``). Returns the ids of the runs whose times moved.
 
         The clock does not move: the stored due times do. A timer's due time is also in its
         journal entry, so that entry is rewritten and the chain after it re-hashed (the run's

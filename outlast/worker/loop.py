@@ -60,7 +60,7 @@ class Worker:
         self._room = asyncio.Event()
         self._programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
-        self.sweeper = Sweeper(store, queue, settings, queues)
+        self.sweeper = Sweeper(store, queue, settings, queues, app.schedules)
         self._ack_failing = False
         self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []
         self._acker: asyncio.Task[None] | None = None

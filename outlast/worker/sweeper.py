@@ -11,8 +11,10 @@ from typing import Any
 
 from outlast import metrics
 from outlast.queue import Queue
+from outlast.schedules import Schedule
 from outlast.settings import Settings, duration
 from outlast.store import Store
+from outlast.worker.scheduler import Scheduler
 
 GONE_FOR = 3600.0  # seconds a silent worker's heartbeat record is kept, shown as gone
 PRUNE_EVERY = 60.0  # seconds between a worker's retention passes
@@ -20,16 +22,24 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, re-publication, names and heartbeat records of
-    workers gone, watchers gone, and retention (``OUTLAST_RETENTION``)."""
+    """Deadlines that passed while nothing ran, the schedules' due ticks, re-publication, names and
+    heartbeat records of workers gone, watchers gone, and retention (``OUTLAST_RETENTION``)."""
 
-    def __init__(self, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        queue: Queue,
+        settings: Settings,
+        queues: list[str],
+        schedules: dict[str, Schedule] | None = None,
+    ) -> None:
         self.store = store
         self.queue = queue
         self.s = settings
         self.queues = queues
         self._next_forget = 0.0
         self._next_prune = 0.0
+        self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue)
 
     async def sweep(self, log: Any) -> None:
         if await self.queue.lost_data():
@@ -38,6 +48,7 @@ class Sweeper:
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
         await self.republish(log, self.s.republish_after)
+        await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             await self.prune(log)

@@ -1,0 +1,71 @@
+"""The schedules' ticks, in every worker's sweep: each schedule this worker's app declares is
+recorded at its first sweep, then its due ticks are enqueued as runs whose ids are derived from
+the schedule and the tick (so however many workers tick at once, and however often one restarts,
+a tick is one run), and the schedule's last tick is moved past them."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cronsim import CronSimError
+
+from outlast.journal import canonical, digest
+from outlast.queue import Queue
+from outlast.schedules import Schedule, due_ticks, run_id
+from outlast.store import Store
+
+
+class Scheduler:
+    """Enqueues the due ticks of the schedules an app declares."""
+
+    def __init__(
+        self, store: Store, queue: Queue, schedules: dict[str, Schedule], default_queue: str
+    ) -> None:
+        self.store = store
+        self.queue = queue
+        self.schedules = schedules
+        self.default_queue = default_queue
+        self._declared = False
+
+    async def tick(self, log: Any) -> None:
+        if not self.schedules:
+            return
+        if not self._declared:
+            for sched in self.schedules.values():
+                await self.store.declare_schedule(sched, sched.queue or self.default_queue)
+            self._declared = True
+        for row in await self.store.schedules(list(self.schedules)):
+            if row["paused"]:
+                continue
+            try:
+                ticks, last = due_ticks(
+                    row["cron"], row["tz"], row["catch_up"], row["last_tick"], row["db_now"]
+                )
+            except (CronSimError, ValueError, KeyError) as exc:  # e.g. a zone this host lacks
+                log.warning(f"schedule {row['name']} cannot tick here: {exc}; fix its declaration")
+                continue
+            if last == row["last_tick"]:
+                continue
+            ids = [run_id(row["name"], tick) for tick in ticks]
+            created = await asyncio.gather(*(self._enqueue(row, rid) for rid in ids))
+            fresh = [rid for rid, new in zip(ids, created, strict=True) if new]
+            # Published once recorded; an entry lost here is published by a sweeper later.
+            await self.queue.publish_many([(row["queue"], rid) for rid in fresh])
+            await self.store.advance_schedule(row["name"], row["last_tick"], last)
+            if fresh or not ticks:
+                skipped = "" if ticks else f", ticks up to {last:%Y-%m-%d %H:%M:%S %Z} missed and skipped"
+                log.info(f"schedule {row['name']}: enqueued {len(fresh)} run(s){skipped}", runs=fresh[:20])
+
+    async def _enqueue(self, row: dict[str, Any], rid: str) -> bool:
+        """Record a tick's run (once: its id is the tick's); True if this call made it."""
+        _, created = await self.store.insert_run(
+            id=rid,
+            workflow=row["workflow"],
+            queue=row["queue"],
+            input=row["input"],
+            input_hash=digest(canonical(row["input"])),
+            program=None,  # the first worker serving it that claims it
+            deadline_in=None,
+        )
+        return created
