@@ -81,7 +81,12 @@ mine AS (
 renewed AS (
     UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
     FROM mine WHERE runs.id = mine.id
-    RETURNING runs.id, runs.cancel_requested)
+    RETURNING runs.id, runs.cancel_requested),
+slots_renewed AS (
+    -- the concurrency slots held under these leases live as long as they do (0010_flow)
+    UPDATE slots SET expires_at = now() + make_interval(secs => %(ttl)s)
+    FROM renewed, held
+    WHERE slots.run_id = renewed.id AND held.id = renewed.id AND slots.token = held.token)
 SELECT held.id, renewed.id IS NOT NULL AS renewed,
        coalesce(renewed.cancel_requested, false) AS cancel_requested,
        runs.fencing_token IS DISTINCT FROM held.token AS lost
@@ -486,3 +491,38 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 -- The rows of listening connections that are gone (killed, or their client died).
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
+
+-- name: acquire_slot
+-- One conditional statement takes a free slot of a capped key for the lease holder (its fencing
+-- token current): the slot it already holds (a resumed run, a newer token), else one free or
+-- expired slot picked at random. A slot another holder took meanwhile fails the insert's
+-- condition: nothing is returned and the caller tries again later.
+WITH r AS (
+    SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s
+      AND state IN ('running', 'cancelling')),
+mine AS (
+    UPDATE slots SET token = %(token)s, expires_at = now() + make_interval(secs => %(ttl)s)
+    FROM r WHERE slots.key = %(key)s AND slots.run_id = r.id AND slots.holder = %(holder)s
+    RETURNING slots.slot),
+free AS (
+    SELECT n FROM r, generate_series(0, %(cap)s - 1) AS n
+    WHERE NOT EXISTS (SELECT 1 FROM mine)
+      AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.key = %(key)s AND s.slot = n AND s.expires_at >= now())
+    ORDER BY random() LIMIT 1),
+ins AS (
+    INSERT INTO slots (key, slot, run_id, holder, token, expires_at)
+    SELECT %(key)s, n, %(run_id)s, %(holder)s, %(token)s, now() + make_interval(secs => %(ttl)s) FROM free
+    ON CONFLICT (key, slot) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder,
+        token = excluded.token, expires_at = excluded.expires_at
+    WHERE slots.expires_at < now()
+    RETURNING slot)
+SELECT slot FROM mine UNION ALL SELECT slot FROM ins;
+
+-- name: release_slots
+-- The slots a run holds under its token: all of them, or one holder's (an operation's).
+DELETE FROM slots WHERE run_id = %(run_id)s AND token = %(token)s
+  AND (%(holder)s::text IS NULL OR holder = %(holder)s)
+RETURNING key;
+
+-- name: slots_held
+SELECT key, slot, holder, token, expires_at FROM slots WHERE run_id = %(run_id)s ORDER BY key;

@@ -1,0 +1,15 @@
+-- Version 10: concurrency slots. A cap of N on a key (a workflow, a workflow and its
+-- concurrency key, a tool) is N numbered slots; a slot row is held by one run under its fencing
+-- token until it expires (renewed with the run's lease), so a dead worker's slot frees itself
+-- and a superseded worker's token holds nothing. The primary key makes two holders of one slot
+-- impossible.
+CREATE TABLE slots (
+    key         text NOT NULL,      -- 'workflow:NAME', 'workflow:NAME:KEY' or 'tool:NAME'
+    slot        integer NOT NULL,   -- 0 .. cap - 1
+    run_id      text NOT NULL,
+    holder      text NOT NULL,      -- '' for the run itself, else the operation id
+    token       bigint NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    PRIMARY KEY (key, slot)
+);
+CREATE INDEX slots_by_run ON slots (run_id);

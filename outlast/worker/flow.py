@@ -1,0 +1,171 @@
+"""Flow control of one run: concurrency slots (Postgres, held under the run's fencing token and
+renewed with its lease) and shared rate windows (Redis), taken before an operation's intention,
+never between its intention and its result; a tool's slot is given back after its result.
+
+A workflow slot is waited for briefly in the worker; past that the run is parked (``waiting``,
+reason ``concurrency_slot``, with a wake time) and holds no worker. A tool slot or rate window
+is waited for in the worker, at the crossing, with the run's deadline, cancellation and
+hand-over checked between tries; such a wait is shown by ``outlast status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from outlast.app import Tool, Workflow
+from outlast.errors import ConfigError, ServiceUnavailable
+from outlast.queue import RateWindows
+from outlast.store import Store
+from outlast.worker.control import RunControl
+
+log = structlog.get_logger("outlast.run")
+
+SLOT_POLL = 0.1  # seconds between tries for a slot, waiting in the worker
+SLOT_WAIT = 1.0  # seconds a workflow slot is waited for in the worker before the run is parked
+SLOT_RETRY = 1.0  # about when a parked run tries again (jittered)
+LONGEST_NAP = 1.0  # the longest sleep between two looks at the run's deadline and signals
+
+Check = Callable[[], Awaitable[None]]
+
+
+def workflow_key(wf: Workflow, run_input: dict[str, Any]) -> str:
+    """The capped key of a run: its workflow, and its concurrency key's value when declared."""
+    if wf.concurrency_key is None:
+        return f"workflow:{wf.name}"
+    return f"workflow:{wf.name}:{wf.concurrency_key(run_input)}"
+
+
+class Gate:
+    """One claimed run's slots and rate admissions."""
+
+    def __init__(
+        self, store: Store, windows: RateWindows | None, control: RunControl, ttl: float | None
+    ) -> None:
+        self._store = store
+        self._windows = windows
+        self._control = control
+        self._ttl = ttl or 30.0  # a run executed by hand has no lease: its slots outlive it a while
+        self._members: dict[str, str] = {}  # op id -> its admission in the rate windows
+        self._admissions = 0
+        self.holds = False  # a slot was taken in this execution: released at its end
+
+    async def _acquire(self, key: str, cap: int, holder: str = "") -> bool:
+        self.holds = True
+        c = self._control
+        slot = await c.db(self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder))
+        return slot is not None
+
+    async def workflow_slot(self, wf: Workflow, run_input: dict[str, Any]) -> str | None:
+        """Take a slot of the run's capped key, waiting up to ``SLOT_WAIT``: None when taken
+        (or the workflow is not capped), else the key still full."""
+        if wf.max_concurrent is None:
+            return None
+        key = workflow_key(wf, run_input)
+        give_up = time.monotonic() + SLOT_WAIT
+        while not await self._acquire(key, wf.max_concurrent):
+            if time.monotonic() >= give_up:
+                return key
+            await asyncio.sleep(SLOT_POLL * random.uniform(0.5, 1.5))
+        return None
+
+    async def release(self) -> None:
+        """Give back every slot this execution holds (the run ended, waits or was handed over);
+        one left behind (Postgres out of reach) frees itself when its lease would have ended."""
+        if self.holds:
+            with contextlib.suppress(ServiceUnavailable):
+                await self._store.release_slots(self._control.run_id, self._control.token)
+
+    @contextlib.asynccontextmanager
+    async def operation(self, tool: Tool, op_id: str, check: Check) -> AsyncIterator[None]:
+        """Around one dispatch: a slot of the tool and room in its rate windows first (``check``
+        between tries: the run's deadline and cancellation), the slot given back at the end."""
+        capped = tool.max_concurrent is not None
+        if capped:
+            await self._wait(
+                f"a slot of tool '{tool.name}' (max_concurrent={tool.max_concurrent})",
+                lambda: self._slot_try(tool, op_id),
+                check,
+            )
+        try:
+            if tool.rates:
+                await self.admit(tool, op_id, check)
+            yield
+        finally:
+            if capped:
+                with contextlib.suppress(ServiceUnavailable):
+                    await self._store.release_slots(self._control.run_id, self._control.token, op_id)
+
+    async def _slot_try(self, tool: Tool, op_id: str) -> float:
+        assert tool.max_concurrent is not None
+        got = await self._acquire(f"tool:{tool.name}", tool.max_concurrent, op_id)
+        return 0.0 if got else SLOT_POLL * random.uniform(0.5, 1.5)
+
+    async def admit(self, tool: Tool, op_id: str, check: Check) -> None:
+        """Room for one dispatch of ``tool`` in every one of its rate windows (waited for)."""
+        windows = self._windows
+        if windows is None:
+            raise ConfigError(f"tool '{tool.name}' has rate limits: it needs a worker with Redis")
+        wants = [(r, 1.0 if r.name == "requests" else tool.cost[r.name]) for r in tool.rates]
+        self._admissions += 1
+        member = f"{self._control.run_id}:{op_id}:{self._control.token}:{self._admissions}"
+        limits = ", ".join(f"{r.name} {r.limit:g}/{r.window:g}s" for r in tool.rates)
+
+        async def attempt() -> float:
+            return await self._control.db(windows.take(tool.name, wants, member))
+
+        await self._wait(f"the rate of tool '{tool.name}' ({limits})", attempt, check)
+        self._members[op_id] = member
+
+    async def settle(self, tool: Tool, op_id: str, charges: dict[str, float]) -> None:
+        """What the dispatch charged replaces its estimate in the rate windows."""
+        member = self._members.pop(op_id, None)
+        if member is None or self._windows is None:
+            return
+        for rate in tool.rates:
+            if rate.name in charges and rate.name != "requests":
+                with contextlib.suppress(ServiceUnavailable):
+                    await self._windows.settle(
+                        tool.name, rate.name, member, tool.cost[rate.name], charges[rate.name]
+                    )
+
+    async def back_off(self, tool: Tool, op_id: str, seconds: float) -> None:
+        """The tool raised ``RateLimited``: hold every worker's dispatches of it back, wait, and be
+        admitted again (a new request) before the same dispatch is tried again."""
+        if self._windows is not None:
+            with contextlib.suppress(ServiceUnavailable):
+                await self._windows.back_off(tool.name, seconds)
+        await asyncio.sleep(seconds)
+        if tool.rates:
+            await self.admit(tool, op_id, _nothing)
+
+    async def _wait(self, what: str, attempt: Callable[[], Awaitable[float]], check: Check) -> None:
+        """Try until ``attempt`` says done (0), sleeping as long as it says between tries; the
+        first wait and its end are events of the run (``outlast status`` shows it waiting)."""
+        c = self._control
+        waited = False
+        while True:
+            await check()
+            c.check_stop()
+            if c.lost.is_set():
+                raise c.leave(f"lease lost while waiting for {what}")
+            nap = await attempt()
+            if nap <= 0:
+                break
+            if not waited:
+                waited = True
+                log.info(f"run {c.run_id} waits for {what}", run_id=c.run_id)
+                await c.db(self._store.event(c.run_id, "throttled", {"waits_for": what}))
+            await asyncio.sleep(min(nap * random.uniform(1.0, 1.1), LONGEST_NAP))
+        if waited:
+            await c.db(self._store.event(c.run_id, "unthrottled", {"waited_for": what}))
+
+
+async def _nothing() -> None:
+    return None
