@@ -63,6 +63,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     return {
         "run": run.to_dict(),
         "message": last_message if run.reason else None,
+        "waits_for": _throttled(run.state, events),
         "chain": {"head": run.journal_head, "entries": run.journal_len, "verifies": bad is None, "bad": bad},
         "pending": pending,
         "in_doubt": in_doubt,
@@ -70,6 +71,15 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "approvals": approvals,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
     }
+
+
+def _throttled(state: str, events: list[dict[str, Any]]) -> str | None:
+    """What a running run waits for at a crossing (a tool's slot or rate), from its latest
+    ``throttled`` event not followed by its end (``outlast.worker.flow``)."""
+    if state not in ("running", "cancelling"):
+        return None
+    last = next((e for e in reversed(events) if e["kind"] in ("throttled", "unthrottled")), None)
+    return str(last["detail"]["waits_for"]) if last is not None and last["kind"] == "throttled" else None
 
 
 def render(info: dict[str, Any]) -> str:
@@ -80,6 +90,8 @@ def render(info: dict[str, Any]) -> str:
     lines.append(f"  state        {state}")
     if info["message"]:
         lines.append(f"  why          {info['message']}")
+    if info.get("waits_for"):
+        lines.append(f"  waits for    {info['waits_for']} (in its worker)")
     if r["owner"]:
         lines.append(
             f"  lease        {r['owner']}, token {r['fencing_token']}, until {r['lease_expires_at']}"

@@ -10,10 +10,11 @@ dispatched again with the same key, a reconciler is asked, and anything else is 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -56,6 +57,7 @@ class Dispatcher:
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
         self.handle: Any = None  # the workflow's ``run``, handed to the policy hook
+        self.alone: Callable[[], bool] = lambda: False  # no other call of the run under way
         self._app = app
         self._store = store
         self._control = control
@@ -86,7 +88,8 @@ class Dispatcher:
             await self._replayer.go_live(op_id)
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
             reserved = await self._reserve(op_id, tool)
-            async with self._gate.operation(tool, op_id, lambda: self._replayer.go_live(op_id)):
+            check = functools.partial(self._replayer.go_live, op_id)
+            async with self._gate.operation(tool, op_id, check, self.alone):
                 return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def dispatch_new(

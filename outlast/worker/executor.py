@@ -33,7 +33,7 @@ from outlast.model import Run as RunRecord
 from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
-from outlast.worker.flow import SLOT_RETRY, SLOT_WAIT, Gate
+from outlast.worker.flow import SLOT_RETRY, SLOT_WAIT, Gate, workflow_key
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 
@@ -178,10 +178,16 @@ class Execution:
         if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
             late = DeadlineExceeded(f"run '{run.id}': its deadline passed before it was resumed")
             return await self._stopped(wf, RunState.TIMED_OUT, late, reason="deadline passed")
-        if self.control.cancel.is_set():  # a cancelled run only compensates: no slot
+        if self.control.cancel.is_set() or wf.max_concurrent is None:  # cancelled: compensates only
             return None
-        full = await self.gate.workflow_slot(wf, run.input)
-        return None if full is None else await self._park(wf, full)
+        try:
+            key = workflow_key(wf, run.input)
+        except Exception as exc:
+            why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
+            return await self.finish(RunState.FAILED, error=_error(exc), reason=why[:500])
+        if await self.gate.workflow_slot(key, wf.max_concurrent):
+            return None
+        return await self._park(wf, key)
 
     async def _park(self, wf: Workflow, key: str) -> Outcome:
         """Every slot of the run's capped key is taken: wait without a worker, tried again

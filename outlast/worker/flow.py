@@ -2,10 +2,11 @@
 renewed with its lease) and shared rate windows (Redis), taken before an operation's intention,
 never between its intention and its result; a tool's slot is given back after its result.
 
-A workflow slot is waited for briefly in the worker; past that the run is parked (``waiting``,
-reason ``concurrency_slot``, with a wake time) and holds no worker. A tool slot or rate window
-is waited for in the worker, at the crossing, with the run's deadline, cancellation and
-hand-over checked between tries; such a wait is shown by ``outlast status``.
+A slot or room in a rate window is waited for briefly in the worker (the run's deadline,
+cancellation and hand-over checked between tries; ``outlast status`` shows the wait); past
+``SLOT_WAIT`` the run is parked (``waiting``, reason ``concurrency_slot`` or ``rate_limit``, with
+a wake time) and holds no worker — at a tool call, only when no other call of the run is under
+way (the siblings of a ``gather`` wait in the worker).
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import structlog
 
 from outlast.app import Tool, Workflow
-from outlast.errors import ConfigError, ServiceUnavailable
+from outlast.errors import ConfigError, Fenced, ServiceUnavailable
 from outlast.queue import RateWindows
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.control import RunControl, Suspended
 
 log = structlog.get_logger("outlast.run")
 
@@ -33,6 +35,11 @@ SLOT_RETRY = 1.0  # about when a parked run tries again (jittered)
 LONGEST_NAP = 1.0  # the longest sleep between two looks at the run's deadline and signals
 
 Check = Callable[[], Awaitable[None]]
+Alone = Callable[[], bool]  # no other call of the run is under way: it may be parked
+
+
+def _never() -> bool:
+    return False
 
 
 def workflow_key(wf: Workflow, run_input: dict[str, Any]) -> str:
@@ -62,18 +69,15 @@ class Gate:
         slot = await c.db(self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder))
         return slot is not None
 
-    async def workflow_slot(self, wf: Workflow, run_input: dict[str, Any]) -> str | None:
-        """Take a slot of the run's capped key, waiting up to ``SLOT_WAIT``: None when taken
-        (or the workflow is not capped), else the key still full."""
-        if wf.max_concurrent is None:
-            return None
-        key = workflow_key(wf, run_input)
+    async def workflow_slot(self, key: str, cap: int) -> bool:
+        """Take a slot of the run's capped ``key``, waiting up to ``SLOT_WAIT``: False when
+        every slot is still taken."""
         give_up = time.monotonic() + SLOT_WAIT
-        while not await self._acquire(key, wf.max_concurrent):
+        while not await self._acquire(key, cap):
             if time.monotonic() >= give_up:
-                return key
+                return False
             await asyncio.sleep(SLOT_POLL * random.uniform(0.5, 1.5))
-        return None
+        return True
 
     async def release(self) -> None:
         """Give back every slot this execution holds (the run ended, waits or was handed over);
@@ -83,19 +87,25 @@ class Gate:
                 await self._store.release_slots(self._control.run_id, self._control.token)
 
     @contextlib.asynccontextmanager
-    async def operation(self, tool: Tool, op_id: str, check: Check) -> AsyncIterator[None]:
+    async def operation(
+        self, tool: Tool, op_id: str, check: Check, alone: Alone = _never
+    ) -> AsyncIterator[None]:
         """Around one dispatch: a slot of the tool and room in its rate windows first (``check``
-        between tries: the run's deadline and cancellation), the slot given back at the end."""
+        between tries: the run's deadline and cancellation), the slot given back at the end.
+        ``alone()`` true (no other call of the run under way): a wait longer than ``SLOT_WAIT``
+        parks the run instead of holding the worker (``Suspended``)."""
         capped = tool.max_concurrent is not None
         if capped:
             await self._wait(
+                "concurrency_slot",
                 f"a slot of tool '{tool.name}' (max_concurrent={tool.max_concurrent})",
                 lambda: self._slot_try(tool, op_id),
                 check,
+                alone,
             )
         try:
             if tool.rates:
-                await self.admit(tool, op_id, check)
+                await self.admit(tool, op_id, check, alone)
             yield
         finally:
             if capped:
@@ -107,7 +117,7 @@ class Gate:
         got = await self._acquire(f"tool:{tool.name}", tool.max_concurrent, op_id)
         return 0.0 if got else SLOT_POLL * random.uniform(0.5, 1.5)
 
-    async def admit(self, tool: Tool, op_id: str, check: Check) -> None:
+    async def admit(self, tool: Tool, op_id: str, check: Check, alone: Alone = _never) -> None:
         """Room for one dispatch of ``tool`` in every one of its rate windows (waited for)."""
         windows = self._windows
         if windows is None:
@@ -120,7 +130,7 @@ class Gate:
         async def attempt() -> float:
             return await self._control.db(windows.take(tool.name, wants, member))
 
-        await self._wait(f"the rate of tool '{tool.name}' ({limits})", attempt, check)
+        await self._wait("rate_limit", f"the rate of tool '{tool.name}' ({limits})", attempt, check, alone)
         self._members[op_id] = member
 
     async def settle(self, tool: Tool, op_id: str, charges: dict[str, float]) -> None:
@@ -145,10 +155,14 @@ class Gate:
         if tool.rates:
             await self.admit(tool, op_id, _nothing)
 
-    async def _wait(self, what: str, attempt: Callable[[], Awaitable[float]], check: Check) -> None:
+    async def _wait(
+        self, reason: str, what: str, attempt: Callable[[], Awaitable[float]], check: Check, alone: Alone
+    ) -> None:
         """Try until ``attempt`` says done (0), sleeping as long as it says between tries; the
-        first wait and its end are events of the run (``outlast status`` shows it waiting)."""
+        first wait and its end are events of the run (``outlast status`` shows it waiting). Past
+        ``SLOT_WAIT``, a run with no other call under way is parked instead."""
         c = self._control
+        started = time.monotonic()
         waited = False
         while True:
             await check()
@@ -158,6 +172,8 @@ class Gate:
             nap = await attempt()
             if nap <= 0:
                 break
+            if time.monotonic() - started + nap > SLOT_WAIT and alone():
+                await self._park(reason, what, max(nap, SLOT_RETRY) * random.uniform(1.0, 1.2))
             if not waited:
                 waited = True
                 log.info(f"run {c.run_id} waits for {what}", run_id=c.run_id)
@@ -165,6 +181,17 @@ class Gate:
             await asyncio.sleep(min(nap * random.uniform(1.0, 1.1), LONGEST_NAP))
         if waited:
             await c.db(self._store.event(c.run_id, "unthrottled", {"waited_for": what}))
+
+    async def _park(self, reason: str, what: str, seconds: float) -> None:
+        """Give the worker back: the run waits (``reason``) and is tried again in ``seconds``,
+        going live again at this very crossing (nothing of it was journaled)."""
+        c = self._control
+        wake_at = await c.db(self._store.db_now()) + timedelta(seconds=seconds)
+        message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S}"
+        if not await c.db(self._store.wait(c.run_id, c.token, reason, message, wake_at)):
+            raise Fenced(c.run_id, c.token)
+        log.debug(message, run_id=c.run_id, reason=reason)
+        raise Suspended(wake_at)
 
 
 async def _nothing() -> None:

@@ -57,6 +57,7 @@ class Run:
         secrets = Secrets(app, secret_key)
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
         self._dispatcher.handle = self
+        self._dispatcher.alone = lambda: self._calls == 1  # a tool's slot or rate wait may park
         self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()

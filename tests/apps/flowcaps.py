@@ -93,3 +93,17 @@ async def hog(run: Any, seconds: float = 30.0) -> str:
     observe(run.run_id, "start", "hog")
     await asyncio.sleep(seconds)
     return "done"
+
+
+@app.tool("solo", max_concurrent=1)
+def solo(seconds: float = 2.5) -> str:
+    a = current_action()
+    observe(a.run_id, "start", "solo")
+    time.sleep(seconds)
+    observe(a.run_id, "end", "solo")
+    return "ok"
+
+
+@app.workflow("solo_call")
+async def solo_call(run: Any, seconds: float = 2.5) -> str:
+    return str(await run.call("solo", seconds=seconds))

@@ -201,11 +201,12 @@ def test_rate_limit_shared_by_workers_in_any_window(observed: World) -> None:
             world.worker(APP, OUTLAST_CONCURRENCY="8")
         finish_all(c, ids)
         waited = [e for rid in ids for e in c.events(rid)]
+    # shown as why a run waited: in its worker (throttled), or parked without one
+    assert any(e["kind"] == "throttled" or e["detail"].get("reason") == "rate_limit" for e in waited)
     times = [at for (at,) in world.sql("SELECT at FROM observed WHERE what = 'request'")]
     assert len(times) == 24
     assert (max(times) - min(times)).total_seconds() >= 5.5
     assert most_in_window(times, 1.75) <= 6
-    assert any(e["kind"] == "throttled" for e in waited)  # shown as the reason a run waited
 
 
 def test_rate_limited_backs_off_without_counting_an_attempt(observed: World) -> None:
@@ -248,3 +249,30 @@ def test_a_killed_workers_slot_is_renewed_then_frees_after_its_lease(observed: W
             assert c.wait(rid, timeout=40).state == "succeeded"
     rows = world.sql("SELECT what, run_id FROM observed WHERE key = 'hog'")
     assert ("start", second) in rows
+
+
+def test_a_long_wait_for_a_tool_slot_parks_the_run_and_status_says_why(observed: World) -> None:
+    """``solo`` (max_concurrent=1) holds its slot 2.5 s: the other runs, calling it alone, are
+    parked (``waiting``, ``concurrency_slot``) instead of holding the worker, shown by ``outlast
+    status``, and go live again at the same crossing (one intention each, nothing journaled by
+    the wait)."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        ids = [c.enqueue("solo_call", {}).id for _ in range(3)]
+        world.worker(APP, OUTLAST_CONCURRENCY="8")
+
+        def parked() -> str | None:
+            rows = world.sql("SELECT id FROM runs WHERE state = 'waiting' AND reason = 'concurrency_slot'")
+            return rows[0][0] if rows else None
+
+        rid = wait_for(parked, what="a run parked for the slot")
+        # parked (waiting, concurrency_slot) or woken and waiting in the worker again: said either way
+        shown = world.cli("status", rid)
+        assert "waits for a slot of tool 'solo'" in shown.stdout or "waits for    a slot of tool 'solo'" in (
+            shown.stdout
+        ), shown
+        finish_all(c, ids)
+    assert most_at_once(world, "solo") == 1
+    for rid in ids:
+        n = world.sql("SELECT count(*) FROM journal WHERE run_id = %s AND kind = 'intention'", rid)
+        assert n == [(1,)]
