@@ -56,7 +56,7 @@ async def fan_out(run: Any, n: int = 4) -> list[int]:
     return list(await asyncio.gather(*(run.call("narrow", n=i) for i in range(n))))
 
 
-@app.tool("ask_model", rate={"requests": "6/2s", "tokens": "1000/2s"}, cost={"tokens": 100})
+@app.tool("ask_model", rate={"requests": "6/3s", "tokens": "1000/3s"}, cost={"tokens": 100})
 def ask_model(prompt: str) -> str:
     a = current_action()
     observe(a.run_id, "request", "ask_model")

@@ -190,10 +190,10 @@ def test_workflow_and_tool_caps_across_workers(observed: World) -> None:
 
 
 def test_rate_limit_shared_by_workers_in_any_window(observed: World) -> None:
-    """6 requests / 2 s for ``ask_model``, whatever the number of workers: 24 requests from three
+    """6 requests / 3 s for ``ask_model``, whatever the number of workers: 24 requests from three
     processes take at least (24/6 - 1) windows, and no window of the requests' own timestamps
-    holds more than 6. (The check's window is 0.25 s short of 2 s: a request's row is written a
-    moment after its admission, a moment that varies.)"""
+    holds more than 6. (The check's window is 0.5 s short of 3 s: a request's row is written a
+    moment after its admission, a moment that varies with the load of the machine.)"""
     world = observed
     with Client(settings=world.settings()) as c:
         ids = [c.enqueue("chat", {"n": 3}).id for _ in range(8)]
@@ -205,8 +205,9 @@ def test_rate_limit_shared_by_workers_in_any_window(observed: World) -> None:
     assert any(e["kind"] == "throttled" or e["detail"].get("reason") == "rate_limit" for e in waited)
     times = [at for (at,) in world.sql("SELECT at FROM observed WHERE what = 'request'")]
     assert len(times) == 24
-    assert (max(times) - min(times)).total_seconds() >= 5.5
-    assert most_in_window(times, 1.75) <= 6
+    assert (max(times) - min(times)).total_seconds() >= 8.5
+    assert most_in_window(times, 2.5) <= 6
+    assert len({p for (p,) in world.sql("SELECT DISTINCT pid FROM observed")}) >= 2
 
 
 def test_rate_limited_backs_off_without_counting_an_attempt(observed: World) -> None:
