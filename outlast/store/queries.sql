@@ -519,10 +519,31 @@ ins AS (
 SELECT slot FROM mine UNION ALL SELECT slot FROM ins;
 
 -- name: release_slots
--- The slots a run holds under its token: all of them, or one holder's (an operation's).
-DELETE FROM slots WHERE run_id = %(run_id)s AND token = %(token)s
-  AND (%(holder)s::text IS NULL OR holder = %(holder)s)
-RETURNING key;
+-- The slots a run holds under its token: all of them, or one holder's (an operation's). For
+-- each key freed, the run parked for it that was due first is due at once (SKIP LOCKED: never
+-- waits).
+WITH gone AS (
+    DELETE FROM slots WHERE run_id = %(run_id)s AND token = %(token)s
+      AND (%(holder)s::text IS NULL OR holder = %(holder)s)
+    RETURNING key),
+woken AS (
+    UPDATE runs SET wake_at = now() FROM (
+        SELECT w.id FROM (SELECT DISTINCT key FROM gone) g CROSS JOIN LATERAL (
+            SELECT id FROM runs
+            WHERE state = 'waiting' AND reason = 'concurrency_slot' AND slot_key = g.key
+              AND wake_at > now()
+            ORDER BY wake_at LIMIT 1 FOR UPDATE SKIP LOCKED) w) first
+    WHERE runs.id = first.id
+    RETURNING runs.id)
+SELECT key FROM gone;
 
--- name: slots_held
-SELECT key, slot, holder, token, expires_at FROM slots WHERE run_id = %(run_id)s ORDER BY key;
+-- name: park
+-- Like `wait`, for a run that waits for a slot (naming its key) or for room in a rate window.
+WITH r AS (
+    UPDATE runs SET state = 'waiting', reason = %(reason)s, slot_key = %(slot_key)s, owner = NULL,
+        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = now(),
+        updated_at = now()
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
+SELECT id AS run_id FROM r;

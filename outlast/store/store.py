@@ -653,11 +653,25 @@ class Store:
         return int(rows[0]["slot"]) if rows else None
 
     async def release_slots(self, run_id: str, token: int, holder: str | None = None) -> int:
-        """Free the slots the run holds under ``token`` (only ``holder``'s, when given)."""
+        """Free the slots the run holds under ``token`` (only ``holder``'s, when given); the run
+        parked for each key freed that was due first is due at once."""
         return len(await self._rows("release_slots", run_id=run_id, token=token, holder=holder))
 
-    async def slots_held(self, run_id: str) -> list[dict[str, Any]]:
-        return await self._rows("slots_held", run_id=run_id)
+    async def park(
+        self, run_id: str, token: int, reason: str, message: str, wake_at: datetime, slot_key: str | None
+    ) -> bool:
+        """Wait (fenced) for a slot of ``slot_key`` — woken at once when one is released — or,
+        without a key, for room in a rate window; tried again at ``wake_at`` in any case."""
+        rows = await self._write(
+            "park",
+            id=run_id,
+            token=token,
+            reason=reason,
+            slot_key=slot_key,
+            wake_at=wake_at,
+            detail=Jsonb({"reason": reason, "message": message}),
+        )
+        return bool(rows)
 
     # -- the dashboard ----------------------------------------------------------------------
 

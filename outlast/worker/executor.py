@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import random
 import traceback
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -33,7 +32,7 @@ from outlast.model import Run as RunRecord
 from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
-from outlast.worker.flow import SLOT_RETRY, SLOT_WAIT, Gate, workflow_key
+from outlast.worker.flow import Gate, workflow_key
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 
@@ -190,18 +189,10 @@ class Execution:
         return await self._park(wf, key)
 
     async def _park(self, wf: Workflow, key: str) -> Outcome:
-        """Every slot of the run's capped key is taken: wait without a worker, tried again
-        about ``SLOT_RETRY`` seconds from now (woken by this worker's timer, else the sweeper)."""
-        now = self.db_now or await self.store.db_now()
-        self.wake_at = now + timedelta(seconds=SLOT_WAIT + SLOT_RETRY * random.uniform(0.5, 1.5))
-        message = (
-            f"run '{self.run.id}': waits for a slot of {key} (max_concurrent={wf.max_concurrent}); "
-            f"tried again at {self.wake_at:%H:%M:%S}"
-        )
-        token = self.control.token
-        if not await self.store.wait(self.run.id, token, "concurrency_slot", message, self.wake_at):
-            raise Fenced(self.run.id, self.control.token)
-        self.log.debug(message, reason="concurrency_slot")
+        """Every slot of the run's capped key is taken: wait without a worker, woken when one is
+        released (else tried again later), by this worker's timer or the sweeper."""
+        what = f"a slot of {key} (max_concurrent={wf.max_concurrent})"
+        self.wake_at = await self.gate.park("concurrency_slot", what, 0.0, key)
         return Outcome.WAITING
 
     def _outcome(self, wf: Workflow, value: Any) -> tuple[RunState, Any]:

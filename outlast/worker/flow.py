@@ -16,7 +16,7 @@ import contextlib
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -31,7 +31,7 @@ log = structlog.get_logger("outlast.run")
 
 SLOT_POLL = 0.1  # seconds between tries for a slot, waiting in the worker
 SLOT_WAIT = 1.0  # seconds a workflow slot is waited for in the worker before the run is parked
-SLOT_RETRY = 1.0  # about when a parked run tries again (jittered)
+SLOT_RETRY = 3.0  # a run parked for a slot tries again after about this long, if no release woke it
 LONGEST_NAP = 1.0  # the longest sleep between two looks at the run's deadline and signals
 
 Check = Callable[[], Awaitable[None]]
@@ -97,11 +97,11 @@ class Gate:
         capped = tool.max_concurrent is not None
         if capped:
             await self._wait(
-                "concurrency_slot",
                 f"a slot of tool '{tool.name}' (max_concurrent={tool.max_concurrent})",
                 lambda: self._slot_try(tool, op_id),
                 check,
                 alone,
+                f"tool:{tool.name}",
             )
         try:
             if tool.rates:
@@ -130,7 +130,7 @@ class Gate:
         async def attempt() -> float:
             return await self._control.db(windows.take(tool.name, wants, member))
 
-        await self._wait("rate_limit", f"the rate of tool '{tool.name}' ({limits})", attempt, check, alone)
+        await self._wait(f"the rate of tool '{tool.name}' ({limits})", attempt, check, alone)
         self._members[op_id] = member
 
     async def settle(self, tool: Tool, op_id: str, charges: dict[str, float]) -> None:
@@ -156,7 +156,12 @@ class Gate:
             await self.admit(tool, op_id, _nothing)
 
     async def _wait(
-        self, reason: str, what: str, attempt: Callable[[], Awaitable[float]], check: Check, alone: Alone
+        self,
+        what: str,
+        attempt: Callable[[], Awaitable[float]],
+        check: Check,
+        alone: Alone,
+        key: str | None = None,
     ) -> None:
         """Try until ``attempt`` says done (0), sleeping as long as it says between tries; the
         first wait and its end are events of the run (``outlast status`` shows it waiting). Past
@@ -173,7 +178,9 @@ class Gate:
             if nap <= 0:
                 break
             if time.monotonic() - started + nap > SLOT_WAIT and alone():
-                await self._park(reason, what, max(nap, SLOT_RETRY) * random.uniform(1.0, 1.2))
+                reason = "rate_limit" if key is None else "concurrency_slot"
+                wake_at = await self.park(reason, what, nap, key)
+                raise Suspended(wake_at)
             if not waited:
                 waited = True
                 log.info(f"run {c.run_id} waits for {what}", run_id=c.run_id)
@@ -182,16 +189,19 @@ class Gate:
         if waited:
             await c.db(self._store.event(c.run_id, "unthrottled", {"waited_for": what}))
 
-    async def _park(self, reason: str, what: str, seconds: float) -> None:
-        """Give the worker back: the run waits (``reason``) and is tried again in ``seconds``,
-        going live again at this very crossing (nothing of it was journaled)."""
+    async def park(self, reason: str, what: str, nap: float, key: str | None) -> datetime:
+        """Give the worker back: the run waits (``reason``) for a slot of ``key`` (woken when one
+        is released, else tried again in about ``SLOT_RETRY``) or, with no key, ``nap`` seconds
+        for room in a rate window. Returns the wake time; the run goes live again at this very
+        crossing (nothing of the wait is journaled)."""
         c = self._control
+        seconds = (SLOT_RETRY if key is not None else max(nap, SLOT_POLL)) * random.uniform(1.0, 1.2)
         wake_at = await c.db(self._store.db_now()) + timedelta(seconds=seconds)
-        message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S}"
-        if not await c.db(self._store.wait(c.run_id, c.token, reason, message, wake_at)):
+        message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S} at the latest"
+        if not await c.db(self._store.park(c.run_id, c.token, reason, message, wake_at, key)):
             raise Fenced(c.run_id, c.token)
         log.debug(message, run_id=c.run_id, reason=reason)
-        raise Suspended(wake_at)
+        return wake_at
 
 
 async def _nothing() -> None:

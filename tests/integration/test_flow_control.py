@@ -94,6 +94,24 @@ async def test_slots_cap_fence_expire_and_renew_with_the_lease(world: World) -> 
         await store.close()
 
 
+async def test_a_release_wakes_the_first_run_parked_for_its_key(world: World) -> None:
+    store = Store(world.database_url, world.schema)
+    await store.open()
+    try:
+        tokens = {r: await claimed_run(store, r) for r in ("holder", "p1", "p2", "other")}
+        assert await store.acquire_slot("k", 1, "holder", tokens["holder"], 30) is not None
+        later = await store.db_now() + timedelta(minutes=5)
+        for rid, key, minutes in (("p1", "k", 0), ("p2", "k", 1), ("other", "j", 0)):
+            wake = later + timedelta(minutes=minutes)
+            assert await store.park(rid, tokens[rid], "concurrency_slot", "full", wake, key)
+        assert not await store.park("p1", tokens["p1"], "concurrency_slot", "full", later, "k")  # not held
+        assert await store.release_slots("holder", tokens["holder"]) == 1
+        due = world.sql("SELECT id FROM runs WHERE state = 'waiting' AND wake_at <= now() ORDER BY id")
+        assert due == [("p1",)]  # the first due of those parked for "k"; neither "p2" nor another key's
+    finally:
+        await store.close()
+
+
 async def test_slot_racers_never_share_a_slot(world: World) -> None:
     """Many acquisitions at once on a cap of 3, from separate connections: never more than 3."""
     store = Store(world.database_url, world.schema, max_size=16)

@@ -13,3 +13,9 @@ CREATE TABLE slots (
     PRIMARY KEY (key, slot)
 );
 CREATE INDEX slots_by_run ON slots (run_id);
+
+-- A run parked for a slot names the key it waits for: a release wakes the first due run parked
+-- for that key at once (its wake time set to now: the sweeper publishes it), instead of its retry.
+ALTER TABLE runs ADD COLUMN slot_key text;
+CREATE INDEX runs_parked_for_slot ON runs (slot_key, wake_at)
+    WHERE state = 'waiting' AND reason = 'concurrency_slot';
