@@ -107,3 +107,19 @@ def solo(seconds: float = 2.5) -> str:
 @app.workflow("solo_call")
 async def solo_call(run: Any, seconds: float = 2.5) -> str:
     return str(await run.call("solo", seconds=seconds))
+
+
+@app.tool("scarce", effect="read", rate={"requests": "1/min"})
+def scarce(n: int) -> int:
+    observe(current_action().run_id, "scarce", str(n))
+    return n
+
+
+@app.workflow("two_scarce")
+async def two_scarce(run: Any) -> list[int]:
+    return [await run.call("scarce", n=1), await run.call("scarce", n=2)]
+
+
+@app.workflow("two_scarce_at_once")
+async def two_scarce_at_once(run: Any) -> list[int]:
+    return list(await asyncio.gather(run.call("scarce", n=1), run.call("scarce", n=2)))

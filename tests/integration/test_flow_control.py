@@ -295,3 +295,16 @@ def test_a_long_wait_for_a_tool_slot_parks_the_run_and_status_says_why(observed:
     for rid in ids:
         n = world.sql("SELECT count(*) FROM journal WHERE run_id = %s AND kind = 'intention'", rid)
         assert n == [(1,)]
+
+
+@pytest.mark.parametrize("workflow", ["two_scarce", "two_scarce_at_once"])
+def test_a_wait_for_rate_is_bounded_by_the_runs_deadline(observed: World, workflow: str) -> None:
+    """``scarce`` allows one request a minute: the second call waits — parked (alone) or in the
+    worker (beside a parallel call) — until the run's deadline ends it ``timed_out``, never
+    dispatched past the limit."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        rid = c.enqueue(workflow, {}, deadline=3.0).id
+        world.worker(APP)
+        assert c.wait(rid, timeout=30).state == "timed_out"
+    assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce'") == [(1,)]
