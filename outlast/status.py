@@ -74,12 +74,11 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
 
 
 def _throttled(state: str, events: list[dict[str, Any]]) -> str | None:
-    """What a running run waits for at a crossing (a tool's slot or rate), from its latest
-    ``throttled`` event not followed by its end (``outlast.worker.flow``)."""
-    if state not in ("running", "cancelling"):
+    """What a running run waits for at a crossing (a tool's slot or rate): its latest event is
+    a ``throttled`` one (``outlast.worker.flow``; the wait's end, or a park, comes after it)."""
+    if state not in ("running", "cancelling") or not events or events[-1]["kind"] != "throttled":
         return None
-    last = next((e for e in reversed(events) if e["kind"] in ("throttled", "unthrottled")), None)
-    return str(last["detail"]["waits_for"]) if last is not None and last["kind"] == "throttled" else None
+    return str(events[-1]["detail"]["waits_for"])
 
 
 def render(info: dict[str, Any]) -> str:

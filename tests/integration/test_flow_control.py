@@ -297,14 +297,23 @@ def test_a_long_wait_for_a_tool_slot_parks_the_run_and_status_says_why(observed:
         assert n == [(1,)]
 
 
-@pytest.mark.parametrize("workflow", ["two_scarce", "two_scarce_at_once"])
-def test_a_wait_for_rate_is_bounded_by_the_runs_deadline(observed: World, workflow: str) -> None:
+@pytest.mark.parametrize(
+    ("workflow", "shown"),
+    [
+        ("two_scarce", "waiting (rate_limit)"),
+        ("two_scarce_at_once", "waits for    the rate of tool 'scarce' (requests 1/60s) (in its worker)"),
+    ],
+)
+def test_a_wait_for_rate_is_shown_and_bounded_by_the_runs_deadline(
+    observed: World, workflow: str, shown: str
+) -> None:
     """``scarce`` allows one request a minute: the second call waits — parked (alone) or in the
-    worker (beside a parallel call) — until the run's deadline ends it ``timed_out``, never
-    dispatched past the limit."""
+    worker (beside a parallel call), as ``outlast status`` says — until the run's deadline ends it
+    ``timed_out``, never dispatched past the limit."""
     world = observed
     with Client(settings=world.settings()) as c:
-        rid = c.enqueue(workflow, {}, deadline=3.0).id
+        rid = c.enqueue(workflow, {}, deadline=8.0).id
         world.worker(APP)
+        wait_for(lambda: shown in world.cli("status", rid).stdout, timeout=8, what=shown)
         assert c.wait(rid, timeout=30).state == "timed_out"
     assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce'") == [(1,)]
