@@ -36,7 +36,7 @@ for i = 2, #KEYS do
     for j = 1, #entries, 2 do
       over = over - tonumber(string.match(entries[j], '|([^|]*)$'))
       if over <= 0 then
-        wait = math.max(wait, tonumber(entries[j + 1]) + window - now + 1)
+        wait = math.max(wait, tonumber(entries[j + 1]) + window - now)
         break
       end
     end

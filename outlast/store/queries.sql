@@ -539,6 +539,7 @@ SELECT key FROM gone;
 
 -- name: park
 -- Like `wait`, for a run that waits for a slot (naming its key) or for room in a rate window.
+-- (The UNION's second half never sees the first's update: it reads the statement's snapshot.)
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, slot_key = %(slot_key)s, owner = NULL,
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = now(),
@@ -546,4 +547,7 @@ WITH r AS (
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r;
+SELECT id AS run_id FROM r
+UNION ALL  -- run again after a lost acknowledgement: already parked under this token
+SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
+  AND reason = %(reason)s;

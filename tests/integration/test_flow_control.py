@@ -104,7 +104,9 @@ async def test_a_release_wakes_the_first_run_parked_for_its_key(world: World) ->
         for rid, key, minutes in (("p1", "k", 0), ("p2", "k", 1), ("other", "j", 0)):
             wake = later + timedelta(minutes=minutes)
             assert await store.park(rid, tokens[rid], "concurrency_slot", "full", wake, key)
-        assert not await store.park("p1", tokens["p1"], "concurrency_slot", "full", later, "k")  # not held
+        # run again (a lost acknowledgement): the same answer; a stale token: refused
+        assert await store.park("p1", tokens["p1"], "concurrency_slot", "full", later, "k")
+        assert not await store.park("holder", tokens["holder"] - 1, "concurrency_slot", "x", later, "k")
         assert await store.release_slots("holder", tokens["holder"]) == 1
         due = world.sql("SELECT id FROM runs WHERE state = 'waiting' AND wake_at <= now() ORDER BY id")
         assert due == [("p1",)]  # the first due of those parked for "k"; neither "p2" nor another key's
@@ -132,20 +134,23 @@ async def test_slot_racers_never_share_a_slot(world: World) -> None:
 async def test_rate_windows_admit_settle_and_back_off(world: World) -> None:
     q = Queue(world.redis_url, world.prefix)
     w = RateWindows(q)
-    requests, tokens = Rate("requests", 3, 1.0), Rate("tokens", 250, 1.0)
+    requests, tokens = Rate("requests", 3, 10.0), Rate("tokens", 250, 10.0)
     try:
         wants = [(requests, 1.0), (tokens, 100.0)]
         assert await w.take("t", wants, "m1") == 0
         assert await w.take("t", wants, "m2") == 0
         wait = await w.take("t", wants, "m3")  # 300 tokens would pass 250: none of it admitted
-        assert 0 < wait <= 1.0
+        assert 0 < wait <= 10.0
         assert await w.settle("t", "tokens", "m1", 100, 20)  # it used 20 of the 100 reserved
         assert await w.take("t", wants, "m3") == 0  # 20 + 100 + 100
-        assert 0 < await w.take("t", wants, "m4") <= 1.0  # four requests would pass 3
+        assert 0 < await w.take("t", wants, "m4") <= 10.0  # four requests would pass 3
+        # a window moves on: one request a second, admitted again a second later
+        one = [(Rate("requests", 1, 1.0), 1.0)]
+        assert await w.take("u", one, "n1") == 0
         await asyncio.sleep(1.05)
-        assert await w.take("t", wants, "m4") == 0  # the window moved on
-        await w.back_off("t", 0.5)
-        assert 0 < await w.take("t", [(requests, 1.0)], "m5") <= 0.5
+        assert await w.take("u", one, "n2") == 0
+        await w.back_off("u", 5.0)  # a 429: every worker holds the tool back
+        assert 0 < await w.take("u", one, "n3") <= 5.0
     finally:
         await q.close()
 
