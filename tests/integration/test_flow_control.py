@@ -266,7 +266,7 @@ def test_a_killed_workers_slot_is_renewed_then_frees_after_its_lease(observed: W
             timeout=5,
             what="the dead worker's slot to expire",
         )
-        assert time.monotonic() - killed_at <= 3.0  # within about one lease TTL
+        assert time.monotonic() - killed_at <= 3.5  # within about one lease TTL (2 s), with slack
         second = c.enqueue("hog", {"seconds": 0.2}).id
         world.worker(APP)
         for rid in (first, second):
