@@ -18,6 +18,7 @@ import tenacity
 from outlast import metrics
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
+from outlast.limits import Rate, parse_rates
 from outlast.model import Partial
 from outlast.schedules import CatchUp, Schedule
 from outlast.secrets import Redactor
@@ -66,6 +67,8 @@ class Tool:
     secret: tuple[str, ...] = ()  # arguments stored only as a keyed hash (outlast.secrets)
     kind: ToolKind = "tool"  # "model": a call to a model, traced with the GenAI conventions
     model: str | None = None  # the model a "model" tool calls (its spans' gen_ai.request.model)
+    max_concurrent: int | None = None  # dispatches at once across every worker
+    rates: tuple[Rate, ...] = ()  # shared rate limits, across every worker
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""
@@ -132,6 +135,12 @@ Policy = Callable[[str, dict[str, Any], Any], Any]
 CompensateOn = Literal["cancel", "failure"]
 # Called with the run's input and the error that stopped it (its deadline or budget).
 PartialHandler = Callable[[dict[str, Any], OutlastError], "Partial[Any] | None"]
+ConcurrencyKey = Callable[[dict[str, Any]], Any]
+
+
+def _cap(what: str, n: int | None) -> None:
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise TypeError(f"{what}: max_concurrent must be a whole number of at least 1, got {n!r}")
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,8 @@ class Workflow:
     fingerprint: str
     compensate_on: tuple[CompensateOn, ...] = ()
     partial: bool | PartialHandler = False  # accepts partial results (and how, when stopped)
+    max_concurrent: int | None = None  # runs executing at once, across every worker (per key)
+    concurrency_key: ConcurrencyKey | None = None  # the run's input -> the key capped
 
     @property
     def accepts_partial(self) -> bool:
@@ -196,6 +207,8 @@ class App:
         version: str = "1",
         compensate_on: tuple[CompensateOn, ...] = (),
         partial: bool | PartialHandler = False,
+        max_concurrent: int | None = None,
+        concurrency_key: ConcurrencyKey | None = None,
     ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
@@ -204,15 +217,30 @@ class App:
         ``Partial(output, unfinished=[...])`` and the run ends ``partial``; a handler
         ``handler(run_input, error) -> Partial | None`` also turns a stop by its deadline
         (``DeadlineExceeded``) or budget (``BudgetExhausted``) into a ``partial`` end. A workflow
-        without it never ends ``partial`` (a ``Partial`` it returns fails the run)."""
+        without it never ends ``partial`` (a ``Partial`` it returns fails the run).
+        ``max_concurrent=N`` lets at most N runs of it execute at once across every worker (per
+        value of ``concurrency_key(input)``, when given); a run over the cap is parked (``waiting``,
+        reason ``concurrency_slot``, tried again within seconds) without holding a worker."""
         if not (isinstance(partial, bool) or callable(partial)):
             raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
+        _cap(f"workflow {name!r}", max_concurrent)
+        if concurrency_key is not None and max_concurrent is None:
+            raise TypeError(f"workflow {name!r}: concurrency_key needs max_concurrent")
 
         def register(fn: W) -> W:
             plain: Any = fn  # (iscoroutinefunction would narrow fn's own type)
             if not inspect.iscoroutinefunction(plain):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
-            wf = Workflow(name or fn.__name__, fn, version, fingerprint(fn), tuple(compensate_on), partial)
+            wf = Workflow(
+                name or fn.__name__,
+                fn,
+                version,
+                fingerprint(fn),
+                tuple(compensate_on),
+                partial,
+                max_concurrent,
+                concurrency_key,
+            )
             self.workflows[wf.name] = wf
             return fn
 
@@ -267,6 +295,8 @@ class App:
         secret: list[str] | tuple[str, ...] = (),
         kind: ToolKind = "tool",
         model: str | None = None,
+        max_concurrent: int | None = None,
+        rate: dict[str, str] | None = None,
     ) -> Callable[[F], F]:
         """Register a tool. ``effect="read"`` is redone freely; ``idempotent=True`` is the host's
         promise that a repeat with the same idempotency key has no second effect. ``cost`` is the
@@ -276,12 +306,17 @@ class App:
         since its effect may still land. ``secret`` names arguments stored only as a keyed hash
         (HMAC-SHA256 with ``OUTLAST_SECRET_KEY``), never in clear. ``kind="model"`` marks a call
         to a model (``model`` names it): its trace spans carry the GenAI attributes and the tokens
-        it charges."""
+        it charges. ``max_concurrent=N`` caps its dispatches at once across every worker; ``rate``
+        (``{"requests": "500/min", "tokens": "90000/min"}``) caps them in any window, shared by
+        every worker: a dispatch waits for room. A name other than ``requests`` is reserved from
+        ``cost`` and settled with what the tool charges."""
+        _cap(f"tool {name!r}", max_concurrent)
         if timeout is not None and not (0 < timeout < float("inf")):
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
+            rates = parse_rates(tool_name, rate or {}, cost or {})
             self._names[fn] = tool_name
             args_model = _args_model(tool_name, fn)
             unknown = [n for n in secret if n not in args_model.model_fields]
@@ -299,6 +334,8 @@ class App:
                 tuple(secret),
                 kind,
                 model,
+                max_concurrent,
+                rates,
             )
             return fn
 

@@ -225,3 +225,13 @@ class PartialRefused(OutlastError):
 class Cancelled(BaseException):
     """Raised at a crossing once the run's cancellation was requested. A BaseException, so that a
     workflow's ``except Exception`` cannot swallow it."""
+
+
+class RateLimited(Exception):
+    """Raised by a tool whose service refused it for now (an HTTP 429): the dispatch is tried
+    again after ``retry_after`` seconds, with the same idempotency key, without counting an
+    attempt; every worker holds that tool back meanwhile."""
+
+    def __init__(self, retry_after: float = 1.0, message: str = "") -> None:
+        super().__init__(message or f"rate limited; retry after {retry_after:g}s")
+        self.retry_after = max(float(retry_after), 0.0)

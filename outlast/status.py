@@ -63,6 +63,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     return {
         "run": run.to_dict(),
         "message": last_message if run.reason else None,
+        "waits_for": _throttled(run.state, events),
         "chain": {"head": run.journal_head, "entries": run.journal_len, "verifies": bad is None, "bad": bad},
         "pending": pending,
         "in_doubt": in_doubt,
@@ -72,20 +73,36 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     }
 
 
-def render(info: dict[str, Any]) -> str:
-    """The status for a person to read."""
-    r, chain = info["run"], info["chain"]
-    lines = [f"run {r['id']}  ({r['workflow']}, queue {r['queue']})"]
+def _throttled(state: str, events: list[dict[str, Any]]) -> str | None:
+    """What a running run waits for at a crossing (a tool's slot or rate): its latest event is
+    a ``throttled`` one (``outlast.worker.flow``; the wait's end, or a park, comes after it)."""
+    if state not in ("running", "cancelling") or not events or events[-1]["kind"] != "throttled":
+        return None
+    return str(events[-1]["detail"]["waits_for"])
+
+
+def _where_it_is(info: dict[str, Any]) -> list[str]:
+    """The run's state, and what it waits for or who holds it."""
+    r = info["run"]
     state = r["state"] + (f" ({r['reason']})" if r["reason"] else "")
-    lines.append(f"  state        {state}")
+    lines = [f"run {r['id']}  ({r['workflow']}, queue {r['queue']})", f"  state        {state}"]
     if r["state"] == "queued" and r.get("start_at"):  # a delayed run: not delivered before
         lines.append(f"  starts at    {r['start_at']}")
     if info["message"]:
         lines.append(f"  why          {info['message']}")
+    if info.get("waits_for"):
+        lines.append(f"  waits for    {info['waits_for']} (in its worker)")
     if r["owner"]:
         lines.append(
             f"  lease        {r['owner']}, token {r['fencing_token']}, until {r['lease_expires_at']}"
         )
+    return lines
+
+
+def render(info: dict[str, Any]) -> str:
+    """The status for a person to read."""
+    r, chain = info["run"], info["chain"]
+    lines = _where_it_is(info)
     lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}")
     head = chain["head"][:16] or "-"
     verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"

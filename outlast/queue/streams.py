@@ -478,6 +478,15 @@ class Queue:
             raise self._unavailable(exc) from exc
         return [_text(n) for n in gone or []]
 
+    async def script(self, source: str, keys: list[str], *args: str) -> Any:
+        """Run a Lua script of this package's own (``rate.py``) through the gate; an outage is
+        ``ServiceUnavailable``."""
+        try:
+            async with self._gate:
+                return await self.redis.eval(source, len(keys), *keys, *args)
+        except _OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+
     @staticmethod
     def consumer_name(base: str) -> str:
         """A consumer name of this process's own, ``base-pid-xxxx``. Nothing is held in Redis, so

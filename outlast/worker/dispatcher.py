@@ -10,10 +10,11 @@ dispatched again with the same key, a reconciler is asked, and anything else is 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -21,12 +22,13 @@ import structlog
 from outlast import failpoints, metrics, tracing
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import App, Tool
-from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, ToolError, ToolTimeout
+from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, canonical, operation_state, storable
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
+from outlast.worker.flow import Gate
 from outlast.worker.replayer import Replayer, describe
 
 log = structlog.get_logger("outlast.run")
@@ -48,17 +50,20 @@ class Dispatcher:
         replayer: Replayer,
         secrets: Secrets,
         max_payload: int | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
         self.handle: Any = None  # the workflow's ``run``, handed to the policy hook
+        self.alone: Callable[[], bool] = lambda: False  # no other call of the run under way
         self._app = app
         self._store = store
         self._control = control
         self._replayer = replayer
         self._secrets = secrets
+        self._gate = gate or Gate(store, None, control, control.ttl)
         self._log = log.bind(run_id=record.id, fencing_token=control.token)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
@@ -83,7 +88,9 @@ class Dispatcher:
             await self._replayer.go_live(op_id)
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
             reserved = await self._reserve(op_id, tool)
-            return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
+            check = functools.partial(self._replayer.go_live, op_id)
+            async with self._gate.operation(tool, op_id, check, self.alone):
+                return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def dispatch_new(
         self, op_id: str, tool: Tool, args: dict[str, Any], ahash: str, reserved: dict[str, float]
@@ -169,7 +176,7 @@ class Dispatcher:
         try:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
             with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
-                result = await tool.invoke(args)
+                result = await self._invoke(tool, args, action)
                 span.result(result)
             try:
                 payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
@@ -205,8 +212,26 @@ class Dispatcher:
         else:
             await appended
         failpoints.hit("after_result", tool.name)
+        if tool.rates:
+            await self._gate.settle(tool, action.operation_id, action.charges)
         metrics.operation(tool.name, "error" if "error" in payload else "ok", started)
         return self._outcome(tool.name, payload)
+
+    async def _invoke(self, tool: Tool, args: dict[str, Any], action: Action) -> Any:
+        """The tool, tried again (same key) after each ``RateLimited`` it raises: not an attempt,
+        a wait; every worker holds the tool back meanwhile."""
+        while True:
+            try:
+                return await tool.invoke(args)
+            except RateLimited as exc:
+                op = action.operation_id
+                self._log.info(
+                    f"{tool.name} ({op}): rate limited, tried again in {exc.retry_after:g}s",
+                    tool=tool.name,
+                    operation_id=op,
+                )
+                await self._gate.back_off(tool, op, exc.retry_after)
+                await self._control.lease_proven(f"{tool.name} ({op})")
 
     def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
         if "error" in payload:
@@ -226,7 +251,9 @@ class Dispatcher:
                 await self._replayer.go_live(op_id)
             raise InDoubt(self.run_id, op_id, tool.name)
         with tracing.operation(self.run_id, op_id, tool.name, self._control.token, resumed=True):
-            return await self._resume(op_id, state, tool, args)
+            # A re-dispatch after a crash is a dispatch too: its slot and rate first.
+            async with self._gate.operation(tool, op_id, _no_check):
+                return await self._resume(op_id, state, tool, args)
 
     async def _resume(self, op_id: str, state: str, tool: Tool, args: dict[str, Any]) -> Any:
         """An operation the journal leaves open: resolved as not executed by a person, or a gap."""
@@ -298,3 +325,7 @@ class Dispatcher:
         metrics.in_doubt(tool.name)
         self.in_doubt.add(tool.name)
         raise InDoubt(self.run_id, action.operation_id, tool.name)
+
+
+async def _no_check() -> None:
+    """A resumed operation's intention is journaled: nothing may stop it before its dispatch."""

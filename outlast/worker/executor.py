@@ -29,8 +29,10 @@ from outlast.errors import (
 from outlast.journal import canonical, first_bad_crossing, storable
 from outlast.model import Partial, RunState
 from outlast.model import Run as RunRecord
+from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
+from outlast.worker.flow import Gate, workflow_key
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 
@@ -64,6 +66,7 @@ class Execution:
         max_payload: int | None = None,
         *,
         secret_key: str | None = None,
+        windows: RateWindows | None = None,
     ) -> None:
         self.run = run
         self.secret_key = secret_key
@@ -74,6 +77,7 @@ class Execution:
         self.final_state: RunState | None = None  # set once a final state is committed
         self.app = app
         self.store = store
+        self.gate = Gate(store, windows, self.control, self.control.ttl)
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
     async def finish(self, state: RunState, **kw: Any) -> Outcome:
@@ -109,6 +113,8 @@ class Execution:
                 outcome = Outcome.FENCED
             except Interrupted as exc:
                 raise ServiceUnavailable(str(exc)) from exc
+            finally:
+                await self.gate.release()
             span.set(outcome=outcome.value, state=self.final_state)
             return outcome
 
@@ -119,9 +125,9 @@ class Execution:
             return await self.finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
         if not isinstance(run.input, dict):
             return await self.finish(RunState.FAILED, reason="input is not a JSON object")
-        if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
-            late = DeadlineExceeded(f"run '{run.id}': its deadline passed before it was resumed")
-            return await self._stopped(wf, RunState.TIMED_OUT, late, reason="deadline passed")
+        held_back = await self._held_back(wf)
+        if held_back is not None:
+            return held_back
         entries = await self.store.journal(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
@@ -130,7 +136,15 @@ class Execution:
         journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
         self._log_resume(journal)
         ctx = Run(
-            run, self.app, self.store, self.control, journal, self.db_now, self.max_payload, self.secret_key
+            run,
+            self.app,
+            self.store,
+            self.control,
+            journal,
+            self.db_now,
+            self.max_payload,
+            self.secret_key,
+            self.gate,
         )
         try:
             value = await self._workflow(wf.fn, ctx)
@@ -157,6 +171,31 @@ class Execution:
             undone = await ctx.compensate() if "failure" in wf.compensate_on else None
             return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
         return await self.finish(state, result=result)
+
+    async def _held_back(self, wf: Workflow) -> Outcome | None:
+        """Before the workflow runs: a deadline already passed ends the run; a capped workflow
+        takes its slot, or the run is parked until one may be free."""
+        run = self.run
+        if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
+            late = DeadlineExceeded(f"run '{run.id}': its deadline passed before it was resumed")
+            return await self._stopped(wf, RunState.TIMED_OUT, late, reason="deadline passed")
+        if self.control.cancel.is_set() or wf.max_concurrent is None:  # cancelled: compensates only
+            return None
+        try:
+            key = workflow_key(wf, run.input)
+        except Exception as exc:
+            why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
+            return await self.finish(RunState.FAILED, error=_error(exc), reason=why[:500])
+        if await self.gate.workflow_slot(key, wf.max_concurrent):
+            return None
+        return await self._park(wf, key)
+
+    async def _park(self, wf: Workflow, key: str) -> Outcome:
+        """Every slot of the run's capped key is taken: wait without a worker, woken when one is
+        released (else tried again later), by this worker's timer or the sweeper."""
+        what = f"a slot of {key} (max_concurrent={wf.max_concurrent})"
+        self.wake_at = await self.gate.park("concurrency_slot", what, 0.0, key)
+        return Outcome.WAITING
 
     def _outcome(self, wf: Workflow, value: Any) -> tuple[RunState, Any]:
         """The final state and stored result of what the workflow returned: ``partial`` for a

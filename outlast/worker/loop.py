@@ -21,7 +21,7 @@ from outlast import failpoints, metrics
 from outlast.app import App
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
-from outlast.queue import Delivery, Queue
+from outlast.queue import Delivery, Queue, RateWindows
 from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
@@ -61,6 +61,7 @@ class Worker:
         self._programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules)
+        self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self._ack_failing = False
         self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []
         self._acker: asyncio.Task[None] | None = None
@@ -218,7 +219,14 @@ class Worker:
         run, db_now = claimed
         control = RunControl(run.id, run.fencing_token, self.s.lease_ttl, sent, run.cancel_requested)
         execution = Execution(
-            run, self.app, self.store, db_now, control, self.s.max_payload, secret_key=self.s.secret_key
+            run,
+            self.app,
+            self.store,
+            db_now,
+            control,
+            self.s.max_payload,
+            secret_key=self.s.secret_key,
+            windows=self.windows,
         )
         claimed_at = time.monotonic()
         if run.attempts > self.s.max_attempts:

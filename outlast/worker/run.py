@@ -25,6 +25,7 @@ from outlast.store import Store
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl
 from outlast.worker.dispatcher import Dispatcher
+from outlast.worker.flow import Gate
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.waits import Waits
 
@@ -46,6 +47,7 @@ class Run:
         db_now: datetime | None = None,
         max_payload: int | None = None,
         secret_key: str | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.id = record.id
         self.input = record.input
@@ -53,8 +55,9 @@ class Run:
         self._store = store
         self._replayer = Replayer(record, store, control, journal, db_now)
         secrets = Secrets(app, secret_key)
-        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload)
+        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
         self._dispatcher.handle = self
+        self._dispatcher.alone = lambda: self._calls == 1  # a tool's slot or rate wait may park
         self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()

@@ -1,0 +1,125 @@
+"""Workflows and tools with concurrency caps and rate limits. Every tool and workflow body writes
+a row to the test's own `observed` table (the database clock), so tests count in the world how
+many ran at once and how many requests fell in any window."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+import psycopg
+
+from outlast import App, RateLimited, Retry, current_action
+
+app = App()
+
+
+def observe(run_id: str, what: str, key: str = "") -> None:
+    url = os.environ["OUTLAST_DATABASE_URL"]
+    schema = os.environ["OUTLAST_SCHEMA"]
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as c:
+        c.execute(
+            "INSERT INTO observed (run_id, what, key, pid, at) VALUES (%s, %s, %s, %s, clock_timestamp())",
+            (run_id, what, key, os.getpid()),
+        )
+
+
+@app.workflow("per_customer", max_concurrent=1, concurrency_key=lambda i: i["customer"])
+async def per_customer(run: Any, customer: str, seconds: float = 0.3) -> str:
+    observe(run.run_id, "start", customer)
+    await asyncio.sleep(seconds)
+    observe(run.run_id, "end", customer)
+    return customer
+
+
+@app.workflow("capped", max_concurrent=2)
+async def capped(run: Any, seconds: float = 0.3) -> str:
+    observe(run.run_id, "start", "capped")
+    await asyncio.sleep(seconds)
+    observe(run.run_id, "end", "capped")
+    return "done"
+
+
+@app.tool("narrow", effect="read", max_concurrent=3)
+def narrow(n: int, seconds: float = 0.2) -> int:
+    a = current_action()
+    observe(a.run_id, "start", "narrow")
+    time.sleep(seconds)
+    observe(a.run_id, "end", "narrow")
+    return n
+
+
+@app.workflow("fan_out")
+async def fan_out(run: Any, n: int = 4) -> list[int]:
+    return list(await asyncio.gather(*(run.call("narrow", n=i) for i in range(n))))
+
+
+@app.tool("ask_model", rate={"requests": "6/3s", "tokens": "1000/3s"}, cost={"tokens": 100})
+def ask_model(prompt: str) -> str:
+    a = current_action()
+    observe(a.run_id, "request", "ask_model")
+    a.charge(tokens=50)
+    return prompt.upper()
+
+
+@app.workflow("chat")
+async def chat(run: Any, n: int = 3) -> list[str]:
+    return [await run.call("ask_model", prompt=f"p{i}") for i in range(n)]
+
+
+@app.tool("busy_api", retry=Retry(attempts=1))
+def busy_api(n: int) -> int:
+    a = current_action()
+    observe(a.run_id, "call", a.idempotency_key)
+    url, schema = os.environ["OUTLAST_DATABASE_URL"], os.environ["OUTLAST_SCHEMA"]
+    with psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}") as c:
+        seen = c.execute(
+            "SELECT count(*) FROM observed WHERE what = 'call' AND key = %s", (a.idempotency_key,)
+        ).fetchone()
+    if seen is not None and seen[0] <= 2:
+        raise RateLimited(retry_after=0.3)
+    return n
+
+
+@app.workflow("polite")
+async def polite(run: Any, n: int = 1) -> int:
+    return int(await run.call("busy_api", n=n))
+
+
+@app.workflow("hog", max_concurrent=1)
+async def hog(run: Any, seconds: float = 30.0) -> str:
+    observe(run.run_id, "start", "hog")
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@app.tool("solo", max_concurrent=1)
+def solo(seconds: float = 2.5) -> str:
+    a = current_action()
+    observe(a.run_id, "start", "solo")
+    time.sleep(seconds)
+    observe(a.run_id, "end", "solo")
+    return "ok"
+
+
+@app.workflow("solo_call")
+async def solo_call(run: Any, seconds: float = 2.5) -> str:
+    return str(await run.call("solo", seconds=seconds))
+
+
+@app.tool("scarce", effect="read", rate={"requests": "1/min"})
+def scarce(n: int) -> int:
+    observe(current_action().run_id, "scarce", str(n))
+    return n
+
+
+@app.workflow("two_scarce")
+async def two_scarce(run: Any) -> list[int]:
+    return [await run.call("scarce", n=1), await run.call("scarce", n=2)]
+
+
+@app.workflow("two_scarce_at_once")
+async def two_scarce_at_once(run: Any) -> list[int]:
+    return list(await asyncio.gather(run.call("scarce", n=1), run.call("scarce", n=2)))
