@@ -199,13 +199,15 @@ class Queue:
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
-    async def publish(self, queue: str, run_id: str) -> str:
+    async def publish(self, queue: str, run_id: str, hops: int = 0) -> str:
         """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the
-        same round trip: a Redis that has entries is not mistaken for one that lost them)."""
+        same round trip: a Redis that has entries is not mistaken for one that lost them).
+        ``hops``: how many workers handed the run back already (a rolling deploy)."""
+        fields = {"run": run_id, "hops": str(hops)} if hops else {"run": run_id}
         try:
             async with self._gate, self.redis.pipeline(transaction=False) as p:
                 p.set(self.alive_key(queue), b"1", nx=True)
-                p.xadd(self.stream(queue), {"run": run_id})
+                p.xadd(self.stream(queue), fields)
                 _marked, entry = await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc

@@ -151,13 +151,15 @@ SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 
   AND reason = %(reason)s;
 
 -- name: refuse_unclaimed
--- A worker that cannot serve a run's program says so, without taking the run: a queued run, or
--- one whose worker died (its lease expired). %(program)s is the program this worker serves.
+-- A worker that cannot serve a run's program says so, without taking the run: a queued run, one
+-- whose worker died (its lease expired), or one whose timer is due. %(program)s is the program
+-- this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
         published_at = now(), updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
-      AND (state = 'queued' OR (state = 'running' AND lease_expires_at < now()))
+      AND (state = 'queued' OR (state = 'running' AND lease_expires_at < now())
+           OR (state = 'waiting' AND reason = 'timer' AND wake_at <= now()))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
@@ -486,3 +488,37 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 -- The rows of listening connections that are gone (killed, or their client died).
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
+
+-- Rolling deploys: which programs were served lately (migration 0010).
+
+-- name: beat_programs
+-- Every heartbeat: the programs this worker serves, on each of its queues (in key order: two
+-- workers upserting the same rows never wait for each other in a cycle).
+INSERT INTO served_programs (queue, workflow, program)
+SELECT q, p.key, p.value
+FROM unnest(%(queues)s::text[]) AS q, jsonb_each_text(%(programs)s) AS p
+ORDER BY 1, 2, 3
+ON CONFLICT (queue, workflow, program) DO UPDATE SET last_seen = now();
+
+-- name: program_served
+-- Whether the run could be claimed now by a worker serving its program (as the claim says), and a
+-- live worker (a beat within three of its TTLs, as `workers` says) serves that program on the
+-- run's queue, or one served it within the last %(within)s seconds. No row: not claimable.
+SELECT EXISTS (
+           SELECT 1 FROM workers
+           WHERE last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+             AND r.queue = ANY (queues) AND programs ->> r.workflow = r.program)
+       OR EXISTS (
+           SELECT 1 FROM served_programs s
+           WHERE s.queue = r.queue AND s.workflow = r.workflow AND s.program = r.program
+             AND s.last_seen >= now() - make_interval(secs => %(within)s)) AS served
+FROM runs r
+WHERE r.id = %(id)s AND r.program IS NOT NULL
+  AND (r.state = 'queued'
+       OR (r.state IN ('running', 'cancelling') AND r.lease_expires_at < now())
+       OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
+       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= now()))
+       OR (r.state = 'awaiting_approval' AND r.wake_at <= now()));
+
+-- name: forget_served_programs
+DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);

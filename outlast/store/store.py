@@ -625,6 +625,19 @@ class Store:
         """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""
         return await self._rows("workers")
 
+    async def beat_programs(self, queues: list[str], programs: dict[str, str]) -> None:
+        """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
+        await self._rows("beat_programs", queues=queues, programs=Jsonb(programs))
+
+    async def program_served(self, run_id: str, within: float) -> bool:
+        """Whether the run is ready for a worker of its program, and a live worker serves that
+        program on the run's queue (or one did in the last ``within`` seconds)."""
+        rows = await self._rows("program_served", id=run_id, within=within)
+        return bool(rows and rows[0]["served"])
+
+    async def forget_served_programs(self, after: float) -> None:
+        await self._rows("forget_served_programs", after=after)
+
     async def unfinished_by_queue(self) -> dict[str, dict[str, int]]:
         """Unfinished runs: queue -> state -> count."""
         out: dict[str, dict[str, int]] = {}

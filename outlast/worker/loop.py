@@ -315,11 +315,11 @@ class Worker:
         ids = ", ".join(d.run_id or "?" for d in batch[:5]) + (", ..." if len(batch) > 5 else "")
         self.log.warning(f"runs {ids}: entries left unacknowledged; they will be delivered again")
 
-    def _later(self, delay: float, queue: str, run_id: str) -> None:
+    def _later(self, delay: float, queue: str, run_id: str, hops: int = 0) -> None:
         async def publish() -> None:
             await asyncio.sleep(delay)
             with contextlib.suppress(Exception):  # the sweeper will do it otherwise
-                await self.queue.publish(queue, run_id)
+                await self.queue.publish(queue, run_id, hops=hops)
 
         task = asyncio.create_task(publish())
         self._timers.add(task)
@@ -341,8 +341,11 @@ class Worker:
             return
         mine = self._programs.get(run.workflow)
         unserved = run.program is not None and mine != run.program
-        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING):
-            # Queued, or its worker died (the lease expired): a program this worker does not serve.
+        if unserved and await self._hand_back(d, run):
+            return
+        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING):
+            # Queued, its worker died (the lease expired), or its timer is due: a program this
+            # worker does not serve, and no live worker does.
             msg = (
                 f"run '{run_id}': the program changed since this run started (admitted with "
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
@@ -355,6 +358,21 @@ class Worker:
         # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
         # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
         await self._ack(d)
+
+    async def _hand_back(self, d: Delivery, run: Run) -> bool:
+        """A rolling deploy: a run of a program this worker does not serve goes back to the queue
+        for a worker that does, while a live worker serves it (or one did within
+        ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
+        bounced between workers of the new program does not spin; a hop lost with this worker
+        is re-published by the sweeper (Postgres says the run is due)."""
+        if not await self.store.program_served(run.id, self.s.program_grace):
+            return False
+        hops = d.fields.get("hops", "0")
+        hops_before = min(int(hops), 10) if hops.isdigit() else 0
+        await self._ack(d)
+        self._later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1)
+        metrics.handed_back(d.queue)
+        return True
 
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
         self.log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
@@ -389,6 +407,7 @@ class Worker:
                 control.lost.set()
                 a.task.cancel()
         await self.store.beat_worker(self._record())  # after the leases: they come first
+        await self.store.beat_programs(self.queues, self._programs)  # kept after this worker stops
 
     def _record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""

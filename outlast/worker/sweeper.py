@@ -46,6 +46,7 @@ class Sweeper:
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
             await self.store.forget_gone_workers(GONE_FOR)
+            await self.store.forget_served_programs(max(GONE_FOR, self.s.program_grace))
             await self.store.forget_watchers()  # of clients' listening connections gone
 
     async def prune(self, log: Any) -> None:
