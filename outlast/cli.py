@@ -218,6 +218,13 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
 @_option("queue")
 @click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
+@click.option(
+    "--priority",
+    type=click.Choice(["high", "normal", "low"]),
+    default="normal",
+    show_default=True,
+    help="The level of its queue: served 8:3:1 while all are busy, none starved.",
+)
 @click.pass_context
 def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
     """Enqueue a run of WORKFLOW."""
@@ -225,7 +232,12 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
 
     async def go(c: AsyncClient) -> Run:
         run = await c.enqueue(
-            workflow, data, run_id=opts["run_id"], queue=opts["queue"], deadline=opts["deadline"]
+            workflow,
+            data,
+            run_id=opts["run_id"],
+            queue=opts["queue"],
+            deadline=opts["deadline"],
+            priority=opts["priority"],
         )
         click.echo(f"run {run.id} {run.state}")
         return await c.wait(run.id) if wait else run

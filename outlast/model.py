@@ -67,6 +67,7 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
+    priority: str = "normal"  # the level of its queue it is published to: high, normal or low
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -93,6 +94,7 @@ class Run:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
+            priority=row.get("priority", "normal"),
             trace_context=row.get("trace_context"),
         )
 

@@ -34,6 +34,7 @@ from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
+from outlast.queue.streams import LEVELS
 from outlast.services import resolve
 from outlast.settings import MAX_AGE, Settings, check_name
 from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
@@ -142,17 +143,27 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        priority: str = "normal",
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id with the same workflow and input returns the
         existing run; with others it raises ``RunConflict``. ``input`` is a JSON object (omitted:
         ``{}``; None is refused); ``deadline`` is a duration from now, up to ten years; ``budget``
-        names limits (e.g. ``{"usd": 5, "calls": 100}``). Bad values raise ``InvalidInput`` before
-        anything is written.
+        names limits (e.g. ``{"usd": 5, "calls": 100}``); ``priority`` is the queue's level,
+        ``high``, ``normal`` or ``low`` (served 8:3:1 when all are busy). Bad values raise
+        ``InvalidInput`` before anything is written.
         """
         return await self._admit(
-            self._prepare(workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow,
+                input,
+                run_id=run_id,
+                queue=queue,
+                deadline=deadline,
+                budget=budget,
+                priority=priority,
+            )
         )
 
     async def enqueue_many(
@@ -164,6 +175,7 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        priority: str = "normal",
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
@@ -174,7 +186,9 @@ class AsyncClient:
         if len(ids) != len(items):
             raise InvalidInput(f"enqueue_many: {len(items)} inputs but {len(ids)} run ids")
         admitted = [
-            self._prepare(workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget, priority=priority
+            )
             for data, rid in zip(items, ids, strict=True)
         ]
         await self.open()
@@ -201,6 +215,7 @@ class AsyncClient:
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
+        priority: str = "normal",
     ) -> dict[str, Any]:
         """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
@@ -220,6 +235,8 @@ class AsyncClient:
                 raise InvalidInput(f"{where}: the queue {exc}") from None
         seconds = _deadline_seconds(deadline, where)
         _check_budget(budget, where)
+        if priority not in LEVELS:
+            raise InvalidInput(f"{where}: no priority {priority!r}; use one of {', '.join(LEVELS)}")
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
@@ -236,6 +253,7 @@ class AsyncClient:
             "budget": None if parent else budget,
             "budget_id": parent.budget_id if parent else None,
             "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
+            "priority": parent.priority if parent else priority,
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
@@ -250,7 +268,7 @@ class AsyncClient:
 
     async def _publish(self, runs: list[Run]) -> None:
         try:
-            await self.queue.publish_many([(run.queue, run.id) for run in runs])
+            await self.queue.publish_many([(run.queue, run.id, run.priority) for run in runs])
         except ServiceUnavailable as exc:
             ids = ", ".join(f"'{run.id}'" for run in runs[:3]) + (" ..." if len(runs) > 3 else "")
             raise ServiceUnavailable(
@@ -423,7 +441,7 @@ class AsyncClient:
             await self.store.settle(run.budget_id, run_id, operation_id, held, expected=True)
         detail = {"op": operation_id, "executed": executed, "who": who, "comment": comment}
         await self.store.event(run_id, "resolved", detail)
-        await self.queue.publish(run.queue, run_id)
+        await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
     async def continue_run(
@@ -579,7 +597,7 @@ class AsyncClient:
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         if not await self.store.requeue(run_id, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
-        await self.queue.publish(run.queue, run_id)
+        await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
 

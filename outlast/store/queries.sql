@@ -9,10 +9,10 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 -- without the limits it was given.
 WITH r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
-                      trace_context)
+                      trace_context, priority)
     VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
             coalesce(%(deadline_at)s, now() + make_interval(secs => %(deadline_in)s)),
-            %(parent_id)s, %(budget_id)s, %(trace_context)s)
+            %(parent_id)s, %(budget_id)s, %(trace_context)s, %(priority)s)
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
 b AS (
@@ -206,7 +206,7 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 UPDATE runs SET published_at = now() FROM due WHERE runs.id = due.id
-RETURNING runs.id, runs.queue;
+RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
 -- A deadline that passed while nothing ran ends the run when the system sees it.

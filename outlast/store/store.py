@@ -304,6 +304,7 @@ class Store:
         budget: dict[str, float] | None = None,
         budget_id: str | None = None,
         trace_context: dict[str, str] | None = None,
+        priority: str = "normal",
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
@@ -324,6 +325,7 @@ class Store:
             budget_names=list(limits),
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
             trace_context=None if trace_context is None else Jsonb(trace_context),
+            priority=priority,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -449,11 +451,12 @@ class Store:
 
     async def due(
         self, after: float, limit: int = 200, cutoff: datetime | None = None
-    ) -> list[tuple[str, str]]:
-        """Runs to re-publish (stamped as published now); with ``cutoff``, only runs last
-        published before it, so that successive pages of one pass never repeat a run."""
+    ) -> list[tuple[str, str, str]]:
+        """Runs to re-publish (stamped as published now), each (id, queue, priority); with
+        ``cutoff``, only runs last published before it, so that successive pages of one pass never
+        repeat a run."""
         rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
-        return [(r["id"], r["queue"]) for r in rows]
+        return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
     async def expire_deadlines(self, limit: int = 200) -> list[str]:
         return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]

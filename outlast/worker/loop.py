@@ -22,11 +22,13 @@ from outlast.app import App
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
 from outlast.queue import Delivery, Queue
+from outlast.queue.streams import LEVELS
 from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.executor import Execution
+from outlast.worker.priority import Weighted
 from outlast.worker.sweeper import Sweeper
 
 log = structlog.get_logger("outlast.worker")
@@ -58,6 +60,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._done = asyncio.Event()
         self._room = asyncio.Event()
+        self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
+        self._early: list[Delivery] = []  # read past the room, started first when places free
         self._programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues)
@@ -153,19 +157,37 @@ class Worker:
                     # backlog, in a lane of their own.
                     next_reclaim = time.monotonic() + reclaim_every
                     await self._reclaim()
+                while self._early and self._room_left() > 0:
+                    self._start(self._early.pop(0))
                 if self._room_left() <= 0:
                     self._room.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
                 for q in self.queues:
-                    for d in await self.queue.read(q, self.name, self._room_left(), block):
-                        self._start(d)
+                    for d in await self._read(q, block):
+                        if self._room_left() > 0:
+                            self._start(d)
+                        else:
+                            self._early.append(d)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.log.warning(f"reading the queue failed, retrying: {exc}")
                 await asyncio.sleep(1)
+
+    async def _read(self, queue: str, block: int) -> list[Delivery]:
+        """Entries of the queue's priority levels for the room left: each level its weighted share
+        (``priority.Weighted``), what a level leaves unused to the others, highest first; with
+        nothing waiting, one read that waits for any level (up to one entry a level: those past
+        the room wait in ``_early``, touched by the heartbeat, for the first places free)."""
+        room = self._room_left()
+        got: list[Delivery] = []
+        for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
+            got += await self.queue.read(queue, self.name, n, None, priority=level)
+        for level in LEVELS:
+            got += await self.queue.read(queue, self.name, room - len(got), None, priority=level)
+        return got or await self.queue.read_any(queue, self.name, block)
 
     def _start(self, d: Delivery, reclaimed: bool = False) -> None:
         held = self.active.get(d.run_id or "")
@@ -246,7 +268,7 @@ class Worker:
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
-            self._later(max(delay, 0.0), d.queue, run_id)
+            self._later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""
@@ -268,7 +290,7 @@ class Worker:
             await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
         if await self.store.release(ex.run.id, control.token, "worker shutting down"):
-            await self.queue.publish(active.delivery.queue, ex.run.id)
+            await self.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
             ex.log.info(f"run {ex.run.id}: handed over")
         await self._ack(active.delivery)
 
@@ -315,11 +337,11 @@ class Worker:
         ids = ", ".join(d.run_id or "?" for d in batch[:5]) + (", ..." if len(batch) > 5 else "")
         self.log.warning(f"runs {ids}: entries left unacknowledged; they will be delivered again")
 
-    def _later(self, delay: float, queue: str, run_id: str, hops: int = 0) -> None:
+    def _later(self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> None:
         async def publish() -> None:
             await asyncio.sleep(delay)
             with contextlib.suppress(Exception):  # the sweeper will do it otherwise
-                await self.queue.publish(queue, run_id, hops=hops)
+                await self.queue.publish(queue, run_id, hops=hops, priority=priority)
 
         task = asyncio.create_task(publish())
         self._timers.add(task)
@@ -370,7 +392,7 @@ class Worker:
         hops = d.fields.get("hops", "0")
         hops_before = min(int(hops), 10) if hops.isdigit() else 0
         await self._ack(d)
-        self._later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1)
+        self._later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1, run.priority)
         metrics.handed_back(d.queue)
         return True
 
@@ -388,7 +410,7 @@ class Worker:
         # The entries first: through a Postgres outage they must not look abandoned in Redis,
         # or another worker would take the runs over as soon as Postgres is back.
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
-            await self.queue.touch([a.delivery for a in self.active.values()], self.name)
+            await self.queue.touch([a.delivery for a in self.active.values()] + self._early, self.name)
         controls = [a.execution.control for a in self.active.values()]
         held = {c.run_id: c.token for c in controls if not c.lost.is_set()}
         sent = time.monotonic()
@@ -431,10 +453,13 @@ class Worker:
             if room <= 0:
                 return
             # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
-            # stopped; a lease not yet expired is waited for at the claim.
-            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000) + 250, room):
-                metrics.reclaimed(q)
-                self._start(d, reclaimed=True)
+            # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
+            for level in LEVELS:
+                idle = int(self.s.lease_ttl * 1000) + 250
+                for d in await self.queue.reclaim(q, self.name, idle, room, priority=level):
+                    metrics.reclaimed(q)
+                    self._start(d, reclaimed=True)
+                    room -= 1
 
     async def _sweep_loop(self) -> None:
         await self._every(self.s.sweep_interval, self._sweep)

@@ -65,10 +65,10 @@ class Sweeper:
         cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
         while True:
             due = await self.store.due(after, limit, cutoff)
-            for run_id, q in due:
-                await self.queue.publish(q, run_id)
+            for run_id, q, priority in due:
+                await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
             if due:
-                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
+                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _, _ in due[:20]])
             if len(due) < limit:
                 return

@@ -1,0 +1,95 @@
+"""Priorities under load: a worker serves a queue's levels 8:3:1 while all have work, so high goes
+first and low still progresses while high is saturated; every path that puts a run back in the
+queue (reclaim, hand-over, the sweeper) keeps its level."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+
+import pytest
+import structlog
+
+from outlast import Client
+from outlast.errors import InvalidInput
+from outlast.producer.client import AsyncClient
+from outlast.queue.streams import LEVELS
+from outlast.worker.sweeper import Sweeper
+from tests.conftest import World, wait_for
+
+
+def starts(world: World) -> list[str]:
+    """Each run's level, in the order the runs started."""
+    rows = world.sql(
+        "SELECT r.priority FROM executions e JOIN runs r ON r.id = e.run_id "
+        "WHERE e.what = 'echo' ORDER BY e.id"
+    )
+    return [p for (p,) in rows]
+
+
+def test_levels_are_served_8_3_1_and_low_is_never_starved(world: World) -> None:
+    with Client(settings=world.settings()) as c:
+        # A backlog on every level before the worker comes: high alone could keep it busy.
+        for level, n in (("low", 40), ("normal", 90), ("high", 240)):
+            c.enqueue_many("echo", [{"i": i} for i in range(n)], priority=level)
+        world.worker("tests.apps.basic:app", "-c", "4")
+        wait_for(lambda: len(starts(world)) == 370, timeout=120, what="every run to start")
+    order = starts(world)
+    first = order[:120]  # every level still had a backlog: 8:3:1 of these, give or take a round
+    counts = {level: first.count(level) for level in LEVELS}
+    assert 70 <= counts["high"] <= 90 and 22 <= counts["normal"] <= 38 and 5 <= counts["low"] <= 15, counts
+    # While high was saturated, low kept starting: never more than a few rounds without one.
+    lows = [i for i, level in enumerate(order[:240]) if level == "low"]
+    assert max(b - a for a, b in itertools.pairwise([0, *lows])) <= 30, lows
+    # High first: on average it started earliest, low latest.
+    mean = {level: sum(i for i, p in enumerate(order) if p == level) / order.count(level) for level in LEVELS}
+    assert mean["high"] < mean["normal"] < mean["low"], mean
+    assert world.sql("SELECT count(*) FROM runs WHERE state = 'succeeded'") == [(370,)]
+
+
+def test_a_killed_workers_runs_are_reclaimed_on_every_level(world: World) -> None:
+    with Client(settings=world.settings()) as c:
+        runs = {level: c.enqueue("slow", {"seconds": 3, "tag": level}, priority=level).id for level in LEVELS}
+        a = world.worker()
+        for rid in runs.values():
+            wait_for(lambda rid=rid: c.status(rid).state == "running", timeout=30, what=f"A to start {rid}")
+        a.send_signal(signal.SIGKILL)
+        b = world.worker()
+        for rid in runs.values():
+            done = c.wait(rid, timeout=60)
+            assert done.state == "succeeded" and done.result["pid"] == b.pid
+
+
+def test_a_handed_over_run_keeps_its_level(world: World) -> None:
+    with Client(settings=world.settings()) as c:
+        rid = c.enqueue("slow", {"seconds": 5}, priority="low").id
+        a = world.worker()
+        wait_for(lambda: c.status(rid).state == "running", timeout=30, what="A to start the run")
+        a.send_signal(signal.SIGTERM)  # grace 1 s: the run is handed over, published again
+        assert a.wait(30) == 0
+        r = world.redis()
+        low = f"{world.prefix}:{{default}}:runs:low"
+        assert r.xlen(low) == 1 and r.xlen(f"{world.prefix}:{{default}}:runs") == 0
+        assert c.status(rid).state == "queued"
+
+
+async def test_the_sweeper_republishes_each_run_on_its_level(world: World) -> None:
+    c = AsyncClient(settings=world.settings())
+    await c.open()
+    try:
+        ids = {level: (await c.enqueue("echo", {}, priority=level)).id for level in LEVELS}
+        r = world.redis()
+        r.delete(*[c.queue.stream("default", level) for level in LEVELS])  # lost, as after a flush
+        sweeper = Sweeper(c.store, c.queue, world.settings(), ["default"])
+        await sweeper.republish(structlog.get_logger(), after=0.0)
+        for level in LEVELS:
+            assert [f["run"] for _, f in r.xrange(c.queue.stream("default", level))] == [ids[level]]
+    finally:
+        await c.close()
+
+
+def test_a_priority_that_is_no_level_is_refused_in_one_line(world: World) -> None:
+    bad = world.cli("enqueue", "echo", "--priority", "urgent")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    with Client(settings=world.settings()) as c, pytest.raises(InvalidInput, match="no priority 'urgent'"):
+        c.enqueue("echo", priority="urgent")
