@@ -84,7 +84,7 @@ def render(info: dict[str, Any]) -> str:
         lines.append(
             f"  lease        {r['owner']}, token {r['fencing_token']}, until {r['lease_expires_at']}"
         )
-    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}")
+    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}   priority {r['priority']}")
     head = chain["head"][:16] or "-"
     verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"
     lines.append(f"  journal      {chain['entries']} entries, head {head}, chain {verdict}")

@@ -472,7 +472,7 @@ class AsyncClient:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
         if state == RunState.CANCELLING:
-            await self.queue.publish(queue, run_id)
+            await self.queue.publish(queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
@@ -554,7 +554,7 @@ class AsyncClient:
         check_comment(comment, where)
         who, name = decider(principal, approver, where)
         proposed = Proposed(status, who, name, comment, args_hash, new_args)
-        await self.status(run_id)
+        asked = await self.status(run_id)
         req = await self.store.approval(run_id, approval_id)
         if judge(req, proposed, run_id, where) is Verdict.DECIDE:
             decided, queue = await self.store.decide(
@@ -562,7 +562,7 @@ class AsyncClient:
             )
             if decided:
                 if queue is not None:
-                    await self.queue.publish(queue, run_id)
+                    await self.queue.publish(queue, run_id, priority=asked.priority)
                 return await self.status(run_id)
             req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
             run = await self.status(run_id)
