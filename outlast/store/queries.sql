@@ -395,9 +395,9 @@ WITH r AS (
     UPDATE runs SET published_at = now()
     WHERE id = %(id)s
       AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
-    RETURNING id, queue, state),
+    RETURNING id, queue, state, priority),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
-SELECT queue, state FROM r;
+SELECT queue, state, priority FROM r;
 
 -- The dashboard: counts, the approvals inbox, and a change mark for its live updates.
 

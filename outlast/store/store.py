@@ -648,11 +648,11 @@ class Store:
             out.setdefault(r["queue"], {})[r["state"]] = r["n"]
         return out
 
-    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
+    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str, str] | None:
         """Stamp an unfinished run as published now, with a 'requeued' event; its (queue,
-        state), or None when the run is final (or missing)."""
+        state, priority), or None when the run is final (or missing)."""
         rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
-        return (rows[0]["queue"], rows[0]["state"]) if rows else None
+        return (rows[0]["queue"], rows[0]["state"], rows[0]["priority"]) if rows else None
 
     # -- the dashboard ----------------------------------------------------------------------
 

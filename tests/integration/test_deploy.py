@@ -81,3 +81,22 @@ def test_a_patch_marker_keeps_old_runs_on_the_old_branch(world: World) -> None:
     assert [op for _, op in journal] == ["op-1", "op-1", "op-2", "op-3", "op-4", "op-4"]
     assert world.sql("SELECT count(*) FROM executions WHERE run_id = %s", new) == [(2,)]
     assert world.sql("SELECT count(*) FROM journal WHERE run_id = %s AND kind = 'patch'", old) == [(0,)]
+
+
+def test_a_run_is_handed_back_for_program_grace_after_its_last_worker_left(world: World) -> None:
+    old = world.worker(V1)
+    wait_for(lambda: world.sql("SELECT count(*) FROM served_programs")[0][0], what="the old worker's beat")
+    old.send_signal(signal.SIGTERM)  # a clean stop: its heartbeat record goes, its program is remembered
+    assert old.wait(30) == 0
+    world.worker(V2, OUTLAST_PROGRAM_GRACE="5")
+    wait_for(lambda: world.sql("SELECT count(*) FROM workers")[0][0], what="the new worker's beat")
+    with Client(settings=world.settings(), app=deploy_v1.app) as c:
+        rid = c.enqueue("ship", {"n": 1}).id
+        start = time.monotonic()
+        wait_for(lambda: c.status(rid).reason == "program_changed", timeout=30, what="the run to park")
+        waited = time.monotonic() - start
+        # Handed back (still queued) until five seconds after the old worker's last beat, then parked.
+        assert 1.5 <= waited <= 12.0, waited
+        back = world.worker(V1)  # an old worker comes back: the sweeper re-publishes the run to it
+        done = c.wait(rid, timeout=30)
+        assert done.state == "succeeded" and done.result == {"version": "1", "pid": back.pid}
