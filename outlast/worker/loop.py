@@ -183,10 +183,15 @@ class Worker:
         the room wait in ``_early``, touched by the heartbeat, for the first places free)."""
         room = self._room_left()
         got: list[Delivery] = []
+        drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
         for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
-            got += await self.queue.read(queue, self.name, n, None, priority=level)
+            read = await self.queue.read(queue, self.name, n, None, priority=level)
+            got += read
+            if len(read) < n:
+                drained.add(level)
         for level in LEVELS:
-            got += await self.queue.read(queue, self.name, room - len(got), None, priority=level)
+            if level not in drained:
+                got += await self.queue.read(queue, self.name, room - len(got), None, priority=level)
         return got or await self.queue.read_any(queue, self.name, block)
 
     def _start(self, d: Delivery, reclaimed: bool = False) -> None:
