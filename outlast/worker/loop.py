@@ -99,6 +99,7 @@ class Worker:
         for t in work:
             t.cancel()
         await asyncio.gather(*work, return_exceptions=True)
+        await self._return_early()
         await self._hand_over()
         if self._acker is not None:
             await self._acker
@@ -478,6 +479,17 @@ class Worker:
             metrics.backlog(q, *await self.queue.backlog(q))
         metrics.in_doubt_open(await self.store.in_doubt_open())
         metrics.writer_busy(self.store.writer.busy)
+
+    async def _return_early(self) -> None:
+        """Entries read past the room and never started go back to the queue at once (else they
+        would wait to be reclaimed, once idle for a lease)."""
+        early, self._early = self._early, []
+        for d in early:
+            if d.run_id is None:
+                continue  # reclaimed and dead-lettered by another worker
+            with contextlib.suppress(Exception):  # then reclaimed once idle
+                await self.queue.publish(d.queue, d.run_id, priority=d.priority)
+                await self._ack(d)
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

@@ -15,7 +15,9 @@ from outlast import Client
 from outlast.errors import InvalidInput
 from outlast.producer.client import AsyncClient
 from outlast.queue.streams import LEVELS
+from outlast.worker.loop import Worker
 from outlast.worker.sweeper import Sweeper
+from tests.apps import basic
 from tests.conftest import World, wait_for
 
 
@@ -122,6 +124,29 @@ async def test_a_worker_of_one_place_runs_entries_of_every_level_one_at_a_time(w
             assert (await c.wait(f"r-{level}", timeout=30)).state == "succeeded"
     finally:
         await c.close()
-    # Read together, past the one place: started one after the other, never two at once.
+    # Arrived together on three levels (read at once where Redis serves a waiting read from every
+    # level): started one after the other, never two at once.
     what = [w for (w,) in world.sql("SELECT what FROM executions ORDER BY id")]
     assert what == [f"start:{worker.pid}", f"end:{worker.pid}"] * 3
+
+
+async def test_entries_read_past_the_room_go_back_at_once_when_the_worker_stops(world: World) -> None:
+    c = AsyncClient(settings=world.settings())
+    await c.open()
+    try:
+        worker = Worker(basic.app, c.store, c.queue, world.settings(), ["default"])
+        worker.name = "w1"
+        await c.queue.ensure_group("default")
+        for level in ("normal", "low"):
+            await c.queue.publish("default", f"r-{level}", priority=level)
+        # As a read that waits on every level can bring more than the room: held, not started.
+        worker._early = await c.queue.read_any("default", "w1", 100)
+        assert [d.priority for d in worker._early] == ["normal", "low"]
+        await worker._return_early()  # the worker stops
+        r = world.redis()
+        for level in ("normal", "low"):
+            stream = c.queue.stream("default", level)
+            assert r.xpending(stream, "workers")["pending"] == 0, level  # nothing left with w1
+            assert [f["run"] for _, f in r.xrange(stream)] == [f"r-{level}"], level  # a new entry
+    finally:
+        await c.close()
