@@ -126,7 +126,7 @@ async def requeue(client: AsyncClient, queue: str, letter: dict[str, str]) -> tu
             )
         await client.queue.drop_dead_letter(queue, entry)
         return "dropped", f"dead letter {entry}: run '{run_id}' is {run.state}: dropped, nothing requeued"
-    run_queue, state = where
-    await client.queue.publish(run_queue, run_id)
+    run_queue, state, priority = where
+    await client.queue.publish(run_queue, run_id, priority=priority)
     await client.queue.drop_dead_letter(queue, entry)
     return "requeued", f"dead letter {entry}: run '{run_id}' ({state}) requeued on queue '{run_queue}'"

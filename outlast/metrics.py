@@ -64,6 +64,9 @@ class _Metrics:
         self.leases_lost = p.Counter("outlast_leases_lost", "Runs lost to a newer fencing token.")
         self.reclaimed = p.Counter("outlast_entries_reclaimed", "Stream entries reclaimed.", ["queue"])
         self.republished = p.Counter("outlast_republished", "Runs re-published by the sweeper.", ["queue"])
+        self.handed_back = p.Counter(
+            "outlast_handed_back", "Runs handed back for a worker that serves their program.", ["queue"]
+        )
         self.dead_letters = p.Counter("outlast_dead_letters", "Stream entries dead-lettered.", ["queue"])
         self.queue_lag = p.Gauge(
             "outlast_queue_lag_seconds",
@@ -181,6 +184,11 @@ def reclaimed(queue: str) -> None:
 def republished(queue: str) -> None:
     if _m is not None:
         _m.republished.labels(queue).inc()
+
+
+def handed_back(queue: str) -> None:
+    if _m is not None:
+        _m.handed_back.labels(queue).inc()
 
 
 def dead_lettered(queue: str) -> None:

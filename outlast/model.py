@@ -68,6 +68,7 @@ class Run:
     finished_at: datetime | None
     trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
     start_at: datetime | None = None  # a delayed run is not delivered before this time
+    priority: str = "normal"  # the level of its queue it is published to: high, normal or low
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -94,6 +95,7 @@ class Run:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
+            priority=row.get("priority", "normal"),
             trace_context=row.get("trace_context"),
             start_at=row.get("start_at"),
         )

@@ -295,6 +295,14 @@ class Settings:
         "minute; unset: kept.",
         check=_check_retention,
     )
+    program_grace: float = setting(
+        0.0,
+        "Seconds a run is still handed back to the queue for a worker that serves its program once "
+        "no live worker serves it (then it waits, program_changed, until one does).",
+        "seconds",
+        ge=0,
+        le=86400,
+    )
 
     def __post_init__(self) -> None:
         for f in fields(self):

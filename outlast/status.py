@@ -103,7 +103,7 @@ def render(info: dict[str, Any]) -> str:
     """The status for a person to read."""
     r, chain = info["run"], info["chain"]
     lines = _where_it_is(info)
-    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}")
+    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}   priority {r['priority']}")
     head = chain["head"][:16] or "-"
     verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"
     lines.append(f"  journal      {chain['entries']} entries, head {head}, chain {verdict}")

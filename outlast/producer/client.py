@@ -35,6 +35,7 @@ from outlast.identity import Principal, cli_principal
 from outlast.journal import Entry, canonical, digest, first_bad_crossing, make_entry, operation_state
 from outlast.model import FINAL_STATES, Run, RunState
 from outlast.queue import Queue
+from outlast.queue.streams import LEVELS
 from outlast.schedules import next_tick
 from outlast.services import resolve
 from outlast.settings import MAX_AGE, Settings, check_name
@@ -166,6 +167,7 @@ class AsyncClient:
         budget: dict[str, float] | None = None,
         start_at: datetime | None = None,
         delay: timedelta | float | None = None,
+        priority: str = "normal",
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
@@ -174,8 +176,9 @@ class AsyncClient:
         ``{}``; None is refused); ``deadline`` is a duration from now (from its start, for a
         delayed run), up to ten years; ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
         ``start_at`` (aware datetime) or ``delay`` (seconds) delays the run: it is recorded now
-        and not delivered before that time (a worker's sweeper publishes it then). Bad values
-        raise ``InvalidInput`` before anything is written.
+        and not delivered before that time (a worker's sweeper publishes it then). ``priority`` is
+        the queue's level, ``high``, ``normal`` or ``low`` (served 8:3:1 when all are busy). Bad
+        values raise ``InvalidInput`` before anything is written.
         """
         return await self._admit(
             self._prepare(
@@ -186,6 +189,7 @@ class AsyncClient:
                 deadline=deadline,
                 budget=budget,
                 start=_start(start_at, delay, f"a run of '{workflow}'"),
+                priority=priority,
             )
         )
 
@@ -200,6 +204,7 @@ class AsyncClient:
         budget: dict[str, float] | None = None,
         start_at: datetime | None = None,
         delay: timedelta | float | None = None,
+        priority: str = "normal",
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
@@ -213,7 +218,14 @@ class AsyncClient:
             raise InvalidInput(f"enqueue_many: {len(items)} inputs but {len(ids)} run ids")
         admitted = [
             self._prepare(
-                workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget, start=start
+                workflow,
+                data,
+                run_id=rid,
+                queue=queue,
+                deadline=deadline,
+                budget=budget,
+                start=start,
+                priority=priority,
             )
             for data, rid in zip(items, ids, strict=True)
         ]
@@ -242,6 +254,7 @@ class AsyncClient:
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
         start: dict[str, Any] | None = None,
+        priority: str = "normal",
     ) -> dict[str, Any]:
         """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
@@ -261,6 +274,8 @@ class AsyncClient:
                 raise InvalidInput(f"{where}: the queue {exc}") from None
         seconds = _deadline_seconds(deadline, where)
         _check_budget(budget, where)
+        if priority not in LEVELS:
+            raise InvalidInput(f"{where}: no priority {priority!r}; use one of {', '.join(LEVELS)}")
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
@@ -278,6 +293,7 @@ class AsyncClient:
             "budget_id": parent.budget_id if parent else None,
             "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
             **(start or {}),
+            "priority": parent.priority if parent else priority,
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
@@ -295,7 +311,7 @@ class AsyncClient:
 
     async def _publish(self, runs: list[Run]) -> None:
         try:
-            await self.queue.publish_many([(run.queue, run.id) for run in runs])
+            await self.queue.publish_many([(run.queue, run.id, run.priority) for run in runs])
         except ServiceUnavailable as exc:
             ids = ", ".join(f"'{run.id}'" for run in runs[:3]) + (" ..." if len(runs) > 3 else "")
             raise ServiceUnavailable(
@@ -468,7 +484,7 @@ class AsyncClient:
             await self.store.settle(run.budget_id, run_id, operation_id, held, expected=True)
         detail = {"op": operation_id, "executed": executed, "who": who, "comment": comment}
         await self.store.event(run_id, "resolved", detail)
-        await self.queue.publish(run.queue, run_id)
+        await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
     async def continue_run(
@@ -499,7 +515,7 @@ class AsyncClient:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
         if state == RunState.CANCELLING:
-            await self.queue.publish(queue, run_id)
+            await self.queue.publish(queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
     async def schedules(self) -> list[dict[str, Any]]:
@@ -609,7 +625,7 @@ class AsyncClient:
         check_comment(comment, where)
         who, name = decider(principal, approver, where)
         proposed = Proposed(status, who, name, comment, args_hash, new_args)
-        await self.status(run_id)
+        asked = await self.status(run_id)
         req = await self.store.approval(run_id, approval_id)
         if judge(req, proposed, run_id, where) is Verdict.DECIDE:
             decided, queue = await self.store.decide(
@@ -617,7 +633,7 @@ class AsyncClient:
             )
             if decided:
                 if queue is not None:
-                    await self.queue.publish(queue, run_id)
+                    await self.queue.publish(queue, run_id, priority=asked.priority)
                 return await self.status(run_id)
             req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
             run = await self.status(run_id)
@@ -652,7 +668,7 @@ class AsyncClient:
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         if not await self.store.requeue(run_id, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
-        await self.queue.publish(run.queue, run_id)
+        await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
 
 

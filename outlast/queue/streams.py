@@ -42,6 +42,10 @@ from outlast.store import redact
 GROUP = "workers"
 MAX_RUN_ID = 200
 
+# A queue's priority levels, highest first: one stream each (``normal`` is the queue's stream of
+# old, ``outlast:{default}:runs``; the others ``outlast:{default}:runs:high``, ``...:low``).
+LEVELS = ("high", "normal", "low")
+
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
 # also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).
 _OUTAGE = (
@@ -87,6 +91,7 @@ class Delivery:
     problem: str | None = None
     # The entry as stored, kept only when it is not UTF-8 (``fields`` then holds escapes).
     raw: tuple[tuple[bytes, bytes], ...] = field(default=(), repr=False, compare=False)
+    priority: str = "normal"  # the level whose stream it came from
 
     @property
     def run_id(self) -> str | None:
@@ -129,14 +134,16 @@ def _text(value: bytes | str) -> str:
     return value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
 
 
-def _delivery(queue: str, entry_id: bytes | str, fields: dict[Any, Any]) -> Delivery:
+def _delivery(
+    queue: str, entry_id: bytes | str, fields: dict[Any, Any], priority: str = "normal"
+) -> Delivery:
     raw = tuple((_bytes(k), _bytes(v)) for k, v in fields.items())
     try:
         decoded = {k.decode(): v.decode() for k, v in raw}
     except UnicodeDecodeError:
         loose = {_text(k): _text(v) for k, v in raw}
-        return Delivery(queue, _text(entry_id), loose, "entry is not UTF-8", raw)
-    return Delivery(queue, _text(entry_id), decoded, run_id_problem(decoded.get("run")))
+        return Delivery(queue, _text(entry_id), loose, "entry is not UTF-8", raw, priority)
+    return Delivery(queue, _text(entry_id), decoded, run_id_problem(decoded.get("run")), priority=priority)
 
 
 def is_cluster_url(url: str) -> bool:
@@ -173,8 +180,10 @@ class Queue:
         self._cursors: dict[str, str] = {}
         self._vanished = False  # NOGROUP seen since the last lost_data()
 
-    def stream(self, queue: str) -> str:
-        return f"{self.prefix}:{{{queue}}}:runs"
+    def stream(self, queue: str, priority: str = "normal") -> str:
+        """The stream of one priority level of the queue (all in the queue's cluster slot)."""
+        base = f"{self.prefix}:{{{queue}}}:runs"
+        return base if priority == "normal" else f"{base}:{priority}"
 
     def dead_stream(self, queue: str) -> str:
         return f"{self.prefix}:{{{queue}}}:dead"
@@ -199,45 +208,48 @@ class Queue:
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
-    async def publish(self, queue: str, run_id: str) -> str:
+    async def publish(self, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> str:
         """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the
-        same round trip: a Redis that has entries is not mistaken for one that lost them)."""
+        same round trip: a Redis that has entries is not mistaken for one that lost them).
+        ``hops``: how many workers handed the run back already (a rolling deploy)."""
+        fields = {"run": run_id, "hops": str(hops)} if hops else {"run": run_id}
         try:
             async with self._gate, self.redis.pipeline(transaction=False) as p:
                 p.set(self.alive_key(queue), b"1", nx=True)
-                p.xadd(self.stream(queue), {"run": run_id})
+                p.xadd(self.stream(queue, priority), fields)
                 _marked, entry = await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
         return _text(entry)
 
-    async def publish_many(self, entries: list[tuple[str, str]]) -> None:
-        """Add many run ids, each ``(queue, run id)``, in one pipelined round trip."""
+    async def publish_many(self, entries: list[tuple[str, str, str]]) -> None:
+        """Add many run ids, each ``(queue, run id, priority)``, in one pipelined round trip."""
         if len(entries) <= 1:
-            for queue, run_id in entries:
-                await self.publish(queue, run_id)
+            for queue, run_id, priority in entries:
+                await self.publish(queue, run_id, priority=priority)
             return
         try:
             async with self._gate, self.redis.pipeline(transaction=False) as p:
-                for key in dict.fromkeys(self.alive_key(q) for q, _ in entries):
+                for key in dict.fromkeys(self.alive_key(q) for q, _, _ in entries):
                     p.set(key, b"1", nx=True)
-                for queue, run_id in entries:
-                    p.xadd(self.stream(queue), {"run": run_id})
+                for queue, run_id, priority in entries:
+                    p.xadd(self.stream(queue, priority), {"run": run_id})
                 await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
     async def ensure_group(self, queue: str) -> None:
-        """Create the consumer group from the stream's start (an entry added before the first
-        worker came is still delivered)."""
-        try:
-            async with self._gate:
-                await self.redis.xgroup_create(self.stream(queue), GROUP, id="0", mkstream=True)
-        except _OUTAGE as exc:
-            raise self._unavailable(exc) from exc
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        """Create the consumer group of each level's stream from its start (an entry added before
+        the first worker came is still delivered)."""
+        for level in LEVELS:
+            try:
+                async with self._gate:
+                    await self.redis.xgroup_create(self.stream(queue, level), GROUP, id="0", mkstream=True)
+            except _OUTAGE as exc:
+                raise self._unavailable(exc) from exc
+            except ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
         self._groups.add(queue)
 
     async def _vanished_group(self, queue: str, exc: ResponseError) -> None:
@@ -246,26 +258,40 @@ class Queue:
         if "NOGROUP" not in str(exc):
             raise exc
         self._vanished = True
-        self._cursors.pop(queue, None)
+        for level in LEVELS:
+            self._cursors.pop(self.stream(queue, level), None)
         await self.ensure_group(queue)
 
     async def read(
-        self, queue: str, consumer: str, count: int, block_ms: int, own_pending: bool = False
+        self,
+        queue: str,
+        consumer: str,
+        count: int,
+        block_ms: int | None,
+        own_pending: bool = False,
+        priority: str = "normal",
     ) -> list[Delivery]:
-        """New entries for this consumer, or (``own_pending``) those it was given and never
-        acknowledged. Malformed entries come back with a ``problem``; entries deleted while
-        pending are acknowledged and left out."""
+        """New entries of one level for this consumer (waiting up to ``block_ms`` for one; None:
+        not at all), or (``own_pending``) those it was given and never acknowledged. Malformed
+        entries come back with a ``problem``; entries deleted while pending are acknowledged and
+        left out."""
         if count <= 0:
             return []
-        stream = self.stream(queue)
+        return await self._read(queue, consumer, {priority: "0" if own_pending else ">"}, count, block_ms)
+
+    async def read_any(self, queue: str, consumer: str, block_ms: int) -> list[Delivery]:
+        """Wait up to ``block_ms`` for a new entry of any level: one read, up to one entry a level."""
+        return await self._read(queue, consumer, dict.fromkeys(LEVELS, ">"), 1, block_ms)
+
+    async def _read(
+        self, queue: str, consumer: str, levels: dict[str, str], count: int, block_ms: int | None
+    ) -> list[Delivery]:
+        streams = {self.stream(queue, level): start for level, start in levels.items()}
+        level_of = {self.stream(queue, level): level for level in levels}
         try:
             async with self._gate:
                 reply = await self.redis.xreadgroup(
-                    GROUP,
-                    consumer,
-                    {stream: "0" if own_pending else ">"},
-                    count=count,
-                    block=None if own_pending else block_ms,
+                    GROUP, consumer, streams, count=count, block=None if "0" in levels.values() else block_ms
                 )
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
@@ -275,24 +301,28 @@ class Queue:
             await self._vanished_group(queue, exc)
             return []
         out: list[Delivery] = []
-        deleted: list[bytes | str] = []
-        for _stream, entries in reply or []:
+        for name, entries in reply or []:
+            stream = _text(name)
+            deleted: list[bytes | str] = []
             for entry_id, fields in entries:
                 if entry_id is None:
                     continue
                 if fields:
-                    out.append(_delivery(queue, entry_id, fields))
+                    out.append(_delivery(queue, entry_id, fields, level_of[stream]))
                 else:  # no entry has no field: it was deleted while pending
                     deleted.append(entry_id)
-        await self._forget_deleted(stream, deleted)
+            await self._forget_deleted(stream, deleted)
         return out
 
-    async def reclaim(self, queue: str, consumer: str, min_idle_ms: int, count: int) -> list[Delivery]:
-        """Take over entries another consumer left unacknowledged for longer than ``min_idle_ms``.
-        Successive calls walk the whole pending list (XAUTOCLAIM's cursor), not only its head."""
+    async def reclaim(
+        self, queue: str, consumer: str, min_idle_ms: int, count: int, priority: str = "normal"
+    ) -> list[Delivery]:
+        """Take over entries of one level another consumer left unacknowledged for longer than
+        ``min_idle_ms``. Successive calls walk the whole pending list (XAUTOCLAIM's cursor), not
+        only its head."""
         if count <= 0:
             return []
-        stream = self.stream(queue)
+        stream = self.stream(queue, priority)
         try:
             async with self._gate:
                 reply = await self.redis.xautoclaim(
@@ -300,7 +330,7 @@ class Queue:
                     GROUP,
                     consumer,
                     min_idle_time=min_idle_ms,
-                    start_id=self._cursors.get(queue, "0-0"),
+                    start_id=self._cursors.get(stream, "0-0"),
                     count=count,
                 )
         except _OUTAGE as exc:
@@ -308,14 +338,14 @@ class Queue:
         except ResponseError as exc:
             await self._vanished_group(queue, exc)
             return []
-        self._cursors[queue] = _text(reply[0])
+        self._cursors[stream] = _text(reply[0])
         out: list[Delivery] = []
         deleted: list[bytes | str] = list(reply[2]) if len(reply) > 2 else []  # Redis >= 7
         for entry_id, fields in reply[1]:
             if entry_id is None:
                 continue
             if fields:
-                out.append(_delivery(queue, entry_id, fields))
+                out.append(_delivery(queue, entry_id, fields, priority))
             else:
                 deleted.append(entry_id)
         await self._forget_deleted(stream, deleted)
@@ -338,7 +368,7 @@ class Queue:
         Raises ``ServiceUnavailable`` when Redis cannot be reached: retry it."""
         by_stream: dict[str, list[str]] = {}
         for d in deliveries:
-            by_stream.setdefault(self.stream(d.queue), []).append(d.entry_id)
+            by_stream.setdefault(self.stream(d.queue, d.priority), []).append(d.entry_id)
         if not by_stream:
             return
         try:
@@ -355,13 +385,13 @@ class Queue:
     async def touch(self, held: list[Delivery], consumer: str) -> None:
         """Reset the idle time of entries still being served, so that nobody reclaims them.
         Raises ``ServiceUnavailable`` when Redis cannot be reached."""
-        by_queue: dict[str, list[str]] = {}
+        by_stream: dict[str, list[str]] = {}
         for d in held:
-            by_queue.setdefault(d.queue, []).append(d.entry_id)
-        for queue, ids in by_queue.items():
+            by_stream.setdefault(self.stream(d.queue, d.priority), []).append(d.entry_id)
+        for stream, ids in by_stream.items():
             try:
                 async with self._gate:
-                    await self.redis.xclaim(self.stream(queue), GROUP, consumer, 0, ids, justid=True)
+                    await self.redis.xclaim(stream, GROUP, consumer, 0, ids, justid=True)
             except _OUTAGE as exc:
                 raise self._unavailable(exc) from exc
             except ResponseError as exc:
@@ -377,8 +407,8 @@ class Queue:
         try:
             async with self._gate, self.redis.pipeline(transaction=False) as p:
                 p.xadd(self.dead_stream(d.queue), body, maxlen=10_000, approximate=True)
-                p.xack(self.stream(d.queue), GROUP, d.entry_id)
-                p.xdel(self.stream(d.queue), d.entry_id)
+                p.xack(self.stream(d.queue, d.priority), GROUP, d.entry_id)
+                p.xdel(self.stream(d.queue, d.priority), d.entry_id)
                 await p.execute()
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
@@ -405,33 +435,43 @@ class Queue:
             raise self._unavailable(exc) from exc
 
     async def figures(self, queue: str) -> QueueFigures:
-        """The queue's stream as Redis sees it: its length, the entries delivered and not
-        acknowledged, the age of the oldest of those (from its id, by the Redis clock: TIME,
-        which a cluster pipeline refuses, is asked apart) and the dead letters."""
-        stream = self.stream(queue)
+        """The queue's streams (every level) as Redis sees them: their length, the entries
+        delivered and not acknowledged, the age of the oldest of those (from its id, by the Redis
+        clock: TIME, which a cluster pipeline refuses, is asked apart) and the dead letters."""
         age = None
         try:
             async with self._gate:
                 async with self.redis.pipeline(transaction=False) as p:
-                    p.xlen(stream)
-                    p.xpending(stream, GROUP)
+                    for level in LEVELS:
+                        p.xlen(self.stream(queue, level))
+                        p.xpending(self.stream(queue, level), GROUP)
                     p.xlen(self.dead_stream(queue))
-                    length, pending, dead = await p.execute(raise_on_error=False)
-                if isinstance(pending, ResponseError):  # no group yet: nothing was ever read
-                    pending = {"pending": 0, "min": None}
-                if pending["pending"] and pending["min"] is not None:
+                    *per_level, dead = await p.execute(raise_on_error=False)
+                lengths, pendings = per_level[0::2], per_level[1::2]
+                # no group yet: nothing was ever read
+                found = [q for q in pendings if not isinstance(q, ResponseError) and q["pending"]]
+                oldest = min(
+                    (int(_text(q["min"]).split("-")[0]) for q in found if q["min"] is not None), default=None
+                )
+                if oldest is not None:
                     secs, micros = await self.redis.time()
-                    born_ms = int(_text(pending["min"]).split("-")[0])
-                    age = max(secs + micros / 1e6 - born_ms / 1000, 0.0)
+                    age = max(secs + micros / 1e6 - oldest / 1000, 0.0)
         except _OUTAGE as exc:
             raise self._unavailable(exc) from exc
-        return QueueFigures(queue, int(length), int(pending["pending"]), age, int(dead))
+        pending = sum(int(q["pending"]) for q in found)
+        return QueueFigures(queue, sum(int(n) for n in lengths), pending, age, int(dead))
 
     async def backlog(self, queue: str) -> tuple[int, float]:
-        """The queue's stream length, and the age in seconds (by Redis's clock) of its oldest entry
-        not yet delivered to any worker (0 when every entry was delivered). For the metrics gauges,
-        every few seconds: three round trips, each on one key (or none)."""
-        stream = self.stream(queue)
+        """The queue's streams' length (every level), and the age in seconds (by Redis's clock)
+        of the oldest entry not yet delivered to any worker (0 when every entry was delivered).
+        For the metrics gauges, every few seconds: up to three round trips a level, each on one key."""
+        length, age = 0, 0.0
+        for level in LEVELS:
+            n, a = await self._backlog(self.stream(queue, level))
+            length, age = length + n, max(age, a)
+        return length, age
+
+    async def _backlog(self, stream: str) -> tuple[int, float]:
         try:
             async with self._gate:
                 length = await self.redis.xlen(stream)
@@ -471,12 +511,15 @@ class Queue:
         ``idle_ms``, so that per-process names of workers gone for good do not pile up. Returns
         the names deleted. Harmless to a live worker: it holds nothing, and its next read makes
         its consumer again. Needs Lua (EVAL)."""
-        try:
-            async with self._gate:
-                gone = await self.redis.eval(_FORGET, 1, self.stream(queue), GROUP, int(idle_ms))
-        except _OUTAGE as exc:
-            raise self._unavailable(exc) from exc
-        return [_text(n) for n in gone or []]
+        gone: list[str] = []
+        for level in LEVELS:
+            try:
+                async with self._gate:
+                    names = await self.redis.eval(_FORGET, 1, self.stream(queue, level), GROUP, int(idle_ms))
+            except _OUTAGE as exc:
+                raise self._unavailable(exc) from exc
+            gone += [_text(n) for n in names or [] if _text(n) not in gone]
+        return gone
 
     async def script(self, source: str, keys: list[str], *args: str) -> Any:
         """Run a Lua script of this package's own (``rate.py``) through the gate; an outage is

@@ -11,11 +11,12 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, now() + make_interval(secs => %(start_in)s)) AS start_at),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
-                      trace_context, start_at, published_at)
+                      trace_context, start_at, published_at, priority)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
            coalesce(%(deadline_at)s, greatest(now(), s.start_at) + make_interval(secs => %(deadline_in)s)),
            %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
-           greatest(now(), s.start_at)  -- see migration 0010: the sweeper reads it from its start
+           greatest(now(), s.start_at),  -- see migration 0010_time: the sweeper reads it from its start
+           %(priority)s
     FROM s
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
@@ -161,14 +162,16 @@ SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 
   AND reason = %(reason)s;
 
 -- name: refuse_unclaimed
--- A worker that cannot serve a run's program says so, without taking the run: a queued run, or
--- one whose worker died (its lease expired). %(program)s is the program this worker serves.
+-- A worker that cannot serve a run's program says so, without taking the run: a queued run, one
+-- whose worker died (its lease expired), or one whose timer is due. %(program)s is the program
+-- this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
         published_at = now(), updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
-           OR (state = 'running' AND lease_expires_at < now()))
+           OR (state = 'running' AND lease_expires_at < now())
+           OR (state = 'waiting' AND reason = 'timer' AND wake_at <= now()))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
@@ -217,7 +220,7 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 UPDATE runs SET published_at = now() FROM due WHERE runs.id = due.id
-RETURNING runs.id, runs.queue;
+RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
 -- A deadline that passed while nothing ran ends the run when the system sees it.
@@ -412,9 +415,9 @@ WITH r AS (
     UPDATE runs SET published_at = now()
     WHERE id = %(id)s
       AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
-    RETURNING id, queue, state),
+    RETURNING id, queue, state, priority),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
-SELECT queue, state FROM r;
+SELECT queue, state, priority FROM r;
 
 -- The dashboard: counts, the approvals inbox, and a change mark for its live updates.
 
@@ -506,7 +509,7 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
 
--- Schedules (migration 0010): declared by the workers that serve them, ticked by their sweepers.
+-- Schedules (migration 0010_time): declared by the workers that serve them, ticked by their sweepers.
 
 -- name: declare_schedule
 -- A worker's declaration at its first sweep; paused and last_tick are the schedule's own and stay.
@@ -598,3 +601,37 @@ SELECT id AS run_id FROM r
 UNION ALL  -- run again after a lost acknowledgement: already parked under this token
 SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
   AND reason = %(reason)s;
+
+-- Rolling deploys: which programs were served lately (migration 0012_deploy).
+
+-- name: beat_programs
+-- Every heartbeat: the programs this worker serves, on each of its queues (in key order: two
+-- workers upserting the same rows never wait for each other in a cycle).
+INSERT INTO served_programs (queue, workflow, program)
+SELECT q, p.key, p.value
+FROM unnest(%(queues)s::text[]) AS q, jsonb_each_text(%(programs)s) AS p
+ORDER BY 1, 2, 3
+ON CONFLICT (queue, workflow, program) DO UPDATE SET last_seen = now();
+
+-- name: program_served
+-- Whether the run could be claimed now by a worker serving its program (as the claim says), and a
+-- live worker (a beat within three of its TTLs, as `workers` says) serves that program on the
+-- run's queue, or one served it within the last %(within)s seconds. No row: not claimable.
+SELECT EXISTS (
+           SELECT 1 FROM workers
+           WHERE last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+             AND r.queue = ANY (queues) AND programs ->> r.workflow = r.program)
+       OR EXISTS (
+           SELECT 1 FROM served_programs s
+           WHERE s.queue = r.queue AND s.workflow = r.workflow AND s.program = r.program
+             AND s.last_seen >= now() - make_interval(secs => %(within)s)) AS served
+FROM runs r
+WHERE r.id = %(id)s AND r.program IS NOT NULL
+  AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= now()))
+       OR (r.state IN ('running', 'cancelling') AND r.lease_expires_at < now())
+       OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
+       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= now()))
+       OR (r.state = 'awaiting_approval' AND r.wake_at <= now()));
+
+-- name: forget_served_programs
+DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);

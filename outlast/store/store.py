@@ -309,6 +309,7 @@ class Store:
         trace_context: dict[str, str] | None = None,
         start_at: datetime | None = None,
         start_in: float | None = None,
+        priority: str = "normal",
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
@@ -333,6 +334,7 @@ class Store:
             trace_context=None if trace_context is None else Jsonb(trace_context),
             start_at=start_at,
             start_in=start_in,
+            priority=priority,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -461,11 +463,12 @@ class Store:
 
     async def due(
         self, after: float, limit: int = 200, cutoff: datetime | None = None
-    ) -> list[tuple[str, str]]:
-        """Runs to re-publish (stamped as published now); with ``cutoff``, only runs last
-        published before it, so that successive pages of one pass never repeat a run."""
+    ) -> list[tuple[str, str, str]]:
+        """Runs to re-publish (stamped as published now), each (id, queue, priority); with
+        ``cutoff``, only runs last published before it, so that successive pages of one pass never
+        repeat a run."""
         rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
-        return [(r["id"], r["queue"]) for r in rows]
+        return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
     async def expire_deadlines(self, limit: int = 200) -> list[str]:
         return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
@@ -666,6 +669,19 @@ class Store:
         """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""
         return await self._rows("workers")
 
+    async def beat_programs(self, queues: list[str], programs: dict[str, str]) -> None:
+        """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
+        await self._rows("beat_programs", queues=queues, programs=Jsonb(programs))
+
+    async def program_served(self, run_id: str, within: float) -> bool:
+        """Whether the run is ready for a worker of its program, and a live worker serves that
+        program on the run's queue (or one did in the last ``within`` seconds)."""
+        rows = await self._rows("program_served", id=run_id, within=within)
+        return bool(rows and rows[0]["served"])
+
+    async def forget_served_programs(self, after: float) -> None:
+        await self._rows("forget_served_programs", after=after)
+
     async def unfinished_by_queue(self) -> dict[str, dict[str, int]]:
         """Unfinished runs: queue -> state -> count."""
         out: dict[str, dict[str, int]] = {}
@@ -673,11 +689,11 @@ class Store:
             out.setdefault(r["queue"], {})[r["state"]] = r["n"]
         return out
 
-    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
+    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str, str] | None:
         """Stamp an unfinished run as published now, with a 'requeued' event; its (queue,
-        state), or None when the run is final (or missing)."""
+        state, priority), or None when the run is final (or missing)."""
         rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
-        return (rows[0]["queue"], rows[0]["state"]) if rows else None
+        return (rows[0]["queue"], rows[0]["state"], rows[0]["priority"]) if rows else None
 
     # -- concurrency slots (0011_flow) ----------------------------------------------------
 

@@ -22,11 +22,13 @@ from outlast.app import App
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
 from outlast.queue import Delivery, Queue, RateWindows
+from outlast.queue.streams import LEVELS
 from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.executor import Execution
+from outlast.worker.priority import Weighted
 from outlast.worker.sweeper import Sweeper
 
 log = structlog.get_logger("outlast.worker")
@@ -58,6 +60,8 @@ class Worker:
         self._stopping = asyncio.Event()
         self._done = asyncio.Event()
         self._room = asyncio.Event()
+        self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
+        self._early: list[Delivery] = []  # read past the room, started first when places free
         self._programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules)
@@ -96,6 +100,7 @@ class Worker:
         for t in work:
             t.cancel()
         await asyncio.gather(*work, return_exceptions=True)
+        await self._return_early()
         await self._hand_over()
         if self._acker is not None:
             await self._acker
@@ -154,19 +159,42 @@ class Worker:
                     # backlog, in a lane of their own.
                     next_reclaim = time.monotonic() + reclaim_every
                     await self._reclaim()
+                while self._early and self._room_left() > 0:
+                    self._start(self._early.pop(0))
                 if self._room_left() <= 0:
                     self._room.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
                 for q in self.queues:
-                    for d in await self.queue.read(q, self.name, self._room_left(), block):
-                        self._start(d)
+                    for d in await self._read(q, block):
+                        if self._room_left() > 0:
+                            self._start(d)
+                        else:
+                            self._early.append(d)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.log.warning(f"reading the queue failed, retrying: {exc}")
                 await asyncio.sleep(1)
+
+    async def _read(self, queue: str, block: int) -> list[Delivery]:
+        """Entries of the queue's priority levels for the room left: each level its weighted share
+        (``priority.Weighted``), what a level leaves unused to the others, highest first; with
+        nothing waiting, one read that waits for any level (up to one entry a level: those past
+        the room wait in ``_early``, touched by the heartbeat, for the first places free)."""
+        room = self._room_left()
+        got: list[Delivery] = []
+        drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
+        for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
+            read = await self.queue.read(queue, self.name, n, None, priority=level)
+            got += read
+            if len(read) < n:
+                drained.add(level)
+        for level in LEVELS:
+            if level not in drained:
+                got += await self.queue.read(queue, self.name, room - len(got), None, priority=level)
+        return got or await self.queue.read_any(queue, self.name, block)
 
     def _start(self, d: Delivery, reclaimed: bool = False) -> None:
         held = self.active.get(d.run_id or "")
@@ -254,7 +282,7 @@ class Worker:
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
-            self._later(max(delay, 0.0), d.queue, run_id)
+            self._later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""
@@ -276,7 +304,7 @@ class Worker:
             await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
         if await self.store.release(ex.run.id, control.token, "worker shutting down"):
-            await self.queue.publish(active.delivery.queue, ex.run.id)
+            await self.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
             ex.log.info(f"run {ex.run.id}: handed over")
         await self._ack(active.delivery)
 
@@ -323,11 +351,11 @@ class Worker:
         ids = ", ".join(d.run_id or "?" for d in batch[:5]) + (", ..." if len(batch) > 5 else "")
         self.log.warning(f"runs {ids}: entries left unacknowledged; they will be delivered again")
 
-    def _later(self, delay: float, queue: str, run_id: str) -> None:
+    def _later(self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> None:
         async def publish() -> None:
             await asyncio.sleep(delay)
             with contextlib.suppress(Exception):  # the sweeper will do it otherwise
-                await self.queue.publish(queue, run_id)
+                await self.queue.publish(queue, run_id, hops=hops, priority=priority)
 
         task = asyncio.create_task(publish())
         self._timers.add(task)
@@ -349,8 +377,11 @@ class Worker:
             return
         mine = self._programs.get(run.workflow)
         unserved = run.program is not None and mine != run.program
-        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING):
-            # Queued, or its worker died (the lease expired): a program this worker does not serve.
+        if unserved and await self._hand_back(d, run):
+            return
+        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING):
+            # Queued, its worker died (the lease expired), or its timer is due: a program this
+            # worker does not serve, and no live worker does.
             msg = (
                 f"run '{run_id}': the program changed since this run started (admitted with "
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
@@ -363,6 +394,21 @@ class Worker:
         # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
         # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
         await self._ack(d)
+
+    async def _hand_back(self, d: Delivery, run: Run) -> bool:
+        """A rolling deploy: a run of a program this worker does not serve goes back to the queue
+        for a worker that does, while a live worker serves it (or one did within
+        ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
+        bounced between workers of the new program does not spin; a hop lost with this worker
+        is re-published by the sweeper (Postgres says the run is due)."""
+        if not await self.store.program_served(run.id, self.s.program_grace):
+            return False
+        hops = d.fields.get("hops", "0")
+        hops_before = min(int(hops), 10) if hops.isdigit() else 0
+        await self._ack(d)
+        self._later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1, run.priority)
+        metrics.handed_back(d.queue)
+        return True
 
     async def _dead_letter(self, d: Delivery, reason: str) -> None:
         self.log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
@@ -378,7 +424,7 @@ class Worker:
         # The entries first: through a Postgres outage they must not look abandoned in Redis,
         # or another worker would take the runs over as soon as Postgres is back.
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
-            await self.queue.touch([a.delivery for a in self.active.values()], self.name)
+            await self.queue.touch([a.delivery for a in self.active.values()] + self._early, self.name)
         controls = [a.execution.control for a in self.active.values()]
         held = {c.run_id: c.token for c in controls if not c.lost.is_set()}
         sent = time.monotonic()
@@ -398,6 +444,7 @@ class Worker:
                 control.lost.set()
                 a.task.cancel()
         await self.store.beat_worker(self._record())  # after the leases: they come first
+        await self.store.beat_programs(self.queues, self._programs)  # kept after this worker stops
 
     def _record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""
@@ -421,10 +468,13 @@ class Worker:
             if room <= 0:
                 return
             # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
-            # stopped; a lease not yet expired is waited for at the claim.
-            for d in await self.queue.reclaim(q, self.name, int(self.s.lease_ttl * 1000) + 250, room):
-                metrics.reclaimed(q)
-                self._start(d, reclaimed=True)
+            # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
+            for level in LEVELS:
+                idle = int(self.s.lease_ttl * 1000) + 250
+                for d in await self.queue.reclaim(q, self.name, idle, room, priority=level):
+                    metrics.reclaimed(q)
+                    self._start(d, reclaimed=True)
+                    room -= 1
 
     async def _sweep_loop(self) -> None:
         await self._every(self.s.sweep_interval, self._sweep)
@@ -438,6 +488,17 @@ class Worker:
             metrics.backlog(q, *await self.queue.backlog(q))
         metrics.in_doubt_open(await self.store.in_doubt_open())
         metrics.writer_busy(self.store.writer.busy)
+
+    async def _return_early(self) -> None:
+        """Entries read past the room and never started go back to the queue at once (else they
+        would wait to be reclaimed, once idle for a lease)."""
+        early, self._early = self._early, []
+        for d in early:
+            if d.run_id is None:
+                continue  # reclaimed and dead-lettered by another worker
+            with contextlib.suppress(Exception):  # then reclaimed once idle
+                await self.queue.publish(d.queue, d.run_id, priority=d.priority)
+                await self._ack(d)
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

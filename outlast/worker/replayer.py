@@ -58,6 +58,8 @@ def _describe_entry(e: Entry) -> str:
         return f"approval of {describe(d['action'], d['args'])}"
     if e.kind == "timer":
         return "sleep()"
+    if e.kind == "patch":
+        return f"patched({d['name']!r})"
     return f"{d.get('name', e.kind)}()"
 
 
@@ -80,6 +82,10 @@ class Replayer:
         self._clock = (db_now, time.monotonic())
         self._next = 0
         self._served: set[str] = set()
+        # the highest position journaled: a patch marker goes live only past it
+        self._last = max((int(op[3:]) for op in journal.ops if op.startswith("op-")), default=0)
+        self._patches: dict[str, bool] = {}
+        self._marks: list[tuple[str, dict[str, Any]]] = []  # patch markers not yet journaled
 
     def position(self) -> str:
         """The next operation id: fixed when a crossing is *made*, so that parallel calls keep
@@ -94,6 +100,24 @@ class Replayer:
         self._served.add(op_id)
         if self.entry(op_id, "cancel") is not None:
             raise Cancelled()
+
+    def patched(self, name: str) -> bool:
+        """A patch marker: True where the run takes the new branch, False where its journal shows
+        that it went past this point before the patch existed (it replays the old branch). A run
+        that takes the new branch journals the marker at this position, written with its next
+        entry (no commit of its own: a run that ends before then replays to True again). The same
+        name gives the same answer for the rest of the run."""
+        if name in self._patches:
+            return self._patches[name]
+        op_id = f"op-{self._next + 1}"
+        mark = self.entry(op_id, "patch")
+        taken = mark.data.get("name") == name if mark is not None else self._next >= self._last
+        if taken:
+            self.enter(self.position())
+            if mark is None:
+                self._marks.append((op_id, {"name": name}))
+        self._patches[name] = taken
+        return taken
 
     def journaled(self, op_id: str) -> bool:
         return op_id in self.journal.ops
@@ -139,6 +163,9 @@ class Replayer:
         """Journal one entry as the lease holder (fenced). Parallel calls append concurrently:
         each entry is chained to the head *before* its write commits, and the writer commits a
         run's writes in order; a write that fails leaves the run, so the head never outlives it."""
+        marks, self._marks = self._marks, []
+        for mark_op, mark in marks:  # a patch marker goes before the entry that follows it
+            await self.append("patch", mark_op, mark)
         j = self.journal
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq

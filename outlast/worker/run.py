@@ -149,6 +149,13 @@ class Run:
         op_id = self._replayer.position()
         return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
 
+    def patched(self, name: str) -> bool:
+        """A patch marker, for changing a workflow under runs already started: ``if
+        run.patched("fix-refund-rounding"): <new code> else: <old code>``. A run that went past
+        this point before the patch existed replays the old branch (False); every other run takes
+        the new one (True), journaled like a crossing so that its replays take it again."""
+        return self._replayer.patched(name)
+
     def in_doubt(self, tool: str) -> bool:
         """True once an operation of ``tool`` was declared in doubt in this run."""
         return tool in self._dispatcher.in_doubt

@@ -51,7 +51,7 @@ class Scheduler:
             created = await asyncio.gather(*(self._enqueue(row, rid) for rid in ids))
             fresh = [rid for rid, new in zip(ids, created, strict=True) if new]
             # Published once recorded; an entry lost here is published by a sweeper later.
-            await self.queue.publish_many([(row["queue"], rid) for rid in fresh])
+            await self.queue.publish_many([(row["queue"], rid, "normal") for rid in fresh])
             await self.store.advance_schedule(row["name"], row["last_tick"], last)
             if fresh or not ticks:
                 skipped = "" if ticks else f", ticks up to {last:%Y-%m-%d %H:%M:%S %Z} missed and skipped"

@@ -57,6 +57,7 @@ class Sweeper:
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
             await self.store.forget_gone_workers(GONE_FOR)
+            await self.store.forget_served_programs(max(GONE_FOR, self.s.program_grace))
             await self.store.forget_watchers()  # of clients' listening connections gone
 
     async def prune(self, log: Any) -> None:
@@ -75,10 +76,10 @@ class Sweeper:
         cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
         while True:
             due = await self.store.due(after, limit, cutoff)
-            for run_id, q in due:
-                await self.queue.publish(q, run_id)
+            for run_id, q, priority in due:
+                await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
             if due:
-                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _ in due[:20]])
+                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _, _ in due[:20]])
             if len(due) < limit:
                 return

@@ -154,7 +154,7 @@ async def test_one_sweep_pass_pages_through_due_runs_once(world: World) -> None:
     cutoff = await store.db_now()
     seen: list[str] = []
     while page := await store.due(0.0, 3, cutoff):
-        seen += [rid for rid, _ in page]
+        seen += [rid for rid, *_ in page]
         assert len(seen) <= 7, f"pages repeat runs: {seen}"
     assert sorted(seen) == [f"r{i}" for i in range(7)]
     await store.close()
