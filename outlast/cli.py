@@ -217,6 +217,7 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
 @click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
 @_option("queue")
 @click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
+@click.option("--tenant", help="Whose run it is (kept by its continuations and child runs).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.pass_context
 def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
@@ -225,7 +226,12 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
 
     async def go(c: AsyncClient) -> Run:
         run = await c.enqueue(
-            workflow, data, run_id=opts["run_id"], queue=opts["queue"], deadline=opts["deadline"]
+            workflow,
+            data,
+            run_id=opts["run_id"],
+            queue=opts["queue"],
+            deadline=opts["deadline"],
+            tenant=opts["tenant"],
         )
         click.echo(f"run {run.id} {run.state}")
         return await c.wait(run.id) if wait else run
@@ -263,6 +269,7 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
 @click.option("--workflow", help="Only runs of this workflow.")
 @click.option("--queue", "-q", help="Only runs of this queue.")
 @click.option("--since", help="Only runs created since: 30m, 2h, 7d ago, or an ISO time (UTC if no offset).")
+@click.option("--tenant", help="Only runs of this tenant.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -277,7 +284,8 @@ def runs(ctx: click.Context, /, state: str | None, limit: int, as_json: bool, **
         return
     for r in found:
         reason = f" ({r.reason})" if r.reason else ""
-        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}")
+        tenant = f"  tenant {r.tenant}" if r.tenant else ""
+        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}")
     if not found:
         click.echo("no runs")
 

@@ -12,7 +12,15 @@ import signal
 import sys
 
 POINTS = frozenset(
-    {"before_intention", "after_intention", "after_effect", "after_result", "before_ack", "after_final"}
+    {
+        "before_intention",
+        "after_intention",
+        "after_effect",
+        "after_result",
+        "before_ack",
+        "after_final",
+        "after_child_insert",  # a child run committed, its start not yet journaled in the parent
+    }
 )
 
 _armed: set[tuple[str, str | None]] = set()

@@ -67,6 +67,9 @@ class Run:
     updated_at: datetime
     finished_at: datetime | None
     trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
+    tenant: str | None = None  # whose run: kept by continuations and child runs
+    started_by: str | None = None  # the parent run whose operation started this child run
+    waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -94,6 +97,9 @@ class Run:
             updated_at=row["updated_at"],
             finished_at=row["finished_at"],
             trace_context=row.get("trace_context"),
+            tenant=row.get("tenant"),
+            started_by=row.get("started_by"),
+            waits_for=row.get("waits_for"),
         )
 
     @property

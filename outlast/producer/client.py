@@ -142,17 +142,20 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        tenant: str | None = None,
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id with the same workflow and input returns the
         existing run; with others it raises ``RunConflict``. ``input`` is a JSON object (omitted:
         ``{}``; None is refused); ``deadline`` is a duration from now, up to ten years; ``budget``
-        names limits (e.g. ``{"usd": 5, "calls": 100}``). Bad values raise ``InvalidInput`` before
-        anything is written.
+        names limits (e.g. ``{"usd": 5, "calls": 100}``); ``tenant`` whose run it is (kept by its
+        continuations and child runs). Bad values raise ``InvalidInput`` before anything is written.
         """
         return await self._admit(
-            self._prepare(workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow, input, run_id=run_id, queue=queue, deadline=deadline, budget=budget, tenant=tenant
+            )
         )
 
     async def enqueue_many(
@@ -164,6 +167,7 @@ class AsyncClient:
         queue: str | None = None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
+        tenant: str | None = None,
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
@@ -174,7 +178,9 @@ class AsyncClient:
         if len(ids) != len(items):
             raise InvalidInput(f"enqueue_many: {len(items)} inputs but {len(ids)} run ids")
         admitted = [
-            self._prepare(workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget)
+            self._prepare(
+                workflow, data, run_id=rid, queue=queue, deadline=deadline, budget=budget, tenant=tenant
+            )
             for data, rid in zip(items, ids, strict=True)
         ]
         await self.open()
@@ -201,6 +207,7 @@ class AsyncClient:
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
         parent: Run | None = None,
+        tenant: str | None = None,
     ) -> dict[str, Any]:
         """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
@@ -220,6 +227,8 @@ class AsyncClient:
                 raise InvalidInput(f"{where}: the queue {exc}") from None
         seconds = _deadline_seconds(deadline, where)
         _check_budget(budget, where)
+        if tenant is not None:
+            _check_text(tenant, "the tenant", where, 100)
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
@@ -236,6 +245,7 @@ class AsyncClient:
             "budget": None if parent else budget,
             "budget_id": parent.budget_id if parent else None,
             "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
+            "tenant": parent.tenant if parent else tenant,
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
@@ -301,16 +311,24 @@ class AsyncClient:
         workflow: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
+        tenant: str | None = None,
     ) -> list[Run]:
         """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
-        at or after ``since`` (each when given)."""
+        at or after ``since``, of ``tenant`` (each when given)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {_show(limit)}")
         await self.open()
         if state is not None and state not in set(RunState):
             known = ", ".join(RunState)
             raise InvalidInput(f"no run state '{state}' (states: {known})")
-        return await self.store.list_runs(state, limit, workflow=workflow, queue=queue, since=since)
+        return await self.store.list_runs(
+            state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
+        )
+
+    async def children(self, run_id: str) -> list[dict[str, Any]]:
+        """The child runs the run started (``run.start``): id, workflow, state, reason."""
+        await self.status(run_id)
+        return await self.store.children_of(run_id)
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
@@ -430,7 +448,7 @@ class AsyncClient:
         self, run_id: str, input: dict[str, Any] | None = None, *, run_id_new: str | None = None
     ) -> Run:
         """Start a new run that continues a finished one: same workflow, the original's budget
-        (shared, not renewed) and its deadline."""
+        (shared, not renewed), its deadline and its tenant."""
         original = await self.status(run_id)
         if not original.final:
             raise RunNotFinished(
@@ -445,7 +463,8 @@ class AsyncClient:
     async def cancel(self, run_id: str) -> Run:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
         one stops at its next crossing (a tool in flight finishes and its result is journaled); a
-        waiting one is taken up by a worker to stop, running the compensations it asked for."""
+        waiting one is taken up by a worker to stop, running the compensations it asked for. The
+        child runs it started, and theirs, are cancelled with it."""
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
@@ -455,7 +474,21 @@ class AsyncClient:
         state, queue = got
         if state == RunState.CANCELLING:
             await self.queue.publish(queue, run_id)
+        await self._cancel_children(run_id)
         return await self.status(run_id)
+
+    async def _cancel_children(self, run_id: str) -> None:
+        """Cancel the unfinished runs ``run_id`` started, level by level: each level is read after
+        the cancellation of the one above is committed, and a run whose cancellation is requested
+        starts no child (``insert_child``), so none is missed."""
+        level = [run_id]
+        while level:
+            below = await self.store.children(level)
+            for child in below:
+                got = await self.store.cancel(child, {"by": "parent", "with": run_id})
+                if got is not None and got[0] == RunState.CANCELLING:
+                    await self.queue.publish(got[1], child)
+            level = below
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""

@@ -9,10 +9,10 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 -- without the limits it was given.
 WITH r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
-                      trace_context)
+                      trace_context, tenant)
     VALUES (%(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
             coalesce(%(deadline_at)s, now() + make_interval(secs => %(deadline_in)s)),
-            %(parent_id)s, %(budget_id)s, %(trace_context)s)
+            %(parent_id)s, %(budget_id)s, %(trace_context)s, %(tenant)s)
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
 b AS (
@@ -34,6 +34,7 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
@@ -486,3 +487,72 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 -- The rows of listening connections that are gone (killed, or their client died).
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
+
+-- Child runs (`run.start`, `child.result()`).
+
+-- name: insert_child
+-- A child run, started by its parent's lease holder (fenced), never once the parent's cancellation
+-- was requested: under the parent row's share lock, so a cancellation that then walks the
+-- children finds it. It shares the parent's budget, deadline and tenant. Its id is derived from
+-- the parent's operation: started again after a crash, it finds itself (`created` false). Its
+-- published_at is the epoch (never published): the sweeper's next pass hands it out.
+WITH p AS (
+    SELECT id, deadline, budget_id, tenant, cancel_requested FROM runs
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    FOR SHARE),
+r AS (
+    INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, budget_id, tenant,
+                      started_by, trace_context, published_at)
+    SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s, p.deadline,
+           p.budget_id, p.tenant, p.id, %(trace_context)s, 'epoch'
+    FROM p WHERE NOT p.cancel_requested
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, workflow, queue, started_by),
+e AS (
+    INSERT INTO events (run_id, kind, detail)
+    SELECT r.id, 'enqueued',
+           jsonb_build_object('workflow', r.workflow, 'queue', r.queue, 'started_by', r.started_by)
+    FROM r)
+SELECT (SELECT count(*) FROM p) = 1 AS held,
+       coalesce((SELECT cancel_requested FROM p), false) AS cancel_requested,
+       (SELECT count(*) FROM r) = 1 AS created;
+
+-- name: wait_child
+-- The parent waits for its child with no worker held (like `wait`); the sweeper wakes it when the
+-- child is final (`wake_child_waiters`). Run again after a lost acknowledgement, it finds the wait.
+WITH r AS (
+    UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
+        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = now(), updated_at = now()
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s AND state = 'waiting'
+  AND reason = 'child' AND waits_for = %(child)s;
+
+-- name: wake_child_waiters
+-- The sweeper: a run waiting for a child that is final is due now (the claim takes a waiting run
+-- whose wake_at passed, and `due` publishes it). A separate statement from the child's own end,
+-- so no race between a parent's wait and its child's end can leave the parent asleep. SKIP LOCKED:
+-- every worker sweeps at once without waiting on another.
+WITH w AS (
+    SELECT p.id FROM runs p
+    WHERE p.state = 'waiting' AND p.reason = 'child' AND p.wake_at IS NULL
+      AND EXISTS (SELECT 1 FROM runs c WHERE c.id = p.waits_for
+                  AND c.state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled'))
+    ORDER BY p.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE runs SET wake_at = now(), updated_at = now() FROM w WHERE runs.id = w.id
+RETURNING runs.id;
+
+-- name: children
+-- The unfinished runs these runs started (a cancellation walks them, level by level).
+SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])
+  AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+ORDER BY id;
+
+-- name: children_of
+-- Every run this run started, for its status.
+SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;

@@ -96,6 +96,17 @@ class OnWait:
 
 
 @dataclass(frozen=True)
+class ChildStart:
+    """What starting a child run found: the parent's lease ``held`` (else fenced), its
+    ``cancel_requested``, and whether the child was ``created`` (else it exists already, or was
+    refused)."""
+
+    held: bool
+    cancel_requested: bool
+    created: bool
+
+
+@dataclass(frozen=True)
 class Lease:
     """What a heartbeat learnt of one lease."""
 
@@ -304,10 +315,12 @@ class Store:
         budget: dict[str, float] | None = None,
         budget_id: str | None = None,
         trace_context: dict[str, str] | None = None,
+        tenant: str | None = None,
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
-        ``trace_context`` is the producer's trace, continued by every attempt of the run."""
+        ``trace_context`` is the producer's trace, continued by every attempt of the run;
+        ``tenant`` whose run it is."""
         limits = budget or {}
         rows = await self._write(
             "insert_run",
@@ -324,6 +337,7 @@ class Store:
             budget_names=list(limits),
             budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
             trace_context=None if trace_context is None else Jsonb(trace_context),
+            tenant=tenant,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -343,10 +357,11 @@ class Store:
         workflow: str | None = None,
         queue: str | None = None,
         since: datetime | None = None,
+        tenant: str | None = None,
     ) -> list[Run]:
         """The latest runs, newest first; each filter given narrows them."""
         rows = await self._rows(
-            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=since
+            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=since, tenant=tenant
         )
         return [Run.from_row(r) for r in rows]
 
@@ -604,6 +619,36 @@ class Store:
         else:
             rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
+
+    # -- child runs -----------------------------------------------------------------------
+
+    async def insert_child(self, parent: str, token: int, row: dict[str, Any]) -> ChildStart:
+        """Insert a child run of ``parent`` (fenced by the parent's ``token``; refused once the
+        parent's cancellation was requested), idempotent on its id. ``row``: id, workflow, queue,
+        input, input_hash, program, trace_context."""
+        trace = row["trace_context"]
+        params = {**row, "input": Jsonb(row["input"])}
+        params["trace_context"] = None if trace is None else Jsonb(trace)
+        rows = await self._write("insert_child", run_id=parent, token=token, **params)
+        return ChildStart(rows[0]["held"], rows[0]["cancel_requested"], rows[0]["created"])
+
+    async def wait_child(self, run_id: str, token: int, child: str, message: str) -> bool:
+        """Give up the lease and wait durably for the run ``child`` (fenced)."""
+        detail = Jsonb({"reason": "child", "child": child, "message": message})
+        rows = await self._write("wait_child", run_id=run_id, token=token, child=child, detail=detail)
+        return bool(rows)
+
+    async def wake_child_waiters(self, limit: int = 500) -> list[str]:
+        """Make due the runs waiting for a child that is final; their ids."""
+        return [r["id"] for r in await self._rows("wake_child_waiters", limit=limit)]
+
+    async def children(self, ids: list[str]) -> list[str]:
+        """The unfinished runs started by any of ``ids``."""
+        return [r["id"] for r in await self._rows("children", ids=ids)]
+
+    async def children_of(self, run_id: str) -> list[dict[str, Any]]:
+        """Every run ``run_id`` started: id, workflow, state, reason."""
+        return await self._rows("children_of", run_id=run_id)
 
     # -- fleet ----------------------------------------------------------------------------
 

@@ -58,6 +58,10 @@ def _describe_entry(e: Entry) -> str:
         return f"approval of {describe(d['action'], d['args'])}"
     if e.kind == "timer":
         return "sleep()"
+    if e.kind == "child":
+        return f"start of child run {d['child']} ({d['workflow']})"
+    if e.kind == "child_result":
+        return f"result of child run {d['child']}"
     return f"{d.get('name', e.kind)}()"
 
 

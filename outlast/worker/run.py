@@ -22,6 +22,7 @@ from outlast.model import Decision
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
+from outlast.worker.children import Child, Children
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl
 from outlast.worker.dispatcher import Dispatcher
@@ -56,6 +57,7 @@ class Run:
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload)
         self._dispatcher.handle = self
         self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
+        self._children = Children(record, app, store, control, self._replayer, self.settled, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()
         self._quiet.set()
@@ -145,6 +147,16 @@ class Run:
             raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
         op_id = self._replayer.position()
         return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
+
+    def start(
+        self, workflow: str, input: dict[str, Any] | None = None, *, queue: str | None = None
+    ) -> Awaitable[Child]:
+        """Start a child run of ``workflow`` with ``input`` (on ``queue``, else this run's): a
+        journaled crossing. The child's id is derived from this run and this crossing, so a
+        resumed run finds the same child; it shares this run's budget, deadline and tenant, and
+        is cancelled with it. ``await child.result()`` waits for it with no worker held."""
+        data = {} if input is None else input
+        return self._children.start(self._replayer.position(), workflow, data, queue)
 
     def in_doubt(self, tool: str) -> bool:
         """True once an operation of ``tool`` was declared in doubt in this run."""

@@ -37,6 +37,7 @@ class Sweeper:
             await self.republish(log, after=0.0)
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+        await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
         await self.republish(log, self.s.republish_after)
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
