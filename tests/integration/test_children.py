@@ -59,7 +59,7 @@ def test_fan_out_children_keep_their_identities_and_tenant(world: World) -> None
     with family_world(world) as c:
         world.worker(APP)
         world.worker(APP)
-        parents = [c.enqueue("fan_out", {"n": 6}, tenant="acme").id for _ in range(3)]
+        parents = [c.enqueue("fan_out", {"n": 6}, tenant="acme", budget={"usd": 5}).id for _ in range(3)]
         for pid in parents:
             run = c.wait(pid, timeout=60)
             assert run.state == "succeeded", run.reason
@@ -68,6 +68,8 @@ def test_fan_out_children_keep_their_identities_and_tenant(world: World) -> None
             assert children(world, pid) == sorted((i, "succeeded", "acme") for i in ids)
             assert [executions(world, i) for i in ids] == [1] * 6  # each child did its work once
             assert executions(world, pid) == 0
+            shared = world.sql("SELECT DISTINCT budget_id FROM runs WHERE started_by = %s", pid)
+            assert shared == [(pid,)]  # the children spend from the parent's budget
             assert kinds(world, pid).count("child") == 6
             assert kinds(world, pid).count("child_result") == 6
         assert world.sql("SELECT count(*) FROM runs WHERE started_by IS NOT NULL")[0][0] == 18
