@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from outlast import App, ChildFailed, Run, current_action
+from outlast import App, Child, ChildFailed, Run, current_action
 from tests.apps import connect, setup_tables
 
 TABLES = "CREATE TABLE IF NOT EXISTS gates (name text PRIMARY KEY);"
@@ -81,6 +81,25 @@ async def catches(run: Run, why: str) -> dict[str, Any]:
     except ChildFailed as exc:
         return {"caught": exc.state, "child": exc.child_id, "reason": exc.reason}
     return {"caught": None}
+
+
+async def summary(child: Child) -> dict[str, Any]:
+    try:
+        return await child.result()  # type: ignore[no-any-return]
+    except ChildFailed as exc:
+        return {"failed": exc.child_id, "state": exc.state}
+
+
+@app.workflow("mixed")
+async def mixed(run: Run, n: int) -> list[dict[str, Any]]:
+    """Every third child fails; each failure is caught where its result is awaited."""
+    children = await asyncio.gather(
+        *(
+            run.start("fail" if i % 3 == 2 else "gated", {"why": "x"} if i % 3 == 2 else {"gate": f"g{i}"})
+            for i in range(n)
+        )
+    )
+    return await asyncio.gather(*(summary(c) for c in children))
 
 
 @app.workflow("lets_fail")

@@ -162,3 +162,46 @@ def test_a_tenant_is_kept_filtered_and_checked(world: World) -> None:
             c.enqueue("summarize", {"text": "x"}, tenant="a\nb")
         bad = world.cli("enqueue", "summarize", "--tenant", "")
         assert bad.returncode != 0 and "tenant" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_children_that_end_at_different_times_and_some_fail(world: World) -> None:
+    with family_world(world) as c:
+        world.worker(APP)
+        pid = c.enqueue("mixed", {"n": 6}).id
+        reach(c, pid, "waiting", reason="child")
+        for i in (4, 1, 3, 0):  # the gates open out of order, the parent woken each time it waits
+            world.sql("INSERT INTO gates VALUES (%s)", f"g{i}")
+            reach(c, f"{pid}:op-{i + 1}", "succeeded")
+        run = c.wait(pid, timeout=60)
+        assert run.state == "succeeded", run.reason
+        assert run.result == [
+            {"summary": "G0"},
+            {"summary": "G1"},
+            {"failed": f"{pid}:op-3", "state": "failed"},
+            {"summary": "G3"},
+            {"summary": "G4"},
+            {"failed": f"{pid}:op-6", "state": "failed"},
+        ]
+        assert len(children(world, pid)) == 6
+        assert [executions(world, f"{pid}:op-{i}") for i in range(1, 7)] == [1, 1, 0, 1, 1, 0]
+        waits = world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'waiting'", pid)[0][0]
+        assert waits >= 1
+        assert kinds(world, pid).count("child_result") == 6
+
+
+def test_a_replay_that_starts_another_child_is_refused(world: World) -> None:
+    with family_world(world) as c:
+        first = world.worker(APP)
+        pid = c.enqueue("parent", {"gate": "g"}).id
+        reach(c, pid, "waiting", reason="child")
+        first.kill()
+        first.wait(10)
+        world.worker("tests.apps.family_v2:app")
+        moved = world.cli("resume", pid, "--accept-program-change")
+        assert moved.returncode == 0, moved.stderr
+        run = reach(c, pid, "waiting", reason="resume_impossible")
+        shown = world.cli("status", pid).stdout
+        assert f"journal has start of child run {pid}:op-1 (gated)" in shown
+        assert 'program asks start of child gated({"gate":"G"})' in shown
+        assert run.journal_len == 1  # nothing more journaled, and no second child started
+        assert [i for i, _, _ in children(world, pid)] == [f"{pid}:op-1"]
