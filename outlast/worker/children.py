@@ -71,7 +71,10 @@ class Children:
         self._settled = settled  # calls made in parallel journal their results before a wait
         self._max_payload = max_payload
         self._one_at_a_time = asyncio.Lock()  # parallel result() crossings: one wait, not several
-        self._suspended = False
+        self.suspended = False  # a result() crossing committed the run's wait for its child
+        self._waiting = 0  # result() crossings under way
+        self._quiet = asyncio.Event()
+        self._quiet.set()
 
     def position(self) -> str:
         return self._replayer.position()
@@ -128,7 +131,22 @@ class Children:
         if digest(canonical(found.input)) != ihash:
             raise RunConflict(child_id, "input")
 
+    async def quiet(self) -> None:
+        """Wait for the result() crossings under way (a sibling of a ``gather`` that raised goes
+        on: it journals the child's outcome, or commits the run's wait for it)."""
+        await self._quiet.wait()
+
     async def result(self, op_id: str, child: Child) -> Any:
+        self._waiting += 1
+        self._quiet.clear()
+        try:
+            return await self._result(op_id, child)
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._quiet.set()
+
+    async def _result(self, op_id: str, child: Child) -> Any:
         r = self._replayer
         r.enter(op_id)
         if r.journaled(op_id):
@@ -137,7 +155,7 @@ class Children:
                 raise r.mismatch(op_id, f"result of child run {child.id}")
             return self._outcome(child, e)
         async with self._one_at_a_time:
-            if self._suspended:  # a sibling crossing committed the wait: unwind with it
+            if self.suspended:  # a sibling crossing committed the wait: unwind with it
                 raise Suspended()
             await r.go_live(op_id)
             found = await self._control.db(self._store.get_run(child.id))
@@ -153,7 +171,7 @@ class Children:
             waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
             if not await self._control.db(waiting):
                 raise Fenced(self.run_id, self._control.token)
-            self._suspended = True
+            self.suspended = True
             raise Suspended()
 
     def _outcome(self, child: Child, e: Entry) -> Any:

@@ -194,18 +194,19 @@ class Execution:
         return await self.finish(state, error=error, reason=reason)
 
     async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
-        """Run the workflow function; however it ends, the calls it left under way (the siblings
-        of a ``gather`` that raised) settle, their results journaled, before the run ends."""
+        """Run the workflow function; however it ends, the calls and child waits it left under
+        way (the siblings of a ``gather`` that raised) settle, their results journaled, before the
+        run ends (``Run.ended``: or waits, if one of them committed a wait)."""
         try:
             value = await fn(ctx, **self.run.input)
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
             self.control.left = True
             raise
         except (Exception, Cancelled):
-            await ctx.settled()
+            await ctx.ended()
             self._left_if_abandoned()
             raise
-        await ctx.settled()
+        await ctx.ended()
         self._left_if_abandoned()
         return value
 

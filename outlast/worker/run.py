@@ -24,7 +24,7 @@ from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.children import Child, Children
 from outlast.worker.compensator import compensate
-from outlast.worker.control import RunControl
+from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.waits import Waits
@@ -173,6 +173,15 @@ class Run:
         await self._quiet.wait()
 
     # -- for the executor ---------------------------------------------------------------
+
+    async def ended(self) -> None:
+        """The workflow returned or raised: wait for the crossings it left under way (calls, and
+        waits for children); if one of those committed the run's wait, the run waits (the replay
+        comes back to the same point, and the workflow ends then)."""
+        await self.settled()
+        await self._children.quiet()
+        if self._children.suspended:
+            raise Suspended()
 
     def check_consumed(self) -> None:
         self._replayer.check_consumed()

@@ -102,6 +102,18 @@ async def mixed(run: Run, n: int) -> list[dict[str, Any]]:
     return await asyncio.gather(*(summary(c) for c in children))
 
 
+@app.workflow("gather_raises")
+async def gather_raises(run: Run, gate: str) -> str:
+    """The first child fails while the second is held at its gate: the ``gather`` raises, and
+    its sibling wait goes on."""
+    children = [await run.start("fail", {"why": "x"}), await run.start("gated", {"gate": gate})]
+    try:
+        await asyncio.gather(*(c.result() for c in children))
+    except ChildFailed:
+        return "caught"
+    return "not raised"
+
+
 @app.workflow("lets_fail")
 async def lets_fail(run: Run, why: str) -> None:
     await (await run.start("fail", {"why": why})).result()

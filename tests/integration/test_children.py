@@ -6,6 +6,7 @@ caught in its parent, and a tenant kept through continuations and children (test
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -205,3 +206,19 @@ def test_a_replay_that_starts_another_child_is_refused(world: World) -> None:
         assert 'program asks start of child gated({"gate":"G"})' in shown
         assert run.journal_len == 1  # nothing more journaled, and no second child started
         assert [i for i, _, _ in children(world, pid)] == [f"{pid}:op-1"]
+
+
+def test_a_gather_that_raised_still_waits_for_its_other_children_before_the_run_ends(world: World) -> None:
+    with family_world(world) as c:
+        world.worker(APP)
+        pid = c.enqueue("gather_raises", {"gate": "g"}).id
+        reach(c, f"{pid}:op-1", "failed")
+        reach(c, f"{pid}:op-2", "running")
+        time.sleep(1.5)  # long enough for the parent to have ended, had it not waited
+        run = reach(c, pid, "waiting", reason="child")
+        assert run.waits_for == f"{pid}:op-2" and run.result is None
+        world.sql("INSERT INTO gates VALUES ('g')")
+        run = c.wait(pid, timeout=60)
+        assert (run.state, run.result) == ("succeeded", "caught")
+        assert kinds(world, pid).count("child_result") == 2  # the sibling's outcome journaled too
+        assert "fenced" not in world.logs().lower()
