@@ -50,6 +50,7 @@ class Run:
     ) -> None:
         self.id = record.id
         self.input = record.input
+        self.tenant = record.tenant  # whose run (None: not given); its child runs keep it
         self._app = app
         self._store = store
         self._replayer = Replayer(record, store, control, journal, db_now)

@@ -49,6 +49,15 @@ async def gated(run: Run, gate: str) -> dict[str, Any]:
     return {"summary": await run.call("work", label=gate)}
 
 
+@app.workflow("whose")
+async def whose(run: Run, depth: int) -> list[str | None]:
+    """The tenant as the run sees it, and as each of its descendants does."""
+    below: list[str | None] = []
+    if depth:
+        below = await (await run.start("whose", {"depth": depth - 1})).result()
+    return [run.tenant, *below]
+
+
 @app.workflow("fail")
 async def fail(run: Run, why: str) -> None:
     raise ValueError(why)

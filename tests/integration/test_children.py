@@ -159,6 +159,12 @@ def test_a_tenant_is_kept_filtered_and_checked(world: World) -> None:
         assert {r.tenant for r in c.runs(tenant="acme")} == {"acme"} and len(c.runs(tenant="acme")) == 2
         listed = world.cli("runs", "--tenant", "globex")
         assert listed.returncode == 0 and "tenant globex" in listed.stdout and a.id not in listed.stdout
+        world.worker(APP)
+        seen = c.wait(c.enqueue("whose", {"depth": 2}, tenant="initech").id, timeout=60)
+        assert seen.result == ["initech"] * 3  # the run and its child and grandchild see it
+        assert {r.tenant for r in c.runs(tenant="initech")} == {"initech"} and len(
+            c.runs(tenant="initech")
+        ) == 3
         with pytest.raises(InvalidInput, match="the tenant must be 1 to 100 printable characters"):
             c.enqueue("summarize", {"text": "x"}, tenant="a\nb")
         bad = world.cli("enqueue", "summarize", "--tenant", "")
