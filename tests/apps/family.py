@@ -63,9 +63,15 @@ async def fail(run: Run, why: str) -> None:
     raise ValueError(why)
 
 
+@app.workflow("echo")
+async def echo(run: Run, text: str) -> dict[str, Any]:
+    """A child with no tool: a crash anywhere in it leaves nothing in doubt."""
+    return {"summary": text.upper()}
+
+
 @app.workflow("fan_out")
-async def fan_out(run: Run, n: int) -> dict[str, Any]:
-    children = await asyncio.gather(*(run.start("summarize", {"text": f"t{i}"}) for i in range(n)))
+async def fan_out(run: Run, n: int, child: str = "summarize") -> dict[str, Any]:
+    children = await asyncio.gather(*(run.start(child, {"text": f"t{i}"}) for i in range(n)))
     results = await asyncio.gather(*(c.result() for c in children))
     return {"ids": [c.id for c in children], "results": results}
 
