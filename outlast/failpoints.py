@@ -19,7 +19,7 @@ POINTS = frozenset(
         "after_result",
         "before_ack",
         "after_final",
-        "after_child_insert",  # a child run committed, its start not yet journaled in the parent
+        "before_child_journaled",  # a child run committed, its start not yet journaled in the parent
     }
 )
 

@@ -116,7 +116,7 @@ class Children:
         if got.cancel_requested:
             self._control.cancel.set()
             await r.go_live(op_id)  # journals the cancellation here and raises Cancelled
-        failpoints.hit("after_child_insert")
+        failpoints.hit("before_child_journaled")
         if not got.created:  # started before a crash, its start not journaled: it must be the same
             await self._same_child(child_id, workflow, ihash)
         await r.append("child", op_id, {"workflow": workflow, "child": child_id, "input_hash": ihash})

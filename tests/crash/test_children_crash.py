@@ -21,7 +21,7 @@ def test_fan_outs_killed_twice_start_each_child_once(world: World) -> None:
     family.setup(world.database_url, world.schema)
     with Client(settings=world.settings()) as c:
         parents = [c.enqueue("fan_out", {"n": 5, "child": "echo"}).id for _ in range(4)]
-        killed(world.worker(APP, OUTLAST_FAILPOINTS="after_child_insert"))
+        killed(world.worker(APP, OUTLAST_FAILPOINTS="before_child_journaled"))
         killed(world.worker(APP, OUTLAST_FAILPOINTS="after_final"))
         world.worker(APP)
         for pid in parents:

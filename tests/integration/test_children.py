@@ -92,7 +92,7 @@ def test_a_childs_failure_is_raised_in_the_parent(world: World) -> None:
 
 def test_a_parent_killed_after_starting_its_child_finds_the_same_child(world: World) -> None:
     with family_world(world) as c:
-        armed = world.worker(APP, OUTLAST_FAILPOINTS="after_child_insert")
+        armed = world.worker(APP, OUTLAST_FAILPOINTS="before_child_journaled")
         pid = c.enqueue("parent", {"gate": "g"}).id
         killed(armed)
         child = f"{pid}:op-1"
