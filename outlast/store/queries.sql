@@ -547,6 +547,14 @@ WITH w AS (
 UPDATE runs SET wake_at = now(), updated_at = now() FROM w WHERE runs.id = w.id
 RETURNING runs.id;
 
+-- name: wake_parent
+-- A child's end wakes its parent at once, if it waits for that child (`wake_child_waiters` covers
+-- a parent whose wait commits after this, and a worker that dies before it gets here).
+UPDATE runs SET wake_at = now(), published_at = now(), updated_at = now()
+WHERE id = %(id)s AND state = 'waiting' AND reason = 'child' AND waits_for = %(child)s
+  AND wake_at IS NULL
+RETURNING queue;
+
 -- name: children
 -- The unfinished runs these runs started (a cancellation walks them, level by level).
 SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])

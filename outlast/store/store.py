@@ -642,6 +642,11 @@ class Store:
         """Make due the runs waiting for a child that is final; their ids."""
         return [r["id"] for r in await self._rows("wake_child_waiters", limit=limit)]
 
+    async def wake_parent(self, parent: str, child: str) -> str | None:
+        """Make ``parent`` due now if it waits for ``child``; its queue, or None."""
+        rows = await self._write("wake_parent", id=parent, child=child)
+        return rows[0]["queue"] if rows else None
+
     async def children(self, ids: list[str]) -> list[str]:
         """The unfinished runs started by any of ``ids``."""
         return [r["id"] for r in await self._rows("children", ids=ids)]

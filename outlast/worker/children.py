@@ -75,6 +75,7 @@ class Children:
         self._waiting = 0  # result() crossings under way
         self._quiet = asyncio.Event()
         self._quiet.set()
+        self.started: list[tuple[str, str]] = []  # (queue, id) of the children this attempt created
 
     def position(self) -> str:
         return self._replayer.position()
@@ -120,6 +121,7 @@ class Children:
         if not got.created:  # started before a crash, its start not journaled: it must be the same
             await self._same_child(child_id, workflow, ihash)
         await r.append("child", op_id, {"workflow": workflow, "child": child_id, "input_hash": ihash})
+        self.started.append((row["queue"], child_id))
         return Child(self, child_id, workflow)
 
     async def _same_child(self, child_id: str, workflow: str, ihash: str) -> None:

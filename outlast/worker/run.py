@@ -175,6 +175,11 @@ class Run:
 
     # -- for the executor ---------------------------------------------------------------
 
+    @property
+    def children_started(self) -> list[tuple[str, str]]:
+        """(queue, id) of the child runs this attempt created (the sweeper hands them out too)."""
+        return self._children.started
+
     async def ended(self) -> None:
         """The workflow returned or raised: wait for the crossings it left under way (calls, and
         waits for children); if one of those committed the run's wait, the run waits (the replay

@@ -228,3 +228,17 @@ def test_a_gather_that_raised_still_waits_for_its_other_children_before_the_run_
         assert (run.state, run.result) == ("succeeded", "caught")
         assert kinds(world, pid).count("child_result") == 2  # the sibling's outcome journaled too
         assert "fenced" not in world.logs().lower()
+
+
+def test_children_start_and_wake_their_parent_without_waiting_for_a_sweep(world: World) -> None:
+    with family_world(world) as c:
+        world.worker(APP, OUTLAST_SWEEP_INTERVAL="60")  # a sweep at start, the next a minute later
+        time.sleep(3)  # past the worker's first sweep
+        began = time.monotonic()
+        pid = c.enqueue("fan_out", {"n": 3, "child": "echo"}).id
+        run = c.wait(pid, timeout=30)
+        assert run.state == "succeeded" and run.result is not None
+        assert run.result["results"] == [{"summary": "T0"}, {"summary": "T1"}, {"summary": "T2"}]
+        assert time.monotonic() - began < 15  # handed out by the worker, not by a sweep
+        waited = world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'waiting'", pid)
+        assert waited[0][0] >= 1  # it did wait for a child, and was woken
