@@ -7,6 +7,7 @@ from outlast.errors import (
     ApprovalRejected,
     BudgetExhausted,
     Cancelled,
+    ChildFailed,
     ConfigError,
     DeadlineExceeded,
     DecisionRefused,
@@ -42,6 +43,7 @@ from outlast.model import Decision, Partial, RunState
 from outlast.model import Run as RunRecord
 from outlast.producer import AsyncClient, Client
 from outlast.settings import Settings
+from outlast.worker.children import Child
 from outlast.worker.run import Run
 
 __all__ = [
@@ -53,6 +55,8 @@ __all__ = [
     "AsyncClient",
     "BudgetExhausted",
     "Cancelled",
+    "Child",
+    "ChildFailed",
     "Client",
     "ConfigError",
     "DeadlineExceeded",

@@ -223,6 +223,7 @@ def _read_input(text: str | None, path: str | None, limit: int) -> Any:
     help="Start no earlier than this ISO 8601 time with its zone (2026-12-01T09:00+01:00).",
 )
 @click.option("--in", "start_in", help="Start no earlier than this long from now (45s, 90m, 12h, 30d).")
+@click.option("--tenant", help="Whose run it is (kept by its continuations and child runs).")
 @click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
 @click.option(
     "--priority",
@@ -247,6 +248,7 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
             start_at=start_at,
             delay=delay,
             priority=opts["priority"],
+            tenant=opts["tenant"],
         )
         later = f", starts at {run.start_at:%Y-%m-%d %H:%M:%S %Z}" if run.start_at else ""
         click.echo(f"run {run.id} {run.state}{later}")
@@ -311,6 +313,8 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
     "--since",
     help="Only runs created since: 30m, 2h, 7d, 2w ago (database clock), or an ISO time (UTC if no offset).",
 )
+@click.option("--since", help="Only runs created since: 30m, 2h, 7d ago, or an ISO time (UTC if no offset).")
+@click.option("--tenant", help="Only runs of this tenant.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -325,7 +329,8 @@ def runs(ctx: click.Context, /, state: str | None, limit: int, as_json: bool, **
         return
     for r in found:
         reason = f" ({r.reason})" if r.reason else ""
-        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}")
+        tenant = f"  tenant {r.tenant}" if r.tenant else ""
+        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}")
     if not found:
         click.echo("no runs")
 

@@ -165,6 +165,22 @@ class InDoubt(OutlastError):
         self.tool = tool
 
 
+class ChildFailed(OutlastError):
+    """A child run (``run.start``) ended other than succeeded or partial; raised in the parent at
+    ``child.result()``, where the workflow may catch it."""
+
+    def __init__(self, child_id: str, workflow: str, state: str, reason: str | None) -> None:
+        super().__init__(
+            f"child run '{child_id}' ({workflow}) ended {state}"
+            + (f": {reason}" if reason else "")
+            + f"; see it with: outlast status {child_id}"
+        )
+        self.child_id = child_id
+        self.workflow = workflow
+        self.state = state
+        self.reason = reason
+
+
 class ToolError(OutlastError):
     """A tool raised; its error is journaled as its result, so replay raises it again."""
 

@@ -12,7 +12,15 @@ import signal
 import sys
 
 POINTS = frozenset(
-    {"before_intention", "after_intention", "after_effect", "after_result", "before_ack", "after_final"}
+    {
+        "before_intention",
+        "after_intention",
+        "after_effect",
+        "after_result",
+        "before_ack",
+        "after_final",
+        "before_child_journaled",  # a child run committed, its start not yet journaled in the parent
+    }
 )
 
 _armed: set[tuple[str, str | None]] = set()

@@ -69,6 +69,9 @@ class Run:
     trace_context: dict[str, str] | None = None  # the producer's trace, continued by every attempt
     start_at: datetime | None = None  # a delayed run is not delivered before this time
     priority: str = "normal"  # the level of its queue it is published to: high, normal or low
+    tenant: str | None = None  # whose run: kept by continuations and child runs
+    started_by: str | None = None  # the parent run whose operation started this child run
+    waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -98,6 +101,9 @@ class Run:
             priority=row.get("priority", "normal"),
             trace_context=row.get("trace_context"),
             start_at=row.get("start_at"),
+            tenant=row.get("tenant"),
+            started_by=row.get("started_by"),
+            waits_for=row.get("waits_for"),
         )
 
     @property

@@ -70,6 +70,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "resolutions": resolutions,
         "approvals": approvals,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
+        "children": await client.children(run_id),
     }
 
 
@@ -92,6 +93,7 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
         lines.append(f"  why          {info['message']}")
     if info.get("waits_for"):
         lines.append(f"  waits for    {info['waits_for']} (in its worker)")
+    lines += _lineage(info)
     if r["owner"]:
         lines.append(
             f"  lease        {r['owner']}, token {r['fencing_token']}, until {r['lease_expires_at']}"
@@ -139,6 +141,20 @@ def render(info: dict[str, Any]) -> str:
     if r["error"]:
         lines.append(f"  error        {r['error'].get('type')}: {r['error'].get('message')}")
     return "\n".join(lines)
+
+
+def _lineage(info: dict[str, Any]) -> list[str]:
+    """The run's tenant, the run that started it, and the child runs it started."""
+    r, lines = info["run"], []
+    if r["tenant"]:
+        lines.append(f"  tenant       {r['tenant']}")
+    if r["started_by"]:
+        lines.append(f"  started by   {r['started_by']}")
+    for c in info["children"]:
+        why = f" ({c['reason']})" if c["reason"] else ""
+        waited = "  <- waited for" if r["state"] == "waiting" and r["waits_for"] == c["id"] else ""
+        lines.append(f"  child        {c['id']} {c['workflow']} {c['state']}{why}{waited}")
+    return lines
 
 
 def who_was(record: dict[str, Any]) -> str:

@@ -168,6 +168,7 @@ class AsyncClient:
         start_at: datetime | None = None,
         delay: timedelta | float | None = None,
         priority: str = "normal",
+        tenant: str | None = None,
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
@@ -178,7 +179,8 @@ class AsyncClient:
         ``start_at`` (aware datetime) or ``delay`` (seconds) delays the run: it is recorded now
         and not delivered before that time (a worker's sweeper publishes it then). ``priority`` is
         the queue's level, ``high``, ``normal`` or ``low`` (served 8:3:1 when all are busy). Bad
-        values raise ``InvalidInput`` before anything is written.
+        values raise ``InvalidInput`` before anything is written. ``tenant`` is whose run it is
+        (kept by its continuations and child runs).
         """
         return await self._admit(
             self._prepare(
@@ -190,6 +192,7 @@ class AsyncClient:
                 budget=budget,
                 start=_start(start_at, delay, f"a run of '{workflow}'"),
                 priority=priority,
+                tenant=tenant,
             )
         )
 
@@ -205,6 +208,7 @@ class AsyncClient:
         start_at: datetime | None = None,
         delay: timedelta | float | None = None,
         priority: str = "normal",
+        tenant: str | None = None,
     ) -> list[Run]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
@@ -226,6 +230,7 @@ class AsyncClient:
                 budget=budget,
                 start=start,
                 priority=priority,
+                tenant=tenant,
             )
             for data, rid in zip(items, ids, strict=True)
         ]
@@ -255,6 +260,7 @@ class AsyncClient:
         parent: Run | None = None,
         start: dict[str, Any] | None = None,
         priority: str = "normal",
+        tenant: str | None = None,
     ) -> dict[str, Any]:
         """Check everything about a run to admit, before anything is written; return the row."""
         _check_text(workflow, "the workflow's name", "enqueue")
@@ -276,6 +282,8 @@ class AsyncClient:
         _check_budget(budget, where)
         if priority not in LEVELS:
             raise InvalidInput(f"{where}: no priority {priority!r}; use one of {', '.join(LEVELS)}")
+        if tenant is not None:
+            _check_text(tenant, "the tenant", where, 100)
         program = None
         if self.app is not None:
             program = self.app.get_workflow(workflow).program
@@ -294,6 +302,7 @@ class AsyncClient:
             "trace_context": tracing.carrier(),  # every attempt of the run continues this trace
             **(start or {}),
             "priority": parent.priority if parent else priority,
+            "tenant": parent.tenant if parent else tenant,
         }
 
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
@@ -362,16 +371,25 @@ class AsyncClient:
         workflow: str | None = None,
         queue: str | None = None,
         since: datetime | timedelta | None = None,
+        tenant: str | None = None,
     ) -> list[Run]:
         """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
-        at or after ``since`` (a time, or an age by the database clock) (each when given)."""
+        at or after ``since`` (a time, or an age by the database clock), of ``tenant`` (each when
+        given)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {_show(limit)}")
         await self.open()
         if state is not None and state not in set(RunState):
             known = ", ".join(RunState)
             raise InvalidInput(f"no run state '{state}' (states: {known})")
-        return await self.store.list_runs(state, limit, workflow=workflow, queue=queue, since=since)
+        return await self.store.list_runs(
+            state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
+        )
+
+    async def children(self, run_id: str) -> list[dict[str, Any]]:
+        """The child runs the run started (``run.start``): id, workflow, state, reason."""
+        await self.status(run_id)
+        return await self.store.children_of(run_id)
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
@@ -491,7 +509,7 @@ class AsyncClient:
         self, run_id: str, input: dict[str, Any] | None = None, *, run_id_new: str | None = None
     ) -> Run:
         """Start a new run that continues a finished one: same workflow, the original's budget
-        (shared, not renewed) and its deadline."""
+        (shared, not renewed), its deadline and its tenant."""
         original = await self.status(run_id)
         if not original.final:
             raise RunNotFinished(
@@ -506,7 +524,8 @@ class AsyncClient:
     async def cancel(self, run_id: str) -> Run:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
         one stops at its next crossing (a tool in flight finishes and its result is journaled); a
-        waiting one is taken up by a worker to stop, running the compensations it asked for."""
+        waiting one is taken up by a worker to stop, running the compensations it asked for. The
+        child runs it started, and theirs, are cancelled with it."""
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
@@ -516,7 +535,21 @@ class AsyncClient:
         state, queue = got
         if state == RunState.CANCELLING:
             await self.queue.publish(queue, run_id, priority=run.priority)
+        await self._cancel_children(run_id)
         return await self.status(run_id)
+
+    async def _cancel_children(self, run_id: str) -> None:
+        """Cancel the unfinished runs ``run_id`` started, level by level: each level is read after
+        the cancellation of the one above is committed, and a run whose cancellation is requested
+        starts no child (``insert_child``), so none is missed."""
+        level = [run_id]
+        while level:
+            below = await self.store.children(level)
+            for child in below:
+                got = await self.store.cancel(child, {"by": "parent", "with": run_id})
+                if got is not None and got[0] == RunState.CANCELLING:
+                    await self.queue.publish(got[1], child)
+            level = below
 
     async def schedules(self) -> list[dict[str, Any]]:
         """Every schedule the workers have declared, each with ``next_tick`` (None while paused)."""

@@ -11,12 +11,12 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, now() + make_interval(secs => %(start_in)s)) AS start_at),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
-                      trace_context, start_at, published_at, priority)
+                      trace_context, start_at, published_at, priority, tenant)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
            coalesce(%(deadline_at)s, greatest(now(), s.start_at) + make_interval(secs => %(deadline_in)s)),
            %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
            greatest(now(), s.start_at),  -- see migration 0010_time: the sweeper reads it from its start
-           %(priority)s
+           %(priority)s, %(tenant)s
     FROM s
     ON CONFLICT (id) DO NOTHING
     RETURNING *),
@@ -40,6 +40,7 @@ SELECT * FROM runs WHERE (%(state)s::text IS NULL OR state = %(state)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s)
   AND (%(age)s::float8 IS NULL OR created_at >= now() - make_interval(secs => %(age)s))
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 ORDER BY created_at DESC LIMIT %(limit)s;
 
 -- name: add_event
@@ -635,3 +636,80 @@ WHERE r.id = %(id)s AND r.program IS NOT NULL
 
 -- name: forget_served_programs
 DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);
+
+-- Child runs (`run.start`, `child.result()`).
+
+-- name: insert_child
+-- A child run, started by its parent's lease holder (fenced), never once the parent's cancellation
+-- was requested: under the parent row's share lock, so a cancellation that then walks the
+-- children finds it. It shares the parent's budget, deadline and tenant. Its id is derived from
+-- the parent's operation: started again after a crash, it finds itself (`created` false). Its
+-- published_at is the epoch (never published): the sweeper's next pass hands it out.
+WITH p AS (
+    SELECT id, deadline, budget_id, tenant, cancel_requested FROM runs
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    FOR SHARE),
+r AS (
+    INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, budget_id, tenant,
+                      started_by, trace_context, published_at)
+    SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s, p.deadline,
+           p.budget_id, p.tenant, p.id, %(trace_context)s, 'epoch'
+    FROM p WHERE NOT p.cancel_requested
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, workflow, queue, started_by),
+e AS (
+    INSERT INTO events (run_id, kind, detail)
+    SELECT r.id, 'enqueued',
+           jsonb_build_object('workflow', r.workflow, 'queue', r.queue, 'started_by', r.started_by)
+    FROM r)
+SELECT (SELECT count(*) FROM p) = 1 AS held,
+       coalesce((SELECT cancel_requested FROM p), false) AS cancel_requested,
+       (SELECT count(*) FROM r) = 1 AS created;
+
+-- name: wait_child
+-- The parent waits for its child with no worker held (like `wait`); the sweeper wakes it when the
+-- child is final (`wake_child_waiters`). Run again after a lost acknowledgement, it finds the wait.
+WITH r AS (
+    UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
+        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = now(), updated_at = now()
+    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s AND state = 'waiting'
+  AND reason = 'child' AND waits_for = %(child)s;
+
+-- name: wake_child_waiters
+-- The sweeper: a run waiting for a child that is final is due now (the claim takes a waiting run
+-- whose wake_at passed, and `due` publishes it). A separate statement from the child's own end,
+-- so no race between a parent's wait and its child's end can leave the parent asleep. SKIP LOCKED:
+-- every worker sweeps at once without waiting on another.
+WITH w AS (
+    SELECT p.id FROM runs p
+    WHERE p.state = 'waiting' AND p.reason = 'child' AND p.wake_at IS NULL
+      AND EXISTS (SELECT 1 FROM runs c WHERE c.id = p.waits_for
+                  AND c.state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled'))
+    ORDER BY p.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE runs SET wake_at = now(), updated_at = now() FROM w WHERE runs.id = w.id
+RETURNING runs.id;
+
+-- name: wake_parent
+-- A child's end wakes its parent at once, if it waits for that child (`wake_child_waiters` covers
+-- a parent whose wait commits after this, and a worker that dies before it gets here).
+UPDATE runs SET wake_at = now(), published_at = now(), updated_at = now()
+WHERE id = %(id)s AND state = 'waiting' AND reason = 'child' AND waits_for = %(child)s
+  AND wake_at IS NULL
+RETURNING queue;
+
+-- name: children
+-- The unfinished runs these runs started (a cancellation walks them, level by level).
+SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])
+  AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+ORDER BY id;
+
+-- name: children_of
+-- Every run this run started, for its status.
+SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;

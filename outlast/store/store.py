@@ -97,6 +97,17 @@ class OnWait:
 
 
 @dataclass(frozen=True)
+class ChildStart:
+    """What starting a child run found: the parent's lease ``held`` (else fenced), its
+    ``cancel_requested``, and whether the child was ``created`` (else it exists already, or was
+    refused)."""
+
+    held: bool
+    cancel_requested: bool
+    created: bool
+
+
+@dataclass(frozen=True)
 class Lease:
     """What a heartbeat learnt of one lease."""
 
@@ -310,12 +321,13 @@ class Store:
         start_at: datetime | None = None,
         start_in: float | None = None,
         priority: str = "normal",
+        tenant: str | None = None,
     ) -> tuple[Run, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
         ``trace_context`` is the producer's trace, continued by every attempt of the run; a run
         with ``start_at`` (or ``start_in`` seconds from now, by the database clock) is not
-        delivered before then: the sweeper publishes it."""
+        delivered before then: the sweeper publishes it; ``tenant`` is whose run it is."""
         limits = budget or {}
         rows = await self._write(
             "insert_run",
@@ -335,6 +347,7 @@ class Store:
             start_at=start_at,
             start_in=start_in,
             priority=priority,
+            tenant=tenant,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -354,13 +367,21 @@ class Store:
         workflow: str | None = None,
         queue: str | None = None,
         since: datetime | timedelta | None = None,
+        tenant: str | None = None,
     ) -> list[Run]:
         """The latest runs, newest first; each filter given narrows them (an age ``since`` by the
         database clock)."""
         age = since.total_seconds() if isinstance(since, timedelta) else None
         at = since if isinstance(since, datetime) else None
         rows = await self._rows(
-            "list_runs", state=state, limit=limit, workflow=workflow, queue=queue, since=at, age=age
+            "list_runs",
+            state=state,
+            limit=limit,
+            workflow=workflow,
+            queue=queue,
+            since=at,
+            age=age,
+            tenant=tenant,
         )
         return [Run.from_row(r) for r in rows]
 
@@ -619,6 +640,41 @@ class Store:
         else:
             rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
         return bool(rows[0]["cancel_requested"]) if rows else None
+
+    # -- child runs -----------------------------------------------------------------------
+
+    async def insert_child(self, parent: str, token: int, row: dict[str, Any]) -> ChildStart:
+        """Insert a child run of ``parent`` (fenced by the parent's ``token``; refused once the
+        parent's cancellation was requested), idempotent on its id. ``row``: id, workflow, queue,
+        input, input_hash, program, trace_context."""
+        trace = row["trace_context"]
+        params = {**row, "input": Jsonb(row["input"])}
+        params["trace_context"] = None if trace is None else Jsonb(trace)
+        rows = await self._write("insert_child", run_id=parent, token=token, **params)
+        return ChildStart(rows[0]["held"], rows[0]["cancel_requested"], rows[0]["created"])
+
+    async def wait_child(self, run_id: str, token: int, child: str, message: str) -> bool:
+        """Give up the lease and wait durably for the run ``child`` (fenced)."""
+        detail = Jsonb({"reason": "child", "child": child, "message": message})
+        rows = await self._write("wait_child", run_id=run_id, token=token, child=child, detail=detail)
+        return bool(rows)
+
+    async def wake_child_waiters(self, limit: int = 500) -> list[str]:
+        """Make due the runs waiting for a child that is final; their ids."""
+        return [r["id"] for r in await self._rows("wake_child_waiters", limit=limit)]
+
+    async def wake_parent(self, parent: str, child: str) -> str | None:
+        """Make ``parent`` due now if it waits for ``child``; its queue, or None."""
+        rows = await self._write("wake_parent", id=parent, child=child)
+        return rows[0]["queue"] if rows else None
+
+    async def children(self, ids: list[str]) -> list[str]:
+        """The unfinished runs started by any of ``ids``."""
+        return [r["id"] for r in await self._rows("children", ids=ids)]
+
+    async def children_of(self, run_id: str) -> list[dict[str, Any]]:
+        """Every run ``run_id`` started: id, workflow, state, reason."""
+        return await self._rows("children_of", run_id=run_id)
 
     # -- fleet ----------------------------------------------------------------------------
 

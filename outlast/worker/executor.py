@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from collections.abc import Awaitable, Callable
@@ -75,6 +76,8 @@ class Execution:
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
+        self._started: list[tuple[str, str]] = []  # (queue, id): the children this attempt created
+        self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app = app
         self.store = store
         self.gate = Gate(store, windows, self.control, self.control.ttl)
@@ -88,6 +91,11 @@ class Execution:
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
+        if self.run.started_by is not None:
+            with contextlib.suppress(ServiceUnavailable):  # the sweeper wakes it otherwise
+                queue = await self.store.wake_parent(self.run.started_by, self.run.id)
+                if queue is not None:
+                    self._woken.append((queue, self.run.started_by))
         metrics.run_finished(self.run.workflow, state)
         self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
@@ -97,6 +105,11 @@ class Execution:
             raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
         return Outcome.WAITING
+
+    def hand_out(self) -> list[tuple[str, str]]:
+        """(queue, run id) to publish once the run's entry is acknowledged: the child runs this
+        attempt started and the parent its end woke; without it the sweeper hands them out."""
+        return self._started + self._woken
 
     async def execute(self) -> Outcome:
         """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
@@ -146,6 +159,7 @@ class Execution:
             self.secret_key,
             self.gate,
         )
+        self._started = ctx.children_started
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
@@ -235,18 +249,19 @@ class Execution:
         return await self.finish(state, error=error, reason=reason)
 
     async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
-        """Run the workflow function; however it ends, the calls it left under way (the siblings
-        of a ``gather`` that raised) settle, their results journaled, before the run ends."""
+        """Run the workflow function; however it ends, the calls and child waits it left under
+        way (the siblings of a ``gather`` that raised) settle, their results journaled, before the
+        run ends (``Run.ended``: or waits, if one of them committed a wait)."""
         try:
             value = await fn(ctx, **self.run.input)
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
             self.control.left = True
             raise
         except (Exception, Cancelled):
-            await ctx.settled()
+            await ctx.ended()
             self._left_if_abandoned()
             raise
-        await ctx.settled()
+        await ctx.ended()
         self._left_if_abandoned()
         return value
 

@@ -279,6 +279,8 @@ class Worker:
         failpoints.hit("before_ack")
         await self._ack(d)
         execution.log.debug("acknowledged", outcome=outcome.value)
+        for queue, other in execution.hand_out():  # child runs started, a parent woken
+            self._later(0.0, queue, other)
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)

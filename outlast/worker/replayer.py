@@ -60,6 +60,10 @@ def _describe_entry(e: Entry) -> str:
         return "sleep()"
     if e.kind == "patch":
         return f"patched({d['name']!r})"
+    if e.kind == "child":
+        return f"start of child run {d['child']} ({d['workflow']})"
+    if e.kind == "child_result":
+        return f"result of child run {d['child']}"
     return f"{d.get('name', e.kind)}()"
 
 

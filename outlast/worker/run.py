@@ -22,8 +22,9 @@ from outlast.model import Decision
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
+from outlast.worker.children import Child, Children
 from outlast.worker.compensator import compensate
-from outlast.worker.control import RunControl
+from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import Gate
 from outlast.worker.replayer import Journaled, Replayer
@@ -51,6 +52,7 @@ class Run:
     ) -> None:
         self.id = record.id
         self.input = record.input
+        self.tenant = record.tenant  # whose run (None: not given); its child runs keep it
         self._app = app
         self._store = store
         self._replayer = Replayer(record, store, control, journal, db_now)
@@ -59,6 +61,7 @@ class Run:
         self._dispatcher.handle = self
         self._dispatcher.alone = lambda: self._calls == 1  # a tool's slot or rate wait may park
         self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
+        self._children = Children(record, app, store, control, self._replayer, self.settled, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._quiet = asyncio.Event()
         self._quiet.set()
@@ -156,6 +159,16 @@ class Run:
         the new one (True), journaled like a crossing so that its replays take it again."""
         return self._replayer.patched(name)
 
+    def start(
+        self, workflow: str, input: dict[str, Any] | None = None, *, queue: str | None = None
+    ) -> Awaitable[Child]:
+        """Start a child run of ``workflow`` with ``input`` (on ``queue``, else this run's): a
+        journaled crossing. The child's id is derived from this run and this crossing, so a
+        resumed run finds the same child; it shares this run's budget, deadline and tenant, and
+        is cancelled with it. ``await child.result()`` waits for it with no worker held."""
+        data = {} if input is None else input
+        return self._children.start(self._replayer.position(), workflow, data, queue)
+
     def in_doubt(self, tool: str) -> bool:
         """True once an operation of ``tool`` was declared in doubt in this run."""
         return tool in self._dispatcher.in_doubt
@@ -171,6 +184,20 @@ class Run:
         await self._quiet.wait()
 
     # -- for the executor ---------------------------------------------------------------
+
+    @property
+    def children_started(self) -> list[tuple[str, str]]:
+        """(queue, id) of the child runs this attempt created (the sweeper hands them out too)."""
+        return self._children.started
+
+    async def ended(self) -> None:
+        """The workflow returned or raised: wait for the crossings it left under way (calls, and
+        waits for children); if one of those committed the run's wait, the run waits (the replay
+        comes back to the same point, and the workflow ends then)."""
+        await self.settled()
+        await self._children.quiet()
+        if self._children.suspended:
+            raise Suspended()
 
     def check_consumed(self) -> None:
         self._replayer.check_consumed()

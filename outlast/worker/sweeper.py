@@ -47,6 +47,7 @@ class Sweeper:
             await self.republish(log, after=0.0)
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+        await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
         await self.republish(log, self.s.republish_after)
         await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
         if self.s.retention and time.monotonic() >= self._next_prune:

@@ -1,0 +1,183 @@
+"""Child runs: ``run.start`` starts one, ``child.result()`` waits for it with no worker held.
+
+A child's id is derived from the parent's run id and the operation that starts it, so a resumed
+parent finds the same child and never starts a second. The child row is committed first (fenced
+by the parent's lease, idempotent on its id), then the start is journaled: a crash between the two
+only starts it again with the same id, which finds it. Waiting for a child is a durable wait
+(state ``waiting``, reason ``child``); the sweeper wakes the parent once the child is final, and
+the child's outcome is journaled at the parent's crossing, so a replay serves it from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from outlast import failpoints, tracing
+from outlast.app import App
+from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
+from outlast.journal import Entry, canonical, digest
+from outlast.model import Run as RunRecord
+from outlast.model import RunState
+from outlast.settings import check_name
+from outlast.store import Store
+from outlast.worker.control import RunControl, Suspended
+from outlast.worker.replayer import Replayer, describe
+
+# A child ending so gives its result to the parent (a partial one: {"output", "unfinished"}).
+_DELIVERED = (RunState.SUCCEEDED, RunState.PARTIAL)
+
+
+class Child:
+    """The parent's handle on a child run it started: its ``id`` and ``workflow``, and
+    ``result()``, a crossing of the parent."""
+
+    def __init__(self, children: Children, id: str, workflow: str) -> None:
+        self._children = children
+        self.id = id
+        self.workflow = workflow
+
+    def result(self) -> Awaitable[Any]:
+        """The child's result once it is final: the parent waits durably meanwhile (reason
+        ``child``, no worker held). A child that ended other than succeeded or partial raises
+        ``ChildFailed``, which the workflow may catch. The crossing's position is fixed here."""
+        return self._children.result(self._children.position(), self)
+
+    def __repr__(self) -> str:
+        return f"Child({self.id!r}, {self.workflow!r})"
+
+
+class Children:
+    """The run's child runs: starting them and waiting for them."""
+
+    def __init__(
+        self,
+        record: RunRecord,
+        app: App,
+        store: Store,
+        control: RunControl,
+        replayer: Replayer,
+        settled: Callable[[], Awaitable[None]],
+        max_payload: int | None = None,
+    ) -> None:
+        self.run_id = record.id
+        self._queue = record.queue
+        self._app = app
+        self._store = store
+        self._control = control
+        self._replayer = replayer
+        self._settled = settled  # calls made in parallel journal their results before a wait
+        self._max_payload = max_payload
+        self._one_at_a_time = asyncio.Lock()  # parallel result() crossings: one wait, not several
+        self.suspended = False  # a result() crossing committed the run's wait for its child
+        self._waiting = 0  # result() crossings under way
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self.started: list[tuple[str, str]] = []  # (queue, id) of the children this attempt created
+
+    def position(self) -> str:
+        return self._replayer.position()
+
+    async def start(self, op_id: str, workflow: str, input: dict[str, Any], queue: str | None) -> Child:
+        r = self._replayer
+        r.enter(op_id)
+        where = f"run '{self.run_id}', {op_id}: child run of '{workflow}'"
+        if not isinstance(input, dict):
+            raise InvalidInput(f"{where}: the input must be a JSON object, got {type(input).__name__}")
+        text = canonical(input, self._max_payload)
+        ihash = digest(text)
+        if r.journaled(op_id):
+            e = r.entry(op_id, "child")
+            if e is None or (e.data["workflow"], e.data["input_hash"]) != (workflow, ihash):
+                raise r.mismatch(op_id, f"start of child {describe(workflow, input)}")
+            return Child(self, e.data["child"], workflow)
+        program = self._app.get_workflow(workflow).program  # an unknown workflow: refused here
+        if queue is not None:
+            try:
+                check_name(queue)
+            except ValueError as exc:
+                raise InvalidInput(f"{where}: the queue {exc}") from None
+        await r.go_live(op_id)
+        child_id = f"{self.run_id}:{op_id}"
+        row = {
+            "id": child_id,
+            "workflow": workflow,
+            "queue": queue or self._queue,
+            "input": json.loads(text),
+            "input_hash": ihash,
+            "program": program,
+            "trace_context": tracing.carrier(),
+        }
+        got = await self._control.db(self._store.insert_child(self.run_id, self._control.token, row))
+        if not got.held:
+            self._control.left = True
+            raise Fenced(self.run_id, self._control.token)
+        if got.cancel_requested:
+            self._control.cancel.set()
+            await r.go_live(op_id)  # journals the cancellation here and raises Cancelled
+        failpoints.hit("before_child_journaled")
+        if not got.created:  # started before a crash, its start not journaled: it must be the same
+            await self._same_child(child_id, workflow, ihash)
+        await r.append("child", op_id, {"workflow": workflow, "child": child_id, "input_hash": ihash})
+        self.started.append((row["queue"], child_id))
+        return Child(self, child_id, workflow)
+
+    async def _same_child(self, child_id: str, workflow: str, ihash: str) -> None:
+        found = await self._control.db(self._store.get_run(child_id))
+        if found is None:
+            raise UnknownRun(child_id)
+        if found.workflow != workflow:
+            raise RunConflict(child_id, f"workflow ('{found.workflow}')")
+        if digest(canonical(found.input)) != ihash:
+            raise RunConflict(child_id, "input")
+
+    async def quiet(self) -> None:
+        """Wait for the result() crossings under way (a sibling of a ``gather`` that raised goes
+        on: it journals the child's outcome, or commits the run's wait for it)."""
+        await self._quiet.wait()
+
+    async def result(self, op_id: str, child: Child) -> Any:
+        self._waiting += 1
+        self._quiet.clear()
+        try:
+            return await self._result(op_id, child)
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._quiet.set()
+
+    async def _result(self, op_id: str, child: Child) -> Any:
+        r = self._replayer
+        r.enter(op_id)
+        if r.journaled(op_id):
+            e = r.entry(op_id, "child_result")
+            if e is None or e.data["child"] != child.id:
+                raise r.mismatch(op_id, f"result of child run {child.id}")
+            return self._outcome(child, e)
+        async with self._one_at_a_time:
+            if self.suspended:  # a sibling crossing committed the wait: unwind with it
+                raise Suspended()
+            await r.go_live(op_id)
+            found = await self._control.db(self._store.get_run(child.id))
+            if found is None:
+                raise UnknownRun(child.id)
+            if found.final:
+                data = {"child": child.id, "state": str(found.state), "result": found.result}
+                data["reason"] = found.reason
+                return self._outcome(child, await r.append("child_result", op_id, data))
+            await self._settled()  # as for a timer: parallel calls journal their results first
+            await r.go_live(op_id)
+            message = f"waiting for child run {child.id} ({child.workflow}, {found.state})"
+            waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
+            if not await self._control.db(waiting):
+                raise Fenced(self.run_id, self._control.token)
+            self.suspended = True
+            raise Suspended()
+
+    def _outcome(self, child: Child, e: Entry) -> Any:
+        d = e.data
+        if RunState(d["state"]) in _DELIVERED:
+            return d["result"]
+        raise ChildFailed(child.id, child.workflow, d["state"], d["reason"])
