@@ -313,7 +313,6 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
     "--since",
     help="Only runs created since: 30m, 2h, 7d, 2w ago (database clock), or an ISO time (UTC if no offset).",
 )
-@click.option("--since", help="Only runs created since: 30m, 2h, 7d ago, or an ISO time (UTC if no offset).")
 @click.option("--tenant", help="Only runs of this tenant.")
 @click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
