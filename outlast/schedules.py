@@ -24,6 +24,9 @@ ON_TIME = 60.0  # seconds: a tick first seen later than this was missed (catch_u
 MAX_TICKS = 100  # ticks one pass enqueues for one schedule with catch_up="all"; the next goes on
 
 
+MAX_NAME = 170  # NAME@2026-12-01T01:30:00Z and NAME@trigger-<12 hex> fit in 200 characters
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A schedule as declared with ``@app.schedule``: ``workflow`` with ``input`` on ``queue``
@@ -39,6 +42,8 @@ class Schedule:
     queue: str | None = None
 
     def __post_init__(self) -> None:
+        if not 0 < len(self.name) <= MAX_NAME:  # its runs' ids (NAME@tick) must stay run ids
+            raise ValueError(f"schedule name {self.name[:40]!r}: 1 to {MAX_NAME} characters, please")
         zone(self.tz, self.name)
         try:
             CronSim(self.cron, datetime.now(ZoneInfo(self.tz)))

@@ -164,15 +164,15 @@ SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 
 
 -- name: refuse_unclaimed
 -- A worker that cannot serve a run's program says so, without taking the run: a queued run, one
--- whose worker died (its lease expired), or one whose timer is due. %(program)s is the program
--- this worker serves.
+-- whose worker died (its lease expired), or a waiting one come due (a timer, a child, a slot, a
+-- rate window). %(program)s is the program this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
         published_at = now(), updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
            OR (state = 'running' AND lease_expires_at < now())
-           OR (state = 'waiting' AND reason = 'timer' AND wake_at <= now()))
+           OR (state = 'waiting' AND wake_at <= now()))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;
@@ -449,6 +449,9 @@ WITH doomed AS (
       AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
       AND (%(state)s::text IS NULL OR state = %(state)s)
       AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
+      -- a child whose parent is not final yet: the parent may still read its result
+      AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = r.started_by
+                      AND p.state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling'))
       AND (NOT %(exclusive)s
            OR (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outlast-prune'))))
     ORDER BY finished_at
@@ -475,7 +478,9 @@ WITH RECURSIVE candidate AS (
     SELECT id, parent_id FROM runs
     WHERE finished_at < %(before)s
       AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
-      AND (%(state)s::text IS NULL OR state = %(state)s)),
+      AND (%(state)s::text IS NULL OR state = %(state)s)
+      AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = runs.started_by
+                      AND p.state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling'))),
 kept (id) AS (
     SELECT parent_id FROM runs WHERE parent_id IS NOT NULL AND id NOT IN (SELECT id FROM candidate)
     UNION
@@ -642,18 +647,18 @@ DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(af
 -- name: insert_child
 -- A child run, started by its parent's lease holder (fenced), never once the parent's cancellation
 -- was requested: under the parent row's share lock, so a cancellation that then walks the
--- children finds it. It shares the parent's budget, deadline and tenant. Its id is derived from
+-- children finds it. It shares the parent's budget, deadline, tenant and priority. Its id is derived from
 -- the parent's operation: started again after a crash, it finds itself (`created` false). Its
 -- published_at is the epoch (never published): the sweeper's next pass hands it out.
 WITH p AS (
-    SELECT id, deadline, budget_id, tenant, cancel_requested FROM runs
+    SELECT id, deadline, budget_id, tenant, priority, cancel_requested FROM runs
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     FOR SHARE),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, budget_id, tenant,
-                      started_by, trace_context, published_at)
+                      started_by, trace_context, published_at, priority)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s, p.deadline,
-           p.budget_id, p.tenant, p.id, %(trace_context)s, 'epoch'
+           p.budget_id, p.tenant, p.id, %(trace_context)s, 'epoch', p.priority
     FROM p WHERE NOT p.cancel_requested
     ON CONFLICT (id) DO NOTHING
     RETURNING id, workflow, queue, started_by),
@@ -699,7 +704,8 @@ RETURNING runs.id;
 -- name: wake_parent
 -- A child's end wakes its parent at once, if it waits for that child (`wake_child_waiters` covers
 -- a parent whose wait commits after this, and a worker that dies before it gets here).
-UPDATE runs SET wake_at = now(), published_at = now(), updated_at = now()
+-- Not stamped as published: should the worker die before it publishes, the next sweep does.
+UPDATE runs SET wake_at = now(), updated_at = now()
 WHERE id = %(id)s AND state = 'waiting' AND reason = 'child' AND waits_for = %(child)s
   AND wake_at IS NULL
 RETURNING queue;

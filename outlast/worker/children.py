@@ -21,6 +21,7 @@ from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, Unkno
 from outlast.journal import Entry, canonical, digest
 from outlast.model import Run as RunRecord
 from outlast.model import RunState
+from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
@@ -99,8 +100,13 @@ class Children:
                 check_name(queue)
             except ValueError as exc:
                 raise InvalidInput(f"{where}: the queue {exc}") from None
-        await r.go_live(op_id)
         child_id = f"{self.run_id}:{op_id}"
+        if len(child_id) > MAX_RUN_ID:  # an entry naming it would be dead-lettered as poison
+            raise InvalidInput(
+                f"{where}: the child's id {child_id[:40]!r}... would be longer than {MAX_RUN_ID} "
+                "characters (children nested too deep, or a long run id)"
+            )
+        await r.go_live(op_id)
         row = {
             "id": child_id,
             "workflow": workflow,

@@ -87,9 +87,11 @@ class Dispatcher:
         with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
             await self._replayer.go_live(op_id)
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
-            reserved = await self._reserve(op_id, tool)
             check = functools.partial(self._replayer.go_live, op_id)
             async with self._gate.operation(tool, op_id, check, self.alone):
+                # Reserved once admitted: a wait for a slot or a rate that ends the run (a
+                # cancellation, the deadline, a park) leaves no reservation behind.
+                reserved = await self._reserve(op_id, tool)
                 return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def dispatch_new(

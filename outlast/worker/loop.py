@@ -64,7 +64,7 @@ class Worker:
         self._early: list[Delivery] = []  # read past the room, started first when places free
         self._programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
-        self.sweeper = Sweeper(store, queue, settings, queues, app.schedules)
+        self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self._programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self._ack_failing = False
         self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []

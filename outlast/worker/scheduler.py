@@ -20,12 +20,18 @@ class Scheduler:
     """Enqueues the due ticks of the schedules an app declares."""
 
     def __init__(
-        self, store: Store, queue: Queue, schedules: dict[str, Schedule], default_queue: str
+        self,
+        store: Store,
+        queue: Queue,
+        schedules: dict[str, Schedule],
+        default_queue: str,
+        programs: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
         self.schedules = schedules
         self.default_queue = default_queue
+        self.programs = programs or {}  # the program identity of each workflow this app serves
         self._declared = False
 
     async def tick(self, log: Any) -> None:
@@ -65,7 +71,8 @@ class Scheduler:
             queue=row["queue"],
             input=row["input"],
             input_hash=digest(canonical(row["input"])),
-            program=None,  # the first worker serving it that claims it
+            # Admitted with this app's program: only a worker that serves it claims the tick.
+            program=self.programs.get(row["workflow"]),
             deadline_in=None,
         )
         return created

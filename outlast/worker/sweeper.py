@@ -32,6 +32,7 @@ class Sweeper:
         settings: Settings,
         queues: list[str],
         schedules: dict[str, Schedule] | None = None,
+        programs: dict[str, str] | None = None,
     ) -> None:
         self.store = store
         self.queue = queue
@@ -39,7 +40,7 @@ class Sweeper:
         self.queues = queues
         self._next_forget = 0.0
         self._next_prune = 0.0
-        self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue)
+        self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
 
     async def sweep(self, log: Any) -> None:
         if await self.queue.lost_data():
