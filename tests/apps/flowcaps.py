@@ -123,3 +123,19 @@ async def two_scarce(run: Any) -> list[int]:
 @app.workflow("two_scarce_at_once")
 async def two_scarce_at_once(run: Any) -> list[int]:
     return list(await asyncio.gather(run.call("scarce", n=1), run.call("scarce", n=2)))
+
+
+@app.tool("scarce_paid", effect="read", rate={"requests": "1/min"}, cost={"usd": 1})
+def scarce_paid(n: int) -> int:
+    observe(current_action().run_id, "scarce_paid", str(n))
+    return n
+
+
+@app.workflow("two_scarce_paid")
+async def two_scarce_paid(run: Any) -> list[int]:
+    return [await run.call("scarce_paid", n=1), await run.call("scarce_paid", n=2)]
+
+
+@app.workflow("two_scarce_paid_at_once")
+async def two_scarce_paid_at_once(run: Any) -> list[int]:
+    return list(await asyncio.gather(run.call("scarce_paid", n=1), run.call("scarce_paid", n=2)))

@@ -322,3 +322,20 @@ def test_a_wait_for_rate_is_shown_and_bounded_by_the_runs_deadline(
         wait_for(lambda: shown in world.cli("status", rid).stdout, timeout=8, what=shown)
         assert c.wait(rid, timeout=30).state == "timed_out"
     assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce'") == [(1,)]
+
+
+@pytest.mark.parametrize("workflow", ["two_scarce_paid", "two_scarce_paid_at_once"])
+def test_a_rate_wait_ended_by_the_deadline_leaves_no_budget_reservation(
+    observed: World, workflow: str
+) -> None:
+    """The budget is reserved once the tool's rate admits the call: the second call's wait for
+    the rate (parked, or in the worker) ends with the run's deadline, and the budget keeps only
+    the first call's spend, nothing reserved for a call never made."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        rid = c.enqueue(workflow, {}, deadline=6.0, budget={"usd": 10}).id
+        world.worker(APP)
+        assert c.wait(rid, timeout=30).state == "timed_out"
+    assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce_paid'") == [(1,)]
+    assert world.sql("SELECT spent, reserved FROM budgets WHERE budget_id = %s", rid) == [(1, 0)]
+    assert world.sql("SELECT count(*) FROM reservations WHERE run_id = %s", rid) == [(0,)]
