@@ -19,18 +19,21 @@ def add(
     days_ago: float | None = 2,
     parent: str | None = None,
     budget: str | None = None,
+    started_by: str | None = None,
 ) -> None:
     """A run as a worker would have left it, finished ``days_ago`` (None: not finished), with two
     journal entries, an event, an approval and a reservation (and a budget of its own if
     ``budget`` is its id)."""
     world.sql(
-        "INSERT INTO runs (id, workflow, input, input_hash, state, finished_at, parent_id, budget_id)"
-        " VALUES (%s, 'w', '{}', 'h', %s, now() - make_interval(secs => %s * 86400), %s, %s)",
+        "INSERT INTO runs (id, workflow, input, input_hash, state, finished_at, parent_id, budget_id,"
+        " started_by)"
+        " VALUES (%s, 'w', '{}', 'h', %s, now() - make_interval(secs => %s * 86400), %s, %s, %s)",
         run_id,
         state,
         days_ago,
         parent,
         budget,
+        started_by,
     )
     world.sql(
         "INSERT INTO journal (run_id, seq, kind, body, hash)"
@@ -181,3 +184,26 @@ def test_a_bad_retention_is_refused_in_one_line(world: World) -> None:
     assert p.stderr.strip() == (
         "outlast: error: OUTLAST_RETENTION must be at least 1m (or unset: keep finished runs), got '10s'"
     )
+
+
+async def test_a_finished_child_is_kept_while_its_parent_is_not_final(world: World) -> None:
+    """A child finished long ago stays while the run that started it is live (it may still read
+    the child's result); once that parent is final, the child is pruned like any run."""
+    live = ("queued", "running", "waiting", "awaiting_approval", "cancelling")
+    for state in live:
+        add(world, f"parent-{state}", state, days_ago=None)
+        add(world, f"parent-{state}:op-1", started_by=f"parent-{state}")
+    add(world, "done")
+    add(world, "done:op-1", "failed", started_by="done")
+    add(world, "orphan:op-1", started_by="orphan")  # its parent pruned already: nothing holds it
+    kept = {f"parent-{s}" for s in live} | {f"parent-{s}:op-1" for s in live}
+
+    store = Store(world.database_url, world.schema)
+    await store.open()
+    before = await store.cutoff(86400)
+    assert await store.prune_count(before) == Pruned(3, 6, 3, 3, 0, 0)
+    assert await store.prune_count(before, "succeeded") == Pruned(2, 4, 2, 2, 0, 0)
+    assert await store.prune(before, batch=2) == Pruned(3, 6, 3, 3, 0, 0)
+    assert ids(world) == kept
+    assert orphans(world) == 0
+    await store.close()
