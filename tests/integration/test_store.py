@@ -174,3 +174,32 @@ async def test_a_batch_too_big_for_the_stall_bound_is_committed_in_halves(
     rows = await asyncio.gather(*(store.writer.write(slow, {"i": i}) for i in range(4)))
     assert [r[0]["i"] for r in rows] == [0, 1, 2, 3]
     await store.close()
+
+
+@pytest.mark.parametrize("reason", ["timer", "child", "concurrency_slot", "rate_limit"])
+async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_program(
+    world: World, reason: str
+) -> None:
+    """A run waiting for any reason (a timer, a child, a slot, a rate window) once it is due, met
+    by a worker serving another program (no live worker serves its own): parked program_changed,
+    with an event saying why. Not before it is due, nor by a worker that serves its program."""
+    store = await opened(world)
+    await store.insert_run(
+        id="r", workflow="w", queue="default", input={}, input_hash="h", program="v1", deadline_in=None
+    )
+    world.sql(
+        "UPDATE runs SET state = 'waiting', reason = %s, wake_at = now() + interval '1 hour' WHERE id = 'r'",
+        reason,
+    )
+    assert not await store.refuse_program("r", "v2", "not yet due")
+    world.sql("UPDATE runs SET wake_at = now() - interval '1 second' WHERE id = 'r'")
+    assert not await store.refuse_program("r", "v1", "serves it")
+    assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("waiting", reason)]
+    assert await store.refuse_program("r", "v2", "the program changed")
+    assert world.sql("SELECT state, reason, owner, lease_expires_at FROM runs WHERE id = 'r'") == [
+        ("waiting", "program_changed", None, None)
+    ]
+    assert world.sql(
+        "SELECT kind, detail->>'reason', detail->>'message' FROM events WHERE run_id = 'r' AND kind = 'waiting'"
+    ) == [("waiting", "program_changed", "the program changed")]
+    await store.close()
