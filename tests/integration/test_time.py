@@ -7,6 +7,7 @@ sweeper at their time, run once, even after Redis lost everything. Counted in th
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import UTC, datetime, timedelta
@@ -275,3 +276,41 @@ def test_a_schedule_that_cannot_tick_holds_up_nothing_else(world: World) -> None
         c.close()
     wait_for(lambda: "schedule hourly-all cannot tick here" in world.logs(), 10, what="the warning")
     assert tick_runs(world, "hourly-%") == []
+
+
+class QuietLog:
+    def info(self, msg: str, **kw: Any) -> None:
+        pass
+
+    def warning(self, msg: str, **kw: Any) -> None:
+        pass
+
+
+async def test_a_ticks_run_is_recorded_with_its_apps_program(world: World) -> None:
+    """A worker's scheduler records each tick's run with the program the app has for its workflow
+    (not NULL, which the first worker of any program would claim): seen on the row before any
+    worker claims it."""
+    from outlast.queue import Queue
+    from outlast.store import Store
+    from outlast.worker.loop import Worker
+    from tests.apps.scheduled import app
+
+    s = world.settings()
+    assert s.database_url and s.redis_url
+    store = Store(s.database_url, s.schema)
+    await store.open()
+    queue = Queue(s.redis_url, s.prefix)
+    try:
+        w = Worker(app, store, queue, s, ["default"])  # built, never run: nothing claims the ticks
+        deadline = time.monotonic() + 10
+        while not tick_runs(world, "every-second") and time.monotonic() < deadline:
+            await w.sweeper.scheduler.tick(QuietLog())
+            await asyncio.sleep(0.3)
+        rows = world.sql("SELECT state, program FROM runs WHERE id LIKE %s", "every-second@%")
+        assert rows, "no tick was enqueued"
+        expected = app.programs()["tick"]
+        assert expected is not None
+        assert rows == [("queued", expected)] * len(rows)
+    finally:
+        await store.close()
+        await queue.close()
