@@ -242,3 +242,13 @@ def test_children_start_and_wake_their_parent_without_waiting_for_a_sweep(world:
         assert time.monotonic() - began < 15  # handed out by the worker, not by a sweep
         waited = world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'waiting'", pid)
         assert waited[0][0] >= 1  # it did wait for a child, and was woken
+
+
+def test_children_keep_their_parents_priority(world: World) -> None:
+    with family_world(world) as c:
+        world.worker(APP)
+        parents = {level: c.enqueue("fan_out", {"n": 2}, priority=level).id for level in ("high", "low")}
+        for level, pid in parents.items():
+            assert c.wait(pid, timeout=60).state == "succeeded"
+            rows = world.sql("SELECT id, priority FROM runs WHERE started_by = %s ORDER BY id", pid)
+            assert rows == [(f"{pid}:op-1", level), (f"{pid}:op-2", level)]
