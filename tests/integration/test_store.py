@@ -200,6 +200,7 @@ async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_pro
         ("waiting", "program_changed", None, None)
     ]
     assert world.sql(
-        "SELECT kind, detail->>'reason', detail->>'message' FROM events WHERE run_id = 'r' AND kind = 'waiting'"
+        "SELECT kind, detail->>'reason', detail->>'message' FROM events"
+        " WHERE run_id = 'r' AND kind = 'waiting'"
     ) == [("waiting", "program_changed", "the program changed")]
     await store.close()
