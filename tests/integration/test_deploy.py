@@ -29,6 +29,10 @@ def test_a_deploy_in_the_middle_of_200_runs_parks_nothing(world: World) -> None:
         # The deploy: new workers come while most old runs are still to do (queued, running,
         # sleeping); new runs are admitted by the new program.
         new = [world.worker(V2, "-c", "8") for _ in range(2)]
+        # New runs come once the new workers are up (their heartbeat records exist): before that,
+        # no live worker serves the new program and an old worker rightly parks a new run.
+        live_v2 = "SELECT count(*) FROM workers WHERE programs->>'ship' LIKE '2:%%'"
+        wait_for(lambda: world.sql(live_v2)[0][0] >= 2, timeout=60, what="the new workers' heartbeats")
         with Client(settings=world.settings(), app=deploy_v2.app) as c2:
             second = [c2.enqueue("ship", {"n": i}).id for i in range(100)]
             time.sleep(1.0)
