@@ -72,6 +72,7 @@ class Run:
     tenant: str | None = None  # whose run: kept by continuations and child runs
     started_by: str | None = None  # the parent run whose operation started this child run
     waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
+    held_back: bool = False  # queued, in no stream until its tenant's turn (fair share)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -104,6 +105,7 @@ class Run:
             tenant=row.get("tenant"),
             started_by=row.get("started_by"),
             waits_for=row.get("waits_for"),
+            held_back=row["state"] == "queued" and "published_at" in row and row["published_at"] is None,
         )
 
     @property

@@ -295,6 +295,14 @@ class Settings:
         "minute; unset: kept.",
         check=_check_retention,
     )
+    tenant_window: int = setting(
+        32,
+        "Runs of one tenant published and not yet started in a queue; its others wait in Postgres "
+        "for their turn, so that one tenant's backlog does not delay another's (0: no limit).",
+        "runs",
+        ge=0,
+        le=100000,
+    )
     program_grace: float = setting(
         0.0,
         "Seconds a run is still handed back to the queue for a worker that serves its program once "

@@ -89,6 +89,11 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
     lines = [f"run {r['id']}  ({r['workflow']}, queue {r['queue']})", f"  state        {state}"]
     if r["state"] == "queued" and r.get("start_at"):  # a delayed run: not delivered before
         lines.append(f"  starts at    {r['start_at']}")
+    if r.get("held_back"):
+        lines.append(
+            f"  waits for    its turn: tenant {r['tenant']} has a full window of runs waiting in queue "
+            f"{r['queue']} (OUTLAST_TENANT_WINDOW); published as they start, highest priority first"
+        )
     if info["message"]:
         lines.append(f"  why          {info['message']}")
     if info.get("waits_for"):

@@ -131,7 +131,11 @@ class AsyncClient:
         assert self.settings.database_url and self.settings.redis_url
         self.app = app
         self.store = Store(
-            self.settings.database_url, self.settings.schema, max_size=4, retry_for=self.settings.store_retry
+            self.settings.database_url,
+            self.settings.schema,
+            max_size=4,
+            retry_for=self.settings.store_retry,
+            tenant_window=self.settings.tenant_window,
         )
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
         self._opened = False
@@ -316,7 +320,9 @@ class AsyncClient:
         # A run that starts later than it was admitted (both by the database clock) is published
         # by the sweeper at its time, not now.
         later = run.start_at is not None and run.start_at > run.created_at
-        return run, (created or run.state == RunState.QUEUED) and not later
+        # A run held for its tenant's turn is published by a claim of the tenant's runs, or the
+        # sweeper (fair share across tenants).
+        return run, (created or run.state == RunState.QUEUED) and not later and not run.held_back
 
     async def _publish(self, runs: list[Run]) -> None:
         try:

@@ -15,7 +15,17 @@ r AS (
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
            coalesce(%(deadline_at)s, greatest(now(), s.start_at) + make_interval(secs => %(deadline_in)s)),
            %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
-           greatest(now(), s.start_at),  -- see migration 0010_time: the sweeper reads it from its start
+           CASE WHEN s.start_at > now() THEN s.start_at  -- see 0010_time: the sweeper publishes it then
+                WHEN %(tenant)s::text IS NULL OR %(window)s = 0 THEN now()
+                -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
+                WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
+                                 AND h.queue = %(queue)s AND h.tenant = %(tenant)s) THEN NULL
+                WHEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs w
+                          WHERE w.state = 'queued' AND w.tenant = %(tenant)s AND w.published_at IS NOT NULL
+                            AND w.queue = %(queue)s AND w.published_at <= now()
+                          LIMIT %(window)s) n) >= %(window)s THEN NULL
+                ELSE now() END,
            %(priority)s, %(tenant)s
     FROM s
     ON CONFLICT (id) DO NOTHING
@@ -55,24 +65,48 @@ SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id
 
 -- name: claim
 -- One conditional UPDATE takes the lease: a queued run, one whose lease expired, or one that
--- waits for a worker serving its program. The database clock sets the expiry.
-UPDATE runs SET
-    state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
-    reason = NULL,
-    fencing_token = fencing_token + 1,
-    owner = %(worker)s,
-    lease_expires_at = now() + make_interval(secs => %(ttl)s),
-    attempts = attempts + 1,
-    program = coalesce(program, %(programs)s::jsonb ->> workflow),
-    updated_at = now()
-WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
-  AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
-  AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
-       OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
-       OR (state = 'cancelling' AND lease_expires_at IS NULL)
-       OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
-       OR (state = 'awaiting_approval' AND wake_at <= now()))
-RETURNING *, now() AS db_now;
+-- waits for a worker serving its program. The database clock sets the expiry. A tenant's run
+-- taken makes room in its tenant's window (0014_fair): the tenant's next held run is published in
+-- the same statement (turn_id; the claimer adds its stream entry, else the sweeper does).
+WITH c AS (
+    UPDATE runs SET
+        state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
+        reason = NULL,
+        fencing_token = fencing_token + 1,
+        owner = %(worker)s,
+        lease_expires_at = now() + make_interval(secs => %(ttl)s),
+        attempts = attempts + 1,
+        program = coalesce(program, %(programs)s::jsonb ->> workflow),
+        published_at = coalesce(published_at, now()),  -- a held run's stray entry: no longer held
+        updated_at = now()
+    WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+      AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
+           OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+           OR (state = 'cancelling' AND lease_expires_at IS NULL)
+           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
+           OR (state = 'awaiting_approval' AND wake_at <= now()))
+    RETURNING *, now() AS db_now),
+turn AS (
+    SELECT h.id FROM c CROSS JOIN LATERAL (
+        SELECT id FROM runs h
+        WHERE h.state = 'queued' AND h.published_at IS NULL AND h.queue = c.queue
+          AND h.tenant = c.tenant AND h.id <> c.id
+        ORDER BY CASE h.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, h.created_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED) h
+    WHERE c.tenant IS NOT NULL AND %(window)s > 0
+      AND (SELECT count(*) FROM (
+               SELECT 1 FROM runs w
+               WHERE w.state = 'queued' AND w.tenant = c.tenant AND w.published_at IS NOT NULL
+                 AND w.queue = c.queue AND w.published_at <= now() AND w.id <> c.id
+               LIMIT %(window)s) n) < %(window)s),
+released AS (
+    UPDATE runs SET published_at = now() FROM turn
+    WHERE runs.id = turn.id AND runs.published_at IS NULL
+    RETURNING runs.id, runs.priority)
+SELECT c.*, released.id AS turn_id, released.priority AS turn_priority
+FROM c LEFT JOIN released ON true;
 
 -- name: renew
 -- One statement renews every lease a worker holds, locking the runs in id order (as every write
@@ -221,6 +255,30 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
 UPDATE runs SET published_at = now() FROM due WHERE runs.id = due.id
+RETURNING runs.id, runs.queue, runs.priority;
+
+-- name: turns
+-- The sweeper tops up every tenant's window (0014_fair): a tenant's held runs are published while
+-- it has fewer than %(window)s runs published and not started in that queue (a claim's own
+-- release lost with its worker, a window emptied by cancellations, a larger window configured).
+-- A %(window)s of 0 (fair share off) publishes every held run.
+WITH lanes AS (
+    SELECT DISTINCT queue, tenant FROM runs WHERE state = 'queued' AND published_at IS NULL),
+turn AS (
+    SELECT h.id FROM lanes l CROSS JOIN LATERAL (
+        SELECT id FROM runs h
+        WHERE h.state = 'queued' AND h.published_at IS NULL AND h.queue = l.queue
+          AND h.tenant = l.tenant
+        ORDER BY CASE h.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, h.created_at
+        LIMIT CASE WHEN %(window)s = 0 THEN NULL ELSE greatest(0, %(window)s - (
+            SELECT count(*) FROM (
+                SELECT 1 FROM runs w
+                WHERE w.state = 'queued' AND w.tenant = l.tenant AND w.published_at IS NOT NULL
+                  AND w.queue = l.queue AND w.published_at <= now()
+                LIMIT %(window)s) n)) END
+        FOR UPDATE SKIP LOCKED) h
+    LIMIT %(limit)s)
+UPDATE runs SET published_at = now() FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
@@ -404,10 +462,13 @@ SELECT *, last_beat >= now() - make_interval(secs => 3 * lease_ttl) AS live,
 FROM workers ORDER BY host, started_at, name;
 
 -- name: unfinished_by_queue
--- Unfinished runs per queue and state (the partial index over unfinished runs).
+-- Unfinished runs per queue and state (the partial index over unfinished runs); and as 'held', the
+-- queued runs waiting for their tenant's turn (0014_fair).
 SELECT queue, state, count(*) AS n FROM runs
 WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
-GROUP BY queue, state;
+GROUP BY queue, state
+UNION ALL
+SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at IS NULL GROUP BY queue;
 
 -- name: requeue_dead_letter
 -- Postgres first: an unfinished run named by a dead letter is stamped as published now (the
@@ -649,7 +710,8 @@ DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(af
 -- was requested: under the parent row's share lock, so a cancellation that then walks the
 -- children finds it. It shares the parent's budget, deadline, tenant and priority. Its id is derived from
 -- the parent's operation: started again after a crash, it finds itself (`created` false). Its
--- published_at is the epoch (never published): the sweeper's next pass hands it out.
+-- published_at is the epoch (never published): the sweeper's next pass hands it out; or NULL, held
+-- for its tenant's turn (0014_fair), like a run enqueued.
 WITH p AS (
     SELECT id, deadline, budget_id, tenant, priority, cancel_requested FROM runs
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
@@ -658,10 +720,21 @@ r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, budget_id, tenant,
                       started_by, trace_context, published_at, priority)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s, p.deadline,
-           p.budget_id, p.tenant, p.id, %(trace_context)s, 'epoch', p.priority
+           p.budget_id, p.tenant, p.id, %(trace_context)s,
+           CASE WHEN p.tenant IS NULL OR %(window)s = 0 THEN 'epoch'::timestamptz
+                -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
+                WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
+                                 AND h.queue = %(queue)s AND h.tenant = p.tenant) THEN NULL
+                WHEN (SELECT count(*) FROM (
+                          SELECT 1 FROM runs w
+                          WHERE w.state = 'queued' AND w.tenant = p.tenant AND w.published_at IS NOT NULL
+                            AND w.queue = %(queue)s AND w.published_at <= now()
+                          LIMIT %(window)s) n) >= %(window)s THEN NULL
+                ELSE 'epoch' END,
+           p.priority
     FROM p WHERE NOT p.cancel_requested
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, workflow, queue, started_by),
+    RETURNING id, workflow, queue, started_by, published_at),
 e AS (
     INSERT INTO events (run_id, kind, detail)
     SELECT r.id, 'enqueued',
@@ -669,7 +742,8 @@ e AS (
     FROM r)
 SELECT (SELECT count(*) FROM p) = 1 AS held,
        coalesce((SELECT cancel_requested FROM p), false) AS cancel_requested,
-       (SELECT count(*) FROM r) = 1 AS created;
+       (SELECT count(*) FROM r) = 1 AS created,
+       coalesce((SELECT published_at IS NULL FROM r), false) AS held_back;
 
 -- name: wait_child
 -- The parent waits for its child with no worker held (like `wait`); the sweeper wakes it when the

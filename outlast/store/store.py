@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import astuple, dataclass
 from datetime import datetime, timedelta
 from importlib import resources
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -79,6 +79,7 @@ def _migrations() -> tuple[Migration, ...]:
 
 MIGRATIONS = _migrations()
 SCHEMA_VERSION = MIGRATIONS[-1].version  # the newest migration's number
+TENANT_WINDOW = 32  # OUTLAST_TENANT_WINDOW's default
 
 
 def schema_sql() -> str:
@@ -99,12 +100,22 @@ class OnWait:
 @dataclass(frozen=True)
 class ChildStart:
     """What starting a child run found: the parent's lease ``held`` (else fenced), its
-    ``cancel_requested``, and whether the child was ``created`` (else it exists already, or was
-    refused)."""
+    ``cancel_requested``, whether the child was ``created`` (else it exists already, or was
+    refused), and whether it was ``held_back`` for its tenant's turn (not to be published now)."""
 
     held: bool
     cancel_requested: bool
     created: bool
+    held_back: bool = False
+
+
+class Claimed(NamedTuple):
+    """A claim: the run under its new token, the database clock then, and the run (id, queue,
+    priority) whose turn it made, published by the claim: its stream entry is the claimer's to add."""
+
+    run: Run
+    db_now: datetime
+    turn: tuple[str, str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -135,9 +146,18 @@ class Pruned:
 class Store:
     """One process's access to Postgres: a small pool for reads and one shared-commit writer."""
 
-    def __init__(self, url: str, schema: str = "outlast", max_size: int = 8, retry_for: float = 60.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        schema: str = "outlast",
+        max_size: int = 8,
+        retry_for: float = 60.0,
+        tenant_window: int = TENANT_WINDOW,
+    ) -> None:
         self.url = url
         self.schema = schema
+        # A tenant's runs published and not started, per queue; its others are held (0014_fair).
+        self.tenant_window = tenant_window
         # Each waiting reader listens on a connection of its own, up to MAX_LISTENERS; more poll.
         self._listen_slots = asyncio.Semaphore(MAX_LISTENERS)
         self._pool = psycopg_pool.AsyncConnectionPool(
@@ -348,6 +368,7 @@ class Store:
             start_in=start_in,
             priority=priority,
             tenant=tenant,
+            window=self.tenant_window,
         )
         if rows:
             return Run.from_row(rows[0]), True
@@ -395,14 +416,24 @@ class Store:
 
     async def claim(
         self, run_id: str, worker: str, ttl: float, programs: dict[str, str], queue: str | None = None
-    ) -> tuple[Run, datetime] | None:
+    ) -> Claimed | None:
         """Take the run's lease (a new fencing token), or None if it is not to be taken (nor
-        is a run of another queue than ``queue``, when given). Returns the run and the database
-        clock at the claim."""
+        is a run of another queue than ``queue``, when given). Returns the run, the database
+        clock at the claim, and the run of the same tenant it made the turn of, if any."""
         rows = await self._write(
-            "claim", id=run_id, worker=worker, ttl=ttl, programs=json.dumps(programs), queue=queue
+            "claim",
+            id=run_id,
+            worker=worker,
+            ttl=ttl,
+            programs=json.dumps(programs),
+            queue=queue,
+            window=self.tenant_window,
         )
-        return (Run.from_row(rows[0]), rows[0]["db_now"]) if rows else None
+        if not rows:
+            return None
+        r = rows[0]
+        turn = (r["turn_id"], r["queue"], r["turn_priority"]) if r["turn_id"] else None
+        return Claimed(Run.from_row(r), r["db_now"], turn)
 
     async def renew(self, held: dict[str, int], ttl: float) -> dict[str, Lease]:
         """Renew every lease in ``held`` (run id -> token) at once, on a connection of its own
@@ -489,6 +520,12 @@ class Store:
         ``cutoff``, only runs last published before it, so that successive pages of one pass never
         repeat a run."""
         rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
+        return [(r["id"], r["queue"], r["priority"]) for r in rows]
+
+    async def turns(self, limit: int = 500) -> list[tuple[str, str, str]]:
+        """Held runs whose tenant's window has room, stamped as published now: each (id, queue,
+        priority), to publish. With a window of 0, every held run."""
+        rows = await self._rows("turns", window=self.tenant_window, limit=limit)
         return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
     async def expire_deadlines(self, limit: int = 200) -> list[str]:
@@ -650,8 +687,10 @@ class Store:
         trace = row["trace_context"]
         params = {**row, "input": Jsonb(row["input"])}
         params["trace_context"] = None if trace is None else Jsonb(trace)
+        params["window"] = self.tenant_window
         rows = await self._write("insert_child", run_id=parent, token=token, **params)
-        return ChildStart(rows[0]["held"], rows[0]["cancel_requested"], rows[0]["created"])
+        r = rows[0]
+        return ChildStart(r["held"], r["cancel_requested"], r["created"], r["held_back"])
 
     async def wait_child(self, run_id: str, token: int, child: str, message: str) -> bool:
         """Give up the lease and wait durably for the run ``child`` (fenced)."""

@@ -127,7 +127,8 @@ class Children:
         if not got.created:  # started before a crash, its start not journaled: it must be the same
             await self._same_child(child_id, workflow, ihash)
         await r.append("child", op_id, {"workflow": workflow, "child": child_id, "input_hash": ihash})
-        self.started.append((row["queue"], child_id))
+        if not got.held_back:  # else published in its tenant's turn (a claim or the sweeper)
+            self.started.append((row["queue"], child_id))
         return Child(self, child_id, workflow)
 
     async def _same_child(self, child_id: str, workflow: str, ihash: str) -> None:

@@ -25,7 +25,7 @@ from outlast.queue import Delivery, Queue, RateWindows
 from outlast.queue.streams import LEVELS
 from outlast.secrets import require_key
 from outlast.settings import Settings
-from outlast.store import Store
+from outlast.store import Claimed, Store
 from outlast.worker.control import RunControl
 from outlast.worker.executor import Execution
 from outlast.worker.priority import Weighted
@@ -242,9 +242,11 @@ class Worker:
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
-            claimed = (found, await self.store.db_now())
+            claimed = Claimed(found, await self.store.db_now())
             sent = time.monotonic() - self.s.lease_ttl
-        run, db_now = claimed
+        run, db_now, turn = claimed
+        if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
+            self._later(0.0, turn[1], turn[0], priority=turn[2])
         control = RunControl(run.id, run.fencing_token, self.s.lease_ttl, sent, run.cancel_requested)
         execution = Execution(
             run,

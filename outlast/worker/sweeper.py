@@ -50,6 +50,7 @@ class Sweeper:
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
         await self.republish(log, self.s.republish_after)
+        await self.turns(log)
         await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
@@ -72,6 +73,17 @@ class Sweeper:
                 f"sweeper pruned {pruned.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S}",
                 **asdict(pruned),
             )
+
+    async def turns(self, log: Any, limit: int = 500) -> None:
+        """Publish, page by page, the held runs whose tenant's window has room."""
+        while True:
+            turns = await self.store.turns(limit)
+            for run_id, q, priority in turns:
+                await self.queue.publish(q, run_id, priority=priority)
+            if turns:
+                log.debug(f"sweeper published {len(turns)} held run(s) in their tenant's turn")
+            if len(turns) < limit:
+                return
 
     async def republish(self, log: Any, after: float, limit: int = 500) -> None:
         """Re-publish, page by page, every run due and unseen for ``after`` seconds."""
