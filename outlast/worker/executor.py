@@ -196,7 +196,7 @@ class Execution:
         if self.control.cancel.is_set() or wf.max_concurrent is None:  # cancelled: compensates only
             return None
         try:
-            key = workflow_key(wf, run.input)
+            key = workflow_key(wf, run.input, run.tenant)
         except Exception as exc:
             why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
             return await self.finish(RunState.FAILED, error=_error(exc), reason=why[:500])
