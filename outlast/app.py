@@ -135,12 +135,51 @@ Policy = Callable[[str, dict[str, Any], Any], Any]
 CompensateOn = Literal["cancel", "failure"]
 # Called with the run's input and the error that stopped it (its deadline or budget).
 PartialHandler = Callable[[dict[str, Any], OutlastError], "Partial[Any] | None"]
-ConcurrencyKey = Callable[[dict[str, Any]], Any]
+# ``"tenant"`` (the run's tenant), or a function of the run's input, or of its input and tenant.
+ConcurrencyKey = Literal["tenant"] | Callable[..., Any]
+KeyOf = Callable[[dict[str, Any], str | None], Any]  # (input, tenant) -> the value capped
 
 
 def _cap(what: str, n: int | None) -> None:
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise TypeError(f"{what}: max_concurrent must be a whole number of at least 1, got {n!r}")
+
+
+def _by_tenant(run_input: dict[str, Any], tenant: str | None) -> str:
+    """``concurrency_key="tenant"``: a key per tenant; the runs without one share a key of their own
+    (``no-tenant``, which no tenant's key can be)."""
+    return "no-tenant" if tenant is None else f"tenant:{tenant}"
+
+
+def _takes(signature: inspect.Signature, n: int) -> bool:
+    """Whether a function of ``signature`` can be called with ``n`` positional arguments."""
+    try:
+        signature.bind(*[None] * n)
+    except TypeError:
+        return False
+    return True
+
+
+def _key_of(workflow: str, key: ConcurrencyKey) -> KeyOf:
+    """The concurrency key as one function of (input, tenant), decided here from its signature:
+    ``"tenant"``, a function of (input, tenant), or of (input) alone (also one whose signature
+    cannot be read, such as ``operator.itemgetter``: the form it always had)."""
+    if key == "tenant":
+        return _by_tenant
+    if not callable(key):
+        raise TypeError(f'workflow {workflow!r}: concurrency_key must be "tenant" or a function, got {key!r}')
+    fn: Callable[..., Any] = key
+    try:
+        signature: inspect.Signature | None = inspect.signature(fn)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None and _takes(signature, 2):
+        return fn
+    if signature is None or _takes(signature, 1):
+        return lambda run_input, tenant: fn(run_input)
+    raise TypeError(
+        f"workflow {workflow!r}: concurrency_key must take (input) or (input, tenant), not {signature}"
+    )
 
 
 @dataclass(frozen=True)
@@ -154,7 +193,7 @@ class Workflow:
     compensate_on: tuple[CompensateOn, ...] = ()
     partial: bool | PartialHandler = False  # accepts partial results (and how, when stopped)
     max_concurrent: int | None = None  # runs executing at once, across every worker (per key)
-    concurrency_key: ConcurrencyKey | None = None  # the run's input -> the key capped
+    concurrency_key: KeyOf | None = None  # the run's (input, tenant) -> the key capped
 
     @property
     def accepts_partial(self) -> bool:
@@ -218,9 +257,12 @@ class App:
         ``handler(run_input, error) -> Partial | None`` also turns a stop by its deadline
         (``DeadlineExceeded``) or budget (``BudgetExhausted``) into a ``partial`` end. A workflow
         without it never ends ``partial`` (a ``Partial`` it returns fails the run).
-        ``max_concurrent=N`` lets at most N runs of it execute at once across every worker (per
-        value of ``concurrency_key(input)``, when given); a run over the cap is parked (``waiting``,
-        reason ``concurrency_slot``, tried again within seconds) without holding a worker."""
+        ``max_concurrent=N`` lets at most N runs of it execute at once across every worker; a run
+        over the cap is parked (``waiting``, reason ``concurrency_slot``, tried again within
+        seconds) without holding a worker. With ``concurrency_key`` the cap is per key: ``"tenant"``
+        caps each tenant's runs (``run.tenant``) at N, and the runs without a tenant share one more
+        key of N; a function is called as ``f(input)`` or ``f(input, tenant)``, as its signature
+        says (read here, once: another signature raises ``TypeError``)."""
         if not (isinstance(partial, bool) or callable(partial)):
             raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
         _cap(f"workflow {name!r}", max_concurrent)
@@ -231,15 +273,16 @@ class App:
             plain: Any = fn  # (iscoroutinefunction would narrow fn's own type)
             if not inspect.iscoroutinefunction(plain):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
+            wf_name = name or fn.__name__
             wf = Workflow(
-                name or fn.__name__,
+                wf_name,
                 fn,
                 version,
                 fingerprint(fn),
                 tuple(compensate_on),
                 partial,
                 max_concurrent,
-                concurrency_key,
+                None if concurrency_key is None else _key_of(wf_name, concurrency_key),
             )
             self.workflows[wf.name] = wf
             return fn

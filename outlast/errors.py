@@ -42,12 +42,12 @@ class UnknownTool(OutlastError):
 
 
 class RunConflict(OutlastError):
-    """Enqueue with an existing run id but another workflow or input."""
+    """Enqueue with an existing run id but another workflow, input, tenant or priority."""
 
     def __init__(self, run_id: str, what: str) -> None:
         super().__init__(
-            f"run '{run_id}' already exists with a different {what}; "
-            "use another run id, or the same input to get the existing run"
+            f"run '{run_id}' already exists with a different {what}; use another run id, or the "
+            "same workflow, input, tenant and priority to get the existing run"
         )
         self.run_id = run_id
 

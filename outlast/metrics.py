@@ -2,7 +2,9 @@
 
 Nothing here is imported, made or counted until ``enable()``: without ``--metrics-port`` every hook
 is a call that returns at once, and prometheus-client (the ``metrics`` extra) need not be installed.
-Labels are workflows, tools, states, outcomes, kinds and queues: never a run or operation id.
+Labels are workflows, tools, states, outcomes, kinds and queues: never a run or operation id. A
+run's tenant is a label only when the operator lists it (``OUTLAST_METRICS_TENANTS``): tenants are
+unbounded, a label must not be; the others are ``other``, a run without one ``""``.
 
 With several processes (``--processes``), the parent serves the endpoint and the children write
 their values to files in a directory of the parent's (prometheus-client's multiprocess mode).
@@ -39,10 +41,12 @@ class _Metrics:
     def __init__(self) -> None:
         p = _client()
         self.runs_started = p.Counter(
-            "outlast_runs_started", "Run attempts started (a resumed run counts again).", ["workflow"]
+            "outlast_runs_started",
+            "Run attempts started (a resumed run counts again).",
+            ["workflow", "tenant"],
         )
         self.runs_finished = p.Counter(
-            "outlast_runs_finished", "Runs committed in a final state.", ["workflow", "state"]
+            "outlast_runs_finished", "Runs committed in a final state.", ["workflow", "state", "tenant"]
         )
         self.operations = p.Histogram(
             "outlast_operation_seconds",
@@ -92,11 +96,16 @@ class _Metrics:
 
 _m: _Metrics | None = None
 _busy_seen: tuple[float, float] | None = None  # (writer busy seconds, monotonic) when last refreshed
+_tenants: frozenset[str] | None = frozenset()  # the tenants a label names (None: every one)
 
 
-def enable() -> None:
-    """Make the metric objects (once); from here on the hooks count."""
-    global _m, _busy_seen
+def enable(tenants: str = "") -> None:
+    """Make the metric objects (once); from here on the hooks count. ``tenants``
+    (``OUTLAST_METRICS_TENANTS``): the tenants named in the ``tenant`` label, comma-separated;
+    ``*`` names every one (the operator accepts a label as unbounded as the tenants)."""
+    global _m, _busy_seen, _tenants
+    names = {name.strip() for name in tenants.split(",")} - {""}
+    _tenants = None if "*" in names else frozenset(names)
     if _m is None:
         _m = _Metrics()
         _busy_seen = (0.0, time.monotonic())
@@ -114,9 +123,10 @@ def process_dead(pid: int | None) -> None:
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
-def serve(port: int, processes: int) -> None:
+def serve(port: int, processes: int, tenants: str = "") -> None:
     """Serve the endpoint on ``port`` from this process. With several processes, the children
-    (spawned after this call) write to a directory made here, removed when this process exits."""
+    (spawned after this call) write to a directory made here, removed when this process exits.
+    ``tenants``: as for ``enable``."""
     p = _client()
     registry = None
     if processes > 1:
@@ -128,7 +138,7 @@ def serve(port: int, processes: int) -> None:
         registry = p.CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     else:
-        enable()
+        enable(tenants)
     try:
         p.start_http_server(port, registry=registry or p.REGISTRY)
     except OSError as exc:
@@ -140,14 +150,21 @@ def serve(port: int, processes: int) -> None:
 # -- hooks: one line each where the engine already is -------------------------------------
 
 
-def run_started(workflow: str) -> None:
-    if _m is not None:
-        _m.runs_started.labels(workflow).inc()
+def tenant_label(tenant: str | None) -> str:
+    """A run's ``tenant`` label: the tenant if listed (or ``*``), ``other`` if not, ``""`` for none."""
+    if tenant is None:
+        return ""
+    return tenant if _tenants is None or tenant in _tenants else "other"
 
 
-def run_finished(workflow: str, state: str) -> None:
+def run_started(workflow: str, tenant: str | None) -> None:
     if _m is not None:
-        _m.runs_finished.labels(workflow, state).inc()
+        _m.runs_started.labels(workflow, tenant_label(tenant)).inc()
+
+
+def run_finished(workflow: str, state: str, tenant: str | None) -> None:
+    if _m is not None:
+        _m.runs_finished.labels(workflow, state, tenant_label(tenant)).inc()
 
 
 def operation(tool: str, outcome: str, started: float) -> None:

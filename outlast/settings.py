@@ -275,6 +275,9 @@ class Settings:
         secret=True,
     )
     metrics_port: int = setting(0, "Serve Prometheus metrics on this port (0: none).", "port", ge=0, le=65535)
+    metrics_tenants: str = setting(
+        "", "Tenants named in the metrics' tenant label, comma-separated (*: every one); others: other."
+    )
     trace_payloads: str = setting(
         "off", "Put tool arguments and results in trace spans.", choices=("off", "on")
     )

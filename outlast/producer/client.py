@@ -176,8 +176,8 @@ class AsyncClient:
     ) -> Run:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
-        Idempotent on ``run_id``: the same id with the same workflow and input returns the
-        existing run; with others it raises ``RunConflict``. ``input`` is a JSON object (omitted:
+        Idempotent on ``run_id``: the same id, workflow, input, tenant and priority return the
+        existing run; another of them raises ``RunConflict``. ``input`` is a JSON object (omitted:
         ``{}``; None is refused); ``deadline`` is a duration from now (from its start, for a
         delayed run), up to ten years; ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
         ``start_at`` (aware datetime) or ``delay`` (seconds) delays the run: it is recorded now
@@ -317,6 +317,11 @@ class AsyncClient:
                 raise RunConflict(run.id, f"workflow ('{run.workflow}')")
             if digest(canonical(run.input)) != row["input_hash"]:
                 raise RunConflict(run.id, "input")
+            if run.tenant != row["tenant"]:
+                theirs = "none" if run.tenant is None else f"'{run.tenant}'"
+                raise RunConflict(run.id, f"tenant ({theirs})")
+            if run.priority != row["priority"]:
+                raise RunConflict(run.id, f"priority ('{run.priority}')")
         # A run that starts later than it was admitted (both by the database clock) is published
         # by the sweeper at its time, not now.
         later = run.start_at is not None and run.start_at > run.created_at

@@ -96,7 +96,7 @@ class Execution:
                 queue = await self.store.wake_parent(self.run.started_by, self.run.id)
                 if queue is not None:
                     self._woken.append((queue, self.run.started_by))
-        metrics.run_finished(self.run.workflow, state)
+        metrics.run_finished(self.run.workflow, state, self.run.tenant)
         self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
 
@@ -114,7 +114,7 @@ class Execution:
     async def execute(self) -> Outcome:
         """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
         run keeps its lease until it expires) and HandOver; returns FENCED if superseded."""
-        metrics.run_started(self.run.workflow)
+        metrics.run_started(self.run.workflow, self.run.tenant)
         with tracing.run_attempt(self.run, self.control.token) as span:
             try:
                 outcome = await self._execute()
@@ -196,7 +196,7 @@ class Execution:
         if self.control.cancel.is_set() or wf.max_concurrent is None:  # cancelled: compensates only
             return None
         try:
-            key = workflow_key(wf, run.input)
+            key = workflow_key(wf, run.input, run.tenant)
         except Exception as exc:
             why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
             return await self.finish(RunState.FAILED, error=_error(exc), reason=why[:500])

@@ -42,11 +42,12 @@ def _never() -> bool:
     return False
 
 
-def workflow_key(wf: Workflow, run_input: dict[str, Any]) -> str:
-    """The capped key of a run: its workflow, and its concurrency key's value when declared."""
+def workflow_key(wf: Workflow, run_input: dict[str, Any], tenant: str | None) -> str:
+    """The capped key of a run: its workflow, and its concurrency key's value (of the run's input
+    and tenant) when declared."""
     if wf.concurrency_key is None:
         return f"workflow:{wf.name}"
-    return f"workflow:{wf.name}:{wf.concurrency_key(run_input)}"
+    return f"workflow:{wf.name}:{wf.concurrency_key(run_input, tenant)}"
 
 
 class Gate:

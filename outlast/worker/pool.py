@@ -66,7 +66,7 @@ async def run_worker(
     failpoints.arm(settings.failpoints)
     tracing.configure(settings.trace_payloads == "on")
     if settings.metrics_port:
-        metrics.enable()
+        metrics.enable(settings.metrics_tenants)
     store = Store(
         settings.database_url,
         settings.schema,
@@ -218,7 +218,7 @@ def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) 
     app = load_app(spec)  # fail here, once, rather than in every child
     require_key(app, settings.secret_key)
     if settings.metrics_port:  # served from here; with processes, before they are spawned
-        metrics.serve(settings.metrics_port, processes)
+        metrics.serve(settings.metrics_port, processes, settings.metrics_tenants)
     if processes <= 1:
         asyncio.run(run_worker(app, settings, queues))
         return

@@ -34,6 +34,26 @@ async def per_customer(run: Any, customer: str, seconds: float = 0.3) -> str:
     return customer
 
 
+@app.workflow("per_tenant", max_concurrent=1, concurrency_key="tenant")
+async def per_tenant(run: Any, seconds: float = 0.5) -> str | None:
+    observe(run.run_id, "start", run.tenant or "none")
+    await asyncio.sleep(seconds)
+    observe(run.run_id, "end", run.tenant or "none")
+    return str(run.tenant)
+
+
+def tenant_region(run_input: dict[str, Any], tenant: str | None) -> str:
+    return f"{tenant}/{run_input['region']}"
+
+
+@app.workflow("per_tenant_region", max_concurrent=1, concurrency_key=tenant_region)
+async def per_tenant_region(run: Any, region: str, seconds: float = 0.5) -> str | None:
+    observe(run.run_id, "start", f"{run.tenant}/{region}")
+    await asyncio.sleep(seconds)
+    observe(run.run_id, "end", f"{run.tenant}/{region}")
+    return str(run.tenant)
+
+
 @app.workflow("capped", max_concurrent=2)
 async def capped(run: Any, seconds: float = 0.3) -> str:
     observe(run.run_id, "start", "capped")

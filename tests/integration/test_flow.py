@@ -56,6 +56,30 @@ async def test_enqueue_is_idempotent_on_run_id(world: World) -> None:
             await c.enqueue("slow", {"a": 1}, run_id="same")
 
 
+async def test_enqueue_with_an_existing_run_id_and_another_tenant_or_priority_is_refused(
+    world: World,
+) -> None:
+    async with AsyncClient(settings=world.settings()) as c:
+        await c.enqueue("echo", {"a": 1}, run_id="t", tenant="a", priority="high")
+        same = await c.enqueue("echo", {"a": 1}, run_id="t", tenant="a", priority="high")
+        assert (same.tenant, same.priority) == ("a", "high")
+        with pytest.raises(RunConflict, match=r"run 't' already exists with a different tenant \('a'\)"):
+            await c.enqueue("echo", {"a": 1}, run_id="t", tenant="b", priority="high")
+        with pytest.raises(RunConflict, match=r"tenant \('a'\)"):  # none given is another tenant too
+            await c.enqueue("echo", {"a": 1}, run_id="t", priority="high")
+        with pytest.raises(RunConflict, match=r"different priority \('high'\)"):
+            await c.enqueue("echo", {"a": 1}, run_id="t", tenant="a")
+        with pytest.raises(RunConflict, match=r"tenant \('a'\)"):
+            await c.enqueue_many("echo", [{"a": 1}], run_ids=["t"], tenant="b", priority="high")
+        await c.enqueue("echo", {}, run_id="u")
+        with pytest.raises(RunConflict, match=r"different tenant \(none\)"):
+            await c.enqueue("echo", {}, run_id="u", tenant="b")
+    assert world.sql("SELECT id, tenant, priority FROM runs ORDER BY id") == [
+        ("t", "a", "high"),
+        ("u", None, "normal"),
+    ]
+
+
 async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) -> None:
     from outlast import UnknownWorkflow
 

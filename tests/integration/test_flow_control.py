@@ -1,20 +1,25 @@
-"""Concurrency caps and shared rate limits (issue 12, items 4 and 5), with real servers: the
-slot statements in Postgres, the rate windows in Redis, and real worker processes counted in
-the world (rows their workflows and tools write, stamped by the database clock)."""
+"""Concurrency caps and shared rate limits (issue 12, items 4 and 5; per-tenant caps, item 7),
+with real servers: the slot statements in Postgres, the rate windows in Redis, and real worker
+processes counted in the world (rows their workflows and tools write, stamped by the database
+clock)."""
 
 from __future__ import annotations
 
 import asyncio
+import operator
 import signal
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
 from outlast import App, Client
+from outlast.app import Workflow
 from outlast.limits import Rate
 from outlast.queue import Queue, RateWindows
 from outlast.store import Store
+from outlast.worker.flow import workflow_key
 from tests.conftest import World, wait_for
 
 APP = "tests.apps.flowcaps:app"
@@ -40,6 +45,20 @@ def most_at_once(world: World, key: str) -> int:
         running += 1 if what == "start" else -1
         top = max(top, running)
     return top
+
+
+def side_by_side(world: World, one: str, other: str) -> bool:
+    """Some body of key ``one`` and some body of key ``other`` were executing at the same instant."""
+    spans: dict[tuple[str, str], dict[str, datetime]] = {}
+    for run_id, what, key, at in world.sql(
+        "SELECT run_id, what, key, at FROM observed WHERE key IN (%s, %s) AND what IN ('start', 'end')",
+        one,
+        other,
+    ):
+        spans.setdefault((key, run_id), {})[what] = at
+    ones = [s for (key, _), s in spans.items() if key == one]
+    others = [s for (key, _), s in spans.items() if key == other]
+    return any(a["start"] < b["end"] and b["start"] < a["end"] for a in ones for b in others)
 
 
 def most_in_window(times: list[datetime], window: float) -> int:
@@ -171,6 +190,40 @@ def test_rate_declarations_are_checked_at_registration() -> None:
     assert app.tools["f"].rates == (Rate("requests", 10, 5), Rate("tokens", 9000, 60))
 
 
+def test_a_concurrency_key_is_read_once_at_registration() -> None:
+    """``"tenant"``, a function of (input) or of (input, tenant): one function of (input, tenant)
+    from registration on; any other signature is refused there, naming the workflow."""
+    app = App()
+
+    async def body(run: object) -> None:
+        return None
+
+    def register(name: str, key: Any) -> Workflow:
+        app.workflow(name, max_concurrent=1, concurrency_key=key)(body)
+        return app.workflows[name]
+
+    by_tenant = register("t", "tenant")
+    assert workflow_key(by_tenant, {"x": 1}, "acme") == "workflow:t:tenant:acme"
+    assert workflow_key(by_tenant, {"x": 1}, None) == "workflow:t:no-tenant"  # shared by the tenant-less
+    assert workflow_key(register("i", lambda i: i["x"]), {"x": 1}, "acme") == "workflow:i:1"
+    both = register("it", lambda i, t: f"{t}-{i['x']}")
+    assert workflow_key(both, {"x": 1}, "acme") == "workflow:it:acme-1"
+    assert workflow_key(register("d", lambda i, t=None: t), {}, "acme") == "workflow:d:acme"
+    assert workflow_key(register("g", operator.itemgetter("x")), {"x": 2}, "acme") == "workflow:g:2"
+    for bad in (lambda: 1, lambda i, t, u: 1, lambda *, i: 1, lambda i, *, t: 1):
+        with pytest.raises(TypeError, match=r"workflow 'w': concurrency_key must take \(input\) or"):
+            register("w", bad)
+    with pytest.raises(TypeError, match="workflow 'w': concurrency_key must be \"tenant\" or a function"):
+        register("w", "customer")
+
+    with pytest.raises(TypeError, match="workflow 'unnamed': concurrency_key must take"):
+
+        @app.workflow(max_concurrent=1, concurrency_key=lambda: 1)
+        async def unnamed(run: object) -> None: ...
+
+    assert "w" not in app.workflows and "unnamed" not in app.workflows
+
+
 # -- real worker processes -------------------------------------------------------------------
 
 
@@ -195,6 +248,47 @@ def test_per_key_workflow_cap_across_workers(observed: World) -> None:
         "SELECT count(*) FROM events WHERE kind = 'waiting' AND detail->>'reason' = 'concurrency_slot'"
     )[0][0]
     assert parked >= 1  # a run over the cap waited without a worker, then ran
+
+
+def test_per_tenant_cap_across_workers(observed: World) -> None:
+    """``concurrency_key="tenant"``, max_concurrent=1: tenants a and b each run one at a time, side
+    by side; the runs without a tenant share one key of their own, also one at a time."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        ids = [
+            c.enqueue("per_tenant", {"seconds": 0.5}, tenant=tenant).id
+            for _ in range(3)
+            for tenant in ("a", "b", None)
+        ]
+        for _ in range(2):
+            world.worker(APP, OUTLAST_CONCURRENCY="8")
+        finish_all(c, ids)
+    for key in ("a", "b", "none"):
+        assert world.sql("SELECT count(*) FROM observed WHERE key = %s AND what = 'start'", key) == [(3,)]
+        assert most_at_once(world, key) == 1, key
+    assert side_by_side(world, "a", "b")  # the cap is per tenant, not per workflow
+    assert side_by_side(world, "a", "none") or side_by_side(world, "b", "none")
+
+
+def test_a_concurrency_key_of_input_and_tenant_across_workers(observed: World) -> None:
+    """``concurrency_key=f(input, tenant)`` (tenant and region), max_concurrent=1: one run at a
+    time per tenant and region; another region of the same tenant, and the same region of another
+    tenant, run side by side."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        ids = [
+            c.enqueue("per_tenant_region", {"region": region, "seconds": 0.5}, tenant=tenant).id
+            for _ in range(2)
+            for tenant in ("a", "b")
+            for region in ("eu", "us")
+        ]
+        for _ in range(2):
+            world.worker(APP, OUTLAST_CONCURRENCY="8")
+        finish_all(c, ids)
+    for key in ("a/eu", "a/us", "b/eu", "b/us"):
+        assert most_at_once(world, key) == 1, key
+    assert side_by_side(world, "a/eu", "a/us")  # the input's part of the key counts
+    assert side_by_side(world, "a/eu", "b/eu")  # so does the tenant's
 
 
 def test_workflow_and_tool_caps_across_workers(observed: World) -> None:

@@ -125,12 +125,42 @@ def test_a_worker_serves_metrics_that_move_while_runs_flow(world: World) -> None
     assert not any("run_id" in dict(labels) for _, labels in after)  # no label per run
 
 
+@pytest.mark.parametrize(
+    ("listed", "counted"),
+    [
+        ("", {"other": 3, "": 1}),  # unset: no tenant is named
+        ("acme, initech", {"acme": 2, "other": 1, "": 1}),
+        ("*", {"acme": 2, "globex": 1, "": 1}),  # every tenant: the operator's choice
+    ],
+)
+def test_the_tenant_label_names_only_the_tenants_listed(
+    world: World, listed: str, counted: dict[str, float]
+) -> None:
+    """``OUTLAST_METRICS_TENANTS`` bounds the ``tenant`` label of the run counters: a listed
+    tenant is its own value, any other ``other``, a run without a tenant ``""``."""
+    port = free_port()
+    world.worker(APP, "--metrics-port", str(port), OUTLAST_METRICS_TENANTS=listed)
+    with Client(settings=world.settings()) as c:
+        ids = [c.enqueue("nap", {"seconds": 0}, tenant=t).id for t in ("acme", "acme", "globex", None)]
+        for rid in ids:
+            assert c.wait(rid, timeout=30).state == "succeeded"
+    samples = wait_for(
+        lambda: (s := scrape(port)) and value(s, "outlast_runs_finished_total") == 4 and s,
+        what="the runs counted",
+    )
+    for name in ("outlast_runs_started_total", "outlast_runs_finished_total"):
+        by_tenant = {dict(labels)["tenant"]: v for (n, labels), v in samples.items() if n == name}
+        assert by_tenant == counted, name
+
+
 def test_worker_processes_share_one_endpoint(world: World) -> None:
     port = free_port()
-    parent = world.worker(APP, "--processes", "2", "-c", "4", OUTLAST_METRICS_PORT=str(port))
+    parent = world.worker(
+        APP, "--processes", "2", "-c", "4", OUTLAST_METRICS_PORT=str(port), OUTLAST_METRICS_TENANTS="acme"
+    )
     try:
         with Client(settings=world.settings()) as c:
-            ids = [c.enqueue("observed", {"n": i}).id for i in range(40)]
+            ids = [c.enqueue("observed", {"n": i}, tenant=["acme", "globex"][i % 2]).id for i in range(40)]
             for rid in ids:
                 assert c.wait(rid, timeout=60).state == "succeeded"
         samples = wait_for(
@@ -139,6 +169,8 @@ def test_worker_processes_share_one_endpoint(world: World) -> None:
         )
         assert value(samples, "outlast_operation_seconds_count", tool="note", outcome="ok") == 40
         assert value(samples, "outlast_runs_started_total", workflow="observed") == 40
+        assert value(samples, "outlast_runs_finished_total", tenant="acme") == 20  # the children's label
+        assert value(samples, "outlast_runs_finished_total", tenant="other") == 20
         busy = {dict(labels)["pid"] for name, labels in samples if name == "outlast_writer_busy_ratio"}
         assert len(busy) == 2  # one busy ratio per worker process
         assert value(samples, "outlast_in_doubt_open") == 0  # the latest refresh, of either process
