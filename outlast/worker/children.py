@@ -73,7 +73,7 @@ class Children:
         self._max_payload = max_payload
         self._one_at_a_time = asyncio.Lock()  # parallel result() crossings: one wait, not several
         self.suspended = False  # a result() crossing committed the run's wait for its child
-        self._waiting = 0  # result() crossings under way
+        self.waiting = 0  # result() crossings under way
         self._quiet = asyncio.Event()
         self._quiet.set()
         self.started: list[tuple[str, str]] = []  # (queue, id) of the children this attempt created
@@ -146,13 +146,13 @@ class Children:
         await self._quiet.wait()
 
     async def result(self, op_id: str, child: Child) -> Any:
-        self._waiting += 1
+        self.waiting += 1
         self._quiet.clear()
         try:
             return await self._result(op_id, child)
         finally:
-            self._waiting -= 1
-            if self._waiting == 0:
+            self.waiting -= 1
+            if self.waiting == 0:
                 self._quiet.set()
 
     async def _result(self, op_id: str, child: Child) -> Any:

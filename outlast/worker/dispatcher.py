@@ -57,7 +57,7 @@ class Dispatcher:
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
         self.handle: Any = None  # the workflow's ``run``, handed to the policy hook
-        self.alone: Callable[[], bool] = lambda: False  # no other call of the run under way
+        self.alone: Callable[[], bool] = lambda: False  # no other crossing of the run under way
         self._app = app
         self._store = store
         self._control = control

@@ -5,8 +5,9 @@ never between its intention and its result; a tool's slot is given back after it
 A slot or room in a rate window is waited for briefly in the worker (the run's deadline,
 cancellation and hand-over checked between tries; ``outlast status`` shows the wait); past
 ``SLOT_WAIT`` the run is parked (``waiting``, reason ``concurrency_slot`` or ``rate_limit``, with
-a wake time) and holds no worker — at a tool call, only when no other call of the run is under
-way (the siblings of a ``gather`` wait in the worker).
+a wake time) and holds no worker — at a tool call, only when no other crossing of the run is under
+way (a sibling call of a ``gather`` waits in the worker; a sibling timer, approval or wait for a
+child commits the run's wait itself once the calls have settled).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ SLOT_RETRY = 3.0  # a run parked for a slot tries again after about this long, i
 LONGEST_NAP = 1.0  # the longest sleep between two looks at the run's deadline and signals
 
 Check = Callable[[], Awaitable[None]]
-Alone = Callable[[], bool]  # no other call of the run is under way: it may be parked
+Alone = Callable[[], bool]  # no other crossing of the run is under way: it may be parked
 
 
 def _never() -> bool:
@@ -93,7 +94,7 @@ class Gate:
     ) -> AsyncIterator[None]:
         """Around one dispatch: a slot of the tool and room in its rate windows first (``check``
         between tries: the run's deadline and cancellation), the slot given back at the end.
-        ``alone()`` true (no other call of the run under way): a wait longer than ``SLOT_WAIT``
+        ``alone()`` true (no other crossing of the run under way): a wait longer than ``SLOT_WAIT``
         parks the run instead of holding the worker (``Suspended``)."""
         capped = tool.max_concurrent is not None
         if capped:
@@ -166,7 +167,7 @@ class Gate:
     ) -> None:
         """Try until ``attempt`` says done (0), sleeping as long as it says between tries; the
         first wait and its end are events of the run (``outlast status`` shows it waiting). Past
-        ``SLOT_WAIT``, a run with no other call under way is parked instead."""
+        ``SLOT_WAIT``, a run with no other crossing under way is parked instead."""
         c = self._control
         started = time.monotonic()
         waited = False

@@ -59,10 +59,11 @@ class Run:
         secrets = Secrets(app, secret_key)
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
         self._dispatcher.handle = self
-        self._dispatcher.alone = lambda: self._calls == 1  # a tool's slot or rate wait may park
+        self._dispatcher.alone = self._alone  # a tool's slot or rate wait may park the run
         self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
         self._children = Children(record, app, store, control, self._replayer, self.settled, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
+        self._pauses = 0  # timers and approvals under way
         self._quiet = asyncio.Event()
         self._quiet.set()
 
@@ -126,11 +127,11 @@ class Run:
     def sleep(self, seconds: float) -> Awaitable[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
         the due time (database clock) by whichever worker is up."""
-        return self._waits.sleep(self._replayer.position(), seconds=seconds)
+        return self._pausing(self._waits.sleep(self._replayer.position(), seconds=seconds))
 
     def sleep_until(self, when: datetime) -> Awaitable[None]:
         """Sleep durably until ``when`` (an aware datetime)."""
-        return self._waits.sleep(self._replayer.position(), until=when)
+        return self._pausing(self._waits.sleep(self._replayer.position(), until=when))
 
     def approval(
         self,
@@ -150,7 +151,9 @@ class Run:
         if not approvers:
             raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
         op_id = self._replayer.position()
-        return self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
+        return self._pausing(
+            self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
+        )
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if
@@ -176,6 +179,20 @@ class Run:
     async def budget(self) -> dict[str, dict[str, float]]:
         """The run's budget as it stands: limit, spent and reserved for each name."""
         return await self._dispatcher.budget()
+
+    def _alone(self) -> bool:
+        """A tool call waiting long for a slot or a rate may park the run only when no other
+        crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
+        or a wait for a child commits the run's wait itself once the calls have settled."""
+        return self._calls == 1 and self._pauses == 0 and self._children.waiting == 0
+
+    async def _pausing(self, wait: Awaitable[R]) -> R:
+        """A timer or an approval, counted while under way (see ``_alone``)."""
+        self._pauses += 1
+        try:
+            return await wait
+        finally:
+            self._pauses -= 1
 
     async def settled(self) -> None:
         """Wait for the calls still under way: a parallel call can outlive the workflow's own

@@ -159,3 +159,48 @@ async def two_scarce_paid(run: Any) -> list[int]:
 @app.workflow("two_scarce_paid_at_once")
 async def two_scarce_paid_at_once(run: Any) -> list[int]:
     return list(await asyncio.gather(run.call("scarce_paid", n=1), run.call("scarce_paid", n=2)))
+
+
+@app.tool("once_in_5s", effect="write", rate={"requests": "1/5s"})
+def once_in_5s(n: int) -> int:
+    observe(current_action().run_id, "once_in_5s", str(n))
+    return n
+
+
+@app.tool("slow_work", effect="write")
+def slow_work(seconds: float) -> str:
+    observe(current_action().run_id, "slow_work", "slow_work")
+    time.sleep(seconds)
+    return "worked"
+
+
+@app.workflow("slow_child")
+async def slow_child(run: Any, seconds: float = 3.0) -> str:
+    return str(await run.call("slow_work", seconds=seconds))
+
+
+@app.workflow("rate_beside_child")
+async def rate_beside_child(run: Any, seconds: float = 3.0) -> list[Any]:
+    """The second call waits past ``SLOT_WAIT`` for the rate beside a wait for a child."""
+    first = await run.call("once_in_5s", n=1)
+    child = await run.start("slow_child", {"seconds": seconds})
+    second, got = await asyncio.gather(run.call("once_in_5s", n=2), child.result())
+    return [first, second, got]
+
+
+@app.workflow("rate_beside_sleep")
+async def rate_beside_sleep(run: Any, seconds: float = 3.0) -> list[Any]:
+    """The second call waits past ``SLOT_WAIT`` for the rate beside a durable sleep."""
+    first = await run.call("once_in_5s", n=1)
+    second, _ = await asyncio.gather(run.call("once_in_5s", n=2), run.sleep(seconds))
+    return [first, second]
+
+
+@app.workflow("rate_after_child_task")
+async def rate_after_child_task(run: Any, seconds: float = 3.0) -> list[Any]:
+    """As ``rate_beside_child``, with the wait for the child in a task of its own, awaited last."""
+    first = await run.call("once_in_5s", n=1)
+    child = await run.start("slow_child", {"seconds": seconds})
+    waiting = asyncio.ensure_future(child.result())
+    second = await run.call("once_in_5s", n=2)
+    return [first, second, await waiting]

@@ -433,3 +433,44 @@ def test_a_rate_wait_ended_by_the_deadline_leaves_no_budget_reservation(
     assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce_paid'") == [(1,)]
     assert world.sql("SELECT spent, reserved FROM budgets WHERE budget_id = %s", rid) == [(1, 0)]
     assert world.sql("SELECT count(*) FROM reservations WHERE run_id = %s", rid) == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("workflow", "result"),
+    [
+        ("rate_beside_child", [1, 2, "worked"]),
+        ("rate_beside_sleep", [1, 2]),
+        ("rate_after_child_task", [1, 2, "worked"]),
+    ],
+)
+def test_a_long_rate_wait_beside_a_durable_wait_stays_in_the_worker(
+    observed: World, workflow: str, result: list[Any]
+) -> None:
+    """``once_in_5s`` already spent its request: the second call waits past ``SLOT_WAIT`` for the
+    rate while a crossing beside it (a wait for a slow child, a durable sleep) is under way. The
+    call is not alone: it waits in the worker (``throttled``), never parks the run, so the wait
+    beside it commits the run's own wait (had the call parked, that commit would be refused as a
+    stale fencing token: a "lease lost" that never happened). The run finishes, each tool once."""
+    world = observed
+    with Client(settings=world.settings()) as c:
+        rid = c.enqueue(workflow, {"seconds": 3.0}).id
+        world.worker(APP)
+        run = c.wait(rid, timeout=60)
+        assert (run.state, run.result) == ("succeeded", result), run.reason
+        verified = world.cli("verify", rid)
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+    called = world.sql(
+        "SELECT key, count(*) FROM observed WHERE what = 'once_in_5s' GROUP BY key ORDER BY key"
+    )
+    assert called == [("1", 1), ("2", 1)]
+    worked = world.sql("SELECT count(*) FROM observed WHERE what = 'slow_work'")[0][0]
+    assert worked == (1 if "child" in workflow else 0)
+    logs = world.logs()
+    assert "another worker owns the run" not in logs and "never retrieved" not in logs, logs
+    reasons = [
+        d.get("reason")
+        for (d,) in world.sql("SELECT detail FROM events WHERE run_id = %s AND kind = 'waiting'", rid)
+    ]
+    assert "rate_limit" not in reasons, reasons
+    throttled = world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = 'throttled'", rid)
+    assert throttled == [(1,)]
