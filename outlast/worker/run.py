@@ -197,8 +197,10 @@ class Run:
     async def settled(self) -> None:
         """Wait for the calls still under way: a parallel call can outlive the workflow's own
         await (the siblings of a ``gather`` that raised go on), and the run must not end before
-        their results are journaled."""
-        await self._quiet.wait()
+        their results are journaled. Looked at again after each wake-up: a branch of a ``gather``
+        may start its next call at once, before this waiter runs."""
+        while self._calls:
+            await self._quiet.wait()
 
     # -- for the executor ---------------------------------------------------------------
 

@@ -200,6 +200,23 @@ async def ask_while_working(run: Any, gate_name: str, wait: str = "approval") ->
     return {"work": work, "published": await run.call("publish", text="in parallel")}
 
 
+@app.workflow("calls_in_turn_beside_a_wait")
+async def calls_in_turn_beside_a_wait(run: Any, gate_name: str, wait: str = "timer") -> dict[str, Any]:
+    """One branch of a gather makes a call, then another (held in flight by the test), while the
+    other branch waits durably (a timer, or an approval)."""
+    if wait == "approval":
+        asked = run.approval("publish", {"text": "in turn"}, approvers=["ops"])
+    else:
+        asked = run.sleep(0.2)
+
+    async def in_turn() -> Any:
+        await run.call("publish", text="first")
+        return await run.call("hold", gate_name=gate_name)
+
+    work, _ = await asyncio.gather(in_turn(), asked)
+    return {"work": work}
+
+
 @app.workflow("fan")
 async def fan(run: Any, n: int, plain: bool = False) -> dict[str, Any]:
     """``n`` parallel dispatches of ``spend`` (cost usd 1 each)."""

@@ -454,6 +454,30 @@ def test_a_call_in_flight_beside_a_durable_wait_keeps_its_result(world: World, c
             assert not any(k == "in_doubt" for k, _ in kinds(world, rid))
 
 
+def test_a_wait_beside_calls_made_in_turn_waits_for_the_later_call_too(world: World, client: Client) -> None:
+    """The wait is let through once the first call ends; the branch's second call starts at once:
+    the run must keep its lease until that call's result is journaled, never wait (and leave the
+    call in doubt) while it is in flight."""
+    c = client
+    with worker(world):
+        sleeping = c.enqueue("calls_in_turn_beside_a_wait", {"gate_name": "s"}).id
+        asking = c.enqueue("calls_in_turn_beside_a_wait", {"gate_name": "a", "wait": "approval"}).id
+        wait_for(
+            lambda: started(world, sleeping) and started(world, asking), what="both held calls in flight"
+        )
+        time.sleep(0.6)  # past the timer's due time
+        assert [c.status(r).state for r in (sleeping, asking)] == ["running", "running"]
+        gate(world, "open:s")
+        gate(world, "open:a")
+        reach(c, asking, "awaiting_approval", "waiting")
+        c.approve(asking, "op-1", approver="ops", comment=OK, args_hash=hash_of({"text": "in turn"}))
+        for rid in (sleeping, asking):
+            done = reach(c, rid, "succeeded", "failed", "waiting")
+            assert done.state == "succeeded", f"{done.state} ({done.reason})"
+            assert [e["tool"] for e in effects(world, rid)] == ["publish", "hold"]  # once each
+            assert not any(k == "in_doubt" for k, _ in kinds(world, rid))
+
+
 # -- timers ------------------------------------------------------------------------------------
 
 
