@@ -262,8 +262,15 @@ RETURNING runs.id, runs.queue, runs.priority;
 -- it has fewer than %(window)s runs published and not started in that queue (a claim's own
 -- release lost with its worker, a window emptied by cancellations, a larger window configured).
 -- A %(window)s of 0 (fair share off) publishes every held run.
-WITH lanes AS (
-    SELECT DISTINCT queue, tenant FROM runs WHERE state = 'queued' AND published_at IS NULL),
+WITH RECURSIVE lanes AS (
+    -- the (queue, tenant) pairs with held runs, one index probe each (not a scan of every held run)
+    (SELECT queue, tenant FROM runs WHERE state = 'queued' AND published_at IS NULL
+     ORDER BY queue, tenant LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.tenant FROM lanes l CROSS JOIN LATERAL (
+        SELECT queue, tenant FROM runs
+        WHERE state = 'queued' AND published_at IS NULL AND (queue, tenant) > (l.queue, l.tenant)
+        ORDER BY queue, tenant LIMIT 1) n),
 turn AS (
     SELECT h.id FROM lanes l CROSS JOIN LATERAL (
         SELECT id FROM runs h
