@@ -54,9 +54,9 @@ def fenced_append(cfg: Config, batch: Callable[[], int], appends: int) -> Callab
         s = settings(cfg)
         asyncio.run(migrate(s))
         try:
-            with psycopg.connect(
-                cfg.database_url, autocommit=True, options=f"-c search_path={s.schema}"
-            ) as c:
+            # as outlast's writer: generic plans (see Store._connect)
+            options = f"-c search_path={s.schema} -c plan_cache_mode=force_generic_plan"
+            with psycopg.connect(cfg.database_url, autocommit=True, options=options) as c:
                 c.execute(
                     "INSERT INTO runs (id, workflow, input, input_hash, state, fencing_token) "
                     "SELECT 'f' || i, 'steps', '{}', '', 'running', 1 FROM generate_series(1, %s) i",

@@ -177,13 +177,18 @@ class Store:
         self.reads = 0  # read round trips, for the cost model's measurements
 
     async def _connect(self) -> Conn:
+        """The writer's and the renewals' connection. Their statements are prepared (psycopg, after
+        five uses) and keyed by run: a generic plan serves every run. Postgres would otherwise plan
+        each statement that reads the partitioned journal or events afresh (a custom plan, pruned to
+        one partition, looks cheaper than the generic plan over all of them), at three times the
+        cost of the write itself (bench: the fenced-append limit, 3,100 -> 9,100 writes/s)."""
         try:
             return await psycopg.AsyncConnection.connect(
                 self.url,
                 connect_timeout=5,
                 autocommit=True,
                 row_factory=dict_row,
-                options=f"-c search_path={self.schema}",
+                options=f"-c search_path={self.schema} -c plan_cache_mode=force_generic_plan",
             )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
