@@ -199,7 +199,9 @@ SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 
 -- name: refuse_unclaimed
 -- A worker that cannot serve a run's program says so, without taking the run: a queued run, one
 -- whose worker died (its lease expired), or a waiting one come due (a timer, a child, a slot, a
--- rate window). %(program)s is the program this worker serves.
+-- rate window), while no live worker serves its program (as `program_served` says, looked at
+-- again here: a run that came due after that look, its worker still up, is not parked).
+-- %(program)s is the program this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
         published_at = now(), updated_at = now()
@@ -207,6 +209,14 @@ WITH r AS (
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
            OR (state = 'running' AND lease_expires_at < now())
            OR (state = 'waiting' AND wake_at <= now()))
+      AND NOT EXISTS (
+          SELECT 1 FROM workers
+          WHERE last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+            AND runs.queue = ANY (queues) AND programs ->> runs.workflow = runs.program)
+      AND NOT EXISTS (
+          SELECT 1 FROM served_programs s
+          WHERE s.queue = runs.queue AND s.workflow = runs.workflow AND s.program = runs.program
+            AND s.last_seen >= now() - make_interval(secs => %(within)s))
     RETURNING id)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
 RETURNING run_id;

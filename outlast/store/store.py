@@ -501,12 +501,17 @@ class Store:
         )
         return bool(rows)
 
-    async def refuse_program(self, run_id: str, program: str | None, message: str) -> bool:
+    async def refuse_program(
+        self, run_id: str, program: str | None, message: str, within: float = 0.0
+    ) -> bool:
+        """Park a run due for a worker that serves ``program``, not its own, while no live worker
+        serves its program (nor did one in the last ``within`` seconds)."""
         rows = await self._write(
             "refuse_unclaimed",
             id=run_id,
             program=program,
             detail=Jsonb({"reason": "program_changed", "message": message}),
+            within=within,
         )
         return bool(rows)
 

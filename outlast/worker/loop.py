@@ -391,7 +391,7 @@ class Worker:
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
-            if await self.store.refuse_program(run_id, mine, msg):
+            if await self.store.refuse_program(run_id, mine, msg, self.s.program_grace):
                 self.log.warning(msg)
                 await self._ack(d)
                 return

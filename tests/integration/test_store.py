@@ -195,6 +195,13 @@ async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_pro
     world.sql("UPDATE runs SET wake_at = now() - interval '1 second' WHERE id = 'r'")
     assert not await store.refuse_program("r", "v1", "serves it")
     assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("waiting", reason)]
+    # A live worker serves v1 (it came due after the look that found none): not parked.
+    world.sql(
+        "INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held) "
+        "VALUES ('old', 'h', 1, ARRAY['default'], '{\"w\": \"v1\"}', 1, 30, 0)"
+    )
+    assert not await store.refuse_program("r", "v2", "served by a live worker")
+    world.sql("UPDATE workers SET last_beat = now() - interval '91 seconds'")  # silent for 3 TTLs
     assert await store.refuse_program("r", "v2", "the program changed")
     assert world.sql("SELECT state, reason, owner, lease_expires_at FROM runs WHERE id = 'r'") == [
         ("waiting", "program_changed", None, None)
