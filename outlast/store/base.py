@@ -1,0 +1,41 @@
+"""What the store's query families share: ``Store`` is a ``Connection`` plus one mixin per family
+(runs, leases, journal...), and each family reaches Postgres only through what ``Base`` declares."""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import psycopg
+
+Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+class Base:
+    """The connection's side of every family, declared so that each family type-checks on its own:
+    ``Connection`` gives the reads and writes, ``Migrations`` the schema check. A family names the
+    statement (``queries.sql``) and its parameters; it never opens a connection itself."""
+
+    url: str
+    schema: str
+    tenant_window: int  # a tenant's runs published and not started, per queue (0014_fair)
+
+    def _conn(self) -> AbstractAsyncContextManager[Conn]:
+        """A pooled connection, driver errors wrapped."""
+        raise NotImplementedError
+
+    async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run statement ``name`` on a pooled connection (a read, or a write that never waits)."""
+        raise NotImplementedError
+
+    async def _write(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run statement ``name`` through the shared-commit writer."""
+        raise NotImplementedError
+
+    async def _beat_rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        """Run statement ``name`` on the lease renewals' connection of its own."""
+        raise NotImplementedError
+
+    async def check_schema(self) -> None:
+        """Refuse a schema missing, older or newer than this code."""
+        raise NotImplementedError

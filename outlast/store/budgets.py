@@ -1,0 +1,47 @@
+"""The budgets family: reservations made before an operation, settled after it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from outlast.store.base import Base
+
+
+class Budgets(Base):
+    """Reserve, settle and read a budget's use."""
+
+    async def reserve(
+        self, budget_id: str, run_id: str, op_id: str, amounts: dict[str, float]
+    ) -> list[dict[str, Any]]:
+        """Reserve all the operation's estimates or none (a name it already holds is kept);
+        returns the limits that would be exceeded."""
+        return await self._write(
+            "reserve",
+            budget_id=budget_id,
+            run_id=run_id,
+            op_id=op_id,
+            names=list(amounts),
+            amounts=[float(v) for v in amounts.values()],  # one type: psycopg refuses int+float lists
+        )
+
+    async def settle(
+        self, budget_id: str, run_id: str, op_id: str, actual: dict[str, float], expected: bool
+    ) -> None:
+        """Replace the operation's reservation by its actual use. ``expected``: the operation
+        reserved, so nothing is spent unless its reservation is still there to settle."""
+        await self._write(
+            "settle",
+            budget_id=budget_id,
+            run_id=run_id,
+            op_id=op_id,
+            names=list(actual),
+            actual=[float(v) for v in actual.values()],
+            expected=expected,
+        )
+
+    async def reservations(self, run_id: str, op_id: str) -> dict[str, float]:
+        rows = await self._rows("reservations", run_id=run_id, op_id=op_id)
+        return {r["name"]: float(r["amount"]) for r in rows}
+
+    async def budget(self, budget_id: str) -> list[dict[str, Any]]:
+        return await self._rows("budget", budget_id=budget_id)

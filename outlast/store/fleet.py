@@ -1,0 +1,48 @@
+"""The fleet family: workers' heartbeat records and the programs they serve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from outlast.store.base import Base
+
+
+class Fleet(Base):
+    """Workers' heartbeat records, the programs each serves, and watchers gone."""
+
+    async def beat_worker(self, record: dict[str, Any]) -> None:
+        """Upsert a worker's heartbeat record (name, host, pid, queues, programs, concurrency,
+        lease_ttl, runs_held); the database clock stamps the beat."""
+        params = {**record, "programs": Jsonb(record["programs"])}
+        params["worker"] = params.pop("name")
+        await self._rows("beat_worker", **params)
+
+    async def forget_worker(self, name: str) -> None:
+        await self._rows("forget_worker", worker=name)
+
+    async def forget_gone_workers(self, after: float) -> list[str]:
+        """Delete the records of workers silent for ``after`` seconds (at least ten TTLs)."""
+        return [r["name"] for r in await self._rows("forget_gone_workers", after=after)]
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Every heartbeat record, with ``live`` (a beat within three TTLs) and ``beat_age``."""
+        return await self._rows("workers")
+
+    async def beat_programs(self, queues: list[str], programs: dict[str, str]) -> None:
+        """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
+        await self._rows("beat_programs", queues=queues, programs=Jsonb(programs))
+
+    async def program_served(self, run_id: str, within: float) -> bool:
+        """Whether the run is ready for a worker of its program, and a live worker serves that
+        program on the run's queue (or one did in the last ``within`` seconds)."""
+        rows = await self._rows("program_served", id=run_id, within=within)
+        return bool(rows and rows[0]["served"])
+
+    async def forget_served_programs(self, after: float) -> None:
+        await self._rows("forget_served_programs", after=after)
+
+    async def forget_watchers(self) -> int:
+        """Remove the watchers whose listening connection is gone; how many."""
+        return len(await self._rows("forget_watchers"))

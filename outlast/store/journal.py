@@ -1,0 +1,43 @@
+"""The journal family: a run's hash-chained entries, and the one way to append to it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from outlast.journal import Entry
+from outlast.store.base import Base
+from outlast.store.records import OnWait
+
+
+def _entry_params(e: Entry) -> dict[str, Any]:
+    return {"seq": e.seq, "kind": e.kind, "op_id": e.op_id, "body": e.body, "hash": e.hash}
+
+
+class Journal(Base):
+    """Read a run's journal; append one entry (``append``: the one way in)."""
+
+    async def journal(self, run_id: str) -> list[Entry]:
+        rows = await self._rows("journal", run_id=run_id)
+        return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+
+    async def journal_times(self, run_id: str) -> dict[int, datetime]:
+        return {r["seq"]: r["created_at"] for r in await self._rows("journal_times", run_id=run_id)}
+
+    async def append(self, run_id: str, author: int | OnWait, entry: Entry) -> bool | None:
+        """Append one journal entry: the one way into the journal, for the worker and for the
+        producer side alike. ``author`` is the lease holder's fencing token, or ``OnWait`` for a
+        person or code writing to a run no worker holds (a resolution: the run must wait for
+        exactly that reason, its chain must not have moved, and it is queued again).
+        None if refused, else whether a cancellation of the run has been requested."""
+        if isinstance(author, OnWait):
+            rows = await self._write(
+                "append_unowned",
+                run_id=run_id,
+                reason=author.reason,
+                prev=author.prev,
+                **_entry_params(entry),
+            )
+        else:
+            rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
+        return bool(rows[0]["cancel_requested"]) if rows else None

@@ -1,0 +1,64 @@
+"""What the store's methods return or take besides runs: plain frozen records."""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+from outlast.model import Run
+
+
+@dataclass(frozen=True)
+class OnWait:
+    """Who appends to a run no worker holds: it waits for ``reason`` and its chain's head is
+    ``prev`` (what the writer read)."""
+
+    reason: str
+    prev: str
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """What starting a child run found: the parent's lease ``held`` (else fenced), its
+    ``cancel_requested``, whether the child was ``created`` (else it exists already, or was
+    refused), and whether it was ``held_back`` for its tenant's turn (not to be published now)."""
+
+    held: bool
+    cancel_requested: bool
+    created: bool
+    held_back: bool = False
+
+
+class Claimed(NamedTuple):
+    """A claim: the run under its new token, the database clock then, and the run (id, queue,
+    priority) whose turn it made, published by the claim: its stream entry is the claimer's to add."""
+
+    run: Run
+    db_now: datetime
+    turn: tuple[str, str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a heartbeat learnt of one lease."""
+
+    renewed: bool
+    lost: bool  # another worker holds a newer fencing token
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What a prune deleted (or, counted, would delete): runs and the rows that were theirs;
+    budgets are counted by id."""
+
+    runs: int = 0
+    journal: int = 0
+    events: int = 0
+    approvals: int = 0
+    reservations: int = 0
+    budgets: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))

@@ -1,0 +1,136 @@
+"""The runs family: a run's row and events, its enqueue and cancellation, and counts of runs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from outlast.model import Run
+from outlast.store.base import Base
+
+
+class Runs(Base):
+    """Insert, read, list and count runs; their events; cancellation and dead letters requeued."""
+
+    async def insert_run(
+        self,
+        *,
+        id: str,
+        workflow: str,
+        queue: str,
+        input: dict[str, Any],
+        input_hash: str,
+        program: str | None,
+        deadline_in: float | None,
+        deadline_at: datetime | None = None,
+        parent_id: str | None = None,
+        budget: dict[str, float] | None = None,
+        budget_id: str | None = None,
+        trace_context: dict[str, str] | None = None,
+        start_at: datetime | None = None,
+        start_in: float | None = None,
+        priority: str = "normal",
+        tenant: str | None = None,
+    ) -> tuple[Run, bool]:
+        """Insert a queued run (with its budget, if given); if the id exists, return the existing
+        one and False. A continued run passes the budget_id it shares instead of a budget.
+        ``trace_context`` is the producer's trace, continued by every attempt of the run; a run
+        with ``start_at`` (or ``start_in`` seconds from now, by the database clock) is not
+        delivered before then: the sweeper publishes it; ``tenant`` is whose run it is."""
+        limits = budget or {}
+        rows = await self._write(
+            "insert_run",
+            id=id,
+            workflow=workflow,
+            queue=queue,
+            input=Jsonb(input),
+            input_hash=input_hash,
+            program=program,
+            deadline_in=deadline_in,
+            deadline_at=deadline_at,
+            parent_id=parent_id,
+            budget_id=budget_id or (id if limits else None),
+            budget_names=list(limits),
+            budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
+            trace_context=None if trace_context is None else Jsonb(trace_context),
+            start_at=start_at,
+            start_in=start_in,
+            priority=priority,
+            tenant=tenant,
+            window=self.tenant_window,
+        )
+        if rows:
+            return Run.from_row(rows[0]), True
+        existing = await self.get_run(id)
+        assert existing is not None
+        return existing, False
+
+    async def get_run(self, run_id: str) -> Run | None:
+        rows = await self._rows("get_run", id=run_id)
+        return Run.from_row(rows[0]) if rows else None
+
+    async def list_runs(
+        self,
+        state: str | None,
+        limit: int,
+        *,
+        workflow: str | None = None,
+        queue: str | None = None,
+        since: datetime | timedelta | None = None,
+        tenant: str | None = None,
+    ) -> list[Run]:
+        """The latest runs, newest first; each filter given narrows them (an age ``since`` by the
+        database clock)."""
+        age = since.total_seconds() if isinstance(since, timedelta) else None
+        at = since if isinstance(since, datetime) else None
+        rows = await self._rows(
+            "list_runs",
+            state=state,
+            limit=limit,
+            workflow=workflow,
+            queue=queue,
+            since=at,
+            age=age,
+            tenant=tenant,
+        )
+        return [Run.from_row(r) for r in rows]
+
+    async def event(self, run_id: str, kind: str, detail: dict[str, Any]) -> None:
+        await self._write("add_event", run_id=run_id, kind=kind, detail=Jsonb(detail))
+
+    async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        return await self._rows("events", run_id=run_id, after=after)
+
+    async def cancel(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
+        """Record a cancellation request; returns (state, queue) or None if already final."""
+        rows = await self._write("cancel", id=run_id, detail=Jsonb(detail))
+        return (rows[0]["state"], rows[0]["queue"]) if rows else None
+
+    async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str, str] | None:
+        """Stamp an unfinished run as published now, with a 'requeued' event; its (queue,
+        state, priority), or None when the run is final (or missing)."""
+        rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
+        return (rows[0]["queue"], rows[0]["state"], rows[0]["priority"]) if rows else None
+
+    async def count_by_state(self) -> dict[str, int]:
+        """Every run counted by its state."""
+        return {r["state"]: r["n"] for r in await self._rows("count_by_state")}
+
+    async def unfinished_by_queue(self) -> dict[str, dict[str, int]]:
+        """Unfinished runs: queue -> state -> count."""
+        out: dict[str, dict[str, int]] = {}
+        for r in await self._rows("unfinished_by_queue"):
+            out.setdefault(r["queue"], {})[r["state"]] = r["n"]
+        return out
+
+    async def in_doubt_open(self) -> int:
+        """How many runs wait on an unresolved in-doubt operation (for the metrics gauge)."""
+        n: int = (await self._rows("in_doubt_open"))[0]["n"]
+        return n
+
+    async def change_mark(self) -> int:
+        """A number that moves whenever an event is written for any run."""
+        row = (await self._rows("change_mark"))[0]
+        return int(row["last_value"]) if row["is_called"] else 0

@@ -1,0 +1,63 @@
+"""The sweeper's family: what is due again, tenants' turns, deadlines, and pruning."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from outlast.store.base import Base
+from outlast.store.records import Pruned
+
+
+class Sweeps(Base):
+    """The sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
+
+    async def due(
+        self, after: float, limit: int = 200, cutoff: datetime | None = None
+    ) -> list[tuple[str, str, str]]:
+        """Runs to re-publish (stamped as published now), each (id, queue, priority); with
+        ``cutoff``, only runs last published before it, so that successive pages of one pass never
+        repeat a run."""
+        rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
+        return [(r["id"], r["queue"], r["priority"]) for r in rows]
+
+    async def turns(self, limit: int = 500) -> list[tuple[str, str, str]]:
+        """Held runs whose tenant's window has room, stamped as published now: each (id, queue,
+        priority), to publish. With a window of 0, every held run."""
+        rows = await self._rows("turns", window=self.tenant_window, limit=limit)
+        return [(r["id"], r["queue"], r["priority"]) for r in rows]
+
+    async def expire_deadlines(self, limit: int = 200) -> list[str]:
+        return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
+
+    async def db_now(self) -> datetime:
+        now: datetime = (await self._rows("db_now"))[0]["now"]
+        return now
+
+    async def cutoff(self, age: float) -> datetime:
+        """The database clock ``age`` seconds ago: runs finished before it are old enough."""
+        return await self.db_now() - timedelta(seconds=age)
+
+    async def prune(
+        self,
+        before: datetime,
+        state: str | None = None,
+        *,
+        batch: int = 500,
+        max_batches: int | None = None,
+        exclusive: bool = False,
+    ) -> Pruned:
+        """Delete the runs finished before ``before`` (of ``state``, if given) with their journal,
+        events, approvals, reservations and the budgets no other run shares, ``batch`` runs per
+        transaction (on a pooled connection, never the writer's), until none is left or after
+        ``max_batches``. ``exclusive``: skip if another exclusive pruner of the schema is at it."""
+        total, batches = Pruned(), 0
+        while True:
+            rows = await self._rows("prune", before=before, state=state, limit=batch, exclusive=exclusive)
+            total += Pruned(**rows[0])
+            batches += 1
+            if not rows[0]["runs"] or batches == max_batches:
+                return total
+
+    async def prune_count(self, before: datetime, state: str | None = None) -> Pruned:
+        """What ``prune`` would delete, counted in one read."""
+        return Pruned(**(await self._rows("prune_count", before=before, state=state))[0])
