@@ -1,0 +1,62 @@
+"""Publishing run ids, and the data-loss marker: a key set with every publication and looked
+for every sweep. Gone (or a group found gone by a read), Redis lost its data: the caller
+re-publishes what Postgres says is due."""
+
+from __future__ import annotations
+
+from outlast.queue.connection import OUTAGE, Connection
+from outlast.queue.entries import to_text
+
+
+class Publishing(Connection):
+    """Adding run entries to a queue's streams, and noticing when Redis lost them."""
+
+    async def publish(self, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> str:
+        """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the
+        same round trip: a Redis that has entries is not mistaken for one that lost them).
+        ``hops``: how many workers handed the run back already (a rolling deploy)."""
+        fields = {"run": run_id, "hops": str(hops)} if hops else {"run": run_id}
+        try:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                p.set(self.alive_key(queue), b"1", nx=True)
+                p.xadd(self.stream(queue, priority), fields)
+                _marked, entry = await p.execute()
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        return to_text(entry)
+
+    async def publish_many(self, entries: list[tuple[str, str, str]]) -> None:
+        """Add many run ids, each ``(queue, run id, priority)``, in one pipelined round trip."""
+        if len(entries) <= 1:
+            for queue, run_id, priority in entries:
+                await self.publish(queue, run_id, priority=priority)
+            return
+        try:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                for key in dict.fromkeys(self.alive_key(q) for q, _, _ in entries):
+                    p.set(key, b"1", nx=True)
+                for queue, run_id, priority in entries:
+                    p.xadd(self.stream(queue, priority), {"run": run_id})
+                await p.execute()
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+
+    async def lost_data(self) -> bool:
+        """True (once) when Redis lost its data since the last call: the marker key was gone, or
+        a read found its stream or group gone. The caller then re-publishes what Postgres says
+        is due. A fresh Redis answers True the first time too. One SET NX: cheap each second (on a
+        cluster, one per queue this worker serves, pipelined: each node answers for its own)."""
+        try:
+            async with self._gate:
+                if self.cluster:
+                    async with self.redis.pipeline(transaction=False) as p:
+                        for queue in sorted(self._groups):
+                            p.set(self.alive_key(queue), b"1", nx=True)
+                        fresh = any(await p.execute()) if self._groups else False
+                else:
+                    fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        lost = bool(fresh) or self._vanished
+        self._vanished = False
+        return lost
