@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import hashlib
 import inspect
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -15,7 +11,6 @@ from typing import Any, Literal, TypeVar
 import pydantic
 import tenacity
 
-from outlast import metrics
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
 from outlast.limits import Rate, parse_rates
@@ -80,53 +75,6 @@ class Tool:
             )
             raise InvalidInput(f"invalid call to tool '{self.name}': {problems}") from None
         return model.model_dump(mode="json")
-
-    async def invoke(self, args: dict[str, Any]) -> Any:
-        """Run the tool once (sync tools in a thread), retrying per its policy."""
-        if self.retry is None:
-            return await self._once(args)
-        async for attempt in self.retry.policy(after_timeout=self.effect == "read" or self.idempotent):
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    metrics.dispatch_retried(self.name)
-                return await self._once(args)
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _once(self, args: dict[str, Any]) -> Any:
-        call = self.fn(**args) if inspect.iscoroutinefunction(self.fn) else _in_thread(self.fn, args)
-        if self.timeout is None:
-            return await call
-        try:
-            return await asyncio.wait_for(call, self.timeout)
-        except TimeoutError:
-            raise ToolTimeout(f"tool '{self.name}' did not return within {self.timeout:g}s") from None
-
-
-async def _in_thread(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
-    """Run a sync tool in a daemon thread of its own: a tool that hangs can be given up on and
-    never keeps the process from exiting (a pool's threads would)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[Any] = loop.create_future()
-    ctx = contextvars.copy_context()  # current_action() inside the tool
-
-    def settle(value: Any, exc: BaseException | None) -> None:
-        if done.done():
-            return
-        if exc is None:
-            done.set_result(value)
-        else:
-            done.set_exception(exc)
-
-    def target() -> None:
-        try:
-            value, exc = ctx.run(fn, **args), None
-        except BaseException as e:  # handed to the awaiting coroutine, whatever it is
-            value, exc = None, e
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, value, exc)
-
-    threading.Thread(target=target, name=f"outlast-tool-{fn.__name__}", daemon=True).start()
-    return await done
 
 
 Reconciler = Callable[[dict[str, Any], Action], Any]

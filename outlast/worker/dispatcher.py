@@ -3,7 +3,7 @@
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
 committed before the workflow goes on. On a takeover, an operation with an intention and no
-result is resolved by the gap table (``resolve_gap``): a read is redone, an idempotent tool is
+result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent tool is
 dispatched again with the same key, a reconciler is asked, and anything else is **in doubt**.
 """
 
@@ -13,14 +13,13 @@ import asyncio
 import functools
 import json
 import time
-import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
 from outlast import failpoints, metrics, tracing
-from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
+from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, canonical, operation_state, storable
@@ -29,7 +28,9 @@ from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.flow import Gate
+from outlast.worker.gaps import GapTable
 from outlast.worker.replayer import Replayer, describe
+from outlast.worker.tools import invoke
 
 log = structlog.get_logger("outlast.run")
 
@@ -65,6 +66,7 @@ class Dispatcher:
         self._secrets = secrets
         self._gate = gate or Gate(store, None, control, control.ttl)
         self._log = log.bind(run_id=record.id, fencing_token=control.token)
+        self._gaps = GapTable(self, app.reconcilers, secrets, replayer, self._log)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         """One tool call at its position: served from the journal, or live: policy, budget,
@@ -112,7 +114,7 @@ class Dispatcher:
             intention["reserved"] = reserved
         await self._replayer.append("intention", op_id, intention)
         failpoints.hit("after_intention", tool.name)
-        return await self._dispatch(tool, args, action, reserved=reserved, started=started)
+        return await self.dispatch(tool, args, action, reserved=reserved, started=started)
 
     async def _check_policy(
         self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
@@ -159,7 +161,7 @@ class Dispatcher:
     def _action(self, op_id: str, tool: str) -> Action:
         return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self._control.token)
 
-    async def _dispatch(
+    async def dispatch(
         self,
         tool: Tool,
         args: dict[str, Any],
@@ -199,7 +201,7 @@ class Dispatcher:
             # a retry or a compensation would take at its word. Only a read or a tool that
             # honours its idempotency key may report it as a failure.
             metrics.operation(tool.name, "in_doubt", started)
-            return await self._declare_in_doubt(tool, action, unknown, "")
+            return await self.declare_in_doubt(tool, action, unknown, "")
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
@@ -224,7 +226,7 @@ class Dispatcher:
         a wait; every worker holds the tool back meanwhile."""
         while True:
             try:
-                return await tool.invoke(args)
+                return await invoke(tool, args)
             except RateLimited as exc:
                 op = action.operation_id
                 self._log.info(
@@ -268,56 +270,10 @@ class Dispatcher:
             await self._replayer.append("redispatch", op_id, {"how": "resolved not executed"})
             metrics.resolution("resolved_not_executed")
             how = "resolved not executed: run once"
-            return await self._dispatch(tool, args, action, how=how, reserved=reserved)
-        return await self._resolve_gap(tool, args, action, reserved)
+            return await self.dispatch(tool, args, action, how=how, reserved=reserved)
+        return await self._gaps.resolve(tool, args, action, reserved)
 
-    async def _resolve_gap(
-        self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
-    ) -> Any:
-        """An intention with no result: resolve it as DESIGN.md's table says."""
-        op, name = action.operation_id, tool.name
-        say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
-        if tool.effect == "read":
-            say(f"↻ {name} ({op}): a read, redone")
-            metrics.resolution("read_redone")
-            return await self._dispatch(tool, args, action, how="read: redone", reserved=reserved)
-        if tool.idempotent:
-            say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
-            metrics.resolution("idempotent_same_key")
-            return await self._dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
-        reconcile = self._app.reconcilers.get(name)
-        if reconcile is not None:
-            token = set_action(action)
-            try:
-                answer = reconcile(args, action)
-                if isinstance(answer, Awaitable):
-                    answer = await answer
-            except Exception as exc:
-                metrics.resolution("reconciler_raised")
-                redact = self._secrets.redact
-                why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
-                return await self._declare_in_doubt(
-                    tool, action, why, redact(name, args, traceback.format_exc())
-                )
-            finally:
-                reset_action(token)
-            if answer is NOT_EXECUTED:
-                say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
-                metrics.resolution("reconciler_not_executed")
-                # No resolution entry: should this dispatch die too, the op is a gap again and
-                # the reconciler is asked again (it would then say executed), never skipped.
-                return await self._dispatch(
-                    tool, args, action, how="reconciler: not executed", reserved=reserved
-                )
-            say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
-            metrics.resolution("reconciler_executed")
-            payload = {"ok": json.loads(canonical(answer, self.max_payload)), "how": "reconciler: executed"}
-            await self._replayer.append("result", op, payload)
-            return payload["ok"]
-        metrics.resolution("in_doubt")
-        return await self._declare_in_doubt(tool, action, "no idempotency key promise and no reconciler", "")
-
-    async def _declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+    async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
         self._log.warning(
             f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
             tool=tool.name,

@@ -1,0 +1,207 @@
+"""Claims and hand-backs: an entry becomes a run this worker holds (one conditional ``UPDATE``
+that bumps the fencing token and sets the lease), is executed, and its entry acknowledged only
+after. An entry that is not claimed is dead-lettered (no such run, another queue's), handed back
+to the queue (a program this worker does not serve, while a live worker serves it), refused
+(``program_changed``) or simply acknowledged. A run the worker stops serving (lease lost, or
+SIGTERM) is abandoned to its new owner or released and published again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from outlast import failpoints, metrics
+from outlast.errors import ServiceUnavailable
+from outlast.model import Run, RunState
+from outlast.queue import Delivery
+from outlast.store import Claimed
+from outlast.worker.control import RunControl
+from outlast.worker.executor import Execution
+
+if TYPE_CHECKING:
+    from outlast.worker.loop import Worker
+
+log = structlog.get_logger("outlast.worker")
+
+
+@dataclass
+class Active:
+    """A run this worker holds: its delivery and what executes it (``execution.control`` is the
+    hold itself: the token, the lease, and the stop, cancel and lost signals)."""
+
+    delivery: Delivery
+    execution: Execution
+    task: asyncio.Task[None] | None = None
+
+
+class Claims:
+    """From a delivered entry to a held run, and from a held run back to the queue."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def serve(self, d: Delivery, reclaimed: bool) -> None:
+        try:
+            await self.serve_one(d, reclaimed)
+        except ServiceUnavailable as exc:
+            # Not acknowledged: the entry is reclaimed once idle, the lease expires by itself.
+            log.warning(f"run {d.run_id}: left for later, {exc}")
+        except Exception:
+            log.exception(f"run {d.run_id}: unexpected error serving the entry")
+
+    async def serve_one(self, d: Delivery, reclaimed: bool = False) -> None:
+        w, s = self.w, self.w.s
+        run_id = d.run_id
+        if d.problem is not None or run_id is None:
+            await self.dead_letter(d, d.problem or f"unparseable entry {d.fields!r}: no run id")
+            return
+        if run_id in w.active:
+            await w.acks.ack(d)  # a duplicate of a run this worker is running
+            return
+        # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
+        # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
+        give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
+        while True:
+            sent = time.monotonic()
+            claimed = await w.store.claim(run_id, w.name, s.lease_ttl, w.programs, d.queue)
+            if claimed is not None or time.monotonic() >= give_up or w.stopping.is_set():
+                break
+            await asyncio.sleep(s.lease_ttl / 5)
+        if claimed is None:
+            found = await w.store.get_run(run_id)
+            if found is None or not self._ours(found):
+                await self._not_claimed(d, run_id, found)
+                return
+            # Our own claim, whose acknowledgement was lost and whose retry was then refused.
+            # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
+            claimed = Claimed(found, await w.store.db_now())
+            sent = time.monotonic() - s.lease_ttl
+        run, db_now, turn = claimed
+        if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
+            w.later(0.0, turn[1], turn[0], priority=turn[2])
+        control = RunControl(run.id, run.fencing_token, s.lease_ttl, sent, run.cancel_requested)
+        execution = Execution(
+            run,
+            w.app,
+            w.store,
+            db_now,
+            control,
+            s.max_payload,
+            secret_key=s.secret_key,
+            windows=w.windows,
+        )
+        claimed_at = time.monotonic()
+        if run.attempts > s.max_attempts:
+            reason = f"crashed its worker {run.attempts - 1} times"
+            await execution.finish(RunState.FAILED, reason=reason)
+            await w.acks.ack(d)
+            return
+        active = Active(d, execution)
+        w.active[run_id] = active
+        try:
+            active.task = asyncio.current_task()
+            inner = asyncio.create_task(execution.execute())
+            try:
+                outcome = await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                outcome = None
+            if outcome is None:
+                await self._after_cancel(active, inner)
+                return
+        finally:
+            w.active.pop(run_id, None)
+        failpoints.hit("before_ack")
+        await w.acks.ack(d)
+        execution.log.debug("acknowledged", outcome=outcome.value)
+        for queue, other in execution.hand_out():  # child runs started, a parent woken
+            w.later(0.0, queue, other)
+        if execution.wake_at is not None:
+            # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
+            delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
+            w.later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
+
+    async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
+        """The serving task was cancelled: the lease was lost, or the worker is stopping."""
+        w = self.w
+        ex = active.execution
+        control = ex.control
+        if not inner.done():
+            control.stop.set()
+            if control.lost.is_set() or control.dispatching == 0:
+                inner.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(inner, return_exceptions=True), w.s.grace)
+            inner.cancel()
+            await asyncio.gather(inner, return_exceptions=True)
+        if control.lost.is_set():
+            ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
+            await w.acks.ack(active.delivery)
+            return
+        if inner.done() and not inner.cancelled() and inner.exception() is None:
+            await w.acks.ack(active.delivery)  # it got to a final state or a wait after all
+            return
+        if await w.store.release(ex.run.id, control.token, "worker shutting down"):
+            await w.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
+            ex.log.info(f"run {ex.run.id}: handed over")
+        await w.acks.ack(active.delivery)
+
+    def _ours(self, run: Run) -> bool:
+        return (
+            run.owner == self.w.name
+            and run.state in (RunState.RUNNING, RunState.CANCELLING)
+            and run.id not in self.w.active
+        )
+
+    async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None) -> None:
+        w = self.w
+        if run is None:
+            await self.dead_letter(d, f"no run '{run_id}'")
+            return
+        if run.queue != d.queue:
+            await self.dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
+            return
+        mine = w.programs.get(run.workflow)
+        unserved = run.program is not None and mine != run.program
+        if unserved and await self._hand_back(d, run):
+            return
+        if unserved and run.state in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING):
+            # Queued, its worker died (the lease expired), or its timer is due: a program this
+            # worker does not serve, and no live worker does.
+            msg = (
+                f"run '{run_id}': the program changed since this run started (admitted with "
+                f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
+                f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
+            )
+            if await w.store.refuse_program(run_id, mine, msg, w.s.program_grace):
+                log.warning(msg)
+                await w.acks.ack(d)
+                return
+        # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
+        # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
+        await w.acks.ack(d)
+
+    async def _hand_back(self, d: Delivery, run: Run) -> bool:
+        """A rolling deploy: a run of a program this worker does not serve goes back to the queue
+        for a worker that does, while a live worker serves it (or one did within
+        ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
+        bounced between workers of the new program does not spin; a hop lost with this worker
+        is re-published by the sweeper (Postgres says the run is due)."""
+        w = self.w
+        if not await w.store.program_served(run.id, w.s.program_grace):
+            return False
+        hops = d.fields.get("hops", "0")
+        hops_before = min(int(hops), 10) if hops.isdigit() else 0
+        await w.acks.ack(d)
+        w.later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1, run.priority)
+        metrics.handed_back(d.queue)
+        return True
+
+    async def dead_letter(self, d: Delivery, reason: str) -> None:
+        log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
+        await self.w.queue.dead_letter(d, reason)
+        metrics.dead_lettered(d.queue)

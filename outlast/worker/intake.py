@@ -1,0 +1,128 @@
+"""Intake: the stream entries a worker takes. New entries are read from the priority levels of
+its queues by weight, for the room it has; entries idle for a whole lease (their worker went
+silent) are reclaimed ahead of them, in a lane of their own. Entries read past the room wait in
+``early`` for the first places free, and go back to the queue when the worker stops."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from outlast import metrics
+from outlast.queue import Delivery
+from outlast.queue.streams import LEVELS
+from outlast.worker.priority import Weighted
+
+if TYPE_CHECKING:
+    from outlast.worker.loop import Worker
+
+log = structlog.get_logger("outlast.worker")
+
+
+class Intake:
+    """What the worker reads and reclaims, and when each entry starts being served."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self.room = asyncio.Event()  # set when a run ends: a place is free
+        self.early: list[Delivery] = []  # read past the room, started first when places free
+        self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
+
+    def room_left(self) -> int:
+        return self.w.s.concurrency - len(self.w.tasks)
+
+    async def read_loop(self) -> None:
+        s = self.w.s
+        reclaim_every = max(s.lease_ttl / 4, 0.25)  # a takeover within about TTL + 1 s
+        block = max(50, int(min(1000, reclaim_every * 1000) / len(self.w.queues)))
+        next_reclaim = 0.0
+        while not self.w.stopping.is_set():  # as in Worker.every: not only cancelled
+            try:
+                if time.monotonic() >= next_reclaim:
+                    # Orphans first, even with no room: what a dead worker left goes ahead of the
+                    # backlog, in a lane of their own.
+                    next_reclaim = time.monotonic() + reclaim_every
+                    await self.reclaim()
+                while self.early and self.room_left() > 0:
+                    self.start(self.early.pop(0))
+                if self.room_left() <= 0:
+                    self.room.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
+                    continue
+                for q in self.w.queues:
+                    for d in await self._read(q, block):
+                        if self.room_left() > 0:
+                            self.start(d)
+                        else:
+                            self.early.append(d)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning(f"reading the queue failed, retrying: {exc}")
+                await asyncio.sleep(1)
+
+    async def _read(self, queue: str, block: int) -> list[Delivery]:
+        """Entries of the queue's priority levels for the room left: each level its weighted share
+        (``priority.Weighted``), what a level leaves unused to the others, highest first; with
+        nothing waiting, one read that waits for any level (up to one entry a level: those past
+        the room wait in ``early``, touched by the heartbeat, for the first places free)."""
+        room = self.room_left()
+        name = self.w.name
+        got: list[Delivery] = []
+        drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
+        for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
+            read = await self.w.queue.read(queue, name, n, None, priority=level)
+            got += read
+            if len(read) < n:
+                drained.add(level)
+        for level in LEVELS:
+            if level not in drained:
+                got += await self.w.queue.read(queue, name, room - len(got), None, priority=level)
+        return got or await self.w.queue.read_any(queue, name, block)
+
+    def start(self, d: Delivery, reclaimed: bool = False) -> None:
+        held = self.w.active.get(d.run_id or "")
+        if held is not None and held.delivery.entry_id == d.entry_id:
+            return  # our own entry, still being served
+        task = asyncio.create_task(self.w.claims.serve(d, reclaimed))
+        self.w.tasks.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self.w.tasks.discard(t)
+            self.room.set()
+
+        task.add_done_callback(done)
+
+    async def reclaim(self) -> None:
+        """Take over entries whose worker went silent. Orphans have a lane of their own: up to
+        ``concurrency`` runs beyond the worker's own, so that a takeover never waits for the
+        backlog (the runs a dead worker held are bounded by its own concurrency)."""
+        s = self.w.s
+        for q in self.w.queues:
+            room = self.room_left() + s.concurrency
+            if room <= 0:
+                return
+            # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
+            # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
+            for level in LEVELS:
+                idle = int(s.lease_ttl * 1000) + 250
+                for d in await self.w.queue.reclaim(q, self.w.name, idle, room, priority=level):
+                    metrics.reclaimed(q)
+                    self.start(d, reclaimed=True)
+                    room -= 1
+
+    async def return_early(self) -> None:
+        """Entries read past the room and never started go back to the queue at once (else they
+        would wait to be reclaimed, once idle for a lease)."""
+        early, self.early = self.early, []
+        for d in early:
+            if d.run_id is None:
+                continue  # reclaimed and dead-lettered by another worker
+            with contextlib.suppress(Exception):  # then reclaimed once idle
+                await self.w.queue.publish(d.queue, d.run_id, priority=d.priority)
+                await self.w.acks.ack(d)
