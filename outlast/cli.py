@@ -20,7 +20,7 @@ from outlast.journal import MAX_DEPTH
 from outlast.logs import configure
 from outlast.model import FINAL_STATES, Run
 from outlast.producer import AsyncClient
-from outlast.producer.client import MAX_LIST
+from outlast.producer.checks import MAX_LIST
 from outlast.settings import SPECS, Settings, check_name, duration, env_var
 
 T = TypeVar("T")
@@ -690,9 +690,7 @@ def _since(text: str | None) -> datetime | timedelta | None:
 def health(ctx: click.Context, worker: bool) -> None:
     """Exit 0 when Postgres and Redis answer and the schema is current (and, with --worker, a live
     worker heartbeat exists); otherwise exit 1 with the reason."""
-    from outlast.fleet import health as check
-
-    fine, wrong = _run(ctx, lambda c: check(c, worker), connect=False)
+    fine, wrong = _run(ctx, lambda c: c.health(worker), connect=False)
     if wrong:
         raise click.ClickException("unhealthy: " + "; ".join(wrong))
     click.echo("healthy: " + ", ".join(fine))
@@ -706,7 +704,7 @@ def workers(ctx: click.Context, as_json: bool) -> None:
     a worker silent for three lease TTLs is shown as gone."""
     from outlast.fleet import render_workers
 
-    rows = _run(ctx, lambda c: c.store.workers())
+    rows = _run(ctx, lambda c: c.workers())
     click.echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
 
 
@@ -717,11 +715,10 @@ def workers(ctx: click.Context, as_json: bool) -> None:
 def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """Each queue's stream (length, pending, oldest pending age, dead letters) and unfinished runs
     (default: every queue with unfinished runs or a worker)."""
-    from outlast.fleet import queues as figures
     from outlast.fleet import render_queues
 
     wanted = [_queue_name(n, "QUEUE") for n in names]
-    rows = _run(ctx, lambda c: figures(c, wanted), connect=False)
+    rows = _run(ctx, lambda c: c.queues(wanted), connect=False)
     click.echo(json.dumps(rows, indent=2) if as_json else render_queues(rows))
 
 
@@ -773,7 +770,7 @@ def schedules(
 def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act: Any) -> None:
     """The queue's dead letters; --requeue ID or --all puts their runs back (a final run's letter
     is only dropped), --drop ID removes one."""
-    from outlast.fleet import is_entry_id, requeue
+    from outlast.fleet import is_entry_id
 
     q = _queue_name(queue or _settings(ctx).queue, "--queue")
     given = [k for k, v in act.items() if v]
@@ -784,13 +781,13 @@ def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act:
         raise click.BadParameter(f"{entry[:40]!r} is not a dead letter's id (like 1764511200000-0)")
 
     async def go(c: AsyncClient) -> int:
-        letters = await c.queue.dead_letters(q, count=10_000, entry_id=entry)
+        letters = await c.dead_letters(q, count=10_000, entry_id=entry)
         if entry is not None and not letters:
             raise click.ClickException(
                 f"no dead letter {entry} on queue '{q}'; list them: outlast dead-letters -q {q}"
             )
         if act["drop_id"]:
-            await c.queue.drop_dead_letter(q, entry or "")
+            await c.drop_dead_letter(q, entry or "")
             click.echo(f"dead letter {entry}: removed")
             return 0
         if not given:
@@ -798,7 +795,7 @@ def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act:
             return 0
         kept = 0
         for letter in letters:
-            outcome, message = await requeue(c, q, letter)
+            outcome, message = await c.requeue_dead_letter(q, letter)
             kept += outcome == "kept"
             click.echo(message, err=outcome == "kept")
         return 1 if kept and entry is not None else 0

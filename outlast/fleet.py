@@ -1,17 +1,11 @@
-"""What ``outlast health``, ``workers``, ``queues`` and ``dead-letters`` show and do. Everything
-is read from Postgres, the one source of truth, except what only Redis knows: a queue's stream
-figures and its dead letters. A dead letter is requeued through Postgres first."""
+"""How ``outlast workers`` and ``queues`` show the fleet to a person, and what a dead letter's id
+looks like. The figures themselves come from the client (``AsyncClient.health``, ``workers``,
+``queues``, ``dead_letters``, ``requeue_dead_letter``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
-from typing import Any, Literal
-
-from outlast.errors import SchemaError, ServiceUnavailable
-from outlast.producer import AsyncClient
-from outlast.queue import run_id_problem
-from outlast.store import SCHEMA_VERSION
+from typing import Any
 
 _ENTRY_ID = re.compile(r"(\d{1,20})-(\d{1,20})")
 
@@ -20,37 +14,6 @@ def is_entry_id(text: str) -> bool:
     """A stream entry's id as Redis writes it: two unsigned 64-bit numbers, ``ms-seq``."""
     m = _ENTRY_ID.fullmatch(text)
     return m is not None and all(int(part) < 2**64 for part in m.groups())
-
-
-Outcome = Literal["requeued", "dropped", "kept"]
-
-
-async def health(client: AsyncClient, worker: bool) -> tuple[list[str], list[str]]:
-    """Check that Postgres answers, the schema is current, Redis answers and (``worker``) a live
-    worker heartbeat exists. Returns what is fine and what is wrong (healthy: nothing wrong)."""
-    fine: list[str] = []
-    wrong: list[str] = []
-    schema_ok = False
-    try:
-        await client.store.open(check=False)
-        fine.append("postgres answers")
-        await client.store.check_schema()
-        fine.append(f"schema '{client.settings.schema}' at version {SCHEMA_VERSION}")
-        schema_ok = True
-    except (ServiceUnavailable, SchemaError) as exc:
-        wrong.append(str(exc))
-    try:
-        await client.queue.ping()
-        fine.append("redis answers")
-    except ServiceUnavailable as exc:
-        wrong.append(str(exc))
-    if worker and schema_ok:
-        live = [w for w in await client.store.workers() if w["live"]]
-        if live:
-            fine.append(f"{len(live)} live worker(s)")
-        else:
-            wrong.append("no live worker (no heartbeat within three lease TTLs); start one: outlast worker")
-    return fine, wrong
 
 
 def _age(seconds: float | None) -> str:
@@ -79,22 +42,6 @@ def render_workers(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def queues(client: AsyncClient, names: list[str]) -> list[dict[str, Any]]:
-    """Each queue's figures: from Redis, its stream (length, pending, oldest pending age, dead
-    letters); from Postgres, its unfinished runs by state. Without ``names``: every queue that
-    has unfinished runs or a worker's heartbeat record, and the configured one."""
-    await client.open()
-    unfinished = await client.store.unfinished_by_queue()
-    if not names:
-        served = {q for w in await client.store.workers() for q in w["queues"]}
-        names = sorted({*unfinished, *served, client.settings.queue})
-    out = []
-    for name in names:
-        figures = asdict(await client.queue.figures(name))
-        out.append({**figures, "runs": unfinished.get(name, {})})
-    return out
-
-
 def render_queues(rows: list[dict[str, Any]]) -> str:
     lines = [f"{'QUEUE':<20} {'LENGTH':>7} {'PENDING':>7} {'OLDEST':>8} {'DEAD':>6}  UNFINISHED RUNS"]
     for q in rows:
@@ -104,29 +51,3 @@ def render_queues(rows: list[dict[str, Any]]) -> str:
             f"{q['dead_letters']:>6}  {runs}"
         )
     return "\n".join(lines)
-
-
-async def requeue(client: AsyncClient, queue: str, letter: dict[str, str]) -> tuple[Outcome, str]:
-    """Requeue one dead letter of ``queue``, Postgres first: a run that is not final is stamped
-    as published (with a 'requeued' event), then published on its own queue and the letter
-    dropped; for a final run the letter is only dropped; a letter naming no run is kept."""
-    entry = letter["_id"]
-    run_id = letter.get("run")
-    problem = "entry is not UTF-8" if "_raw" in letter else run_id_problem(run_id)
-    if problem is not None or run_id is None:
-        return "kept", f"dead letter {entry}: {problem}: nothing to requeue (remove it: --drop {entry})"
-    detail = {"dead_letter": entry, "queue": queue, "reason": letter.get("_reason")}
-    where = await client.store.requeue_dead_letter(run_id, detail)
-    if where is None:
-        run = await client.store.get_run(run_id)
-        if run is None:
-            return "kept", (
-                f"dead letter {entry}: no run '{run_id}' in Postgres: nothing to requeue "
-                f"(remove it: --drop {entry})"
-            )
-        await client.queue.drop_dead_letter(queue, entry)
-        return "dropped", f"dead letter {entry}: run '{run_id}' is {run.state}: dropped, nothing requeued"
-    run_queue, state, priority = where
-    await client.queue.publish(run_queue, run_id, priority=priority)
-    await client.queue.drop_dead_letter(queue, entry)
-    return "requeued", f"dead letter {entry}: run '{run_id}' ({state}) requeued on queue '{run_queue}'"

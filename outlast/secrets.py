@@ -12,19 +12,33 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from outlast.errors import ConfigError
 from outlast.journal import canonical
-
-if TYPE_CHECKING:
-    from outlast.app import App
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
 # arguments of the call (name -> value). The call's secret values are replaced afterwards anyway.
 Redactor = Callable[[str, Mapping[str, Any]], str]
 MASK = "[secret]"
 SCHEME = "hmac-sha256:"
+
+
+class _Tool(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def secret(self) -> tuple[str, ...]: ...
+
+
+class App(Protocol):
+    """What this module reads of an ``outlast.App`` (said here so that ``outlast.app``, which
+    imports ``Redactor``, is not imported back): its tools and its redaction hook."""
+
+    @property
+    def tools(self) -> Mapping[str, _Tool]: ...
+    @property
+    def redact_hook(self) -> Redactor | None: ...
 
 
 def require_key(app: App, key: str | None) -> None:

@@ -154,9 +154,9 @@ async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
 
 async def fleet_view(client: AsyncClient) -> dict[str, Any]:
     """Workers (heartbeat records), queues (stream figures and unfinished runs), dead letters."""
-    queues = await fleet.queues(client, [])
-    letters = {q["queue"]: await client.queue.dead_letters(q["queue"], count=100) for q in queues}
-    return {"workers": await client.store.workers(), "queues": queues, "dead_letters": letters}
+    queues = await client.queues()
+    letters = {q["queue"]: await client.dead_letters(q["queue"], count=100) for q in queues}
+    return {"workers": await client.workers(), "queues": queues, "dead_letters": letters}
 
 
 async def in_doubt_view(client: AsyncClient) -> list[dict[str, Any]]:
@@ -265,10 +265,10 @@ async def _resolve(request: Request, c: AsyncClient) -> Any:
 
 async def _requeue(request: Request, c: AsyncClient) -> Any:
     queue, entry = request.path_params["queue"], request.path_params["entry"]
-    letters = await c.queue.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
+    letters = await c.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
     if not letters:
         raise Refusal(404, f"no dead letter {entry} on queue '{queue}'")
-    outcome, message = await fleet.requeue(c, queue, letters[0])
+    outcome, message = await c.requeue_dead_letter(queue, letters[0])
     return {"outcome": outcome, "message": message}
 
 

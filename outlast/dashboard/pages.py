@@ -15,8 +15,8 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import fleet
 from outlast.dashboard import api
-from outlast.dashboard.app import login_page, render
 from outlast.dashboard.auth import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
+from outlast.dashboard.render import login_page, render
 from outlast.errors import OutlastError
 from outlast.identity import Principal
 from outlast.model import RunState
@@ -128,10 +128,10 @@ async def requeue(request: Request) -> Response:
     if form is None:
         return await fleet_page(request, STALE, 403)
     c, queue, entry = api.client_of(request), str(form.get("queue", "")), str(form.get("entry", ""))
-    letters = await c.queue.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
+    letters = await c.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
     if not letters:
         return await fleet_page(request, f"no dead letter {entry} on queue '{queue}'", 404)
-    _, message = await fleet.requeue(c, queue, letters[0])
+    _, message = await c.requeue_dead_letter(queue, letters[0])
     return await fleet_page(request, message)
 
 

@@ -1,0 +1,89 @@
+"""Administration: the schema (migrate), pruning finished runs, schedules, and the figures a
+live view polls."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from outlast.errors import InvalidInput, UnknownSchedule
+from outlast.model import FINAL_STATES, Run
+from outlast.producer.admission import Admission
+from outlast.producer.checks import show
+from outlast.schedules import next_tick
+from outlast.settings import MAX_AGE
+from outlast.store import SCHEMA_VERSION, Pruned
+
+
+class Administration(Admission):
+    """The family of an operator's upkeep (a schedule's trigger admits a run, hence ``Admission``)."""
+
+    async def prune(
+        self, finished_before: timedelta | float, *, state: str | None = None, dry_run: bool = False
+    ) -> tuple[datetime, Pruned]:
+        """Delete the runs finished longer ago than ``finished_before`` (seconds, or a timedelta)
+        — only final runs, of ``state`` if given — with their journal, events, approvals,
+        reservations and the budgets no kept run shares, 500 runs per transaction. A run that a
+        kept run continues is kept. ``dry_run`` counts instead. Returns the cutoff (database
+        clock) and the counts."""
+        age = finished_before.total_seconds() if isinstance(finished_before, timedelta) else finished_before
+        if isinstance(age, bool) or not isinstance(age, int | float) or not 0 < age <= MAX_AGE:
+            raise InvalidInput(
+                f"prune: the age must be a number of seconds in (0, {MAX_AGE:.0f}], got {show(age)}"
+            )
+        if state is not None and state not in {s.value for s in FINAL_STATES}:
+            final = ", ".join(sorted(FINAL_STATES))
+            raise InvalidInput(
+                f"prune deletes only finished runs: the state must be one of {final}, got {show(state)}"
+            )
+        await self.open()
+        before = await self.store.cutoff(float(age))
+        if dry_run:
+            return before, await self.store.prune_count(before, state)
+        return before, await self.store.prune(before, state)
+
+    async def migrate(self, to: int = SCHEMA_VERSION) -> int:
+        """Create or upgrade the schema (idempotent); returns the version now recorded."""
+        if not self._opened:
+            await self.store.open(check=False)
+            self._opened = True
+        return await self.store.migrate(to)
+
+    async def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule the workers have declared, each with ``next_tick`` (None while paused)."""
+        await self.open()
+        rows = await self.store.schedules()
+        for r in rows:
+            after = max(r["last_tick"], r.pop("db_now"))
+            r["next_tick"] = None if r["paused"] else next_tick(r["cron"], r["tz"], after)
+        return rows
+
+    async def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+        """Pause a schedule (no tick is enqueued), or resume it (``paused=False``): it goes on
+        from now, the ticks of its pause skipped."""
+        await self.open()
+        row = await self.store.pause_schedule(name, paused)
+        if row is None:
+            raise UnknownSchedule(name)
+        return row
+
+    async def trigger_schedule(self, name: str) -> Run:
+        """Enqueue a run of the schedule's workflow and input now, besides its ticks."""
+        await self.open()
+        rows = await self.store.schedules([name])
+        if not rows:
+            raise UnknownSchedule(name)
+        r = rows[0]
+        rid = f"{name}@trigger-{uuid.uuid4().hex[:12]}"
+        return await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
+
+    async def counts(self) -> dict[str, int]:
+        """How many runs are in each state."""
+        await self.open()
+        return await self.store.count_by_state()
+
+    async def change_mark(self) -> int:
+        """A number that moves whenever anything happens to any run (for live views)."""
+        await self.open()
+        return await self.store.change_mark()

@@ -1,0 +1,70 @@
+"""What every family of the client shares: the settings, the store (Postgres, the truth), the
+queue (Redis, the hand-out), opening and closing, and reading one run."""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from outlast.app import App
+from outlast.errors import UnknownRun
+from outlast.model import Run
+from outlast.producer.checks import check_text
+from outlast.queue import Queue
+from outlast.services import resolve
+from outlast.settings import Settings
+from outlast.store import Store
+
+
+class ClientCore:
+    """The connections of a client; the families (runs, decisions, administration, fleet) are
+    mixins over it, composed into ``AsyncClient``."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        *,
+        app: App | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        s = (settings or Settings()).with_(database_url=database_url, redis_url=redis_url)
+        self.settings, self.note = resolve(s)
+        assert self.settings.database_url and self.settings.redis_url
+        self.app = app
+        self.store = Store(
+            self.settings.database_url,
+            self.settings.schema,
+            max_size=4,
+            retry_for=self.settings.store_retry,
+            tenant_window=self.settings.tenant_window,
+        )
+        self.queue = Queue(self.settings.redis_url, self.settings.prefix)
+        self._opened = False
+
+    @classmethod
+    def from_env(cls, app: App | None = None, **overrides: Any) -> Self:
+        return cls(app=app, settings=Settings.from_env(**overrides))
+
+    async def open(self) -> Self:
+        if not self._opened:
+            await self.store.open()
+            self._opened = True
+        return self
+
+    async def close(self) -> None:
+        await self.store.close()
+        await self.queue.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def status(self, run_id: str) -> Run:
+        check_text(run_id, "a run id", "")
+        await self.open()
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise UnknownRun(run_id)
+        return run

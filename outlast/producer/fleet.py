@@ -1,0 +1,110 @@
+"""The fleet as the client sees it: health, the workers' heartbeat records, each queue's figures
+and its dead letters. Everything is read from Postgres, the one source of truth, except what only
+Redis knows: a queue's stream figures and its dead letters. A dead letter is requeued through
+Postgres first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, Literal
+
+from outlast.errors import SchemaError, ServiceUnavailable
+from outlast.producer.core import ClientCore
+from outlast.queue import run_id_problem
+from outlast.store import SCHEMA_VERSION
+
+Outcome = Literal["requeued", "dropped", "kept"]
+
+
+class Fleet(ClientCore):
+    """The family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
+    ``queues``, ``dead-letters``, and the dashboard's fleet page)."""
+
+    async def health(self, worker: bool = False) -> tuple[list[str], list[str]]:
+        """Check that Postgres answers, the schema is current, Redis answers and (``worker``) a
+        live worker heartbeat exists. Returns what is fine and what is wrong (healthy: nothing
+        wrong). Needs no ``open`` first: an unreachable server is a finding, not an error."""
+        fine: list[str] = []
+        wrong: list[str] = []
+        schema_ok = False
+        try:
+            await self.store.open(check=False)
+            fine.append("postgres answers")
+            await self.store.check_schema()
+            fine.append(f"schema '{self.settings.schema}' at version {SCHEMA_VERSION}")
+            schema_ok = True
+        except (ServiceUnavailable, SchemaError) as exc:
+            wrong.append(str(exc))
+        try:
+            await self.queue.ping()
+            fine.append("redis answers")
+        except ServiceUnavailable as exc:
+            wrong.append(str(exc))
+        if worker and schema_ok:
+            live = [w for w in await self.store.workers() if w["live"]]
+            if live:
+                fine.append(f"{len(live)} live worker(s)")
+            else:
+                wrong.append(
+                    "no live worker (no heartbeat within three lease TTLs); start one: outlast worker"
+                )
+        return fine, wrong
+
+    async def workers(self) -> list[dict[str, Any]]:
+        """Every worker's heartbeat record, with ``live`` (a beat within three lease TTLs) and
+        ``beat_age`` (seconds)."""
+        await self.open()
+        return await self.store.workers()
+
+    async def queues(self, names: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Each queue's figures: from Redis, its stream (length, pending, oldest pending age,
+        dead letters); from Postgres, its unfinished runs by state. Without ``names``: every queue
+        that has unfinished runs or a worker's heartbeat record, and the configured one."""
+        await self.open()
+        unfinished = await self.store.unfinished_by_queue()
+        if not names:
+            served = {q for w in await self.store.workers() for q in w["queues"]}
+            names = sorted({*unfinished, *served, self.settings.queue})
+        out = []
+        for name in names:
+            figures = asdict(await self.queue.figures(name))
+            out.append({**figures, "runs": unfinished.get(name, {})})
+        return out
+
+    async def dead_letters(
+        self, queue: str, count: int = 100, entry_id: str | None = None
+    ) -> list[dict[str, str]]:
+        """The queue's dead letters, oldest first (or only the one ``entry_id``)."""
+        return await self.queue.dead_letters(queue, count=count, entry_id=entry_id)
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Delete one dead letter of ``queue``; False if there was none by that id."""
+        return await self.queue.drop_dead_letter(queue, entry_id)
+
+    async def requeue_dead_letter(self, queue: str, letter: dict[str, str]) -> tuple[Outcome, str]:
+        """Requeue one dead letter of ``queue``, Postgres first: a run that is not final is
+        stamped as published (with a 'requeued' event), then published on its own queue and the
+        letter dropped; for a final run the letter is only dropped; a letter naming no run is
+        kept. Returns the outcome and a line saying it."""
+        await self.open()
+        entry = letter["_id"]
+        run_id = letter.get("run")
+        problem = "entry is not UTF-8" if "_raw" in letter else run_id_problem(run_id)
+        if problem is not None or run_id is None:
+            return "kept", f"dead letter {entry}: {problem}: nothing to requeue (remove it: --drop {entry})"
+        detail = {"dead_letter": entry, "queue": queue, "reason": letter.get("_reason")}
+        where = await self.store.requeue_dead_letter(run_id, detail)
+        if where is None:
+            run = await self.store.get_run(run_id)
+            if run is None:
+                return "kept", (
+                    f"dead letter {entry}: no run '{run_id}' in Postgres: nothing to requeue "
+                    f"(remove it: --drop {entry})"
+                )
+            await self.queue.drop_dead_letter(queue, entry)
+            return "dropped", f"dead letter {entry}: run '{run_id}' is {run.state}: dropped, nothing requeued"
+        run_queue, state, priority = where
+        await self.queue.publish(run_queue, run_id, priority=priority)
+        await self.queue.drop_dead_letter(queue, entry)
+        return "requeued", f"dead letter {entry}: run '{run_id}' ({state}) requeued on queue '{run_queue}'"

@@ -1,0 +1,152 @@
+"""Runs after admission: reading them (status, list, events, journal, budget), waiting for and
+following them, and acting on them (cancel, resume)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from datetime import datetime, timedelta
+from typing import Any
+
+from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
+from outlast.journal import Entry, first_bad_crossing
+from outlast.model import Run, RunState
+from outlast.producer.checks import MAX_LIST, show
+from outlast.producer.core import ClientCore
+
+
+class Runs(ClientCore):
+    """The family a caller meets after ``enqueue``: a run's state, events and journal, and its
+    cancellation or resumption."""
+
+    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+        """Wait until the run is final and return it, with its stored result. Never runs the work.
+
+        Woken by Postgres (LISTEN/NOTIFY) when the run changes, it costs the database nothing
+        between changes; while its listening connection is lost it looks every ``poll`` seconds."""
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        run = await self.status(run_id)
+        if run.final:
+            return run
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                run = await self.status(run_id)  # after LISTEN: no change falls between the two
+                if run.final:
+                    return run
+                left = None if until is None else until - loop.time()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")
+                await watch.changed(left)
+
+    async def runs(
+        self,
+        state: str | None = None,
+        limit: int = 50,
+        *,
+        workflow: str | None = None,
+        queue: str | None = None,
+        since: datetime | timedelta | None = None,
+        tenant: str | None = None,
+    ) -> list[Run]:
+        """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
+        at or after ``since`` (a time, or an age by the database clock), of ``tenant`` (each when
+        given)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIST:
+            raise InvalidInput(f"the number of runs to list must be from 1 to {MAX_LIST}, got {show(limit)}")
+        await self.open()
+        if state is not None and state not in set(RunState):
+            known = ", ".join(RunState)
+            raise InvalidInput(f"no run state '{state}' (states: {known})")
+        return await self.store.list_runs(
+            state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
+        )
+
+    async def children(self, run_id: str) -> list[dict[str, Any]]:
+        """The child runs the run started (``run.start``): id, workflow, state, reason."""
+        await self.status(run_id)
+        return await self.store.children_of(run_id)
+
+    async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
+        await self.status(run_id)
+        return await self.store.events(run_id, after)
+
+    async def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> AsyncGenerator[dict[str, Any]]:
+        """Every event of the run after event ``after``, as it happens, until the run is final.
+        Woken by Postgres as ``wait`` is; each look resumes after the last event seen, so a lost
+        listening connection (``poll`` seconds between looks meanwhile) loses nothing."""
+        await self.status(run_id)
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                final = (await self.status(run_id)).final  # read before the events: none is missed
+                for event in await self.store.events(run_id, after):
+                    after = event["id"]
+                    yield event
+                if final:
+                    return
+                await watch.changed()
+
+    async def journal(self, run_id: str) -> list[Entry]:
+        await self.status(run_id)
+        return await self.store.journal(run_id)
+
+    async def journal_times(self, run_id: str) -> dict[int, datetime]:
+        """When each journal entry (by its number) was committed, by the database clock."""
+        await self.status(run_id)
+        return await self.store.journal_times(run_id)
+
+    async def budget(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's budget limits with what is spent and reserved ([] without a budget)."""
+        run = await self.status(run_id)
+        return await self.store.budget(run.budget_id) if run.budget_id else []
+
+    async def verify(self, run_id: str) -> int | None:
+        """The first crossing whose chain does not verify, or None."""
+        run = await self.status(run_id)
+        return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
+
+    async def cancel(self, run_id: str) -> Run:
+        """Record a cancellation. A queued run that never started is cancelled at once; a running
+        one stops at its next crossing (a tool in flight finishes and its result is journaled); a
+        waiting one is taken up by a worker to stop, running the compensations it asked for. The
+        child runs it started, and theirs, are cancelled with it."""
+        run = await self.status(run_id)
+        if run.final:
+            raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
+        got = await self.store.cancel(run_id, {"by": "client"})
+        if got is None:
+            raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
+        state, queue = got
+        if state == RunState.CANCELLING:
+            await self.queue.publish(queue, run_id, priority=run.priority)
+        await self._cancel_children(run_id)
+        return await self.status(run_id)
+
+    async def _cancel_children(self, run_id: str) -> None:
+        """Cancel the unfinished runs ``run_id`` started, level by level: each level is read after
+        the cancellation of the one above is committed, and a run whose cancellation is requested
+        starts no child (``insert_child``), so none is missed."""
+        level = [run_id]
+        while level:
+            below = await self.store.children(level)
+            for child in below:
+                got = await self.store.cancel(child, {"by": "parent", "with": run_id})
+                if got is not None and got[0] == RunState.CANCELLING:
+                    await self.queue.publish(got[1], child)
+            level = below
+
+    async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
+        """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
+        program of the worker that takes it (replay must still match)."""
+        run = await self.status(run_id)
+        if run.final:
+            raise RunFinished(
+                f"run '{run_id}' is {run.state}: a finished run is never resumed; start a new run"
+            )
+        if run.state != RunState.WAITING:
+            raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
+        detail = {"accept_program_change": accept_program_change, "was": run.reason}
+        if not await self.store.requeue(run_id, accept_program_change, detail):
+            raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
+        await self.queue.publish(run.queue, run_id, priority=run.priority)
+        return await self.status(run_id)

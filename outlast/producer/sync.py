@@ -1,0 +1,122 @@
+"""Client: the synchronous facade over ``AsyncClient``, not a second implementation.
+
+It runs one ``AsyncClient`` on a private event loop thread (so it also works inside a program
+that has a loop of its own); each of its methods is ``AsyncClient``'s, run there to completion
+(``_blocking``), with the same signature and docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
+
+from outlast.app import App
+from outlast.producer.client import AsyncClient
+from outlast.settings import Settings
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class _Loop:
+    """The private event loop thread and the ``AsyncClient`` it runs (``aio``)."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        *,
+        app: App | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="outlast-client", daemon=True)
+        self._thread.start()
+
+        async def make() -> AsyncClient:
+            return AsyncClient(database_url, redis_url, app=app, settings=settings)
+
+        self.aio = self._call(make())
+        self.settings = self.aio.settings
+        self.note = self.aio.note
+
+    @classmethod
+    def from_env(cls, app: App | None = None, **overrides: Any) -> Self:
+        return cls(app=app, settings=Settings.from_env(**overrides))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def close(self) -> None:
+        self._call(self.aio.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[_Loop, P], T]:
+    """``AsyncClient``'s ``method`` as a method of ``Client``: run on the client's loop, waited for."""
+
+    def call(self: _Loop, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._call(method(self.aio, *args, **kwargs))
+
+    functools.update_wrapper(call, method)  # its name, docstring and signature, for help()
+    return call
+
+
+class _Runs(_Loop):
+    enqueue = _blocking(AsyncClient.enqueue)
+    enqueue_many = _blocking(AsyncClient.enqueue_many)
+    continue_run = _blocking(AsyncClient.continue_run)
+    status = _blocking(AsyncClient.status)
+    wait = _blocking(AsyncClient.wait)
+    runs = _blocking(AsyncClient.runs)
+    events = _blocking(AsyncClient.events)
+    journal = _blocking(AsyncClient.journal)
+    verify = _blocking(AsyncClient.verify)
+    cancel = _blocking(AsyncClient.cancel)
+    resume = _blocking(AsyncClient.resume)
+
+    def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
+        """Every event of the run after event ``after``, as it happens, until the run is final
+        (``AsyncClient.follow``, one event at a time)."""
+        events = self.aio.follow(run_id, after, poll)
+
+        async def next_event() -> dict[str, Any] | None:
+            return await anext(events, None)
+
+        try:
+            while (event := self._call(next_event())) is not None:
+                yield event
+        finally:  # stopped early: the listening connection is closed now, not at collection
+            self._call(events.aclose())
+
+
+class _Decisions(_Loop):
+    approvals = _blocking(AsyncClient.approvals)
+    approve = _blocking(AsyncClient.approve)
+    reject = _blocking(AsyncClient.reject)
+    revise = _blocking(AsyncClient.revise)
+    resolve = _blocking(AsyncClient.resolve)
+
+
+class _Administration(_Loop):
+    prune = _blocking(AsyncClient.prune)
+    schedules = _blocking(AsyncClient.schedules)
+    pause_schedule = _blocking(AsyncClient.pause_schedule)
+    trigger_schedule = _blocking(AsyncClient.trigger_schedule)
+
+
+class Client(_Runs, _Decisions, _Administration):
+    """The synchronous facade over ``AsyncClient`` (its ``aio``)."""
