@@ -68,7 +68,7 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     """A broken link, a missing anchor, an unresolved reference or a warning fails the build."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -296,3 +296,10 @@ def test_readme_keeps_the_ci_test_command_and_shows_the_example_as_it_is() -> No
     assert f"```python\n{example}```" in readme
     assert len(example.splitlines()) <= 25
     assert len(readme.splitlines()) <= 120
+
+
+def test_readme_links_lead_somewhere() -> None:
+    for m in LINK.finditer(prose((ROOT / "README.md").read_text())):
+        target = m[2].partition("#")[0]
+        if target and "://" not in target:
+            assert (ROOT / target).exists(), f"README links to {target}, which does not exist"
