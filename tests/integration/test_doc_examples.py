@@ -1,0 +1,133 @@
+"""Every Python block of the docs runs, against real Postgres and Redis.
+
+Each page's blocks run in order in one namespace (a block may use what an earlier one defined), in
+a schema and key prefix of the test's own: the ``OUTLAST_*`` variables point at them, so that
+``Client.from_env()`` in a block finds them. A ``test_*`` function a page defines (the testing
+page's) is then called, with the ``outlast_harness`` fixture. Markers, an HTML comment on the line
+before a block (see docs/about.md):
+
+- ``<!-- test: worker -->``: start a worker serving the page's ``app`` (in this process) first;
+- ``<!-- test: skip REASON -->``: do not run the block (each skip is reported with its reason).
+
+The first app of the README and of Getting started (``examples/hello.py``) runs as its readers run
+it: a worker process, then ``python -m examples.hello``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outlast import App, Client
+from outlast.testing.worker import InProcessWorker
+from tests.conftest import ROOT, World
+
+DOCS = ROOT / "docs"
+BLOCK = re.compile(r"^(?:<!-- test: (?P<marker>[^>]*?) -->\n)?```python\n(?P<code>.*?)^```", re.M | re.S)
+
+
+@dataclass
+class Block:
+    page: Path
+    line: int
+    code: str
+    marker: str
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text()
+    return [
+        Block(page, text.count("\n", 0, m.start("code")) + 1, m["code"], m["marker"] or "")
+        for m in BLOCK.finditer(text)
+    ]
+
+
+PAGES = [p for p in sorted(DOCS.rglob("*.md")) if blocks(p)]
+
+
+@pytest.fixture
+def page_env(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    for name, value in world.env().items():
+        if name.startswith("OUTLAST_"):
+            monkeypatch.setenv(name, value)
+    monkeypatch.chdir(ROOT)
+    yield world
+
+
+def run_page(page: Path, world: World, harness: Any) -> list[str]:
+    """Run the page's blocks; return the skips, each with its reason."""
+    ns: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    workers: list[InProcessWorker] = []
+    skipped = []
+    try:
+        for block in blocks(page):
+            where = f"{page.relative_to(ROOT) if page.is_relative_to(ROOT) else page}:{block.line}"
+            if block.marker.startswith("skip"):
+                reason = block.marker.removeprefix("skip").strip()
+                assert reason, f"{where}: a skip must say why"
+                skipped.append(f"{where}: {reason}")
+                continue
+            if block.marker == "worker":
+                assert isinstance(ns.get("app"), App), f"{where}: no app for the worker"
+                w = InProcessWorker(ns["app"], world.settings(), ["default"])
+                w.start()
+                workers.append(w)
+            else:
+                assert block.marker == "", f"{where}: unknown marker {block.marker!r}"
+            exec(compile(block.code, where, "exec"), ns)
+        for name, fn in list(ns.items()):
+            if name.startswith("test_") and inspect.isfunction(fn):
+                wants = inspect.signature(fn).parameters
+                fn(**({"outlast_harness": harness} if "outlast_harness" in wants else {}))
+    finally:
+        for w in workers:
+            w.stop()
+        for value in ns.values():
+            if isinstance(value, Client) and not value._loop.is_closed():  # not closed by its block
+                value.close()
+    return skipped
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_page_examples_run(page: Path, page_env: World, outlast_harness: Any) -> None:
+    skipped = run_page(page, page_env, outlast_harness)
+    assert len(skipped) <= 2, f"too many skipped blocks on one page: {skipped}"
+    for reason in skipped:
+        print(f"skipped {reason}")
+
+
+def test_the_first_app_runs_as_written(world: World) -> None:
+    """README and Getting started show examples/hello.py as it is; run it as they say."""
+    example = (ROOT / "examples" / "hello.py").read_text()
+    for page in (ROOT / "README.md", DOCS / "getting-started.md"):
+        assert f"```python\n{example}```" in page.read_text(), f"{page} does not show examples/hello.py"
+    world.worker("examples.hello:app")
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.hello"],
+        env=world.env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr + world.logs()
+    assert "'greeting': 'hello, ada (operation " in done.stdout and ":op-1)'" in done.stdout
+    assert world.sql("SELECT workflow, state FROM runs") == [("hello", "succeeded")]
+
+
+def test_a_block_that_fails_fails_its_page(tmp_path: Path, page_env: World, outlast_harness: Any) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nx = 1\n```\n\n```python\nassert x == 2, 'x is 1'\n```\n")
+    with pytest.raises(AssertionError, match="x is 1"):
+        run_page(page, page_env, outlast_harness)
+    page.write_text("<!-- test: skip -->\n```python\nx = 1\n```\n")
+    with pytest.raises(AssertionError, match="must say why"):
+        run_page(page, page_env, outlast_harness)
