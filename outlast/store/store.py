@@ -35,7 +35,7 @@ def redact(url: str) -> str:
     never raises, even on a malformed URL."""
     import re
 
-    url = re.sub(r"(?i)\bpassword=[^&\s]*", "password=***", url)
+    url = re.sub(r"(?i)\b((?:sentinel_)?password=)[^&\s]*", r"\1***", url)
     try:
         parts = urlsplit(url)
         password = parts.password
