@@ -194,6 +194,10 @@ def check_url(value: object, schemes: tuple[str, ...]) -> str:
     try:
         if scheme.startswith("postgres"):
             _check_postgres(value)
+        elif scheme == "redis+sentinel":
+            from outlast.queue.sentinel import parse_sentinel_url
+
+            parse_sentinel_url(value)
         elif scheme == "unix" and not urlsplit(value).path:
             raise ValueError("a unix:// URL needs the socket's path, e.g. unix:///run/redis.sock")
         else:
@@ -218,7 +222,9 @@ def _check_postgres(url: str) -> None:
 
 
 _POSTGRES = partial(check_url, schemes=("postgresql", "postgres"))
-_REDIS = partial(check_url, schemes=("redis", "rediss", "unix", "redis+cluster", "rediss+cluster"))
+_REDIS = partial(
+    check_url, schemes=("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
+)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from outlast.errors import ServiceUnavailable
+from outlast.queue.sentinel import is_sentinel_url, sentinel_client
 from outlast.store import redact
 
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
@@ -54,19 +55,23 @@ class Connection:
         self.url = url
         self.prefix = prefix
         self.cluster = isinstance(client, RedisCluster) or (client is None and is_cluster_url(url))
+        self.sentinel = client is None and is_sentinel_url(url)
+        self._sentinels: Any = None  # the sentinels' own clients, closed with the queue
         # Past ``connections`` commands in flight, a command waits for one to end instead of
         # failing (redis-py's default pool raises at 100, which a worker with -c 128 reaches).
-        # Standalone, a blocking pool does it; the cluster client's pools (one per node) raise
-        # instead of waiting, so a semaphore keeps them from ever filling up.
+        # Standalone, a blocking pool does it; the cluster client's pools (one per node) and the
+        # Sentinel client's raise instead of waiting, so a semaphore keeps them from filling up.
         self._gate: contextlib.AbstractAsyncContextManager[Any] = contextlib.nullcontext()
         if client is None and self.cluster:
             scheme, rest = url.split("://", 1)
             plain = f"{CLUSTER_SCHEMES[scheme]}://{rest}"
             client = RedisCluster.from_url(plain, max_connections=connections + 8)
+        elif client is None and self.sentinel:
+            client, self._sentinels = sentinel_client(url, max_connections=connections + 8)
         elif client is None:
             pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=connections, timeout=30)
             client = aioredis.Redis.from_pool(pool)  # the pool is closed with the client
-        if self.cluster:
+        if self.cluster or self.sentinel:
             self._gate = asyncio.Semaphore(connections)
         self.redis: Any = client
         self._groups: set[str] = set()
@@ -93,6 +98,8 @@ class Connection:
 
     async def close(self) -> None:
         await self.redis.aclose()
+        if self._sentinels is not None:
+            await self._sentinels.aclose()
 
     async def ping(self) -> None:
         try:

@@ -1,11 +1,28 @@
 """Publishing run ids, and the data-loss marker: a key set with every publication and looked
 for every sweep. Gone (or a group found gone by a read), Redis lost its data: the caller
-re-publishes what Postgres says is due."""
+re-publishes what Postgres says is due.
+
+Through Redis Sentinel, a failover loses no key but may lose the last entries: the replica had
+the marker long before, not the entries added just before the old primary died. There, the
+marker's script also compares the primary's replication id (``master_replid``, new on a
+promoted replica) with the one recorded beside the marker: the first worker to see a new one
+records it and answers "lost", the others find it recorded.
+"""
 
 from __future__ import annotations
 
 from outlast.queue.connection import OUTAGE, Connection
 from outlast.queue.entries import to_text
+
+# KEYS[1] the marker, KEYS[2] the replication id of the primary that last answered. 1 when the
+# marker was missing or the primary is another one (a failover) since the last look, else 0.
+_PRIMARY = """
+local fresh = redis.call('SET', KEYS[1], '1', 'NX')
+local id = string.match(redis.call('INFO', 'replication'), 'master_replid:(%w+)')
+if id == nil or redis.call('GET', KEYS[2]) == id then return fresh and 1 or 0 end
+redis.call('SET', KEYS[2], id)
+return 1
+"""
 
 
 class Publishing(Connection):
@@ -45,7 +62,8 @@ class Publishing(Connection):
         """True (once) when Redis lost its data since the last call: the marker key was gone, or
         a read found its stream or group gone. The caller then re-publishes what Postgres says
         is due. A fresh Redis answers True the first time too. One SET NX: cheap each second (on a
-        cluster, one per queue this worker serves, pipelined: each node answers for its own)."""
+        cluster, one per queue this worker serves, pipelined: each node answers for its own).
+        Through Sentinel, also True once after a failover (one script: ``_PRIMARY``)."""
         try:
             async with self._gate:
                 if self.cluster:
@@ -53,6 +71,9 @@ class Publishing(Connection):
                         for queue in sorted(self._groups):
                             p.set(self.alive_key(queue), b"1", nx=True)
                         fresh = any(await p.execute()) if self._groups else False
+                elif self.sentinel:
+                    keys = (self.alive_key(), f"{self.prefix}:primary")
+                    fresh = await self.redis.eval(_PRIMARY, 2, *keys)
                 else:
                     fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
         except OUTAGE as exc:

@@ -26,7 +26,7 @@ TENANT_WINDOW = 32  # OUTLAST_TENANT_WINDOW's default
 def redact(url: str) -> str:
     """The URL without its password (after the user, or a ``password=`` parameter), for messages;
     never raises, even on a malformed URL."""
-    url = re.sub(r"(?i)\bpassword=[^&\s]*", "password=***", url)
+    url = re.sub(r"(?i)\b((?:sentinel_)?password=)[^&\s]*", r"\1***", url)
     try:
         parts = urlsplit(url)
         password = parts.password

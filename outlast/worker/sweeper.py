@@ -40,12 +40,17 @@ class Sweeper:
         self.queues = queues
         self._next_forget = 0.0
         self._next_prune = 0.0
+        # Redis said once that it lost its data (or a failover): kept until the re-publication
+        # went through, since lost_data() will not say it again.
+        self._lost = False
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
 
     async def sweep(self, log: Any) -> None:
-        if await self.queue.lost_data():
+        if await self.queue.lost_data() or self._lost:
+            self._lost = True
             log.warning("Redis lost its data: re-publishing every run Postgres says is due")
             await self.republish(log, after=0.0)
+            self._lost = False
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
