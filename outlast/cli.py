@@ -596,14 +596,15 @@ def prune(ctx: click.Context, age: float, state: str | None, dry_run: bool) -> N
 
 @cli.command()
 @click.option("--stop", is_flag=True, help="Stop the embedded servers.")
+@click.option("--purge", is_flag=True, help="Stop them and delete their data (the home directory).")
 @click.pass_context
-def dev(ctx: click.Context, stop: bool) -> None:
+def dev(ctx: click.Context, stop: bool, purge: bool) -> None:
     """Start the embedded Postgres and Redis and print the URLs to export."""
     from outlast import embedded
 
     home = _settings(ctx).home
-    if stop:
-        for line in embedded.stop(home) or ["nothing was running"]:
+    if stop or purge:
+        for line in embedded.stop(home, purge=purge) or ["nothing was running"]:
             click.echo(line)
         return
     db, redis, how = embedded.ensure(home)

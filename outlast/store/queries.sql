@@ -593,6 +593,17 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
 
+-- name: redis_used
+-- Record that this schema's queue used Redis under these data-loss markers (Queue.lost_data's
+-- keys); whether it had before: one of them was recorded already, or none at all was and a run
+-- exists (a schema from before markers were recorded, or whose runs were published before any
+-- sweep). The SELECT sees the table as it was before the INSERT. False: a fresh Redis.
+WITH k AS (SELECT 'redis_marker:' || m AS key FROM unnest(%(markers)s::text[]) AS m),
+new AS (INSERT INTO outlast_meta (key, value) SELECT key, 'used' FROM k ON CONFLICT (key) DO NOTHING)
+SELECT EXISTS (SELECT 1 FROM outlast_meta JOIN k USING (key))
+    OR (NOT EXISTS (SELECT 1 FROM outlast_meta WHERE starts_with(key, 'redis_marker:'))
+        AND EXISTS (SELECT 1 FROM runs)) AS used;
+
 -- Schedules (migration 0010_time): declared by the workers that serve them, ticked by their sweepers.
 
 -- name: declare_schedule

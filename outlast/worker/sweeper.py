@@ -43,8 +43,10 @@ class Sweeper:
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
 
     async def sweep(self, log: Any) -> None:
-        if await self.queue.lost_data():
-            log.warning("Redis lost its data: re-publishing every run Postgres says is due")
+        gone = await self.queue.lost_data()
+        if gone:  # or a fresh Redis: Postgres knows whether this schema used it before
+            if await self.store.redis_used(gone):
+                log.warning("Redis lost its data: re-publishing every run Postgres says is due")
             await self.republish(log, after=0.0)
         for run_id in await self.store.expire_deadlines():
             log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
