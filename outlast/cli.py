@@ -148,6 +148,7 @@ def migrate(ctx: click.Context) -> None:
 @_option("max_attempts")
 @_option("worker_name", "--name", "worker_name")
 @_option("metrics_port")
+@_option("metrics_host")
 @_option("trace_payloads")
 @click.pass_context
 def worker(

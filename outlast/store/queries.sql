@@ -445,9 +445,13 @@ SELECT id, state, queue FROM r;
 -- name: journal_times
 SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
 
--- name: in_doubt_open
--- For the metrics gauge, every few seconds: the runs waiting on an unresolved in-doubt operation.
-SELECT count(*) AS n FROM runs WHERE state = 'waiting' AND reason = 'in_doubt';
+-- name: run_gauges
+-- For the metrics gauges, every few seconds: the runs waiting on an unresolved in-doubt operation;
+-- the longest a running run has gone without progress (updated_at: its claim or its last journal
+-- entry, never a lease renewal). Both read through runs_by_state.
+SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt') AS in_doubt,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(updated_at) FROM runs WHERE state IN ('running', 'cancelling'))), 0) AS stalled;
 
 -- Fleet: the workers' heartbeat records, queue figures from Postgres, dead letters requeued.
 

@@ -541,10 +541,11 @@ class Store:
     async def expire_deadlines(self, limit: int = 200) -> list[str]:
         return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
 
-    async def in_doubt_open(self) -> int:
-        """How many runs wait on an unresolved in-doubt operation (for the metrics gauge)."""
-        n: int = (await self._rows("in_doubt_open"))[0]["n"]
-        return n
+    async def run_gauges(self) -> tuple[int, float]:
+        """For the metrics gauges: how many runs wait on an unresolved in-doubt operation, and the
+        longest time in seconds a running run has gone without progress (0 when none runs)."""
+        row = (await self._rows("run_gauges"))[0]
+        return int(row["in_doubt"]), float(row["stalled"])
 
     async def db_now(self) -> datetime:
         now: datetime = (await self._rows("db_now"))[0]["now"]
