@@ -148,6 +148,7 @@ def migrate(ctx: click.Context) -> None:
 @_option("max_attempts")
 @_option("worker_name", "--name", "worker_name")
 @_option("metrics_port")
+@_option("metrics_host")
 @_option("trace_payloads")
 @click.pass_context
 def worker(
@@ -596,14 +597,15 @@ def prune(ctx: click.Context, age: float, state: str | None, dry_run: bool) -> N
 
 @cli.command()
 @click.option("--stop", is_flag=True, help="Stop the embedded servers.")
+@click.option("--purge", is_flag=True, help="Stop them and delete their data (the home directory).")
 @click.pass_context
-def dev(ctx: click.Context, stop: bool) -> None:
+def dev(ctx: click.Context, stop: bool, purge: bool) -> None:
     """Start the embedded Postgres and Redis and print the URLs to export."""
     from outlast import embedded
 
     home = _settings(ctx).home
-    if stop:
-        for line in embedded.stop(home) or ["nothing was running"]:
+    if stop or purge:
+        for line in embedded.stop(home, purge=purge) or ["nothing was running"]:
             click.echo(line)
         return
     db, redis, how = embedded.ensure(home)

@@ -9,12 +9,16 @@ machine, and the reason this is never used when URLs are configured. ``home`` is
 
 As root, neither server runs as root: Postgres refuses to, and a Redis run as root would let
 whoever reaches it write root-owned files (CONFIG SET dir, then SAVE). Both run as an unprivileged
-system user, their data in root-owned dirs under the temp dir that home links to.
+system user, their data in a directory of that user's own inside ``home``, so that it survives a
+reboot (the temp dir does not). That user must pass through ``home`` and each directory above it
+(``/root`` is 0700): where its mode bits do not let it, it is given search permission (``x``,
+not read) by a POSIX ACL entry naming that one user, nobody else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import importlib.util
@@ -27,6 +31,7 @@ import shutil
 import signal
 import socket
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -59,7 +64,8 @@ def ensure(home: Path) -> tuple[str, str, str]:
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(root):
         _retire_tcp_servers(root)
-        root.chmod(0o700)  # an older outlast left it open
+        if root.stat().st_mode & 0o067:  # an older outlast left it open (an ACL's mask is 0o010)
+            root.chmod(0o700)
         (root / "pg").mkdir(exist_ok=True)
         (root / "redis").mkdir(exist_ok=True)
         state = _read_state(root)
@@ -75,10 +81,11 @@ def ensure(home: Path) -> tuple[str, str, str]:
     return pg_url, redis_url, how
 
 
-def stop(home: Path) -> list[str]:
+def stop(home: Path, purge: bool = False) -> list[str]:
     """Stop the private Postgres and Redis under `home` if they are running, waiting for each to
     exit; return one line per server stopped (an empty list when nothing was running). Data is
-    kept: the next `ensure` starts them again on it."""
+    kept, and the next `ensure` starts them again on it, unless `purge`: then `home` is removed
+    with everything in it (and the sockets' directory in the temp dir)."""
     root = Path(home).resolve()
     if not root.is_dir():
         return []
@@ -93,7 +100,26 @@ def stop(home: Path) -> list[str]:
             _terminate(pid, "redis-server", signal.SIGTERM)
             sock = _read_state(root).get("redis_socket")
             lines.append(f"stopped embedded Redis (pid {pid}, socket {sock})")
+        if purge:
+            lines.append(_purge(root))
     return lines
+
+
+def _purge(root: Path) -> str:
+    size = sum(p.lstat().st_size for p in root.rglob("*"))
+    run = _read_state(root).get("run_dir")
+    for name in ("pg", "redis"):  # an older outlast's data in the temp dir
+        data = root / name / "data"
+        if data.is_symlink():
+            target = data.resolve()
+            shutil.rmtree(target, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()
+    with contextlib.suppress(OSError):  # gone already, e.g. after a reboot
+        if run and Path(run).lstat().st_uid == os.geteuid():
+            shutil.rmtree(run)
+    shutil.rmtree(root)  # its lock file too: held open by `stop` until it returns, harmlessly
+    return f"removed {root} and its data ({size / 1e6:.0f} MB)"
 
 
 def status(home: Path) -> dict[str, str | None]:
@@ -304,24 +330,91 @@ def _reachable_binary(binary: Path, user: pwd.struct_passwd | None) -> Path:
 
 def _data_dir(parent: Path, user: pwd.struct_passwd | None) -> Path:
     data = parent / "data"
+    if data.is_symlink():
+        _bring_back(data, user)
+    data.mkdir(mode=0o700, exist_ok=True)
     if user is None:
-        data.mkdir(mode=0o700, exist_ok=True)
         return data
-    # The server's user cannot enter home (0700, root's): keep the data in a root-owned dir under
-    # the temp dir, keyed by home, with a symlink from home to it. Remade (empty) if the temp dir
-    # was cleaned, e.g. by a reboot.
-    target = _root_owned_temp_dir(f"outlast-{parent.name}-{_key(str(parent))}") / "data"
-    if not data.is_symlink():
-        if data.is_dir():  # an older outlast kept it in home, then open to the server's user
-            if target.exists():
-                raise ConfigError(f"both {data} and {target} exist: keep one, remove the other")
-            shutil.move(data, target)
-            for path in [target, *target.rglob("*")]:  # a move across filesystems copies as root
-                os.lchown(path, user.pw_uid, user.pw_gid)
-        data.symlink_to(target)
-    target.mkdir(mode=0o700, exist_ok=True)
-    os.chown(target, user.pw_uid, user.pw_gid)
-    return target
+    # The server's user owns its data dir; it must reach it through home and the dirs above.
+    os.chown(data, user.pw_uid, user.pw_gid)
+    data.chmod(0o700)
+    _let_through(parent, user)
+    return data
+
+
+def _bring_back(data: Path, user: pwd.struct_passwd | None) -> None:
+    # An older outlast, as root, kept the data in the temp dir (lost at a reboot), linked from
+    # home: move it back into home.
+    target = data.resolve()
+    data.unlink()
+    if not target.is_dir():
+        return  # the temp dir was cleaned: the server starts empty
+    shutil.move(target, data)
+    if user is not None:
+        for path in [data, *data.rglob("*")]:  # a move across filesystems copies as root
+            os.lchown(path, user.pw_uid, user.pw_gid)
+    with contextlib.suppress(OSError):
+        target.parent.rmdir()
+
+
+def _let_through(directory: Path, user: pwd.struct_passwd) -> None:
+    # Search permission for `user` on `directory` and each one above it that its mode bits close
+    # to that user: an ACL entry for that user alone (chmod o+x would open it to everyone).
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    for d in [*reversed(directory.parents), directory]:
+        st = d.stat()
+        if st.st_mode & 0o001 or (st.st_uid == user.pw_uid and st.st_mode & 0o100):
+            continue
+        if st.st_gid in groups and st.st_mode & 0o010 and not _has_acl(d):
+            continue
+        _grant_search(d, user)
+    if _run(["test", "-x", directory], user, 10)[0]:
+        raise ConfigError(
+            f"user {user.pw_name!r} (who runs the embedded servers, as root) cannot reach {directory}: "
+            "set OUTLAST_HOME to a directory it can reach, or configure OUTLAST_DATABASE_URL and "
+            "OUTLAST_REDIS_URL"
+        )
+
+
+# A POSIX access ACL as Linux stores it in an extended attribute: a version, then (tag, perm, id)
+# entries sorted by tag then id (acl_xattr.h). Written directly: no setfacl needed.
+_ACL = "system.posix_acl_access"
+_USER_OBJ, _USER, _GROUP_OBJ, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+_NO_ID = 0xFFFFFFFF
+
+
+def _has_acl(path: Path) -> bool:
+    try:
+        return len(os.getxattr(path, _ACL)) > 4
+    except OSError:
+        return False
+
+
+def _grant_search(path: Path, user: pwd.struct_passwd) -> None:
+    mode = path.stat().st_mode
+    try:
+        raw = os.getxattr(path, _ACL)
+        entries = {(tag, id_): perm for tag, perm, id_ in struct.iter_unpack("<HHI", raw[4:])}
+    except OSError as e:
+        if e.errno not in (errno.ENODATA, errno.ENOTSUP):
+            raise
+        entries = {(_USER_OBJ, _NO_ID): mode >> 6 & 7, (_GROUP_OBJ, _NO_ID): mode >> 3 & 7}
+        entries[(_OTHER, _NO_ID)] = mode & 7
+    entries[(_USER, user.pw_uid)] = entries.get((_USER, user.pw_uid), 0) | 1
+    # The mask bounds every named entry: add x to it, and nothing else (the group keeps its rights).
+    mask = entries.get((_MASK, _NO_ID), entries[(_GROUP_OBJ, _NO_ID)])
+    entries[(_MASK, _NO_ID)] = mask | 1
+    packed = struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", tag, perm, id_) for (tag, id_), perm in sorted(entries.items())
+    )
+    try:
+        os.setxattr(path, _ACL, packed)
+    except OSError as e:
+        raise ConfigError(
+            f"user {user.pw_name!r} (who runs the embedded servers, as root) cannot pass through "
+            f"{path}, and it takes no ACL ({e.strerror}): `chmod o+x {path}`, or set OUTLAST_HOME "
+            "to a directory that user can reach"
+        ) from e
 
 
 def _root_owned_temp_dir(name: str) -> Path:

@@ -65,6 +65,12 @@ class _Metrics:
             "Runs waiting on an unresolved in-doubt operation.",
             multiprocess_mode="mostrecent",
         )
+        self.stalled = p.Gauge(
+            "outlast_stalled_run_seconds",
+            "Longest time a running run has gone without progress (its claim or its last journal "
+            "entry); 0 when none runs.",
+            multiprocess_mode="mostrecent",
+        )
         self.leases_lost = p.Counter("outlast_leases_lost", "Runs lost to a newer fencing token.")
         self.reclaimed = p.Counter("outlast_entries_reclaimed", "Stream entries reclaimed.", ["queue"])
         self.republished = p.Counter("outlast_republished", "Runs re-published by the sweeper.", ["queue"])
@@ -123,10 +129,11 @@ def process_dead(pid: int | None) -> None:
         multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
 
 
-def serve(port: int, processes: int, tenants: str = "") -> None:
-    """Serve the endpoint on ``port`` from this process. With several processes, the children
-    (spawned after this call) write to a directory made here, removed when this process exits.
-    ``tenants``: as for ``enable``."""
+def serve(port: int, processes: int, tenants: str = "", host: str = "127.0.0.1") -> None:
+    """Serve the endpoint on ``host``:``port`` from this process (``OUTLAST_METRICS_HOST``: the
+    loopback interface unless told otherwise, so that nothing is exposed by default). With
+    several processes, the children (spawned after this call) write to a directory made here,
+    removed when this process exits. ``tenants``: as for ``enable``."""
     p = _client()
     registry = None
     if processes > 1:
@@ -140,10 +147,11 @@ def serve(port: int, processes: int, tenants: str = "") -> None:
     else:
         enable(tenants)
     try:
-        p.start_http_server(port, registry=registry or p.REGISTRY)
+        p.start_http_server(port, addr=host, registry=registry or p.REGISTRY)
     except OSError as exc:
         raise ConfigError(
-            f"cannot serve metrics on port {port}: {exc.strerror}; choose another --metrics-port"
+            f"cannot serve metrics on {host} port {port}: {exc.strerror or exc}; "
+            "choose another --metrics-port or --metrics-host"
         ) from None
 
 
@@ -227,9 +235,10 @@ def backlog(queue: str, length: int, lag: float) -> None:
         _m.queue_lag.labels(queue).set(lag)
 
 
-def in_doubt_open(count: int) -> None:
+def run_gauges(in_doubt_open: int, stalled_seconds: float) -> None:
     if _m is not None:
-        _m.in_doubt_open.set(count)
+        _m.in_doubt_open.set(in_doubt_open)
+        _m.stalled.set(stalled_seconds)
 
 
 def writer_busy(busy_seconds: float) -> None:

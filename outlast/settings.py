@@ -281,6 +281,9 @@ class Settings:
         secret=True,
     )
     metrics_port: int = setting(0, "Serve Prometheus metrics on this port (0: none).", "port", ge=0, le=65535)
+    metrics_host: str = setting(
+        "127.0.0.1", "Address the metrics endpoint listens on (0.0.0.0 or :: for every interface)."
+    )
     metrics_tenants: str = setting(
         "", "Tenants named in the metrics' tenant label, comma-separated (*: every one); others: other."
     )

@@ -58,26 +58,26 @@ class Publishing(Connection):
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
-    async def lost_data(self) -> bool:
-        """True (once) when Redis lost its data since the last call: the marker key was gone, or
-        a read found its stream or group gone. The caller then re-publishes what Postgres says
-        is due. A fresh Redis answers True the first time too. One SET NX: cheap each second (on a
-        cluster, one per queue this worker serves, pipelined: each node answers for its own).
-        Through Sentinel, also True once after a failover (one script: ``_PRIMARY``)."""
+    async def lost_data(self) -> list[str]:
+        """The data-loss markers found gone since the last call (each once), by key; empty when
+        nothing was lost. A marker is gone when its key is (then set again), and all are when a
+        read found its stream or group gone; through Sentinel, also once after a failover (one
+        script: ``_PRIMARY``). A fresh Redis answers its markers the first time too: the caller
+        tells it from one that lost data by what Postgres recorded (``Store.redis_used``), then
+        re-publishes what Postgres says is due. One SET NX: cheap each second (on a cluster, one
+        per queue this worker serves, pipelined: each node answers for its own)."""
+        keys = [self.alive_key(q) for q in sorted(self._groups)] if self.cluster else [self.alive_key()]
         try:
             async with self._gate:
-                if self.cluster:
-                    async with self.redis.pipeline(transaction=False) as p:
-                        for queue in sorted(self._groups):
-                            p.set(self.alive_key(queue), b"1", nx=True)
-                        fresh = any(await p.execute()) if self._groups else False
-                elif self.sentinel:
-                    keys = (self.alive_key(), f"{self.prefix}:primary")
-                    fresh = await self.redis.eval(_PRIMARY, 2, *keys)
+                if self.sentinel:
+                    fresh = [bool(await self.redis.eval(_PRIMARY, 2, keys[0], f"{self.prefix}:primary"))]
                 else:
-                    fresh = await self.redis.set(self.alive_key(), b"1", nx=True)
+                    async with self.redis.pipeline(transaction=False) as p:
+                        for key in keys:
+                            p.set(key, b"1", nx=True)
+                        fresh = await p.execute() if keys else []
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
-        lost = bool(fresh) or self._vanished
+        gone = keys if self._vanished else [k for k, new in zip(keys, fresh, strict=True) if new]
         self._vanished = False
-        return lost
+        return gone

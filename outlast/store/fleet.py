@@ -46,3 +46,10 @@ class Fleet(Base):
     async def forget_watchers(self) -> int:
         """Remove the watchers whose listening connection is gone; how many."""
         return len(await self._rows("forget_watchers"))
+
+    async def redis_used(self, markers: list[str]) -> bool:
+        """Record that this schema's queue used Redis under these data-loss markers (keys from
+        ``Queue.lost_data``); whether it had used it before, so that a marker found gone means
+        Redis lost its data, not that it is fresh."""
+        rows = await self._rows("redis_used", markers=markers)
+        return bool(rows[0]["used"])

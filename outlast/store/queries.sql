@@ -445,9 +445,13 @@ SELECT id, state, queue FROM r;
 -- name: journal_times
 SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
 
--- name: in_doubt_open
--- For the metrics gauge, every few seconds: the runs waiting on an unresolved in-doubt operation.
-SELECT count(*) AS n FROM runs WHERE state = 'waiting' AND reason = 'in_doubt';
+-- name: run_gauges
+-- For the metrics gauges, every few seconds: the runs waiting on an unresolved in-doubt operation;
+-- the longest a running run has gone without progress (updated_at: its claim or its last journal
+-- entry, never a lease renewal). Both read through runs_by_state.
+SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt') AS in_doubt,
+       coalesce(extract(epoch FROM now() - (
+           SELECT min(updated_at) FROM runs WHERE state IN ('running', 'cancelling'))), 0) AS stalled;
 
 -- Fleet: the workers' heartbeat records, queue figures from Postgres, dead letters requeued.
 
@@ -592,6 +596,17 @@ DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
 -- The rows of listening connections that are gone (killed, or their client died).
 DELETE FROM watchers WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL)
 RETURNING run_id;
+
+-- name: redis_used
+-- Record that this schema's queue used Redis under these data-loss markers (Queue.lost_data's
+-- keys); whether it had before: one of them was recorded already, or none at all was and a run
+-- exists (a schema from before markers were recorded, or whose runs were published before any
+-- sweep). The SELECT sees the table as it was before the INSERT. False: a fresh Redis.
+WITH k AS (SELECT 'redis_marker:' || m AS key FROM unnest(%(markers)s::text[]) AS m),
+new AS (INSERT INTO outlast_meta (key, value) SELECT key, 'used' FROM k ON CONFLICT (key) DO NOTHING)
+SELECT EXISTS (SELECT 1 FROM outlast_meta JOIN k USING (key))
+    OR (NOT EXISTS (SELECT 1 FROM outlast_meta WHERE starts_with(key, 'redis_marker:'))
+        AND EXISTS (SELECT 1 FROM runs)) AS used;
 
 -- Schedules (migration 0010_time): declared by the workers that serve them, ticked by their sweepers.
 

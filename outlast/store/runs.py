@@ -125,10 +125,11 @@ class Runs(Base):
             out.setdefault(r["queue"], {})[r["state"]] = r["n"]
         return out
 
-    async def in_doubt_open(self) -> int:
-        """How many runs wait on an unresolved in-doubt operation (for the metrics gauge)."""
-        n: int = (await self._rows("in_doubt_open"))[0]["n"]
-        return n
+    async def run_gauges(self) -> tuple[int, float]:
+        """For the metrics gauges: how many runs wait on an unresolved in-doubt operation, and the
+        longest time in seconds a running run has gone without progress (0 when none runs)."""
+        row = (await self._rows("run_gauges"))[0]
+        return int(row["in_doubt"]), float(row["stalled"])
 
     async def change_mark(self) -> int:
         """A number that moves whenever an event is written for any run."""

@@ -159,7 +159,7 @@ class Worker:
         """Refresh the metrics read from Redis and Postgres (every few seconds, not per run)."""
         for q in self.queues:
             metrics.backlog(q, *await self.queue.backlog(q))
-        metrics.in_doubt_open(await self.store.in_doubt_open())
+        metrics.run_gauges(*await self.store.run_gauges())
         metrics.writer_busy(self.store.writer.busy)
 
     async def _hand_over(self) -> None:

@@ -218,7 +218,7 @@ def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) 
     app = load_app(spec)  # fail here, once, rather than in every child
     require_key(app, settings.secret_key)
     if settings.metrics_port:  # served from here; with processes, before they are spawned
-        metrics.serve(settings.metrics_port, processes, settings.metrics_tenants)
+        metrics.serve(settings.metrics_port, processes, settings.metrics_tenants, settings.metrics_host)
     if processes <= 1:
         asyncio.run(run_worker(app, settings, queues))
         return

@@ -46,9 +46,11 @@ class Sweeper:
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
 
     async def sweep(self, log: Any) -> None:
-        if await self.queue.lost_data() or self._lost:
+        gone = await self.queue.lost_data()
+        if gone or self._lost:  # a marker gone on a fresh Redis: Postgres knows it was never used
+            if gone and await self.store.redis_used(gone):
+                log.warning("Redis lost its data: re-publishing every run Postgres says is due")
             self._lost = True
-            log.warning("Redis lost its data: re-publishing every run Postgres says is due")
             await self.republish(log, after=0.0)
             self._lost = False
         for run_id in await self.store.expire_deadlines():

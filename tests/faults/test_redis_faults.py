@@ -71,3 +71,25 @@ def test_redis_stalled_mid_load(fw: FaultWorld) -> None:
         rd.resume()
 
     lose_the_queue(fw, stall, "Redis stalled for 5s")
+
+
+@pytest.mark.timeout(120)
+def test_a_fresh_redis_raises_no_alarm_a_flushed_one_does(fw: FaultWorld) -> None:
+    """A worker's first sweep finds no data-loss marker in a Redis this schema never used (a fresh
+    key prefix): Postgres knows nothing was there to lose, so no warning. Once it has been used,
+    FLUSHALL (on the session's private redis-server) is a loss, and is warned of."""
+    fw.start("fresh-0", "-c", "4")
+    r = fw.redis()
+    # Nothing is enqueued yet: only the worker's first sweep sets the marker.
+    wait_for(lambda: r.exists(f"{fw.prefix}:alive"), 30, 0.05, "the worker's first sweep")
+    r.close()
+    first = enqueue_many(fw, "chain", [{"tool": "effect", "n": 1}])
+    fw.wait_settled(first, timeout=30)
+    assert "lost its data" not in fw.logs(), fw.log_lines("lost its data")
+
+    assert fw.rd is not None
+    fw.rd.flushall()
+    wait_for(lambda: "lost its data" in fw.logs(), 30, 0.05, "the worker to warn that Redis lost its data")
+    second = enqueue_many(fw, "chain", [{"tool": "effect", "n": 1}])
+    fw.wait_settled(second, timeout=30)
+    check_every_run_once(fw, first + second, ops=1)

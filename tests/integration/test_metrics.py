@@ -10,6 +10,7 @@ import time
 import urllib.request
 from dataclasses import fields
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -121,6 +122,7 @@ def test_a_worker_serves_metrics_that_move_while_runs_flow(world: World) -> None
     assert has(after, "outlast_leases_lost_total") and value(after, "outlast_leases_lost_total") == 0
     assert has(after, "outlast_queue_lag_seconds", queue="default")
     assert has(after, "outlast_stream_length", queue="default")
+    assert has(after, "outlast_stalled_run_seconds")
     assert 0 <= value(after, "outlast_writer_busy_ratio") <= 1
     assert not any("run_id" in dict(labels) for _, labels in after)  # no label per run
 
@@ -244,3 +246,60 @@ def test_a_fenced_write_counts_a_lease_not_already_counted(monkeypatch: pytest.M
     second.control.lost.set()  # a heartbeat found the newer token first, and counted it
     assert asyncio.run(second.execute()) == Outcome.FENCED
     assert counted == ["lost"]
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """The local addresses (hex, as /proc/net/tcp writes them) listening on ``port``."""
+    found = set()
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = row.split()[1], row.split()[3]
+        address, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(address)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads /proc")
+def test_the_endpoint_listens_on_the_loopback_interface_unless_told_otherwise(world: World) -> None:
+    port = free_port()
+    worker = world.worker(APP, "--metrics-port", str(port))
+    wait_for(lambda: scrape(port), what="the metrics endpoint")
+    assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+
+    port = free_port()
+    world.worker(APP, "--metrics-port", str(port), OUTLAST_METRICS_HOST="0.0.0.0")
+    wait_for(lambda: scrape(port), what="the metrics endpoint on every interface")
+    assert _listening_addresses(port) == {"00000000"}
+
+
+def test_the_stalled_gauge_is_the_longest_a_running_run_went_without_progress(world: World) -> None:
+    async def go() -> None:
+        store = Store(world.database_url, world.schema)
+        await store.open()
+        try:
+            assert await store.run_gauges() == (0, 0.0)  # nothing runs
+            for rid, ago in (("r1", 100), ("r2", 300), ("r3", 5000)):
+                await store.insert_run(
+                    id=rid,
+                    workflow="w",
+                    queue="default",
+                    input={},
+                    input_hash="h",
+                    program=None,
+                    deadline_in=None,
+                )
+                state = "'queued'" if rid == "r3" else "'running'"  # r3 waits: not stalled, queued
+                world.sql(
+                    f"UPDATE runs SET state = {state}, updated_at = now() - make_interval(secs => %s) "
+                    "WHERE id = %s",
+                    ago,
+                    rid,
+                )
+            in_doubt, stalled = await store.run_gauges()
+            assert in_doubt == 0 and 300 <= stalled < 360
+        finally:
+            await store.close()
+
+    asyncio.run(go())

@@ -211,3 +211,16 @@ async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_pro
         " WHERE run_id = 'r' AND kind = 'waiting'"
     ) == [("waiting", "program_changed", "the program changed")]
     await store.close()
+
+
+async def test_redis_used_tells_a_fresh_redis_from_one_that_lost_its_data(world: World) -> None:
+    store = await opened(world)
+    assert not await store.redis_used(["p:alive"]), "a fresh schema on a fresh Redis lost nothing"
+    assert await store.redis_used(["p:alive"]), "the same marker gone again: Redis lost its data"
+    assert not await store.redis_used(["p:{b}:alive"]), "a new queue's marker (a cluster): fresh"
+    assert await store.redis_used(["p:{b}:alive", "p:{c}:alive"]), "one of them was used"
+    # A schema from before markers were recorded (or whose runs were published before any sweep).
+    world.sql("DELETE FROM outlast_meta WHERE key LIKE 'redis_marker:%%'")
+    await add_run(store, "r1")
+    assert await store.redis_used(["p:alive"])
+    await store.close()

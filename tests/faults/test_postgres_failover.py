@@ -1,0 +1,154 @@
+"""Postgres fails over under load: a private primary with a synchronous standby (pg_basebackup
+-R, synchronous_standby_names), the workers given both in one multi-host URL with
+target_session_attrs=read-write (docs/postgres-ha.md). The primary and all its processes are
+SIGKILLed mid-load (a machine lost), the standby promoted (pg_ctl promote), and the workers go on
+against it with no restart. Nothing committed is lost (synchronous replication), nothing is
+done twice: every run succeeds and every operation left exactly one receipt in the world.
+
+The time to recover, from the promotion to the first run finished on the new primary (database
+clock), is printed and held to the stated bound: the lease TTL + 2 s."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.apps import faults as faults_app
+from tests.conftest import drop_keys, drop_schemas, migrate_schema, wait_for
+from tests.faults import FaultWorld, PrivatePostgres, _children, check_every_run_once, enqueue_many
+
+RUNS = 200
+CALL = 0.2  # seconds each call sleeps: a run lasts at least a second, so many are in flight
+LEASE_TTL = 2.0
+DETECTION = 1.0  # seconds from the crash to the promotion, as a failover manager would take
+
+
+class Pair:
+    """A private primary and its synchronous standby, each a Postgres of its own (same binaries,
+    its own port and directory under ``root``)."""
+
+    def __init__(self, root: Path) -> None:
+        (root / "primary").mkdir()
+        (root / "standby").mkdir()
+        self.primary = PrivatePostgres(root / "primary")
+        self.standby = PrivatePostgres(root / "standby")
+        self.standby.bindir = self.primary.bindir
+
+    def url(self) -> str:
+        """Both hosts, the writable one wanted: libpq tries them in turn (docs/postgres-ha.md)."""
+        hosts = f"127.0.0.1:{self.primary.port},127.0.0.1:{self.standby.port}"
+        return f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
+
+    def start(self) -> None:
+        self.primary.init()
+        self.primary.start()
+        self.standby._run(
+            self.primary.bindir / "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.port),
+            "-U", "postgres", "-D", self.standby.data, "-R", "-X", "stream", "--no-sync",
+        )  # fmt: skip
+        self.standby.start()
+        with psycopg.connect(self.primary.url(), autocommit=True) as c:
+            # From here a commit returns only once the standby has the WAL on disk.
+            c.execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            c.execute("SELECT pg_reload_conf()")
+        wait_for(self._synchronous, 30, 0.05, "the standby to be synchronous")
+
+    def _synchronous(self) -> bool:
+        with psycopg.connect(self.primary.url(), autocommit=True) as c:
+            rows = c.execute("SELECT sync_state FROM pg_stat_replication").fetchall()
+        return rows == [("sync",)]
+
+    def crash_primary(self) -> None:
+        """SIGKILL the postmaster and every one of its processes at once: no shutdown, no goodbye."""
+        pid = self.primary.postmaster()
+        assert pid is not None, "the primary is not running"
+        for p in [pid, *_children(pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        wait_for(lambda: not self.primary.running(), 10, 0.02, "the primary to be gone")
+
+    def promote(self) -> None:
+        ctl = self.standby.bindir / "pg_ctl"
+        self.standby._run(ctl, "promote", "-w", "-t", "30", "-D", self.standby.data)
+
+    def destroy(self) -> None:
+        self.primary.destroy()
+        self.standby.destroy()
+
+
+@pytest.fixture
+def pair() -> Iterator[Pair]:
+    root = Path(tempfile.mkdtemp(prefix="outlast-failover-"))
+    root.chmod(0o755)  # the postgres user must reach its directories
+    p = Pair(root)
+    try:
+        p.start()
+        yield p
+    finally:
+        p.destroy()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def fw(services: tuple[str, str], pair: Pair, tmp_path: Path) -> Iterator[FaultWorld]:
+    shared_db, shared_redis = services  # Redis is not the fault here: the shared one, a prefix of its own
+    tag = uuid.uuid4().hex[:10]
+    w = FaultWorld(
+        pair.url(), shared_redis, f"t_{tag}", f"t{tag}", tmp_path,
+        effects_url=shared_db, effects_schema=f"fx_{tag}",
+    )  # fmt: skip
+    migrate_schema(w.database_url, w.schema)
+    faults_app.setup(w.effects_url, w.effects_schema)
+    try:
+        yield w
+    finally:
+        w.stop_all()
+        drop_schemas(w.effects_url, w.effects_schema)
+        drop_keys(w)
+
+
+def db_now(fw: FaultWorld) -> datetime:
+    now: datetime = fw.sql("SELECT now()")[0][0]
+    return now
+
+
+@pytest.mark.timeout(300)
+def test_primary_killed_mid_load_and_the_synchronous_standby_promoted(fw: FaultWorld, pair: Pair) -> None:
+    ttl = str(int(LEASE_TTL))
+    for k in range(2):
+        fw.start(f"ha-{k}", "-c", "16", "--lease-ttl", ttl, OUTLAST_LEASE_TTL=ttl)
+    ids = enqueue_many(fw, "chain", [{"tool": "slow_effect", "n": 5, "seconds": CALL} for _ in range(RUNS)])
+    wait_for(
+        lambda: fw.sql("SELECT count(*) FROM runs WHERE state = 'running' AND journal_len > 0")[0][0] >= 16,
+        30,
+        0.05,
+        "runs to be in flight",
+    )
+    before = dict(fw.states())
+    pair.crash_primary()
+    time.sleep(DETECTION)
+    pair.promote()
+    promoted = db_now(fw)  # the new primary's clock, as the promotion completed
+    print(f"\nprimary SIGKILLed with runs {before}; standby promoted {DETECTION:.0f}s later")
+
+    took = fw.wait_settled(ids, timeout=150)
+    first = fw.sql("SELECT min(finished_at) FROM runs WHERE finished_at > %s", promoted)[0][0]
+    assert first is not None, "no run finished after the promotion"
+    recovered = (first - promoted).total_seconds()
+    print(
+        f"recovery: the first run finished {recovered:.2f}s after the promotion "
+        f"(bound: lease TTL {LEASE_TTL:.0f}s + 2s); all {RUNS} settled {took:.1f}s after it"
+    )
+    check_every_run_once(fw, ids)
+    assert recovered <= LEASE_TTL + 2, f"recovered {recovered:.2f}s after the promotion"
