@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -107,3 +108,13 @@ class Secrets:
             if text:
                 message = message.replace(text, MASK)
         return message
+
+    def scrub(self, tool: str, args: Mapping[str, Any], text: str) -> str:
+        """The JSON text of a captured request as it may be stored: through the redaction hook,
+        then every secret value of the call masked, as it reads inside a JSON string too."""
+        text = self.redact(tool, args, text)
+        for name in self.names(tool):
+            value = args.get(name)
+            if isinstance(value, str) and value:
+                text = text.replace(json.dumps(value, ensure_ascii=False)[1:-1], MASK)
+        return text
