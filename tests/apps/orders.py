@@ -27,8 +27,9 @@ def register_tools(app: App) -> None:
 
     @app.tool("summarize", kind="model", model="tiny-1", secret=["api_key"])
     def summarize(note: str, api_key: str) -> str:
-        messages = [
+        messages = [  # the prompt as assembled: instructions, what retrieval found, the note
             {"role": "system", "content": "Summarize the order note in five words."},
+            {"role": "system", "content": f"The customer's earlier note: {note}"},
             {"role": "user", "content": note},
         ]
         request = {

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from outlast import AsyncClient
+from outlast import AsyncClient, Client
 from outlast.bundle import export
 from outlast.journal import args_hash
 from outlast.replay import Verdict, replay_workflow
 from outlast.testing import Harness, HarnessFactory, assert_replays, replay_bundle
 from tests.apps import orders
+from tests.conftest import World, wait_for
 
 KEY = "k" * 32
 
@@ -116,3 +117,54 @@ def test_every_unfinished_run_of_a_workflow_is_replayed_read_only(outlast_harnes
     assert asyncio.run(replayed("changed")) == [f"{r}:diverges" for r in waiting]
     assert h.sql(world) == before
     assert h.client.status(done).state == "succeeded"
+
+
+def test_the_replay_command_before_a_deploy(world: World) -> None:
+    """The operator's check, in real processes: a bundle with no services, then every unfinished
+    run of the workflow from Postgres; exit 1 and a per-run table when the code diverges."""
+    world.worker("tests.apps.orders:app", OUTLAST_SECRET_KEY=KEY)
+    with Client(settings=world.settings(), app=orders.app) as c:
+        waiting = [c.enqueue("order", {"item": "book", "qty": 7 + i}).id for i in range(2)]
+        done = c.enqueue("order", {"item": "book", "qty": 2, "note": "hi"}).id
+        assert c.wait(done, timeout=30).state == "succeeded"
+        wait_for(lambda: all(c.status(r).state == "awaiting_approval" for r in waiting), what="approvals")
+    out = world.tmp / "bundle"
+    assert world.cli("export", done, "-o", str(out)).returncode == 0
+
+    nowhere = {"OUTLAST_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none", "OUTLAST_SECRET_KEY": KEY}
+    same = world.cli("replay", str(out), "tests.apps.orders:same", **nowhere)
+    assert same.returncode == 0, same.stderr
+    assert f"run {done} (order, succeeded, 9 entries): agrees" in same.stdout
+    changed = world.cli("replay", str(out), "tests.apps.orders:changed", **nowhere)
+    assert changed.returncode == 1, changed.stderr
+    assert "crossing #3 (op-2)" in changed.stdout
+    assert (
+        'journal has  charge({"amount":25.0})  [arguments hash ' + args_hash({"amount": 25.0})[:16]
+        in changed.stdout
+    )
+    assert 'code asks    charge({"amount":26.5})' in changed.stdout
+
+    ok = world.cli("replay", "--workflow", "order", "tests.apps.orders:same", OUTLAST_SECRET_KEY=KEY)
+    assert ok.returncode == 0, ok.stderr
+    assert all(f"{r}  awaiting_approval" in ok.stdout for r in waiting) and done not in ok.stdout
+    assert "2 runs replayed: 2 agree, 0 do not" in ok.stdout
+    bad = world.cli("replay", "--workflow", "order", "tests.apps.orders:changed", OUTLAST_SECRET_KEY=KEY)
+    assert bad.returncode == 1 and "2 runs replayed: 0 agree, 2 do not" in bad.stdout, bad.stdout + bad.stderr
+    finished = world.cli(
+        "replay",
+        "--workflow",
+        "order",
+        "--state",
+        "succeeded",
+        "--since",
+        "1h",
+        "tests.apps.orders:changed",
+        OUTLAST_SECRET_KEY=KEY,
+    )
+    assert finished.returncode == 1 and f"{done}  succeeded" in finished.stdout
+
+    shown = world.cli("status", done, "--op", "op-3")
+    assert shown.returncode == 0 and "capture" in shown.stdout and "Bearer [secret]" in shown.stdout
+    assert orders.KEY not in shown.stdout
+    mistake = world.cli("replay", str(out), OUTLAST_SECRET_KEY=KEY)
+    assert mistake.returncode == 2 and "BUNDLE MODULE:APP" in mistake.stderr
