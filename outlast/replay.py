@@ -70,9 +70,9 @@ class Divergence:
         def hashed(h: str | None) -> str:
             return f"  [arguments hash {h[:16]}]" if h else ""
 
-        at = f" ({self.operation})" if self.operation else ""
+        at = f"{self.operation}, " if self.operation else ""
         return (
-            f"crossing #{self.crossing}{at}\n"
+            f"first divergence at {at}crossing {self.crossing} of the journal\n"
             f"  journal has  {self.journal}{hashed(self.journal_hash)}\n"
             f"  code asks    {self.code}{hashed(self.code_hash)}"
         )
@@ -162,7 +162,8 @@ async def replay_run(
         split = Divergence(
             exc.crossing, exc.operation, exc.journal, exc.program, exc.journal_hash, exc.program_hash
         )
-        return Report(**facts, verdict=Verdict.DIVERGES, where=str(exc), divergence=split)
+        where = f"at {exc.operation or 'the end'}: the code asks {exc.program}"
+        return Report(**facts, verdict=Verdict.DIVERGES, where=where, divergence=split)
     except InDoubt as exc:
         where = f"journal end: {exc.operation_id} ({exc.tool}) is in doubt; the run waits for its resolution"
         return Report(**facts, verdict=Verdict.AGREES, where=where)

@@ -59,7 +59,7 @@ def test_a_finished_run_replays_against_the_same_code_and_a_changed_one_is_caugh
     assert split.code == 'charge({"amount":26.5})'
     assert split.journal_hash == args_hash({"amount": 25.0})
     assert split.code_hash == args_hash({"amount": 26.5})
-    with pytest.raises(AssertionError, match=r"crossing #3 \(op-2\)"):
+    with pytest.raises(AssertionError, match=r"first divergence at op-2, crossing 3 of"):
         assert_replays(out, orders.changed, secret_key=KEY)
 
     # A finished run whose code would ask one more crossing, or end otherwise, diverges too.
@@ -137,7 +137,7 @@ def test_the_replay_command_before_a_deploy(world: World) -> None:
     assert f"run {done} (order, succeeded, 9 entries): agrees" in same.stdout
     changed = world.cli("replay", str(out), "tests.apps.orders:changed", **nowhere)
     assert changed.returncode == 1, changed.stderr
-    assert "crossing #3 (op-2)" in changed.stdout
+    assert "first divergence at op-2, crossing 3 of the journal" in changed.stdout
     assert (
         'journal has  charge({"amount":25.0})  [arguments hash ' + args_hash({"amount": 25.0})[:16]
         in changed.stdout
