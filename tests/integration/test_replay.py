@@ -96,6 +96,25 @@ def test_an_unfinished_run_agrees_up_to_its_journal_end_and_nothing_runs(
     assert replay_bundle(out, orders.app, secret_key=KEY).verdict == Verdict.ALTERED
 
 
+def test_a_gap_a_crash_left_is_the_journal_end_and_no_read_is_redone(
+    outlast_harness: HarnessFactory, tmp_path: Path
+) -> None:
+    """A worker would redo a read whose result was never journaled; an offline replay stops there."""
+    h = outlast_harness(orders.app, secret_key=KEY)
+    rid = h.client.enqueue("order", {"item": "book", "qty": 1}).id
+    h.crash_at("after_intention", "quote")  # the quote's intention journaled, its result not
+    out = _export(h, rid, tmp_path / "bundle")
+    asked: list[str] = []
+    h.replace_tool("quote", lambda item: asked.append(item) or 12.5)
+    h.replace_tool("charge", lambda amount: asked.append(f"charge {amount}") or "receipt")
+    report = assert_replays(out, orders.app, secret_key=KEY)
+    assert report.where == (
+        'journal end at op-1: next the code asks quote({"item":"book"}), journaled with no result '
+        "(a gap to resolve) (live)"
+    )
+    assert asked == []
+
+
 def test_every_unfinished_run_of_a_workflow_is_replayed_read_only(outlast_harness: HarnessFactory) -> None:
     h = outlast_harness(orders.app, secret_key=KEY)
     h.start_worker()
