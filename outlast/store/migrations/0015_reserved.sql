@@ -1,0 +1,3 @@
+-- Version 15: a placeholder on the worker's branch (its migration is 0017; 0015 belongs to
+-- another branch). Replaced by that branch's migration when both are merged.
+SELECT 1;
