@@ -1,4 +1,4 @@
--- The whole outlast schema, version 15: what its migrations
+-- The whole outlast schema, version 16: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -505,7 +505,9 @@ CREATE TABLE outlast.workers (
     lease_ttl double precision NOT NULL,
     runs_held integer DEFAULT 0 NOT NULL,
     started_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_beat timestamp with time zone DEFAULT now() NOT NULL
+    last_beat timestamp with time zone DEFAULT now() NOT NULL,
+    tool_threads integer DEFAULT 0 NOT NULL,
+    tool_threads_busy integer DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p0 FOR VALUES WITH (modulus 16, remainder 0);

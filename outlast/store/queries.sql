@@ -448,12 +448,14 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
 -- name: beat_worker
 -- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
 -- from the beat (a worker restarted under a fixed name: a new pid, and started again).
-INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held)
+INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
+                     tool_threads, tool_threads_busy)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
-        %(runs_held)s)
+        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
 ON CONFLICT (name) DO UPDATE SET
     host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
     concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
+    tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
     started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
                       THEN workers.started_at ELSE now() END,
     last_beat = now();
