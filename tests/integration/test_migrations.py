@@ -228,8 +228,13 @@ def test_schema_sql_is_what_the_migrations_make(services: tuple[str, str]) -> No
         pytest.skip("no pg_dump on PATH: schema.sql cannot be compared")
     printed_by = re.search(r"as pg_dump (\d+) prints it", text)
     assert printed_by, "schema.sql lacks its generated header"
-    if int(printed_by[1]) != pg_dump_major():
-        pytest.skip(f"schema.sql was printed by pg_dump {printed_by[1]}, this pg_dump is {pg_dump_major()}")
+    with psycopg.connect(services[0]) as c:
+        row = c.execute(b"SHOW server_version_num").fetchone()
+    assert row
+    server = int(row[0]) // 10000
+    majors = {"schema.sql's": int(printed_by[1]), "pg_dump's": pg_dump_major(), "the server's": server}
+    if len(set(majors.values())) > 1:  # pg_dump's output differs between majors
+        pytest.skip(f"Postgres major versions differ: {majors}")
     assert migrated(services[0]) == text, (
         "schema.sql differs from a freshly migrated schema; regenerate it: "
         "python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql"
