@@ -11,16 +11,6 @@ ROOMS = ("worker", "store", "queue", "producer")
 MAX_LINES = 300
 MAX_METHODS = 25
 
-# Known offenders, being split on other branches while this test landed: each names the module and
-# what is over (its lines, or a class). The lead empties this list as those branches merge; nothing
-# is ever added to it.
-KNOWN: dict[str, set[str]] = {
-    "worker/dispatcher.py": {"lines"},
-    "worker/loop.py": {"lines", "Worker"},
-    "queue/streams.py": {"lines", "Queue"},
-    "producer/client.py": {"lines", "AsyncClient", "Client"},
-}
-
 
 def too_big(path: Path) -> set[str]:
     """What in ``path`` breaks the limits: ``lines``, and the name of each class with too many methods."""
@@ -43,17 +33,8 @@ def modules() -> dict[str, set[str]]:
 def test_every_module_and_class_is_small() -> None:
     found = modules()
     assert found, f"no modules found under {ROOT}"
-    over = {m: what - KNOWN.get(m, set()) for m, what in found.items()}
-    assert not {m: w for m, w in over.items() if w}, (
-        f"over {MAX_LINES} lines or {MAX_METHODS} methods in a class: split the room"
-    )
-
-
-def test_known_offenders_are_still_offending() -> None:
-    """An offender split since is taken off the list, so that it cannot grow back unseen."""
-    found = modules()
-    stale = {m: what - found.get(m, set()) for m, what in KNOWN.items()}
-    assert not {m: w for m, w in stale.items() if w}, "no longer over the limits: remove from KNOWN"
+    over = {m: what for m, what in found.items() if what}
+    assert not over, f"over {MAX_LINES} lines or {MAX_METHODS} methods in a class: split the room: {over}"
 
 
 def test_the_limits_are_measured(tmp_path: Path) -> None:
