@@ -80,7 +80,7 @@ class Writer:
         self,
         connect: Callable[[], Awaitable[Conn]],
         unavailable: Callable[[BaseException], ServiceUnavailable],
-        retry_for: float = 60.0,
+        retry_for: float,  # the settings' store_retry, passed by the connection
     ) -> None:
         self._connect = connect
         self._unavailable = unavailable
