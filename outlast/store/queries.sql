@@ -63,10 +63,11 @@ INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
 
 -- name: claim
--- One conditional UPDATE takes the lease: a queued run, one whose lease expired, or one that
--- waits for a worker serving its program. The database clock sets the expiry. A tenant's run
--- taken makes room in its tenant's window (0014_fair): the tenant's next held run is published in
--- the same statement (turn_id; the claimer adds its stream entry, else the sweeper does).
+-- One conditional UPDATE takes the lease: a queued run, one whose lease expired, one that
+-- waits for a worker serving its program, or one whose deadline passed. The database clock sets
+-- the expiry. A tenant's run taken makes room in its tenant's window (0014_fair): the tenant's
+-- next held run is published in the same statement (turn_id; the claimer adds its stream entry,
+-- else the sweeper does).
 WITH c AS (
     UPDATE runs SET
         state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
@@ -84,7 +85,9 @@ WITH c AS (
            OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
            OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
-           OR (state = 'awaiting_approval' AND wake_at <= now()))
+           OR (state = 'awaiting_approval' AND wake_at <= now())
+           -- its deadline passed while nothing ran: ended by the executor (its partial handler)
+           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= now()))
     RETURNING *, now() AS db_now),
 turn AS (
     SELECT h.id FROM c CROSS JOIN LATERAL (
@@ -289,20 +292,33 @@ UPDATE runs SET published_at = now() FROM turn WHERE runs.id = turn.id AND runs.
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
--- A deadline that passed while nothing ran ends the run when the system sees it.
-WITH r AS (
+-- A deadline that passed while nothing ran: the run is stamped published, to be published at once
+-- (queue, priority), so that a worker claims it and ends it through the executor (its partial
+-- handler runs); one still not ended %(grace)s seconds past its deadline (no worker serves its
+-- workflow, or its entry was lost) is ended here, timed_out (queue NULL).
+WITH late AS (
+    SELECT id, deadline < now() - make_interval(secs => %(grace)s) AS overdue FROM runs
+    WHERE deadline < now()
+      AND (state IN ('queued', 'waiting', 'awaiting_approval')
+           OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+           OR (state = 'cancelling' AND lease_expires_at IS NULL))
+      AND (published_at IS NULL OR published_at < deadline
+           OR deadline < now() - make_interval(secs => %(grace)s))
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
+ended AS (
     UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
         lease_expires_at = NULL, finished_at = now(), updated_at = now()
-    WHERE id IN (
-        SELECT id FROM runs
-        WHERE deadline < now()
-          AND (state IN ('queued', 'waiting', 'awaiting_approval')
-               OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
-               OR (state = 'cancelling' AND lease_expires_at IS NULL))
-        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-    RETURNING id)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM r
-RETURNING run_id;
+    FROM late WHERE runs.id = late.id AND late.overdue
+    RETURNING runs.id),
+e AS (INSERT INTO events (run_id, kind, detail)
+      SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM ended),
+published AS (
+    UPDATE runs SET published_at = now()
+    FROM late WHERE runs.id = late.id AND NOT late.overdue
+    RETURNING runs.id, runs.queue, runs.priority)
+SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
+UNION ALL
+SELECT id, queue, priority FROM published;
 
 -- name: db_now
 SELECT now() AS now;
