@@ -39,6 +39,7 @@ from outlast.model import FINAL_STATES, Partial, RunState
 from outlast.model import Run as RunRecord
 from outlast.producer import AsyncClient
 from outlast.producer.checks import MAX_LIST
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.replayer import Journaled
@@ -147,10 +148,12 @@ async def replay_run(
         where = f"the journal's chain breaks at crossing #{bad}; inspect it with: outlast verify {record.id}"
         return Report(**facts, verdict=Verdict.ALTERED, where=where)
     control = RunControl(record.id, record.fencing_token, offline=True)
-    ctx = Run(record, app, cast(Store, _Bundled()), control, Journaled(entries), secret_key=secret_key)
+    secrets = Secrets(app, secret_key)
+    ctx = Run(record, app, cast(Store, _Bundled()), control, Journaled(entries), secrets=secrets)
     end = len(entries) + 1
     try:
         state, result, error = await _ending(wf, ctx, record.input)
+        result = secrets.scrub(result)  # as the executor stores it
     except JournalEnd as stop:
         if record.state not in FINAL_STATES or record.state in _STOPPED:
             at = f" at {stop.op_id}" if stop.op_id else ""

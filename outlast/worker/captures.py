@@ -26,8 +26,10 @@ def stored(
     """The capture entry's data for ``request``: ``request`` (masked), ``request_hash`` (SHA-256
     of its stored JSON text) and ``bytes``; or, when it cannot be kept, why not in ``withheld``."""
     try:
-        text = secrets.scrub(tool, args, canonical(request))
-        kept = json.loads(text)
+        # the app's redaction hook and the call's secret values on the text, then every secret
+        # value the run knows in each string (one written with escapes in JSON text too)
+        kept = secrets.scrub(json.loads(secrets.redact(tool, args, canonical(request))))
+        text = canonical(kept)
     except Unstorable as exc:
         return {"tool": tool, "withheld": f"the request is not storable: {exc}"}
     except ValueError:  # the redaction hook left text that is no longer JSON
