@@ -233,7 +233,7 @@ class Run:
             if e is None or e.data.get("name") != name:
                 raise replayer.mismatch(op_id, f"{name}()")
             return e.data["value"]
-        await replayer.go_live(op_id)
+        await replayer.go_live(op_id, lambda: f"{name}()")
         value = make()
         await replayer.append("value", op_id, {"name": name, "value": value})
         return value
