@@ -1,4 +1,4 @@
--- The whole outlast schema, version 16: what its migrations
+-- The whole outlast schema, version 17: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -133,7 +133,8 @@ CREATE TABLE outlast.events (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 )
 PARTITION BY HASH (run_id);
 
@@ -151,7 +152,8 @@ CREATE TABLE outlast.events_p0 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p1 (
@@ -159,7 +161,8 @@ CREATE TABLE outlast.events_p1 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p10 (
@@ -167,7 +170,8 @@ CREATE TABLE outlast.events_p10 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p11 (
@@ -175,7 +179,8 @@ CREATE TABLE outlast.events_p11 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p12 (
@@ -183,7 +188,8 @@ CREATE TABLE outlast.events_p12 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p13 (
@@ -191,7 +197,8 @@ CREATE TABLE outlast.events_p13 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p14 (
@@ -199,7 +206,8 @@ CREATE TABLE outlast.events_p14 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p15 (
@@ -207,7 +215,8 @@ CREATE TABLE outlast.events_p15 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p2 (
@@ -215,7 +224,8 @@ CREATE TABLE outlast.events_p2 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p3 (
@@ -223,7 +233,8 @@ CREATE TABLE outlast.events_p3 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p4 (
@@ -231,7 +242,8 @@ CREATE TABLE outlast.events_p4 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p5 (
@@ -239,7 +251,8 @@ CREATE TABLE outlast.events_p5 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p6 (
@@ -247,7 +260,8 @@ CREATE TABLE outlast.events_p6 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p7 (
@@ -255,7 +269,8 @@ CREATE TABLE outlast.events_p7 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p8 (
@@ -263,7 +278,8 @@ CREATE TABLE outlast.events_p8 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p9 (
@@ -271,7 +287,8 @@ CREATE TABLE outlast.events_p9 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.journal (
@@ -478,6 +495,12 @@ CREATE TABLE outlast.served_programs (
     workflow text NOT NULL,
     program text NOT NULL,
     last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.settlements (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    settled_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 CREATE TABLE outlast.slots (
@@ -701,6 +724,9 @@ ALTER TABLE ONLY outlast.schedules
 
 ALTER TABLE ONLY outlast.served_programs
     ADD CONSTRAINT served_programs_pkey PRIMARY KEY (queue, workflow, program);
+
+ALTER TABLE ONLY outlast.settlements
+    ADD CONSTRAINT settlements_pkey PRIMARY KEY (run_id, op_id);
 
 ALTER TABLE ONLY outlast.slots
     ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);

@@ -56,8 +56,17 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- Under the run row's lock, as every other event is written (with the run's own change): the
 -- ids of a run's events then follow the order of their commits, which `follow` relies on (it
 -- resumes after the last id it saw), and a watcher registering meanwhile waits for it.
-WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE)
-INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r RETURNING id;
+-- Run again after a lost acknowledgement, it finds its event by %(write_id)s (drawn once per
+-- event by its caller) and returns its id instead of adding a second one.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE),
+was AS (SELECT id FROM events WHERE run_id = %(run_id)s AND write_id = %(write_id)s),
+e AS (
+    INSERT INTO events (run_id, kind, detail, write_id)
+    SELECT id, %(kind)s, %(detail)s, %(write_id)s FROM r WHERE NOT EXISTS (SELECT 1 FROM was)
+    RETURNING id)
+SELECT id FROM e
+UNION ALL
+SELECT id FROM was;
 
 -- name: events
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
@@ -219,26 +228,38 @@ INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM 
 RETURNING run_id;
 
 -- name: release
--- Graceful hand-over: the lease ends now and the claim does not count as a crash.
+-- Graceful hand-over: the lease ends now and the claim does not count as a crash. Only a lease
+-- held (a held run has an expiry): a run handed over already under this token, `cancelling`, is
+-- not handed over twice. Run again after a lost acknowledgement, it finds the run handed over
+-- under its token (queued, or cancelling with no lease).
 WITH r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         owner = NULL, lease_expires_at = NULL,
         attempts = greatest(attempts - 1, 0), published_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r
-RETURNING run_id;
+      AND lease_expires_at IS NOT NULL
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL)
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'cancelling', NULL) WHERE lease_expires_at IS NULL;
 
 -- name: requeue
 -- An operator's resume of a waiting run; with accept_program the run adopts the serving program.
+-- The wait resumed is the one the operator saw: %(token)s, the run's token then (a claim since
+-- makes a new one). Run again after a lost acknowledgement, it finds the run queued under it.
 WITH r AS (
     UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = now(),
         updated_at = now(),
         program = CASE WHEN %(accept_program)s THEN NULL ELSE program END
-    WHERE id = %(id)s AND state = 'waiting'
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r
-RETURNING run_id;
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
@@ -369,7 +390,13 @@ r AS (
     RETURNING id, queue),
 e AS (
     INSERT INTO events (run_id, kind, detail) SELECT run_id, 'decision', %(detail)s FROM a)
-SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true;
+SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true
+UNION ALL  -- run again after a lost acknowledgement: this very decision taken, its run to publish
+SELECT d.run_id, w.queue FROM approvals d
+LEFT JOIN runs w ON w.id = d.run_id AND w.state IN ('queued', 'cancelling')  -- not taken yet
+WHERE d.run_id = %(run_id)s AND d.op_id = %(op_id)s AND d.status = %(status)s
+  AND d.decided_by = %(by)s AND d.comment = %(comment)s AND d.new_args IS NOT DISTINCT FROM %(new_args)s
+  AND d.decided_by_detail = %(who)s;
 
 -- name: reserve
 -- One conditional statement reserves every named estimate or none: the budget rows are locked,
@@ -399,21 +426,35 @@ SELECT name, limit_value, spent, reserved, amount FROM over;
 -- name: settle
 -- The operation's reservation is replaced by the actual use, once: the reservation rows are
 -- deleted here, and a settlement that finds none of the rows it expected (a superseded worker's,
--- after the new owner settled) spends nothing.
+-- after the new owner settled) spends nothing. The spending writes the operation's `settlements`
+-- row (0020): a settle of the same operation run again (after a lost acknowledgement, with or
+-- without an expected reservation) finds it, spends nothing and says settled; a reservation it
+-- finds all the same is released.
 WITH gone AS (
     DELETE FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s
     RETURNING name, amount),
+was AS (SELECT run_id FROM settlements WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
+done AS (
+    INSERT INTO settlements (run_id, op_id)
+    SELECT %(run_id)s, %(op_id)s
+    WHERE NOT EXISTS (SELECT 1 FROM was) AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
+    ON CONFLICT (run_id, op_id) DO NOTHING
+    RETURNING run_id),
 used AS (
     SELECT a.name, a.actual FROM unnest(%(names)s::text[], %(actual)s::numeric[]) AS a(name, actual)),
 u AS (
     SELECT coalesce(used.name, gone.name) AS name, coalesce(used.actual, 0) AS actual,
            coalesce(gone.amount, 0) AS reserved
-    FROM used FULL JOIN gone ON used.name = gone.name)
-UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0), spent = b.spent + u.actual
-FROM u
-WHERE b.budget_id = %(budget_id)s AND b.name = u.name
-  AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
-RETURNING b.name;
+    FROM used FULL JOIN gone ON used.name = gone.name),
+b AS (
+    UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0),
+        spent = b.spent + CASE WHEN EXISTS (SELECT 1 FROM done) THEN u.actual ELSE 0 END
+    FROM u
+    WHERE b.budget_id = %(budget_id)s AND b.name = u.name
+      AND (EXISTS (SELECT 1 FROM done) OR u.reserved <> 0))
+SELECT run_id FROM done
+UNION ALL
+SELECT run_id FROM was;
 
 -- name: reservations
 SELECT name, amount FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
@@ -551,6 +592,7 @@ j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
 b AS (
     DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
