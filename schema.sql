@@ -1,4 +1,4 @@
--- The whole outlast schema, version 17: what its migrations
+-- The whole outlast schema, version 18: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -37,6 +37,12 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+CREATE FUNCTION outlast.outlast_now() RETURNS TABLE(at timestamp with time zone)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT now() + shift FROM clock
+$$;
 
 CREATE TABLE outlast.runs (
     id text NOT NULL,
@@ -94,7 +100,7 @@ CREATE FUNCTION outlast.outlast_window(queue text, tenant text, size integer, bu
     SELECT count(*) FROM (
         SELECT 1 FROM runs w
         WHERE w.state = 'queued' AND w.tenant = $2 AND w.published_at IS NOT NULL
-          AND w.queue = $1 AND w.published_at <= now() AND ($4 IS NULL OR w.id <> $4)
+          AND w.queue = $1 AND w.published_at <= (SELECT at FROM outlast_now()) AND ($4 IS NULL OR w.id <> $4)
         LIMIT $3) n
 $_$;
 
@@ -126,6 +132,12 @@ CREATE TABLE outlast.budgets (
     spent numeric DEFAULT 0 NOT NULL,
     reserved numeric DEFAULT 0 NOT NULL,
     CONSTRAINT budgets_limit_value_check CHECK ((limit_value >= (0)::numeric))
+);
+
+CREATE TABLE outlast.clock (
+    one boolean DEFAULT true NOT NULL,
+    shift interval DEFAULT '00:00:00'::interval NOT NULL,
+    CONSTRAINT clock_one_check CHECK (one)
 );
 
 CREATE TABLE outlast.events (
@@ -607,6 +619,9 @@ ALTER TABLE ONLY outlast.approvals
 
 ALTER TABLE ONLY outlast.budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (budget_id, name);
+
+ALTER TABLE ONLY outlast.clock
+    ADD CONSTRAINT clock_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY outlast.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (run_id, id);

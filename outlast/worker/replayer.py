@@ -158,7 +158,8 @@ class Replayer:
                 raise self.mismatch(op_id, "nothing more (the workflow returned)")
 
     def db_now(self) -> datetime:
-        """The database clock, read at the claim and carried on by the local monotonic clock."""
+        """The clock of due times (``outlast_now()``, the database's plus the schema's offset),
+        read at the claim and carried on by the local monotonic clock."""
         at, mono = self._clock
         base = at or datetime.now(UTC)
         return base + timedelta(seconds=time.monotonic() - mono)
