@@ -2,9 +2,12 @@
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
-committed before the workflow goes on. On a takeover, an operation with an intention and no
-result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent tool is
-dispatched again with the same key, a reconciler is asked, and anything else is **in doubt**.
+committed before the workflow goes on. A read's or an idempotent tool's result is **held**
+instead (``holds``): written with the run's next write (``Replayer.hold``); a read has no
+intention at all, its result says what was asked (tool, arguments, hash, start). On a
+takeover, an operation with an intention and no result is resolved by the gap table
+(``gaps.py``): a read is redone, an idempotent tool is dispatched again with the same key, a
+reconciler is asked, and anything else is **in doubt**.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.flow import Gate
-from outlast.worker.gaps import GapTable
-from outlast.worker.replayer import Replayer, describe
+from outlast.worker.gaps import GapTable, holds
+from outlast.worker.replayer import Replayer, asked_by_result, describe
 from outlast.worker.tools import invoke
 
 log = structlog.get_logger("outlast.run")
@@ -79,7 +82,7 @@ class Dispatcher:
         ahash = args_hash(sealed)
         if self._replayer.journaled(op_id):
             kinds = self._replayer.journal.ops[op_id]
-            first = kinds.get("intention") or kinds.get("refused")
+            first = kinds.get("intention") or kinds.get("refused") or asked_by_result(kinds)
             if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
                 changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
                 raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed)
@@ -103,6 +106,12 @@ class Dispatcher:
         started = time.perf_counter()
         await self._control.lease_proven(f"{tool.name} ({op_id})")
         failpoints.hit("before_intention", tool.name)
+        if tool.effect == "read" and holds(tool):
+            # No intention: a read lost in a crash is redone. Its result says what was asked.
+            failpoints.hit("after_intention", tool.name)  # the same point, for a read
+            sealed, at = self._secrets.seal(tool.name, args), self._replayer.db_now().isoformat()
+            asked = {"tool": tool.name, "args": sealed, "args_hash": ahash, "started": at}
+            return await self.dispatch(tool, args, action, started=started, asked=asked)
         intention = {
             "tool": tool.name,
             "args": self._secrets.seal(tool.name, args),
@@ -136,24 +145,11 @@ class Dispatcher:
         )
         raise PolicyRefused(self.run_id, tool, reason)
 
-    async def budget(self) -> dict[str, dict[str, float]]:
-        """The run's budget as it stands: limit, spent and reserved for each name."""
-        if self.budget_id is None:
-            return {}
-        rows = await self._control.db(self._store.budget(self.budget_id))
-        return {
-            r["name"]: {
-                "limit": float(r["limit_value"]),
-                "spent": float(r["spent"]),
-                "reserved": float(r["reserved"]),
-            }
-            for r in rows
-        }
-
     async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        over = await self._control.db(self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost))
+        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        over = await self._control.db(self._control.fenced("reserve", reserve))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)
         return dict(tool.cost)
@@ -169,8 +165,12 @@ class Dispatcher:
         how: str = "",
         reserved: dict[str, float] | None = None,
         started: float | None = None,
+        asked: dict[str, Any] | None = None,
     ) -> Any:
         started = time.perf_counter() if started is None else started  # live: before the intention
+        held = holds(tool) and not how
+        if not held:  # nothing goes to a plain or reconciled tool while a result is held
+            await self._replayer.flush()
         # Checked again here, after the intention's commit (which may have waited out an outage),
         # and on every re-dispatch of a gap: never dispatch on a lease not proven.
         await self._control.lease_proven(f"{tool.name} ({action.operation_id})")
@@ -205,8 +205,17 @@ class Dispatcher:
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
+        if asked:
+            payload.update(asked)
+        charged = self.budget_id is not None and bool(reserved or action.charges)
+        if held and not charged:
+            await self._replayer.hold("result", action.operation_id, payload)
+            failpoints.hit("with_result_held", tool.name)
+            failpoints.hit("after_result", tool.name)  # the same point, for a result held
+            metrics.operation(tool.name, "error" if "error" in payload else "ok", started)
+            return self._outcome(tool.name, payload)
         appended = self._replayer.append("result", action.operation_id, payload)
-        if self.budget_id is not None and (reserved or action.charges):
+        if charged and self.budget_id is not None:
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
             op = action.operation_id
@@ -245,7 +254,7 @@ class Dispatcher:
 
     async def replay(self, op_id: str, tool: Tool, args: dict[str, Any]) -> Any:
         state, last = operation_state(self._replayer.history(op_id))
-        if state == "done" and last is not None:
+        if state == "done" and last is not None:  # a read's result is its own first entry
             if last.kind == "result":
                 return self._outcome(tool.name, last.data)
             return last.data.get("result")  # resolved: it was executed

@@ -68,11 +68,13 @@ class Execution:
         *,
         secret_key: str | None = None,
         windows: RateWindows | None = None,
+        hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.run = run
         self.secret_key = secret_key
         self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
         self.max_payload = max_payload
+        self.hold = hold  # (ms, entries) a held result waits at most: Replayer.hold
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
@@ -87,7 +89,9 @@ class Execution:
         """Commit a final state with the fencing condition (Fenced if superseded)."""
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
-        if not await self.store.finish(self.run.id, self.control.token, state, **kw):
+        if not await self.control.fenced(
+            "finish", self.store.finish(self.run.id, self.control.token, state, **kw)
+        ):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
@@ -101,7 +105,9 @@ class Execution:
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
-        if not await self.store.wait(self.run.id, self.control.token, reason, message):
+        if not await self.control.fenced(
+            "wait", self.store.wait(self.run.id, self.control.token, reason, message)
+        ):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
         return Outcome.WAITING
@@ -158,6 +164,7 @@ class Execution:
             self.max_payload,
             self.secret_key,
             self.gate,
+            self.hold,
         )
         self._started = ctx.children_started
         try:
