@@ -90,6 +90,8 @@ class Dispatcher:
                 raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self.replay(op_id, tool, clean)
         with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
+            if not holds(tool):  # its held results written, a cancellation is known before it
+                await self._replayer.flush()
             await self._replayer.go_live(op_id)
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
             check = functools.partial(self._replayer.go_live, op_id)

@@ -48,9 +48,13 @@ def journal_at_crash(point: str, kind: str) -> list[tuple[str, str]] | None:
     """(kind, operation) of what the armed worker left journaled; None: the run had ended."""
     if point in ("before_ack", "after_final"):
         return None
-    if point == "before_intention" or kind == "read":
+    if kind == "read":
         return []  # the first read's result was held (a read journals no intention): lost
-    left = [("result", "op-1"), ("intention", "op-2")]  # the intention carried the held read
+    if point == "before_intention":
+        # An idempotent tool's intention would have carried the held read: lost. Any other tool
+        # has it written before it goes live.
+        return [] if kind in HELD else [("result", "op-1")]
+    left = [("result", "op-1"), ("intention", "op-2")]  # written before (or with) the intention
     if point == "after_result" and kind not in HELD:
         left.append(("result", "op-2"))
     return left
