@@ -222,8 +222,8 @@ class Replayer:
         if self._held:
             held, self._held = self._held, []
             await self._carry(held[:-1], held[-1])
-        while self._carriers:
-            await asyncio.shield(self._carriers[0])
+        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
+            await asyncio.shield(carrier)
 
     def _time_up(self) -> None:
         self._timer = None
