@@ -112,7 +112,7 @@ class Replayer:
         self._carriers: list[asyncio.Future[None]] = []  # writes under way that carry held entries
         self._broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
-        self._timed: asyncio.Task[None] | None = None
+        self._timed: set[asyncio.Task[None]] = set()  # the timer's flushes under way
         control.flush = self.flush
 
     def position(self) -> str:
@@ -227,17 +227,17 @@ class Replayer:
 
     def _time_up(self) -> None:
         self._timer = None
-        if self._held and self._timed is None:
-            self._timed = asyncio.ensure_future(self._flush_quietly())
+        if self._held:
+            task = asyncio.ensure_future(self._flush_quietly())
+            self._timed.add(task)
+            task.add_done_callback(self._timed.discard)
 
     async def _flush_quietly(self) -> None:
-        """The timer's flush: a failure is kept (``_carried``) and raised at the run's next write."""
+        """The timer's flush: a failure is kept (``_commit``) and raised at the run's next write."""
         try:
             await self.flush()
         except BaseException:  # kept in _broken, raised by the run's next write
             pass
-        finally:
-            self._timed = None
 
     def _chain(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
         """The entry, chained to the head now (a patch marker still to journal goes before it)."""
