@@ -177,10 +177,13 @@ SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER
 
 -- name: finish
 -- Run again after a lost acknowledgement, it finds the run already in that state under its token.
+-- Only on the journal the worker chained (%(journal_len)s entries): the results it held are
+-- written in the same shared commit, just before; if they were not, nor is the final state.
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+      AND journal_len = %(journal_len)s
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
 SELECT id AS run_id FROM r

@@ -64,6 +64,9 @@ class RunControl:
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
         # Writes the run's held journal entries (the replayer's flush): before any fenced write.
         self.flush: Callable[[], Awaitable[None]] = _nothing_held
+        self.send: Callable[[], Awaitable[None]] = _nothing_held  # queues them, not waiting
+        # The journal's length as this worker chained it, held entries included (None: as claimed).
+        self.journal_len: int | None = None
 
     def proven(self, sent_at: float) -> None:
         """A claim or renewal sent at ``sent_at`` (monotonic) was granted: proven until
@@ -92,19 +95,23 @@ class RunControl:
         except ServiceUnavailable as exc:
             raise self.leave(str(exc)) from exc
 
-    async def fenced(self, what: str, pending: Awaitable[T]) -> T:
+    async def fenced(self, what: str, pending: Awaitable[T], *, chained: bool = False) -> T:
         """Await a fenced write of the run other than a journal append (a final state, a wait,
         a park, a slot, a reservation, a child, a release): the run's held entries are written
         first (``flush``), so that no such write is ever committed ahead of them. The write's own
-        errors are the caller's, as without this (wrap it in ``db`` to leave the run on them)."""
+        errors are the caller's, as without this (wrap it in ``db`` to leave the run on them).
+        ``chained``: a write that is refused unless the journal is as long as ``journal_len`` (the
+        final state) goes in the same shared commit as the held entries, after them."""
         failpoints.hit("with_result_held", what)
         try:
-            await self.flush()
+            await (self.send() if chained else self.flush())
         except BaseException:
             if isinstance(pending, Coroutine):
                 pending.close()  # never sent: the write is not made
             raise
         done = await pending
+        if chained:
+            await self.flush()  # the held entries' own outcome (written, if the write was)
         failpoints.hit("after_fenced_write", what)
         return done
 

@@ -89,8 +89,10 @@ class Execution:
         """Commit a final state with the fencing condition (Fenced if superseded)."""
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
-        if not await self.control.fenced(
-            "finish", self.store.finish(self.run.id, self.control.token, state, **kw)
+        c = self.control
+        length = self.run.journal_len if c.journal_len is None else c.journal_len
+        if not await c.fenced(
+            "finish", self.store.finish(self.run.id, c.token, state, length, **kw), chained=True
         ):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")

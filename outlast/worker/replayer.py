@@ -113,7 +113,8 @@ class Replayer:
         self._broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
         self._timed: set[asyncio.Task[None]] = set()  # the timer's flushes under way
-        control.flush = self.flush
+        control.flush, control.send = self.flush, self.send
+        control.journal_len = journal.length
 
     def position(self) -> str:
         """The next operation id: fixed when a crossing is *made*, so that parallel calls keep
@@ -250,15 +251,30 @@ class Replayer:
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
+        self._control.journal_len = entry.seq
         return entry
 
     async def _carry(self, held: list[Entry], entry: Entry) -> None:
         """A write that carries held entries: under way on its own (a caller that is cancelled, a
         hand-over, does not stop it), awaited by every flush until it is done."""
+        await asyncio.shield(self._send(held, entry))
+
+    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[None]:
         carrier = asyncio.ensure_future(self._commit(entry, held))
         self._carriers.append(carrier)
         carrier.add_done_callback(self._carried)
-        await asyncio.shield(carrier)
+        return carrier
+
+    async def send(self) -> None:
+        """Queue the held entries' write, not waiting for its commit: a write queued next goes in
+        the same shared commit, after it (the final state, which its ``journal_len`` condition
+        refuses unless they are written). ``flush`` then waits for it."""
+        if self._broken is not None:
+            raise self._broken
+        if self._held:
+            held, self._held = self._held, []
+            self._send(held[:-1], held[-1])
+            await asyncio.sleep(0)  # the carrier runs up to its write's queueing, first
 
     def _carried(self, carrier: asyncio.Future[None]) -> None:
         self._carriers.remove(carrier)

@@ -26,8 +26,8 @@ class Recorder:
         self.refuse = refuse
 
     async def append(self, run_id: str, token: int, entry: Entry, held: list[Entry]) -> bool | None:
+        self.writes.append(("append", [e.seq for e in [*held, entry]]))  # queued, in this order
         await asyncio.sleep(0)  # a round trip: other tasks run meanwhile
-        self.writes.append(("append", [e.seq for e in [*held, entry]]))
         return None if self.refuse else False
 
     async def finish(self) -> bool:
@@ -58,6 +58,17 @@ def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -
         return store.writes
 
     assert asyncio.run(go()) == [("append", [1, 2, 3]), ("append", [4]), ("finish", [])]
+
+
+def test_the_final_state_is_queued_right_after_the_held_entries() -> None:
+    async def go() -> tuple[list[tuple[str, list[int]]], int | None]:
+        store = Recorder()
+        r, control = replayer(store)
+        await r.hold("result", "op-1", {"ok": 1})
+        assert await control.fenced("finish", store.finish(), chained=True)
+        return store.writes, control.journal_len  # the length the final state is committed on
+
+    assert asyncio.run(go()) == ([("append", [1]), ("finish", [])], 1)
 
 
 def test_the_timer_and_the_cap_write_what_is_held() -> None:
