@@ -23,10 +23,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--tool", default="bump_sync", help="bump_sync (idempotent, sync) or look (a read)")
+    ap.add_argument("--concurrency", type=int, default=1, help="runs at once (1: no commit shared)")
     a = ap.parse_args()
     db = os.environ.get("OUTLAST_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     redis = os.environ.get("OUTLAST_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
-    s = settings(Config(db, redis, a.runs, concurrency=1, tool=a.tool))
+    s = settings(Config(db, redis, a.runs, concurrency=a.concurrency, tool=a.tool))
     fresh(s)
     try:
         asyncio.run(enqueue_all(s, "steps", [{"k": a.k, "tool": a.tool}] * a.runs))
@@ -37,7 +38,7 @@ def main() -> None:
         drop_schema(db, s.schema)
     w = store.writer
     print(
-        f"{a.k}-op runs, tool {a.tool}: {w.writes / a.runs:.2f} statements and {w.commits / a.runs:.2f} "
+        f"{a.k}-op runs, tool {a.tool}, -c {a.concurrency}: {w.writes / a.runs:.2f} statements and {w.commits / a.runs:.2f} "
         f"commits per run through the writer, {store.reads / a.runs:.2f} pooled reads per run"
     )
 
