@@ -38,8 +38,9 @@ def main() -> None:
         drop_schema(db, s.schema)
     w = store.writer
     print(
-        f"{a.k}-op runs, tool {a.tool}, -c {a.concurrency}: {w.writes / a.runs:.2f} statements and {w.commits / a.runs:.2f} "
-        f"commits per run through the writer, {store.reads / a.runs:.2f} pooled reads per run"
+        f"{a.k}-op runs, tool {a.tool}, -c {a.concurrency}: {w.writes / a.runs:.2f} statements and "
+        f"{w.commits / a.runs:.2f} commits per run through the writer, "
+        f"{store.reads / a.runs:.2f} pooled reads per run"
     )
 
 
