@@ -2,12 +2,11 @@
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
-committed before the workflow goes on. A read's or an idempotent tool's result is **held**
-instead (``holds``): written with the run's next write (``Replayer.hold``); a read has no
-intention at all, its result says what was asked (tool, arguments, hash, start). On a
-takeover, an operation with an intention and no result is resolved by the gap table
-(``gaps.py``): a read is redone, an idempotent tool is dispatched again with the same key, a
-reconciler is asked, and anything else is **in doubt**.
+committed before the workflow goes on; a read's or an idempotent tool's is **held** instead
+(``holds``, ``Replayer.hold``), and a read has no intention. On a takeover, an operation with an
+intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an
+idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
+is **in doubt**.
 """
 
 from __future__ import annotations
@@ -109,8 +108,7 @@ class Dispatcher:
         await self._control.lease_proven(f"{tool.name} ({op_id})")
         failpoints.hit("before_intention", tool.name)
         if tool.effect == "read" and holds(tool):
-            # No intention: a read lost in a crash is redone. Its result says what was asked.
-            failpoints.hit("after_intention", tool.name)  # the same point, for a read
+            failpoints.hit("after_intention", tool.name)  # no intention: the same point
             sealed, at = self._secrets.seal(tool.name, args), self._replayer.db_now().isoformat()
             asked = {"tool": tool.name, "args": sealed, "args_hash": ahash, "started": at}
             return await self.dispatch(tool, args, action, started=started, asked=asked)
@@ -181,14 +179,16 @@ class Dispatcher:
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
+            # Its result, as journaled: with every secret value the run knows scrubbed out.
             with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
                 result = await self._invoke(tool, args, action)
-                span.result(result)
-            try:
-                payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
-            except Unstorable as exc:
-                payload = {"error": _error_payload(exc)}
-                unknown = f"it returned, but its result cannot be stored ({exc})"
+                try:
+                    ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
+                    payload: dict[str, Any] = {"ok": ok}
+                    span.result(ok)
+                except Unstorable as exc:
+                    payload = {"error": _error_payload(exc, self._secrets.scrub(str(exc)))}
+                    unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
             message = self._secrets.redact(tool.name, args, str(exc))  # stored and logged only so
             payload = {"error": _error_payload(exc, message)}
@@ -207,8 +207,7 @@ class Dispatcher:
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
-        if asked:
-            payload.update(asked)
+        payload.update(asked or {})  # a read's: what was asked, as its intention would say
         charged = self.budget_id is not None and bool(reserved or action.charges)
         if held and not charged:
             await self._replayer.hold("result", action.operation_id, payload)
@@ -285,6 +284,7 @@ class Dispatcher:
         return await self._gaps.resolve(tool, args, action, reserved)
 
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+        why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
         self._log.warning(
             f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
             tool=tool.name,
