@@ -63,9 +63,12 @@ async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
             d = e.data
             if e.kind == "intention" and e.op_id is not None:
                 started[e.op_id] = (times.get(e.seq), d)
-            elif e.kind in ("result", "in_doubt") and e.op_id in started:
+            elif e.kind == "result" and "tool" in d and e.op_id is not None:
+                # A read journals no intention: its result says what was asked, and when.
+                started[e.op_id] = (datetime.fromisoformat(d["started"]), d)
+            if e.kind in ("result", "in_doubt") and e.op_id in started:
                 at, intent = started.pop(e.op_id)
-                end = times.get(e.seq)
+                end = None if "tool" in d else times.get(e.seq)  # a held read's commit is later
                 latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
                 status = "in_doubt" if e.kind == "in_doubt" else ("error" if "error" in d else "ok")
                 error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")

@@ -54,17 +54,20 @@ class Leases(Base):
         run_id: str,
         token: int,
         state: str,
+        journal_len: int,
         *,
         result: Any = None,
         error: dict[str, Any] | None = None,
         reason: str | None = None,
     ) -> bool:
-        """Commit a final state (fenced). False if the token is stale."""
+        """Commit a final state (fenced) on a journal of ``journal_len`` entries (written with it:
+        see ``RunControl.fenced``). False if the token is stale or the journal not that long."""
         rows = await self._write(
             "finish",
             id=run_id,
             token=token,
             state=state,
+            journal_len=journal_len,
             reason=reason,
             result=None if result is None else Jsonb(result),
             error=None if error is None else Jsonb(error),

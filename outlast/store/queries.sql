@@ -143,18 +143,22 @@ SELECT held.id, renewed.id IS NOT NULL AS renewed,
 FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = held.id;
 
 -- name: append
--- The run row keeps the chain's head; an entry is written only by the lease holder, in order.
--- Run again after a commit whose acknowledgement was lost, it finds its own entry (same seq,
+-- The run row keeps the chain's head; entries are written only by the lease holder, in order. One
+-- statement writes one entry, or several (results held for a moment, then the entry that carries
+-- them): all of them or none. %(seq)s and %(hash)s are the last entry's.
+-- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
 -- same hash, token still held) and says so instead of failing.
 WITH r AS (
     -- a new entry is progress: the claims counted towards max_attempts start again from this one
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-      AND journal_len = %(seq)s - 1
+      AND journal_len = %(seq)s - cardinality(%(seqs)s::integer[])
     RETURNING id, cancel_requested),
 ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-    SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
+    SELECT r.id, e.seq, e.kind, e.op_id, e.body, e.hash
+    FROM r, unnest(%(seqs)s::integer[], %(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[],
+                   %(hashes)s::text[]) AS e(seq, kind, op_id, body, hash)
     RETURNING seq)
 SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
 UNION ALL
@@ -182,10 +186,13 @@ SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER
 
 -- name: finish
 -- Run again after a lost acknowledgement, it finds the run already in that state under its token.
+-- Only on the journal the worker chained (%(journal_len)s entries): the results it held are
+-- written in the same shared commit, just before; if they were not, nor is the final state.
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+      AND journal_len = %(journal_len)s
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
 SELECT id AS run_id FROM r

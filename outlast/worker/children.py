@@ -116,7 +116,9 @@ class Children:
             "program": program,
             "trace_context": tracing.carrier(),
         }
-        got = await self._control.db(self._store.insert_child(self.run_id, self._control.token, row))
+        got = await self._control.db(
+            self._control.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
+        )
         if not got.held:
             self._control.left = True
             raise Fenced(self.run_id, self._control.token)
@@ -178,7 +180,7 @@ class Children:
             await r.go_live(op_id)
             message = f"waiting for child run {child.id} ({child.workflow}, {found.state})"
             waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
-            if not await self._control.db(waiting):
+            if not await self._control.db(self._control.fenced("wait", waiting)):
                 raise Fenced(self.run_id, self._control.token)
             self.suspended = True
             raise Suspended()

@@ -64,7 +64,7 @@ class Waits:
         await self._settled()  # calls made in parallel journal their results before the run lets go
         await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
         waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
-        if not await self._control.db(waiting):
+        if not await self._control.db(self._control.fenced("wait", waiting)):
             raise Fenced(self.run_id, self._control.token)
         raise Suspended(due)
 
@@ -129,17 +129,20 @@ class Waits:
                 await self._settled()  # as in _sleep: parallel calls journal their results first
                 await self._replayer.go_live(op_id, lambda: f"the decision on approval {op_id} of {action}")
                 ok = await self._control.db(
-                    self._store.await_approval(
-                        self.run_id,
-                        self._control.token,
-                        op_id,
-                        action=action,
-                        args=clean,
-                        args_hash=ahash,
-                        policy_version=policy_version,
-                        approvers=approvers,
-                        expires_in=expires_in,
-                        authenticated=authenticated,
+                    self._control.fenced(
+                        "wait",
+                        self._store.await_approval(
+                            self.run_id,
+                            self._control.token,
+                            op_id,
+                            action=action,
+                            args=clean,
+                            args_hash=ahash,
+                            policy_version=policy_version,
+                            approvers=approvers,
+                            expires_in=expires_in,
+                            authenticated=authenticated,
+                        ),
                     )
                 )
                 if not ok:
