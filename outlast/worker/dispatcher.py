@@ -24,22 +24,18 @@ from outlast import failpoints, metrics, tracing
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
-from outlast.journal import Unstorable, args_hash, canonical, operation_state, storable
+from outlast.journal import Unstorable, args_hash, canonical, operation_state
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.captures import journal_capture
 from outlast.worker.control import JournalEnd, RunControl
-from outlast.worker.flow import Gate
+from outlast.worker.flow import Gate, no_check
 from outlast.worker.gaps import GapTable, holds
 from outlast.worker.replayer import Replayer, asked_by_result, describe
-from outlast.worker.tools import invoke
+from outlast.worker.tools import error_payload, invoke
 
 log = structlog.get_logger("outlast.run")
-
-
-def _error_payload(exc: BaseException, message: str | None = None) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": storable(str(exc) if message is None else message)}
 
 
 class Dispatcher:
@@ -188,11 +184,11 @@ class Dispatcher:
                     payload: dict[str, Any] = {"ok": ok}
                     span.result(ok)
                 except Unstorable as exc:
-                    payload = {"error": _error_payload(exc, self._secrets.scrub(str(exc)))}
+                    payload = {"error": error_payload(exc, self._secrets.scrub(str(exc)))}
                     unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
             message = self._secrets.redact(tool.name, args, str(exc))  # stored and logged only so
-            payload = {"error": _error_payload(exc, message)}
+            payload = {"error": error_payload(exc, message)}
             if isinstance(exc, ToolTimeout):
                 unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
             self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
@@ -272,7 +268,7 @@ class Dispatcher:
             raise JournalEnd(op_id, f"{sealed}, journaled with no result (a gap to resolve)")
         with tracing.operation(self.run_id, op_id, tool.name, self._control.token, resumed=True):
             # A re-dispatch after a crash is a dispatch too: its slot and rate first.
-            async with self._gate.operation(tool, op_id, _no_check):
+            async with self._gate.operation(tool, op_id, no_check):
                 return await self._resume(op_id, state, tool, args)
 
     async def _resume(self, op_id: str, state: str, tool: Tool, args: dict[str, Any]) -> Any:
@@ -300,7 +296,3 @@ class Dispatcher:
         metrics.in_doubt(tool.name)
         self.in_doubt.add(tool.name)
         raise InDoubt(self.run_id, action.operation_id, tool.name)
-
-
-async def _no_check() -> None:
-    """A resumed operation's intention is journaled: nothing may stop it before its dispatch."""

@@ -212,3 +212,7 @@ class Gate:
 
 async def _nothing() -> None:
     return None
+
+
+async def no_check() -> None:
+    """A resumed operation's intention is journaled: nothing may stop it before its dispatch."""

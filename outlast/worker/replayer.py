@@ -22,64 +22,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible
-from outlast.journal import Entry, canonical, make_entry, operation_state
+from outlast.journal import Entry, make_entry
 from outlast.model import Run as RunRecord
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl
+from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 
-
-class Journaled:
-    """The journal of one run, indexed by operation, with the chain head to append after."""
-
-    def __init__(self, entries: list[Entry]) -> None:
-        self.entries = entries
-        self.head = entries[-1].hash if entries else ""
-        self.length = len(entries)
-        self.ops: dict[str, dict[str, Entry]] = {}  # the latest entry of each kind
-        self.history: dict[str, list[Entry]] = {}  # every entry, in order
-        for e in entries:
-            self.add(e)
-
-    def add(self, e: Entry) -> None:
-        if e.op_id is not None:
-            self.ops.setdefault(e.op_id, {})[e.kind] = e
-            self.history.setdefault(e.op_id, []).append(e)
-
-    def pending(self) -> list[tuple[str, dict[str, Any]]]:
-        """Operations with an intention and no outcome: the gaps a crash left."""
-        return [
-            (op, kinds["intention"].data)
-            for op, kinds in self.ops.items()
-            if "intention" in kinds and operation_state(self.history[op])[0] == "pending"
-        ]
-
-
-def asked_by_result(kinds: dict[str, Entry]) -> Entry | None:
-    """A read's result, which is its own intention (tool, arguments, hash, start): None if the
-    operation has none, or its result is an ordinary one (an intention says what was asked)."""
-    result = kinds.get("result")
-    return result if result is not None and "tool" in result.data else None
-
-
-def describe(tool: str, args: dict[str, Any]) -> str:
-    return f"{tool}({canonical(args)})"
-
-
-def _describe_entry(e: Entry) -> str:
-    d = e.data
-    if e.kind in ("intention", "refused") or (e.kind == "result" and "tool" in d):
-        return describe(d["tool"], d["args"])
-    if e.kind == "approval":
-        return f"approval of {describe(d['action'], d['args'])}"
-    if e.kind == "timer":
-        return "sleep()"
-    if e.kind == "patch":
-        return f"patched({d['name']!r})"
-    if e.kind == "child":
-        return f"start of child run {d['child']} ({d['workflow']})"
-    if e.kind == "child_result":
-        return f"result of child run {d['child']}"
-    return f"{d.get('name', e.kind)}()"
+__all__ = ["Journaled", "Replayer", "asked_by_result", "describe"]
 
 
 class Replayer:
@@ -169,7 +118,7 @@ class Replayer:
         return ResumeImpossible(
             self.run_id,
             first.seq,
-            _describe_entry(first),
+            describe_entry(first),
             program,
             operation=op_id,
             journal_hash=first.data.get("args_hash"),
