@@ -26,8 +26,9 @@ FENCED = {
     "release",
 }
 # Token-keyed, yet not a step of the run: giving slots back (a held result lost after it is
-# redone, and takes its slot again).
-NOT_STEPS = {"release_slots"}
+# redone, and takes its slot again), and an operator's resume of a waiting run (the producer's,
+# keyed by the token of the wait it saw: no worker holds the run then).
+NOT_STEPS = {"release_slots", "requeue"}
 JOURNAL = {"append"}  # the journal's one way in: carries the held entries in its own statement
 
 

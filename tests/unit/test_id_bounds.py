@@ -31,7 +31,7 @@ class Replayer:
     def journaled(self, op_id: str) -> bool:
         return False
 
-    async def go_live(self, op_id: str) -> None:
+    async def go_live(self, op_id: str, asks: object = None) -> None:
         self.live.append(op_id)
 
 
@@ -49,6 +49,9 @@ class Control:
 
     async def db(self, aw: Any) -> Any:
         return await aw
+
+    async def fenced(self, what: str, write: Any) -> Any:  # no result held here: the write itself
+        return await write
 
 
 def children(run_id: str) -> tuple[Children, Replayer, Store]:
