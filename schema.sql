@@ -1,4 +1,4 @@
--- The whole outlast schema, version 21: what its migrations
+-- The whole outlast schema, version 18: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -145,7 +145,8 @@ CREATE TABLE outlast.events (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 )
 PARTITION BY HASH (run_id);
 
@@ -163,7 +164,8 @@ CREATE TABLE outlast.events_p0 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p1 (
@@ -171,7 +173,8 @@ CREATE TABLE outlast.events_p1 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p10 (
@@ -179,7 +182,8 @@ CREATE TABLE outlast.events_p10 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p11 (
@@ -187,7 +191,8 @@ CREATE TABLE outlast.events_p11 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p12 (
@@ -195,7 +200,8 @@ CREATE TABLE outlast.events_p12 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p13 (
@@ -203,7 +209,8 @@ CREATE TABLE outlast.events_p13 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p14 (
@@ -211,7 +218,8 @@ CREATE TABLE outlast.events_p14 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p15 (
@@ -219,7 +227,8 @@ CREATE TABLE outlast.events_p15 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p2 (
@@ -227,7 +236,8 @@ CREATE TABLE outlast.events_p2 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p3 (
@@ -235,7 +245,8 @@ CREATE TABLE outlast.events_p3 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p4 (
@@ -243,7 +254,8 @@ CREATE TABLE outlast.events_p4 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p5 (
@@ -251,7 +263,8 @@ CREATE TABLE outlast.events_p5 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p6 (
@@ -259,7 +272,8 @@ CREATE TABLE outlast.events_p6 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p7 (
@@ -267,7 +281,8 @@ CREATE TABLE outlast.events_p7 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p8 (
@@ -275,7 +290,8 @@ CREATE TABLE outlast.events_p8 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p9 (
@@ -283,7 +299,8 @@ CREATE TABLE outlast.events_p9 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.journal (
@@ -490,6 +507,12 @@ CREATE TABLE outlast.served_programs (
     workflow text NOT NULL,
     program text NOT NULL,
     last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.settlements (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    settled_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
 CREATE TABLE outlast.slots (
@@ -716,6 +739,9 @@ ALTER TABLE ONLY outlast.schedules
 
 ALTER TABLE ONLY outlast.served_programs
     ADD CONSTRAINT served_programs_pkey PRIMARY KEY (queue, workflow, program);
+
+ALTER TABLE ONLY outlast.settlements
+    ADD CONSTRAINT settlements_pkey PRIMARY KEY (run_id, op_id);
 
 ALTER TABLE ONLY outlast.slots
     ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);

@@ -3,7 +3,7 @@
 -- Facts several statements share are functions of migration 0015, inlined by Postgres (a plan is
 -- the one the fact spelled out would have): outlast_final, outlast_unfinished (states),
 -- outlast_live (a worker), outlast_window (a tenant's window), outlast_redone (a lost-ack re-check).
--- Claims, leases and due times read the time as `(SELECT at FROM outlast_now())` (0021_clock: the
+-- Claims, leases and due times read the time as `(SELECT at FROM outlast_now())` (0018_clock: the
 -- database clock plus the schema's offset, moved by tests); audit stamps and heartbeats, as now().
 
 -- name: schema_version
@@ -58,8 +58,17 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- Under the run row's lock, as every other event is written (with the run's own change): the
 -- ids of a run's events then follow the order of their commits, which `follow` relies on (it
 -- resumes after the last id it saw), and a watcher registering meanwhile waits for it.
-WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE)
-INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r RETURNING id;
+-- Run again after a lost acknowledgement, it finds its event by %(write_id)s (drawn once per
+-- event by its caller) and returns its id instead of adding a second one.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE),
+was AS (SELECT id FROM events WHERE run_id = %(run_id)s AND write_id = %(write_id)s),
+e AS (
+    INSERT INTO events (run_id, kind, detail, write_id)
+    SELECT id, %(kind)s, %(detail)s, %(write_id)s FROM r WHERE NOT EXISTS (SELECT 1 FROM was)
+    RETURNING id)
+SELECT id FROM e
+UNION ALL
+SELECT id FROM was;
 
 -- name: events
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
@@ -134,18 +143,22 @@ SELECT held.id, renewed.id IS NOT NULL AS renewed,
 FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = held.id;
 
 -- name: append
--- The run row keeps the chain's head; an entry is written only by the lease holder, in order.
--- Run again after a commit whose acknowledgement was lost, it finds its own entry (same seq,
+-- The run row keeps the chain's head; entries are written only by the lease holder, in order. One
+-- statement writes one entry, or several (results held for a moment, then the entry that carries
+-- them): all of them or none. %(seq)s and %(hash)s are the last entry's.
+-- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
 -- same hash, token still held) and says so instead of failing.
 WITH r AS (
     -- a new entry is progress: the claims counted towards max_attempts start again from this one
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-      AND journal_len = %(seq)s - 1
+      AND journal_len = %(seq)s - cardinality(%(seqs)s::integer[])
     RETURNING id, cancel_requested),
 ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-    SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
+    SELECT r.id, e.seq, e.kind, e.op_id, e.body, e.hash
+    FROM r, unnest(%(seqs)s::integer[], %(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[],
+                   %(hashes)s::text[]) AS e(seq, kind, op_id, body, hash)
     RETURNING seq)
 SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
 UNION ALL
@@ -173,10 +186,13 @@ SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER
 
 -- name: finish
 -- Run again after a lost acknowledgement, it finds the run already in that state under its token.
+-- Only on the journal the worker chained (%(journal_len)s entries): the results it held are
+-- written in the same shared commit, just before; if they were not, nor is the final state.
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+      AND journal_len = %(journal_len)s
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
 SELECT id AS run_id FROM r
@@ -221,26 +237,38 @@ INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM 
 RETURNING run_id;
 
 -- name: release
--- Graceful hand-over: the lease ends now and the claim does not count as a crash.
+-- Graceful hand-over: the lease ends now and the claim does not count as a crash. Only a lease
+-- held (a held run has an expiry): a run handed over already under this token, `cancelling`, is
+-- not handed over twice. Run again after a lost acknowledgement, it finds the run handed over
+-- under its token (queued, or cancelling with no lease).
 WITH r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         owner = NULL, lease_expires_at = NULL,
         attempts = greatest(attempts - 1, 0), published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r
-RETURNING run_id;
+      AND lease_expires_at IS NOT NULL
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL)
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'cancelling', NULL) WHERE lease_expires_at IS NULL;
 
 -- name: requeue
 -- An operator's resume of a waiting run; with accept_program the run adopts the serving program.
+-- The wait resumed is the one the operator saw: %(token)s, the run's token then (a claim since
+-- makes a new one). Run again after a lost acknowledgement, it finds the run queued under it.
 WITH r AS (
     UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()),
         updated_at = now(),
         program = CASE WHEN %(accept_program)s THEN NULL ELSE program END
-    WHERE id = %(id)s AND state = 'waiting'
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r
-RETURNING run_id;
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
@@ -323,7 +351,7 @@ UNION ALL
 SELECT id, queue, priority FROM published;
 
 -- name: db_now
--- The clock of claims, leases and due times (0021_clock), and the database's own (audit stamps).
+-- The clock of claims, leases and due times (0018_clock), and the database's own (audit stamps).
 SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
 
 -- name: await_approval
@@ -372,7 +400,13 @@ r AS (
     RETURNING id, queue),
 e AS (
     INSERT INTO events (run_id, kind, detail) SELECT run_id, 'decision', %(detail)s FROM a)
-SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true;
+SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true
+UNION ALL  -- run again after a lost acknowledgement: this very decision taken, its run to publish
+SELECT d.run_id, w.queue FROM approvals d
+LEFT JOIN runs w ON w.id = d.run_id AND w.state IN ('queued', 'cancelling')  -- not taken yet
+WHERE d.run_id = %(run_id)s AND d.op_id = %(op_id)s AND d.status = %(status)s
+  AND d.decided_by = %(by)s AND d.comment = %(comment)s AND d.new_args IS NOT DISTINCT FROM %(new_args)s
+  AND d.decided_by_detail = %(who)s;
 
 -- name: reserve
 -- One conditional statement reserves every named estimate or none: the budget rows are locked,
@@ -402,21 +436,35 @@ SELECT name, limit_value, spent, reserved, amount FROM over;
 -- name: settle
 -- The operation's reservation is replaced by the actual use, once: the reservation rows are
 -- deleted here, and a settlement that finds none of the rows it expected (a superseded worker's,
--- after the new owner settled) spends nothing.
+-- after the new owner settled) spends nothing. The spending writes the operation's `settlements`
+-- row (0020): a settle of the same operation run again (after a lost acknowledgement, with or
+-- without an expected reservation) finds it, spends nothing and says settled; a reservation it
+-- finds all the same is released.
 WITH gone AS (
     DELETE FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s
     RETURNING name, amount),
+was AS (SELECT run_id FROM settlements WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
+done AS (
+    INSERT INTO settlements (run_id, op_id)
+    SELECT %(run_id)s, %(op_id)s
+    WHERE NOT EXISTS (SELECT 1 FROM was) AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
+    ON CONFLICT (run_id, op_id) DO NOTHING
+    RETURNING run_id),
 used AS (
     SELECT a.name, a.actual FROM unnest(%(names)s::text[], %(actual)s::numeric[]) AS a(name, actual)),
 u AS (
     SELECT coalesce(used.name, gone.name) AS name, coalesce(used.actual, 0) AS actual,
            coalesce(gone.amount, 0) AS reserved
-    FROM used FULL JOIN gone ON used.name = gone.name)
-UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0), spent = b.spent + u.actual
-FROM u
-WHERE b.budget_id = %(budget_id)s AND b.name = u.name
-  AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
-RETURNING b.name;
+    FROM used FULL JOIN gone ON used.name = gone.name),
+b AS (
+    UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0),
+        spent = b.spent + CASE WHEN EXISTS (SELECT 1 FROM done) THEN u.actual ELSE 0 END
+    FROM u
+    WHERE b.budget_id = %(budget_id)s AND b.name = u.name
+      AND (EXISTS (SELECT 1 FROM done) OR u.reserved <> 0))
+SELECT run_id FROM done
+UNION ALL
+SELECT run_id FROM was;
 
 -- name: reservations
 SELECT name, amount FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
@@ -554,6 +602,7 @@ j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
 b AS (
     DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)

@@ -34,7 +34,7 @@ class Sweeps(Base):
         return [(r["run_id"], r["queue"], r["priority"]) for r in rows]
 
     async def db_now(self) -> datetime:
-        """The clock of claims, leases and due times: ``outlast_now()`` (0021_clock)."""
+        """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""
         now: datetime = (await self._rows("db_now"))[0]["now"]
         return now
 

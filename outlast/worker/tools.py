@@ -11,6 +11,7 @@ from typing import Any
 from outlast import metrics
 from outlast.app import Tool
 from outlast.errors import ToolTimeout
+from outlast.journal import storable
 from outlast.worker.threads import TOOL_THREADS
 
 
@@ -34,3 +35,7 @@ async def _once(tool: Tool, args: dict[str, Any]) -> Any:
         return await asyncio.wait_for(call, tool.timeout)
     except TimeoutError:
         raise ToolTimeout(f"tool '{tool.name}' did not return within {tool.timeout:g}s") from None
+
+
+def error_payload(exc: BaseException, message: str | None = None) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": storable(str(exc) if message is None else message)}

@@ -1,4 +1,4 @@
-"""One clock for claims, leases and due times (migration 0021_clock): ``outlast_now()``, the
+"""One clock for claims, leases and due times (migration 0018_clock): ``outlast_now()``, the
 database clock plus the schema's offset. ``advance()`` moves the offset only: a week-long sleep and
 a two-day approval expiry pass at once, ``run.now()`` moves with them, and nothing stored is
 rewritten (the journal's entries and hashes, the timer's due time among them, are as written)."""

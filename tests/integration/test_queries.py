@@ -17,7 +17,7 @@ SHARED = (
     "outlast_live",
     "outlast_window",
     "outlast_redone",
-    "outlast_now",  # 0021_clock
+    "outlast_now",  # 0018_clock
 )
 # The spellings each function replaced: none may come back into queries.sql.
 SPELLED = (
