@@ -65,8 +65,12 @@ class Dispatcher:
         self._replayer = replayer
         self._secrets = secrets
         self._gate = gate or Gate(store, None, control, control.ttl)
-        self._log = log.bind(run_id=record.id, fencing_token=control.token)
-        self._gaps = GapTable(self, app.reconcilers, secrets, replayer, self._log)
+        self._gaps = GapTable(self, app.reconcilers, secrets, replayer)
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The run's logger, bound on first use: building one costs more than most runs log here."""
+        return log.bind(run_id=self.run_id, fencing_token=self._control.token)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         """One tool call at its position: served from the journal, or live: policy, budget,
@@ -192,7 +196,7 @@ class Dispatcher:
             payload = {"error": _error_payload(exc, message)}
             if isinstance(exc, ToolTimeout):
                 unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
-            self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
+            self.log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
         finally:
             self._control.dispatching -= 1
             reset_action(token)
@@ -229,7 +233,7 @@ class Dispatcher:
                 return await invoke(tool, args)
             except RateLimited as exc:
                 op = action.operation_id
-                self._log.info(
+                self.log.info(
                     f"{tool.name} ({op}): rate limited, tried again in {exc.retry_after:g}s",
                     tool=tool.name,
                     operation_id=op,
@@ -274,7 +278,7 @@ class Dispatcher:
         return await self._gaps.resolve(tool, args, action, reserved)
 
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
-        self._log.warning(
+        self.log.warning(
             f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
             tool=tool.name,
             operation_id=action.operation_id,

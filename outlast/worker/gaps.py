@@ -18,8 +18,6 @@ from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
 if TYPE_CHECKING:
-    import structlog
-
     from outlast.worker.dispatcher import Dispatcher
 
 
@@ -32,20 +30,18 @@ class GapTable:
         reconcilers: dict[str, Reconciler],
         secrets: Secrets,
         replayer: Replayer,
-        log: structlog.stdlib.BoundLogger,
     ) -> None:
         self._d = dispatcher
         self._reconcilers = reconcilers
         self._secrets = secrets
         self._replayer = replayer
-        self._log = log
 
     async def resolve(
         self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
     ) -> Any:
         """An intention with no result: resolve it as DESIGN.md's table says."""
         op, name = action.operation_id, tool.name
-        say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
+        say = self._d.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")
             metrics.resolution("read_redone")
