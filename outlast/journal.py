@@ -27,6 +27,8 @@ _TOO_DEEP = f"the value is nested deeper than {MAX_DEPTH} levels: flatten it"
 _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# Built once: ``json.dumps`` with these options builds an encoder on every call (same text).
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 class Unstorable(InvalidInput, ValueError):
@@ -42,13 +44,7 @@ def canonical(value: Any, limit: int | None = None) -> str:
     with ``limit``, a text longer than ``limit`` bytes.
     """
     try:
-        text = json.dumps(
-            to_jsonable_python(value),
-            sort_keys=True,
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-        )
+        text = _ENCODE(to_jsonable_python(value))
     except RecursionError:
         raise Unstorable(_TOO_DEEP) from None
     except ValueError as exc:

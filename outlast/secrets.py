@@ -107,7 +107,7 @@ class Secrets:
         """``args`` (the call's own values) as stored: each secret argument given replaced by its
         keyed hash; its value is remembered, to be scrubbed out of everything the run stores."""
         names = self.names(tool)
-        if not SEALING:
+        if not names or not SEALING:  # most tools: a copy, with no test per argument (3 per operation)
             return dict(args)
         for k in names:
             if k in args and len(_text(args[k])) >= SHORTEST:

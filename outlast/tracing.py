@@ -16,6 +16,7 @@ semantic-convention attributes: its model, and the token counts it reports with
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from enum import Enum
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
     from outlast.model import Run
 
 _payloads = False
+# The API loads a provider named in the environment on its first ask; asking reads the environment
+# on every call while no provider is set (tracing off), so outlast reads it once, here.
+_BY_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_UNKNOWN = object()
 _cache: tuple[object, Any] | None = None  # (provider, its tracer)
 # What an exception escaping a span says as its outcome; others say their type's name.
 _OUTCOMES = {
@@ -62,7 +67,11 @@ def _tracer() -> Any:
     global _cache
     if not _INSTALLED:
         return None
-    provider = trace.get_tracer_provider()
+    provider: Any = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)  # set once (None: not yet)
+    if provider is None and not _BY_ENV:
+        return None
+    if provider is _UNKNOWN or provider is None:  # an API that keeps it elsewhere, or to be loaded
+        provider = trace.get_tracer_provider()
     if isinstance(provider, ProxyTracerProvider | trace.NoOpTracerProvider):
         return None
     if _cache is None or _cache[0] is not provider:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import select
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
@@ -59,7 +60,7 @@ class Connection(Base):
             min_size=1,
             max_size=max_size,
             open=False,
-            check=psycopg_pool.AsyncConnectionPool.check_connection,  # none stale after a restart
+            check=_check,  # none stale after a restart
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
@@ -187,3 +188,12 @@ class Connection(Base):
         async with self._conn() as conn:
             cur = await conn.execute(statement.encode(), params)
             return await cur.fetchall() if cur.description else []
+
+
+async def _check(conn: psycopg.AsyncConnection[Any]) -> None:
+    """The pool's check at each checkout, mostly without a round trip: a connection the server
+    ended (a restart, a terminated backend) has its farewell or its end to read while idle, and
+    only such a one is asked (and dropped if dead). The round trip on every read cost a draining
+    worker 1-7% of its CPU (py-spy)."""
+    if conn.closed or select.select([conn.pgconn.socket], [], [], 0)[0]:
+        await psycopg_pool.AsyncConnectionPool.check_connection(conn)

@@ -64,8 +64,12 @@ class Dispatcher:
         self._replayer = replayer
         self._secrets = secrets
         self._gate = gate or Gate(store, None, control, control.ttl)
-        self._log = log.bind(run_id=record.id, fencing_token=control.token)
-        self._gaps = GapTable(self, app.reconcilers, secrets, replayer, self._log)
+        self._gaps = GapTable(self, app.reconcilers, secrets, replayer)
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The run's logger, bound on first use: building one costs more than most runs log here."""
+        return log.bind(run_id=self.run_id, fencing_token=self._control.token)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         """One tool call at its position: served from the journal, or live: policy, budget,
@@ -191,7 +195,7 @@ class Dispatcher:
             payload = {"error": error_payload(exc, message)}
             if isinstance(exc, ToolTimeout):
                 unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
-            self._log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
+            self.log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
         finally:
             self._control.dispatching -= 1
             reset_action(token)
@@ -202,7 +206,7 @@ class Dispatcher:
             # a retry or a compensation would take at its word. Only a read or a tool that
             # honours its idempotency key may report it as a failure.
             metrics.operation(tool.name, "in_doubt", started)
-            return await self.declare_in_doubt(tool, action, unknown, "")
+            return await self._gaps.declare_in_doubt(tool, action, unknown, "")
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
@@ -238,7 +242,7 @@ class Dispatcher:
                 return await invoke(tool, args)
             except RateLimited as exc:
                 op = action.operation_id
-                self._log.info(
+                self.log.info(
                     f"{tool.name} ({op}): rate limited, tried again in {exc.retry_after:g}s",
                     tool=tool.name,
                     operation_id=op,
@@ -284,15 +288,3 @@ class Dispatcher:
             how = "resolved not executed: run once"
             return await self.dispatch(tool, args, action, how=how, reserved=reserved)
         return await self._gaps.resolve(tool, args, action, reserved)
-
-    async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
-        why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
-        self._log.warning(
-            f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
-            tool=tool.name,
-            operation_id=action.operation_id,
-        )
-        await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
-        metrics.in_doubt(tool.name)
-        self.in_doubt.add(tool.name)
-        raise InDoubt(self.run_id, action.operation_id, tool.name)

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any
 from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
+from outlast.errors import InDoubt
 from outlast.journal import canonical
 from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
 if TYPE_CHECKING:
-    import structlog
-
     from outlast.worker.dispatcher import Dispatcher
 
 
@@ -47,20 +46,18 @@ class GapTable:
         reconcilers: dict[str, Reconciler],
         secrets: Secrets,
         replayer: Replayer,
-        log: structlog.stdlib.BoundLogger,
     ) -> None:
         self._d = dispatcher
         self._reconcilers = reconcilers
         self._secrets = secrets
         self._replayer = replayer
-        self._log = log
 
     async def resolve(
         self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
     ) -> Any:
         """An intention with no result: resolve it as DESIGN.md's table says."""
         op, name = action.operation_id, tool.name
-        say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
+        say = self._d.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")
             metrics.resolution("read_redone")
@@ -80,7 +77,7 @@ class GapTable:
                 metrics.resolution("reconciler_raised")
                 redact = self._secrets.redact
                 why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
-                return await self._d.declare_in_doubt(
+                return await self.declare_in_doubt(
                     tool, action, why, redact(name, args, traceback.format_exc())
                 )
             finally:
@@ -101,4 +98,17 @@ class GapTable:
             return payload["ok"]
         metrics.resolution("in_doubt")
         why = "no idempotency key promise and no reconciler"
-        return await self._d.declare_in_doubt(tool, action, why, "")
+        return await self.declare_in_doubt(tool, action, why, "")
+
+    async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+        """Not executed again: the operation is journaled in doubt, and the workflow told so."""
+        why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
+        self._d.log.warning(
+            f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
+            tool=tool.name,
+            operation_id=action.operation_id,
+        )
+        await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
+        metrics.in_doubt(tool.name)
+        self._d.in_doubt.add(tool.name)
+        raise InDoubt(self._d.run_id, action.operation_id, tool.name)

@@ -45,7 +45,6 @@ class Waits:
         self._replayer = replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
         self._secrets = secrets
-        self._log = log.bind(run_id=control.run_id, fencing_token=control.token)
 
     async def sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
         self._replayer.enter(op_id)
@@ -147,7 +146,8 @@ class Waits:
                 )
                 if not ok:
                     raise Fenced(self.run_id, self._control.token)
-                self._log.info(f"run {self.run_id} awaits approval {op_id} of {action}")
+                say = f"run {self.run_id} awaits approval {op_id} of {action}"  # no logger bound per run
+                log.info(say, run_id=self.run_id, fencing_token=self._control.token)
                 raise Suspended()
         return self._decision(op_id, action, decided.data, real)
 
