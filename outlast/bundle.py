@@ -57,11 +57,11 @@ async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
             d = e.data
             if e.kind == "intention" and e.op_id is not None:
                 started[e.op_id] = (times.get(e.seq), d)
-            elif e.kind in ("result", "in_doubt") and e.op_id in started:
+            elif e.kind in ("result", "in_doubt", "abandoned") and e.op_id in started:
                 at, intent = started.pop(e.op_id)
                 end = times.get(e.seq)
                 latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
-                status = "in_doubt" if e.kind == "in_doubt" else ("error" if "error" in d else "ok")
+                status = e.kind if e.kind != "result" else ("error" if "error" in d else "ok")
                 error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
                 w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
         for op, (at, intent) in started.items():

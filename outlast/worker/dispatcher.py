@@ -26,7 +26,7 @@ from outlast.journal import Unstorable, args_hash, canonical, operation_state, s
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.control import Abandoned, RunControl
 from outlast.worker.flow import Gate
 from outlast.worker.gaps import GapTable
 from outlast.worker.replayer import Replayer, describe
@@ -225,10 +225,12 @@ class Dispatcher:
 
     async def _invoke(self, tool: Tool, args: dict[str, Any], action: Action) -> Any:
         """The tool, tried again (same key) after each ``RateLimited`` it raises: not an attempt,
-        a wait; every worker holds the tool back meanwhile."""
+        a wait; every worker holds the tool back meanwhile. A compensation, the cancellation's
+        own work, is never abandoned."""
+        awaited = None if action.operation_id.startswith("undo-") else self._control.sync_calls
         while True:
             try:
-                return await invoke(tool, args)
+                return await invoke(tool, args, awaited)
             except RateLimited as exc:
                 op = action.operation_id
                 self._log.info(
@@ -238,6 +240,8 @@ class Dispatcher:
                 )
                 await self._gate.back_off(tool, op, exc.retry_after)
                 await self._control.lease_proven(f"{tool.name} ({op})")
+            except Abandoned:  # the run's cancellation outlived its grace while the sync tool ran
+                await self._gaps.abandon(tool, action)
 
     def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
         if "error" in payload:
@@ -251,6 +255,8 @@ class Dispatcher:
             if last.kind == "result":
                 return self._outcome(tool.name, last.data)
             return last.data.get("result")  # resolved: it was executed
+        if state == "abandoned":
+            await self._gaps.cancelled_again(op_id)
         if state == "in_doubt":
             self.in_doubt.add(tool.name)
             if self._control.cancel.is_set():

@@ -1,18 +1,21 @@
 """The gap table: an operation whose intention is journaled and whose result is not (its worker
 died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
-is **in doubt**: journaled as such and never dispatched again by the run."""
+is **in doubt**: journaled as such and never dispatched again by the run. A sync call abandoned
+when its run's cancellation outlived its grace is settled here too."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
+from outlast.errors import Cancelled, InDoubt
 from outlast.journal import canonical
 from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
@@ -39,6 +42,27 @@ class GapTable:
         self._secrets = secrets
         self._replayer = replayer
         self._log = log
+
+    async def abandon(self, tool: Tool, action: Action) -> NoReturn:
+        """A sync call given up on because its run's cancellation outlived its grace (its thread
+        goes on; its late result is refused). A plain or reconciled tool's effect may still land:
+        in doubt. A read or an idempotent tool: journaled ``abandoned`` (no result; never
+        dispatched again by the run). Then the cancellation itself is journaled and raised."""
+        op = action.operation_id
+        why = "abandoned: the run was cancelled and the tool had not returned within its grace"
+        if tool.effect == "read" or tool.idempotent:
+            self._log.warning(f"{tool.name} ({op}): {why}", tool=tool.name, operation_id=op)
+            await self._replayer.append("abandoned", op, {"why": why})
+        else:
+            with contextlib.suppress(InDoubt):
+                await self._d.declare_in_doubt(tool, action, why + "; its effect may still land", "")
+        await self.cancelled_again(op)
+
+    async def cancelled_again(self, op_id: str) -> NoReturn:
+        """An operation abandoned on a cancellation: the cancellation journaled at it (a
+        cancellation is never withdrawn: ``go_live`` raises) and raised; never dispatched again."""
+        await self._replayer.go_live(op_id)
+        raise Cancelled()
 
     async def resolve(
         self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None

@@ -45,7 +45,7 @@ class Heartbeat:
             if lease.renewed:
                 control.proven(sent)
             if lease.cancel_requested:
-                control.cancel.set()
+                control.cancelled()
             # A newer token exists: another worker owns it (counted once: a fenced write may have).
             if lease.lost and a.task is not None and not control.lost.is_set():
                 metrics.lease_lost()

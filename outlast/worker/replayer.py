@@ -180,5 +180,5 @@ class Replayer:
             control.left = True
             raise Fenced(self.run_id, control.token)
         if cancel:
-            control.cancel.set()
+            control.cancelled()
         return entry
