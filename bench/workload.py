@@ -90,3 +90,8 @@ def peer_stamp(sent: float) -> None:
     job = rq.get_current_job()
     assert job is not None
     job.connection.rpush("bench:lat", started - sent)
+
+
+@app.tool("look", effect="read")
+def look(x: int) -> int:
+    return bump(x)  # a read: its result held, with no intention (bench/statements.py)

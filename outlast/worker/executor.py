@@ -69,11 +69,13 @@ class Execution:
         *,
         secret_key: str | None = None,
         windows: RateWindows | None = None,
+        hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.run = run
         self.secret_key = secret_key
         self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
         self.max_payload = max_payload
+        self.hold = hold  # (ms, entries) a held result waits at most: Replayer.hold
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
@@ -92,7 +94,9 @@ class Execution:
             kw = self.secrets.scrub(kw)
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
-        if not await self.store.finish(self.run.id, self.control.token, state, **kw):
+        length = self.run.journal_len if self.control.journal_len is None else self.control.journal_len
+        written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
+        if not await self.control.fenced("finish", written, chained=True):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
@@ -107,7 +111,8 @@ class Execution:
 
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
-        if not await self.store.wait(self.run.id, self.control.token, reason, message):
+        waiting = self.store.wait(self.run.id, self.control.token, reason, message)
+        if not await self.control.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
         return Outcome.WAITING
@@ -165,6 +170,7 @@ class Execution:
             self.max_payload,
             self.secrets,
             self.gate,
+            self.hold,
         )
         self._started = ctx.children_started
         try:

@@ -1,8 +1,11 @@
 """The gap table: an operation whose intention is journaled and whose result is not (its worker
 died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
-is **in doubt**: journaled as such and never dispatched again by the run. A sync call abandoned
-when its run's cancellation outlived its grace is settled here too."""
+is **in doubt**: journaled as such and never dispatched again by the run.
+
+For the same reasons a read's or an idempotent tool's result may be **held** (``holds``): one lost
+with its worker is a gap, or nothing journaled at all, and is resolved the same way. A sync call
+abandoned when its run's cancellation outlived its grace is settled here too."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.journal import canonical
+from outlast.journal import canonical, operation_state
 from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
@@ -24,6 +27,18 @@ if TYPE_CHECKING:
     import structlog
 
     from outlast.worker.dispatcher import Dispatcher
+
+
+def holds(tool: Tool) -> bool:
+    """Whether the tool's result may be held: a read's or an idempotent tool's (lost, it is redone
+    or dispatched again with its key), never one that costs, is rate limited or capped (their
+    settlement and accounting are committed with the result, as before)."""
+    return (
+        (tool.effect == "read" or tool.idempotent)
+        and not tool.cost
+        and not tool.rates
+        and tool.max_concurrent is None
+    )
 
 
 class GapTable:
@@ -43,16 +58,17 @@ class GapTable:
         self._replayer = replayer
         self._log = log
 
-    async def abandon(self, tool: Tool, action: Action) -> NoReturn:
+    async def abandon(self, tool: Tool, action: Action, asked: dict[str, Any] | None = None) -> NoReturn:
         """A sync call given up on because its run's cancellation outlived its grace (its thread
         goes on; its late result is refused). A plain or reconciled tool's effect may still land:
         in doubt. A read or an idempotent tool: journaled ``abandoned`` (no result; never
-        dispatched again by the run). Then the cancellation itself is journaled and raised."""
+        dispatched again by the run; a read with no intention says there what it asked). Then
+        the cancellation itself is journaled and raised."""
         op = action.operation_id
         why = "abandoned: the run was cancelled and the tool had not returned within its grace"
         if tool.effect == "read" or tool.idempotent:
             self._log.warning(f"{tool.name} ({op}): {why}", tool=tool.name, operation_id=op)
-            await self._replayer.append("abandoned", op, {"why": why})
+            await self._replayer.append("abandoned", op, {"why": why, **(asked or {})})
         else:
             with contextlib.suppress(InDoubt):
                 await self._d.declare_in_doubt(tool, action, why + "; its effect may still land", "")
@@ -69,6 +85,8 @@ class GapTable:
     ) -> Any:
         """An intention with no result: resolve it as DESIGN.md's table says."""
         op, name = action.operation_id, tool.name
+        if operation_state(self._replayer.history(op))[0] == "abandoned":
+            await self.cancelled_again(op)  # given up on at its run's cancellation: never again
         say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")
