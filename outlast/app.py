@@ -36,7 +36,10 @@ class Retry:
     def policy(self, after_timeout: bool = False) -> tenacity.AsyncRetrying:
         """``after_timeout``: a dispatch given up on (``ToolTimeout``) may be tried again — only
         for a read or an idempotent tool, since the first attempt may still be running."""
-        retry: tenacity.retry_base = tenacity.retry_if_exception_type(self.on)
+        # Never a BaseException (a cancellation, a call abandoned, a hand-over), whatever ``on`` says.
+        retry: tenacity.retry_base = tenacity.retry_if_exception_type(
+            self.on
+        ) & tenacity.retry_if_exception_type(Exception)
         if not after_timeout:
             retry = retry & tenacity.retry_if_not_exception_type(ToolTimeout)
         return tenacity.AsyncRetrying(

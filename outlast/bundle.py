@@ -66,11 +66,11 @@ async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
             elif e.kind == "result" and "tool" in d and e.op_id is not None:
                 # A read journals no intention: its result says what was asked, and when.
                 started[e.op_id] = (datetime.fromisoformat(d["started"]), d)
-            if e.kind in ("result", "in_doubt") and e.op_id in started:
+            if e.kind in ("result", "in_doubt", "abandoned") and e.op_id in started:
                 at, intent = started.pop(e.op_id)
                 end = None if "tool" in d else times.get(e.seq)  # a held read's commit is later
                 latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
-                status = "in_doubt" if e.kind == "in_doubt" else ("error" if "error" in d else "ok")
+                status = e.kind if e.kind != "result" else ("error" if "error" in d else "ok")
                 error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
                 w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
         for op, (at, intent) in started.items():

@@ -162,8 +162,9 @@ def operation_state(entries: Iterable[Entry]) -> tuple[str, Entry | None]:
     """Where one tool operation stands, read from its entries in order, and the entry that says so:
 
     ``done`` (a result, or a resolution that it executed), ``in_doubt``, ``cleared`` (resolved as
-    not executed: it may run once), ``pending`` (an intention or a re-dispatch with no outcome:
-    a gap), or ``none``.
+    not executed: it may run once), ``abandoned`` (a read or idempotent call given up on when its
+    run's cancellation outlived its grace: no result, never dispatched again), ``pending`` (an
+    intention or a re-dispatch with no outcome: a gap), or ``none``.
     """
     state, last = "none", None
     for e in entries:
@@ -171,8 +172,8 @@ def operation_state(entries: Iterable[Entry]) -> tuple[str, Entry | None]:
             state = "pending"
         elif e.kind == "result":
             state = "done"
-        elif e.kind == "in_doubt":
-            state = "in_doubt"
+        elif e.kind in ("in_doubt", "abandoned"):
+            state = e.kind
         elif e.kind == "resolution":
             state = "done" if e.data.get("executed") else "cleared"
         else:

@@ -107,9 +107,10 @@ class Runs(ClientCore):
 
     async def cancel(self, run_id: str) -> Run:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
-        one stops at its next crossing (a tool in flight finishes and its result is journaled); a
-        waiting one is taken up by a worker to stop, running the compensations it asked for. The
-        child runs it started, and theirs, are cancelled with it."""
+        one stops at its next crossing (a tool in flight that returns within a heartbeat of the worker
+        seeing the request has its result journaled; a sync tool with no ``timeout=`` still running
+        then is abandoned); a waiting one is taken up by a worker to stop, running the
+        compensations it asked for. The child runs it started, and theirs, are cancelled with it."""
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")

@@ -123,7 +123,7 @@ class Children:
             self._control.left = True
             raise Fenced(self.run_id, self._control.token)
         if got.cancel_requested:
-            self._control.cancel.set()
+            self._control.cancelled()
             await r.go_live(op_id)  # journals the cancellation here and raises Cancelled
         failpoints.hit("before_child_journaled")
         if not got.created:  # started before a crash, its start not journaled: it must be the same

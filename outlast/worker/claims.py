@@ -63,19 +63,11 @@ class Claims:
         if run_id in w.active:
             await w.acks.ack(d)  # a duplicate of a run this worker is running
             return
-        # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
-        # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
-        give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
-        while True:
-            sent = time.monotonic()
-            claimed = await w.store.claim(run_id, w.name, s.lease_ttl, w.programs, d.queue)
-            if claimed is not None or time.monotonic() >= give_up or w.stopping.is_set():
-                break
-            await asyncio.sleep(s.lease_ttl / 5)
+        claimed, sent = await self._claim(d, run_id, reclaimed)
         if claimed is None:
             found = await w.store.get_run(run_id)
             if found is None or not self._ours(found):
-                await self._not_claimed(d, run_id, found)
+                await self._not_claimed(d, run_id, found, reclaimed)
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
@@ -160,6 +152,25 @@ class Claims:
             ex.log.info(f"run {ex.run.id}: handed over")
         await w.acks.ack(active.delivery)
 
+    async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
+        """The run's lease taken, and when the claim was sent. A worker that lost Postgres (an
+        outage every worker saw) claims no reclaimed entry until Postgres has answered it for a
+        whole lease: the runs' owners renew first (an expired lease renews under its unchanged
+        token), so that no run is taken over from a live owner. One that never lost it goes on
+        at once."""
+        w, s = self.w, self.w.s
+        while reclaimed and not w.heartbeat.settled() and not w.stopping.is_set():
+            await asyncio.sleep(s.lease_ttl / 10)
+        # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
+        # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
+        give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
+        while True:
+            sent = time.monotonic()
+            claimed = await w.store.claim(run_id, w.name, s.lease_ttl, w.programs, d.queue)
+            if claimed is not None or time.monotonic() >= give_up or w.stopping.is_set():
+                return claimed, sent
+            await asyncio.sleep(s.lease_ttl / 5)
+
     def _ours(self, run: Run) -> bool:
         return (
             run.owner == self.w.name
@@ -167,7 +178,7 @@ class Claims:
             and run.id not in self.w.active
         )
 
-    async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None) -> None:
+    async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None, reclaimed: bool = False) -> None:
         w = self.w
         if run is None:
             await self.dead_letter(d, f"no run '{run_id}'")
@@ -191,6 +202,11 @@ class Claims:
                 log.warning(msg)
                 await w.acks.ack(d)
                 return
+        if reclaimed and run.state in (RunState.RUNNING, RunState.CANCELLING):
+            # Reclaimed while its owner's lease was not proven, and proven again since: never
+            # dropped. Left pending and untouched, the owner's heartbeat takes it back; should
+            # the owner die, it is reclaimed again once idle for a lease.
+            return
         # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
         # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
         await w.acks.ack(d)

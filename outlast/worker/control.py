@@ -3,7 +3,8 @@
 ``RunControl`` is made by the worker at the claim and passed down to every part of the engine:
 the fencing token (held here only), the lease (proven until when), and what the worker or the
 world asks of the run — stop (hand over at the next crossing), cancel (someone asked), lost
-(another worker owns it now). Nothing in the engine reaches back up into the worker.
+(another worker owns it now) — and the sync tool calls a cancellation may abandon. Nothing in the
+engine reaches back up into the worker.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from outlast import failpoints
 from outlast.errors import ServiceUnavailable
@@ -33,6 +34,45 @@ class Interrupted(BaseException):
     """The run cannot go on here now (Postgres did not take its writes within the bound, or its
     lease could not be proven before a dispatch): it is left, with no verdict, to be taken up
     again. A BaseException, so that a workflow's ``except Exception`` cannot swallow it."""
+
+
+class Abandoned(BaseException):
+    """Raised where a sync tool's call is awaited when its run's cancellation outlived its grace:
+    the call is given up on (its thread goes on; its late result is refused). A BaseException, so
+    that no ``Retry`` takes it for a failure to try again."""
+
+
+class SyncCalls:
+    """The sync tool calls with no ``timeout=`` that one run's operations await now (a hung one
+    would hold the run for ever). ``abandon`` fails every one still awaited with ``Abandoned``;
+    none starts after it."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.over = False  # abandoned: no call starts from now on
+        self._calls: set[asyncio.Future[Any]] = set()
+
+    def check(self) -> None:
+        """Before a sync call starts (a retry): none starts once the calls were abandoned."""
+        if self.over:
+            raise Abandoned(f"run '{self.run_id}': cancelled while the tool ran, past its grace")
+
+    def add(self, call: asyncio.Future[Any]) -> None:
+        self._calls.add(call)
+
+    def discard(self, call: asyncio.Future[Any]) -> None:
+        self._calls.discard(call)
+
+    def abandon(self) -> None:
+        self.over = True
+        for call in list(self._calls):
+            self._give_up(call)
+
+    def _give_up(self, call: asyncio.Future[Any]) -> None:
+        if not call.done():
+            call.set_exception(
+                Abandoned(f"run '{self.run_id}': cancelled while the tool ran, past its grace")
+            )
 
 
 class HandOver(BaseException):
@@ -81,6 +121,16 @@ class RunControl:
         self.send: Callable[[], Awaitable[None]] = _nothing_held  # queues them, not waiting
         # The journal's length as this worker chained it, held entries included (None: as claimed).
         self.journal_len: int | None = None
+        self.sync_calls = SyncCalls(run_id)  # abandoned one heartbeat after a cancellation is seen
+        self._grace: asyncio.TimerHandle | None = None
+
+    def cancelled(self) -> None:
+        """A cancellation was requested: the run ends at its next crossing. The sync calls it
+        awaits get a grace of one heartbeat (TTL/3) to return (their results are journaled);
+        those still running then are abandoned (a hung one would hold the run for ever)."""
+        self.cancel.set()
+        if self._grace is None and self.ttl is not None:
+            self._grace = asyncio.get_running_loop().call_later(self.ttl / 3, self.sync_calls.abandon)
 
     def proven(self, sent_at: float) -> None:
         """A claim or renewal sent at ``sent_at`` (monotonic) was granted: proven until

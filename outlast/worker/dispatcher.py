@@ -29,7 +29,7 @@ from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.captures import journal_capture
-from outlast.worker.control import JournalEnd, RunControl
+from outlast.worker.control import Abandoned, JournalEnd, RunControl
 from outlast.worker.flow import Gate, no_check
 from outlast.worker.gaps import GapTable, holds
 from outlast.worker.replayer import Replayer, asked_by_result, describe
@@ -182,7 +182,7 @@ class Dispatcher:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
             # Its result, as journaled: with every secret value the run knows scrubbed out.
             with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
-                result = await self._invoke(tool, args, action)
+                result = await self._invoke(tool, args, action, asked)
                 try:
                     ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
                     payload: dict[str, Any] = {"ok": ok}
@@ -234,12 +234,13 @@ class Dispatcher:
         metrics.operation(tool.name, "error" if "error" in payload else "ok", started)
         return self._outcome(tool.name, payload)
 
-    async def _invoke(self, tool: Tool, args: dict[str, Any], action: Action) -> Any:
+    async def _invoke(self, tool: Tool, args: dict[str, Any], action: Action, asked: Any = None) -> Any:
         """The tool, tried again (same key) after each ``RateLimited`` it raises: not an attempt,
-        a wait; every worker holds the tool back meanwhile."""
+        a wait; every worker holds the tool back meanwhile. A compensation is never abandoned."""
+        awaited = None if action.operation_id.startswith("undo-") else self._control.sync_calls
         while True:
             try:
-                return await invoke(tool, args)
+                return await invoke(tool, args, awaited)
             except RateLimited as exc:
                 op = action.operation_id
                 self.log.info(
@@ -249,6 +250,8 @@ class Dispatcher:
                 )
                 await self._gate.back_off(tool, op, exc.retry_after)
                 await self._control.lease_proven(f"{tool.name} ({op})")
+            except Abandoned:  # the run's cancellation outlived its grace while the sync tool ran
+                await self._gaps.abandon(tool, action, asked)  # a read's: what it asked
 
     def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
         if "error" in payload:

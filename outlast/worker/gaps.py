@@ -4,20 +4,22 @@ idempotent tool is dispatched again with the same key, a reconciler is asked, an
 is **in doubt**: journaled as such and never dispatched again by the run.
 
 For the same reasons a read's or an idempotent tool's result may be **held** (``holds``): one lost
-with its worker is a gap, or nothing journaled at all, and is resolved the same way."""
+with its worker is a gap, or nothing journaled at all, and is resolved the same way. A sync call
+abandoned when its run's cancellation outlived its grace is settled here too."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
-from outlast.errors import InDoubt
-from outlast.journal import canonical
+from outlast.errors import Cancelled, InDoubt
+from outlast.journal import canonical, operation_state
 from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
@@ -52,11 +54,35 @@ class GapTable:
         self._secrets = secrets
         self._replayer = replayer
 
+    async def abandon(self, tool: Tool, action: Action, asked: dict[str, Any] | None = None) -> NoReturn:
+        """A sync call given up on because its run's cancellation outlived its grace (its thread
+        goes on; its late result is refused). A plain or reconciled tool's effect may still land:
+        in doubt. A read or an idempotent tool: journaled ``abandoned`` (no result; never
+        dispatched again by the run; a read with no intention says there what it asked). Then
+        the cancellation itself is journaled and raised."""
+        op = action.operation_id
+        why = "abandoned: the run was cancelled and the tool had not returned within its grace"
+        if tool.effect == "read" or tool.idempotent:
+            self._d.log.warning(f"{tool.name} ({op}): {why}", tool=tool.name, operation_id=op)
+            await self._replayer.append("abandoned", op, {"why": why, **(asked or {})})
+        else:
+            with contextlib.suppress(InDoubt):
+                await self.declare_in_doubt(tool, action, why + "; its effect may still land", "")
+        await self.cancelled_again(op)
+
+    async def cancelled_again(self, op_id: str) -> NoReturn:
+        """An operation abandoned on a cancellation: the cancellation journaled at it (a
+        cancellation is never withdrawn: ``go_live`` raises) and raised; never dispatched again."""
+        await self._replayer.go_live(op_id)
+        raise Cancelled()
+
     async def resolve(
         self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
     ) -> Any:
         """An intention with no result: resolve it as DESIGN.md's table says."""
         op, name = action.operation_id, tool.name
+        if operation_state(self._replayer.history(op))[0] == "abandoned":
+            await self.cancelled_again(op)  # given up on at its run's cancellation: never again
         say = self._d.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say(f"↻ {name} ({op}): a read, redone")

@@ -1,11 +1,14 @@
-"""Heartbeats (every third of a lease): the held entries touched in Redis, every held lease
-renewed in one statement, a run whose token moved on marked *lost* (its task cancelled), a
-cancellation asked for passed to its run; then the worker's heartbeat record and the programs it
-serves."""
+"""Heartbeats (every third of a lease): every held lease renewed in one statement, a run whose
+token moved on marked *lost* (its task cancelled), a cancellation asked for passed to its run;
+then the entries of the runs whose lease it proved touched in Redis, the worker's heartbeat
+record and the programs it serves. It also says whether Postgres has answered this worker
+steadily for a whole lease (``settled``): a worker that lost it takes over no run until then."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import math
 import os
 import socket
 import time
@@ -15,6 +18,7 @@ from redis.exceptions import RedisError
 
 from outlast import metrics
 from outlast.errors import ServiceUnavailable
+from outlast.store.records import Lease
 from outlast.worker.threads import TOOL_THREADS
 
 if TYPE_CHECKING:
@@ -26,17 +30,20 @@ class Heartbeat:
 
     def __init__(self, worker: Worker) -> None:
         self.w = worker
+        self.answered: float | None = None  # monotonic: when Postgres last answered a heartbeat
+        self.since = -math.inf  # since when it has answered every one, with no gap of a lease
+        self._renewal: asyncio.Task[dict[str, Lease]] | None = None
 
     async def heartbeat(self) -> None:
         w = self.w
-        # The entries first: through a Postgres outage they must not look abandoned in Redis,
-        # or another worker would take the runs over as soon as Postgres is back.
-        with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
-            await w.queue.touch([a.delivery for a in w.active.values()] + w.intake.early, w.name)
         controls = [a.execution.control for a in w.active.values()]
         held = {c.run_id: c.token for c in controls if not c.lost.is_set()}
         sent = time.monotonic()
-        leases = await w.store.renew(held, w.s.lease_ttl)
+        try:
+            leases = await self._renew(held)
+        except ServiceUnavailable:
+            self.since = math.inf  # not settled until Postgres has answered again for a lease
+            raise
         for rid, lease in leases.items():
             a = w.active.get(rid)
             if a is None:
@@ -45,14 +52,52 @@ class Heartbeat:
             if lease.renewed:
                 control.proven(sent)
             if lease.cancel_requested:
-                control.cancel.set()
+                control.cancelled()
             # A newer token exists: another worker owns it (counted once: a fenced write may have).
             if lease.lost and a.task is not None and not control.lost.is_set():
                 metrics.lease_lost()
                 control.lost.set()
                 a.task.cancel()
-        await w.store.beat_worker(self.record())  # after the leases: they come first
+        # Only the entries of runs whose lease this beat proved (or a claim since) are kept from
+        # idling: a worker cut off from Postgres lets them go with their leases, and another
+        # worker reclaims them once idle for a lease, as their leases expire.
+        proven = [a.delivery for a in w.active.values() if a.execution.control.until >= sent + w.s.lease_ttl]
+        with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
+            await w.queue.touch(proven + w.intake.early, w.name)
+        try:
+            await w.store.beat_worker(self.record())  # after the leases: they come first
+        except ServiceUnavailable:
+            self.since = math.inf
+            raise
+        self._answered()
         await w.store.beat_programs(w.queues, w.programs)  # kept after this worker stops
+
+    async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
+        """The leases renewed, within two thirds of a lease (answered later, a renewal proves
+        less than the third a dispatch needs). A partition fails nothing and hangs everything:
+        a renewal not answered in time fails the beat (no entry is touched), and no other is
+        sent while it hangs (it keeps the renewals' connection; its late answer is not used)."""
+        if self._renewal is not None and not self._renewal.done():
+            raise ServiceUnavailable("Postgres has not answered the last lease renewal yet")
+        wait = self.w.s.lease_ttl * 2 / 3
+        self._renewal = task = asyncio.create_task(self.w.store.renew(held, self.w.s.lease_ttl))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a late failure: seen
+        if not (await asyncio.wait({task}, timeout=wait))[0]:
+            raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")
+        return task.result()
+
+    def _answered(self) -> None:
+        now = time.monotonic()
+        if self.since == math.inf or (self.answered is not None and now - self.answered > self.w.s.lease_ttl):
+            self.since = now  # after a failure, or a silence of a lease (a stalled server)
+        self.answered = now
+
+    def settled(self) -> bool:
+        """Postgres has answered this worker's heartbeats for a whole lease with no gap (or it
+        never failed it): the owners of runs it could take over have had a lease to renew."""
+        now, ttl = time.monotonic(), self.w.s.lease_ttl
+        silent = self.answered is not None and now - self.answered > ttl * 2 / 3  # a beat overdue
+        return not silent and now >= self.since + ttl
 
     def record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""

@@ -101,8 +101,12 @@ class Intake:
     async def reclaim(self) -> None:
         """Take over entries whose worker went silent. Orphans have a lane of their own: up to
         ``concurrency`` runs beyond the worker's own, so that a takeover never waits for the
-        backlog (the runs a dead worker held are bounded by its own concurrency)."""
+        backlog (the runs a dead worker held are bounded by its own concurrency). None while
+        Postgres has not answered this worker steadily for a lease (``Heartbeat.settled``): it
+        could not claim them, and reclaiming its own entries would keep them from idling."""
         s = self.w.s
+        if not self.w.heartbeat.settled():
+            return
         for q in self.w.queues:
             room = self.room_left() + s.concurrency
             if room <= 0:

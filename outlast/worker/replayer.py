@@ -261,4 +261,4 @@ class Replayer:
             control.left = True
             raise Fenced(self.run_id, control.token)
         if cancel:
-            control.cancel.set()
+            control.cancelled()

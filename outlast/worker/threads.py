@@ -17,7 +17,10 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from outlast.worker.control import SyncCalls
 
 RETIRE_AFTER = 60.0  # seconds a thread beyond the base waits for work before it ends
 
@@ -58,9 +61,12 @@ class ToolThreads:
         with self._lock:
             return self._threads - self._free
 
-    async def call(self, fn: Callable[..., Any], args: dict[str, Any]) -> Any:
-        """``fn(**args)`` on one of the threads; its result or exception, awaited here. Given up
-        on (cancelled, a ``timeout=``), the call goes on in its thread and its result is dropped."""
+    async def call(
+        self, fn: Callable[..., Any], args: dict[str, Any], awaited: SyncCalls | None = None
+    ) -> Any:
+        """``fn(**args)`` on one of the threads; its result or exception, awaited here (and held in
+        ``awaited`` meanwhile). Given up on (cancelled, a ``timeout=``, abandoned by ``awaited``),
+        the call goes on in its thread and its late result is dropped."""
         loop = asyncio.get_running_loop()
         job = _Job(fn, args, contextvars.copy_context(), loop, loop.create_future())
         with self._lock:
@@ -72,7 +78,13 @@ class ToolThreads:
         if start:  # every thread is busy (or hung): a new one, never a wait behind them
             threading.Thread(target=self._serve, name="outlast-tool", daemon=True).start()
         self._jobs.put(job)
-        return await job.done
+        if awaited is None:
+            return await job.done
+        awaited.add(job.done)
+        try:
+            return await job.done
+        finally:
+            awaited.discard(job.done)
 
     def _serve(self) -> None:
         while True:
@@ -98,7 +110,7 @@ class ToolThreads:
 
 
 def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
-    if done.done():  # given up on: a timeout, a cancellation
+    if done.done():  # given up on (a timeout, a cancellation, abandoned): its late result refused
         return
     if exc is None:
         done.set_result(value)

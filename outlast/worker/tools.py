@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from outlast import metrics
 from outlast.app import Tool
@@ -14,21 +14,34 @@ from outlast.errors import ToolTimeout
 from outlast.journal import storable
 from outlast.worker.threads import TOOL_THREADS
 
+if TYPE_CHECKING:
+    from outlast.worker.control import SyncCalls
 
-async def invoke(tool: Tool, args: dict[str, Any]) -> Any:
-    """Run the tool once (sync tools in a thread), retrying per its policy."""
+
+async def invoke(tool: Tool, args: dict[str, Any], awaited: SyncCalls | None = None) -> Any:
+    """Run the tool once (sync tools in a thread), retrying per its policy. A sync call with no
+    ``timeout=`` to bound it is held in ``awaited`` while awaited (a run's ``RunControl.sync_calls``:
+    abandoned when a cancellation outlives its grace)."""
     if tool.retry is None:
-        return await _once(tool, args)
+        return await _once(tool, args, awaited)
     async for attempt in tool.retry.policy(after_timeout=tool.effect == "read" or tool.idempotent):
         with attempt:
             if attempt.retry_state.attempt_number > 1:
                 metrics.dispatch_retried(tool.name)
-            return await _once(tool, args)
+            return await _once(tool, args, awaited)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def _once(tool: Tool, args: dict[str, Any]) -> Any:
-    call = tool.fn(**args) if inspect.iscoroutinefunction(tool.fn) else TOOL_THREADS.call(tool.fn, args)
+async def _once(tool: Tool, args: dict[str, Any], awaited: SyncCalls | None) -> Any:
+    fn = tool.fn
+    if inspect.iscoroutinefunction(fn):
+        call = fn(**args)
+    elif tool.timeout is not None:
+        call = TOOL_THREADS.call(fn, args)
+    else:  # a sync call with no timeout= is bounded by its run's cancellation only
+        if awaited is not None:
+            awaited.check()
+        call = TOOL_THREADS.call(fn, args, awaited)
     if tool.timeout is None:
         return await call
     try:

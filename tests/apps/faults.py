@@ -8,6 +8,7 @@ server they never stop: the tools' world stays up while outlast's storage goes d
 
 - ``effect``: a plain tool (no idempotency promise, no reconciler): a lost result makes it in doubt;
 - ``slow_effect``: the same after sleeping ``seconds``;
+- ``receipt``: an idempotent tool: one ``receipts`` row per idempotency key, its dispatches counted;
 - ``reconciled``: a plain tool whose reconciler looks its row up by idempotency key. The world
   fences writers (``fences``: the highest fencing token seen per key): the reconciler records its
   token before it looks, so a stale worker still inside the tool cannot add the row after the
@@ -43,6 +44,12 @@ CREATE TABLE IF NOT EXISTS effects (
 );
 CREATE INDEX IF NOT EXISTS effects_by_key ON effects (key);
 CREATE TABLE IF NOT EXISTS fences (key text PRIMARY KEY, token bigint NOT NULL);
+CREATE TABLE IF NOT EXISTS receipts (
+    key text PRIMARY KEY,
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    calls int NOT NULL DEFAULT 1
+);
 """
 
 HOUR = 3600.0
@@ -128,6 +135,22 @@ async def effect(i: int) -> dict[str, Any]:
 async def slow_effect(i: int, seconds: float) -> dict[str, Any]:
     await asyncio.sleep(seconds)
     return await _insert(current_action())
+
+
+@app.tool("receipt", idempotent=True)
+async def receipt(i: int, seconds: float = 0.0) -> dict[str, Any]:
+    """An idempotent tool as the world keeps its promise: one receipt per idempotency key, however
+    many times it is dispatched (``calls`` counts the dispatches)."""
+    a = current_action()
+    await asyncio.sleep(seconds)
+    pool = await _pool()
+    async with pool.connection() as c:
+        await c.execute(
+            "INSERT INTO receipts (key, run_id, op_id) VALUES (%s, %s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET calls = receipts.calls + 1",
+            (a.idempotency_key, a.run_id, a.operation_id),
+        )
+    return {"op": a.operation_id}
 
 
 @app.tool("reconciled")
