@@ -181,3 +181,26 @@ async def test_a_broken_links_server_process_is_ended_before_the_retry(pooled: P
     assert found == 1, f"{found} transactions of the same write were under way at once"
     assert pooled.sql("SELECT n FROM tally") == [(1,)]
     await store.close()
+
+
+# The crash matrix through transaction pooling, a subset of its rows (each row is six worker
+# processes, five tool kinds): the gap rows (resolved by the takeover, in doubt resolved through
+# the CLI), a replayed result, and a final run redelivered. before_intention and after_final
+# differ from these only before the first or after the last write, which the pooler never sees.
+@pytest.mark.crash
+@pytest.mark.parametrize("point", ["after_intention", "after_effect", "after_result", "before_ack"])
+def test_crash_point_through_transaction_pooling(pooled: PooledWorld, point: str) -> None:
+    crash_point(pooled, point)
+
+
+@pytest.mark.timeout(300)
+def test_load_through_transaction_pooling(pooled: PooledWorld) -> None:
+    """300 runs of five operations on two worker processes through transaction pooling (prepared
+    statements off, the schema set in each transaction, clients polling): every run succeeds,
+    every operation has exactly one effect."""
+    for k in range(2):
+        pooled.start(f"load-{k}", "-c", "32")
+    ids = enqueue_many(pooled, "chain", [{"tool": "effect", "n": 5} for _ in range(300)])
+    pooled.wait_settled(ids, timeout=240)
+    pooled.stop_all()
+    check_every_run_once(pooled, ids)
