@@ -26,11 +26,13 @@ from outlast.store.writer import Writer
 # Behind a pooler, what a startup option set for the session is set in each transaction instead
 # (docs/pgbouncer.md): the first statement of the same Sync, local to the transaction.
 _IN_SCHEMA = "SELECT set_config('search_path', %(schema)s, true)"
-# The writer's also names the server process and the transaction's start, for ``Writer._bury``.
+# The writer's also names the server process and the transaction's start, for ``Writer._bury``;
+# with prepared statements, it asks for generic plans, as the direct connection's startup option
+# does (unnamed statements are planned at each use: a generic plan then costs more, not less).
 _WRITER_PRELUDE = (
-    "SELECT pg_backend_pid() AS pid, now()::text AS began, set_config('search_path', %(schema)s, true),"
-    " set_config('plan_cache_mode', %(plans)s, true)"
+    "SELECT pg_backend_pid() AS pid, now()::text AS began, set_config('search_path', %(schema)s, true)"
 )
+_GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def redact(url: str) -> str:
@@ -83,8 +85,7 @@ class Connection(Base):
             check=psycopg_pool.AsyncConnectionPool.check_connection,  # none stale after a restart
             kwargs={"autocommit": True, "row_factory": dict_row, **self._startup(f"-c search_path={schema}")},
         )
-        plans = "force_generic_plan" if self.prepare else "auto"
-        prelude = (_WRITER_PRELUDE, {"schema": schema, "plans": plans})
+        prelude = (_WRITER_PRELUDE + (_GENERIC if self.prepare else ""), {"schema": schema})
         self.writer = Writer(
             self._connect,
             self._unavailable,
