@@ -110,7 +110,8 @@ class Wire:
         groups: list[list[PGresult]] = []  # filled as the replies come: kept if they stop
         at = (1 if sent[0][1] is not None else 0) if self._prelude is not None else -1
         self.server_tx = None
-        await self.conn.wait(_exchange(pgconn, groups, lambda: self._note_pid(groups, at)))
+        came = None if at < 0 else lambda: self._note_pid(groups, at)
+        await self.conn.wait(_exchange(pgconn, groups, came))
         self.server_tx = None  # the Sync came back: the transaction is over, committed or not
         pgconn.exit_pipeline_mode()
         if at >= 0:  # the prelude's replies are no statement's of the batch
@@ -168,7 +169,7 @@ class Wire:
         return sent
 
     def _note_pid(self, groups: list[list[PGresult]], at: int) -> None:
-        if at >= 0 and len(groups) == at + 1:  # the prelude's reply, just come
+        if len(groups) == at + 1:  # the prelude's reply, just come
             res = groups[at][0]
             if res.status == _TUPLES_OK and res.ntuples and res.fname(0) == b"pid":
                 pid, began = res.get_value(0, 0), res.get_value(0, 1)
@@ -183,9 +184,9 @@ class Wire:
         return self._tx.load_rows(0, res.ntuples, st.make_row)
 
 
-def _exchange(pgconn: PGconn, groups: list[list[PGresult]], came: Callable[[], None]) -> PQGen[None]:
+def _exchange(pgconn: PGconn, groups: list[list[PGresult]], came: Callable[[], None] | None) -> PQGen[None]:
     """Send what is buffered, then read every statement's results, into ``groups`` as they come
-    (``came`` told after each), up to the Sync's."""
+    (``came``, if any, told after each), up to the Sync's."""
     yield from generators.send(pgconn)
     while True:
         results = yield from generators.fetch_many(pgconn)
@@ -196,4 +197,5 @@ def _exchange(pgconn: PGconn, groups: list[list[PGresult]], came: Callable[[], N
                 groups.append(results[:-1])
             return
         groups.append(results)
-        came()
+        if came is not None:
+            came()
