@@ -27,6 +27,11 @@ def bump_sync_tool(x: int) -> int:
     return bump(x)  # a sync tool: outlast runs it in a thread
 
 
+@app.tool("bump_read", effect="read")
+def bump_read_tool(x: int) -> int:
+    return bump(x)  # a read: nothing to record before it runs
+
+
 @app.tool("nap", idempotent=True)
 async def nap(seconds: float) -> float:
     await asyncio.sleep(seconds)
@@ -85,3 +90,8 @@ def peer_stamp(sent: float) -> None:
     job = rq.get_current_job()
     assert job is not None
     job.connection.rpush("bench:lat", started - sent)
+
+
+@app.tool("look", effect="read")
+def look(x: int) -> int:
+    return bump(x)  # a read: its result held, with no intention (bench/statements.py)

@@ -17,6 +17,8 @@ POINTS = frozenset(
         "after_intention",
         "after_effect",
         "after_result",
+        "with_result_held",  # a read's or an idempotent tool's result held, not yet written
+        "after_fenced_write",  # name:what (finish, wait, park, slot, reserve, child, release...)
         "before_ack",
         "after_final",
         "before_child_journaled",  # a child run committed, its start not yet journaled in the parent

@@ -273,6 +273,16 @@ class Settings:
         ge=1024,
         le=256 * 1024 * 1024,
     )
+    hold_ms: float = setting(
+        5.0,
+        "Milliseconds a read's or idempotent tool's result may be held, written with the run's next write.",
+        "ms",
+        ge=0,
+        le=60000,
+    )
+    hold_max: int = setting(
+        16, "Results a run holds at most before they are written (0: none held).", "entries", ge=0, le=1000
+    )
 
     secret_key: str | None = setting(
         None,

@@ -146,7 +146,7 @@ class Runs(ClientCore):
         if run.state != RunState.WAITING:
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
-        if not await self.store.requeue(run_id, accept_program_change, detail):
+        if not await self.store.requeue(run_id, run.fencing_token, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)

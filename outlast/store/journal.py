@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,13 +25,18 @@ class Journal(Base):
     async def journal_times(self, run_id: str) -> dict[int, datetime]:
         return {r["seq"]: r["created_at"] for r in await self._rows("journal_times", run_id=run_id)}
 
-    async def append(self, run_id: str, author: int | OnWait, entry: Entry) -> bool | None:
+    async def append(
+        self, run_id: str, author: int | OnWait, entry: Entry, held: Sequence[Entry] = ()
+    ) -> bool | None:
         """Append one journal entry: the one way into the journal, for the worker and for the
         producer side alike. ``author`` is the lease holder's fencing token, or ``OnWait`` for a
         person or code writing to a run no worker holds (a resolution: the run must wait for
         exactly that reason, its chain must not have moved, and it is queued again).
+        ``held``: entries chained before ``entry`` (results the worker held), written with it by
+        the same fenced statement, all or none (the lease holder only).
         None if refused, else whether a cancellation of the run has been requested."""
         if isinstance(author, OnWait):
+            assert not held, "only the lease holder holds entries"
             rows = await self._write(
                 "append_unowned",
                 run_id=run_id,
@@ -39,5 +45,17 @@ class Journal(Base):
                 **_entry_params(entry),
             )
         else:
-            rows = await self._write("append", run_id=run_id, token=author, **_entry_params(entry))
+            every = [*held, entry]
+            rows = await self._write(
+                "append",
+                run_id=run_id,
+                token=author,
+                seq=entry.seq,
+                hash=entry.hash,
+                seqs=[e.seq for e in every],
+                kinds=[e.kind for e in every],
+                op_ids=[e.op_id for e in every],
+                bodies=[e.body for e in every],
+                hashes=[e.hash for e in every],
+            )
         return bool(rows[0]["cancel_requested"]) if rows else None

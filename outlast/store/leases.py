@@ -54,17 +54,20 @@ class Leases(Base):
         run_id: str,
         token: int,
         state: str,
+        journal_len: int,
         *,
         result: Any = None,
         error: dict[str, Any] | None = None,
         reason: str | None = None,
     ) -> bool:
-        """Commit a final state (fenced). False if the token is stale."""
+        """Commit a final state (fenced) on a journal of ``journal_len`` entries (written with it:
+        see ``RunControl.fenced``). False if the token is stale or the journal not that long."""
         rows = await self._write(
             "finish",
             id=run_id,
             token=token,
             state=state,
+            journal_len=journal_len,
             reason=reason,
             result=None if result is None else Jsonb(result),
             error=None if error is None else Jsonb(error),
@@ -101,9 +104,14 @@ class Leases(Base):
         return bool(rows)
 
     async def release(self, run_id: str, token: int, why: str) -> bool:
+        """Hand the run over (fenced): the lease ends now, and the claim is not counted as a crash."""
         rows = await self._write("release", id=run_id, token=token, detail=Jsonb({"why": why}))
         return bool(rows)
 
-    async def requeue(self, run_id: str, accept_program: bool, detail: dict[str, Any]) -> bool:
-        rows = await self._write("requeue", id=run_id, accept_program=accept_program, detail=Jsonb(detail))
+    async def requeue(self, run_id: str, token: int, accept_program: bool, detail: dict[str, Any]) -> bool:
+        """Queue a waiting run again: the wait under ``token`` (the run's token when it was read),
+        no other. False if the run changed since."""
+        rows = await self._write(
+            "requeue", id=run_id, token=token, accept_program=accept_program, detail=Jsonb(detail)
+        )
         return bool(rows)

@@ -26,16 +26,23 @@ class Sweeps(Base):
         rows = await self._rows("turns", window=self.tenant_window, limit=limit)
         return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
-    async def expire_deadlines(self, limit: int = 200) -> list[str]:
-        return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
+    async def expire_deadlines(self, grace: float, limit: int = 200) -> list[tuple[str, str | None, str]]:
+        """Runs whose deadline passed while nothing ran, each (id, queue, priority): to publish at
+        once (stamped as published now), for a worker to end through its executor; or, with queue
+        None, ended here ``timed_out`` (not ended ``grace`` seconds past the deadline)."""
+        rows = await self._rows("expire_deadlines", grace=grace, limit=limit)
+        return [(r["run_id"], r["queue"], r["priority"]) for r in rows]
 
     async def db_now(self) -> datetime:
+        """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""
         now: datetime = (await self._rows("db_now"))[0]["now"]
         return now
 
     async def cutoff(self, age: float) -> datetime:
-        """The database clock ``age`` seconds ago: runs finished before it are old enough."""
-        return await self.db_now() - timedelta(seconds=age)
+        """The database's own clock ``age`` seconds ago: runs finished before it are old enough
+        (``finished_at`` is an audit stamp, on that clock, not on the tests' movable one)."""
+        wall: datetime = (await self._rows("db_now"))[0]["wall"]
+        return wall - timedelta(seconds=age)
 
     async def prune(
         self,

@@ -86,7 +86,7 @@ class Writer:
         self,
         connect: Callable[[], Awaitable[Conn]],
         unavailable: Callable[[BaseException], ServiceUnavailable],
-        retry_for: float = 60.0,
+        retry_for: float,  # the settings' store_retry, passed by the connection
         make_wire: Callable[[Conn], Wire] = Wire,
         pooled: bool = False,
     ) -> None:

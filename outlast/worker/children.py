@@ -106,7 +106,7 @@ class Children:
                 f"{where}: the child's id {child_id[:40]!r}... would be longer than {MAX_RUN_ID} "
                 "characters (children nested too deep, or a long run id)"
             )
-        await r.go_live(op_id)
+        await r.go_live(op_id, lambda: f"start of child {describe(workflow, input)}")
         row = {
             "id": child_id,
             "workflow": workflow,
@@ -116,7 +116,9 @@ class Children:
             "program": program,
             "trace_context": tracing.carrier(),
         }
-        got = await self._control.db(self._store.insert_child(self.run_id, self._control.token, row))
+        got = await self._control.db(
+            self._control.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
+        )
         if not got.held:
             self._control.left = True
             raise Fenced(self.run_id, self._control.token)
@@ -166,7 +168,7 @@ class Children:
         async with self._one_at_a_time:
             if self.suspended:  # a sibling crossing committed the wait: unwind with it
                 raise Suspended()
-            await r.go_live(op_id)
+            await r.go_live(op_id, lambda: f"result of child run {child.id}")
             found = await self._control.db(self._store.get_run(child.id))
             if found is None:
                 raise UnknownRun(child.id)
@@ -178,7 +180,7 @@ class Children:
             await r.go_live(op_id)
             message = f"waiting for child run {child.id} ({child.workflow}, {found.state})"
             waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
-            if not await self._control.db(waiting):
+            if not await self._control.db(self._control.fenced("wait", waiting)):
                 raise Fenced(self.run_id, self._control.token)
             self.suspended = True
             raise Suspended()

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from outlast import failpoints, metrics
-from outlast.errors import ServiceUnavailable
+from outlast.errors import Fenced, ServiceUnavailable
 from outlast.model import Run, RunState
 from outlast.queue import Delivery
 from outlast.store import Claimed
-from outlast.worker.control import RunControl
+from outlast.worker.control import Interrupted, RunControl
 from outlast.worker.executor import Execution
 
 if TYPE_CHECKING:
@@ -94,6 +94,7 @@ class Claims:
             s.max_payload,
             secret_key=s.secret_key,
             windows=w.windows,
+            hold=(s.hold_ms, s.hold_max),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:
@@ -145,7 +146,16 @@ class Claims:
         if inner.done() and not inner.cancelled() and inner.exception() is None:
             await w.acks.ack(active.delivery)  # it got to a final state or a wait after all
             return
-        if await w.store.release(ex.run.id, control.token, "worker shutting down"):
+        try:  # the run's held entries first: on failure no release, its lease runs out instead
+            released = await control.fenced(
+                "release", w.store.release(ex.run.id, control.token, "worker shutting down")
+            )
+        except Fenced as exc:
+            ex.log.warning(f"run {ex.run.id}: not handed over ({exc}); its lease runs out instead")
+            released = False
+        except Interrupted as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        if released:
             await w.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
             ex.log.info(f"run {ex.run.id}: handed over")
         await w.acks.ack(active.delivery)

@@ -10,14 +10,14 @@ from outlast.app import App
 from outlast.errors import InDoubt, ToolError
 from outlast.journal import args_hash
 from outlast.worker.dispatcher import Dispatcher
-from outlast.worker.replayer import Replayer
+from outlast.worker.replayer import Replayer, asked_by_result
 
 
 async def compensate(app: App, replayer: Replayer, dispatcher: Dispatcher) -> dict[str, list[Any]]:
     """Undo what can be undone. Says an effect was undone only if its compensation succeeded."""
     done = []
     for op_id, kinds in replayer.journal.ops.items():
-        result, intention = kinds.get("result"), kinds.get("intention")
+        result, intention = kinds.get("result"), kinds.get("intention") or asked_by_result(kinds)
         if result is None or intention is None or "error" in result.data or op_id.startswith("undo-"):
             continue
         if intention.data["tool"] in app.compensations:

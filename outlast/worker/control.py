@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import TypeVar
 
+from outlast import failpoints
 from outlast.errors import ServiceUnavailable
 
 T = TypeVar("T")
@@ -39,6 +40,18 @@ class HandOver(BaseException):
     A BaseException, so that a workflow's ``except Exception`` does not swallow it."""
 
 
+class JournalEnd(BaseException):
+    """Offline replay only (``outlast.replay``): the workflow reached a crossing the journal does
+    not settle, where a worker would go live (``asks``: what the code asks there). Nothing past it
+    runs: no tool, no write. A BaseException, so that a workflow's ``except Exception`` cannot
+    swallow it."""
+
+    def __init__(self, op_id: str | None, asks: str) -> None:
+        super().__init__(f"journal end at {op_id}: the code asks {asks}")
+        self.op_id = op_id
+        self.asks = asks
+
+
 class RunControl:
     """One claimed run's token, lease and signals."""
 
@@ -49,8 +62,10 @@ class RunControl:
         ttl: float | None = None,
         sent_at: float | None = None,
         cancel: bool = False,
+        offline: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.offline = offline  # an offline replay: the run never goes live (``JournalEnd``)
         self.token = token
         self.ttl = ttl  # None: no lease to prove (tests that run an execution by hand)
         self.until = sent_at + ttl if ttl is not None and sent_at is not None else math.inf
@@ -61,6 +76,11 @@ class RunControl:
             self.cancel.set()
         self.left = False  # the run was left (fenced, interrupted, handed over): dispatch no more
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
+        # Writes the run's held journal entries (the replayer's flush): before any fenced write.
+        self.flush: Callable[[], Awaitable[None]] = _nothing_held
+        self.send: Callable[[], Awaitable[None]] = _nothing_held  # queues them, not waiting
+        # The journal's length as this worker chained it, held entries included (None: as claimed).
+        self.journal_len: int | None = None
 
     def proven(self, sent_at: float) -> None:
         """A claim or renewal sent at ``sent_at`` (monotonic) was granted: proven until
@@ -89,6 +109,26 @@ class RunControl:
         except ServiceUnavailable as exc:
             raise self.leave(str(exc)) from exc
 
+    async def fenced(self, what: str, pending: Awaitable[T], *, chained: bool = False) -> T:
+        """Await a fenced write of the run other than a journal append (a final state, a wait,
+        a park, a slot, a reservation, a child, a release): the run's held entries are written
+        first (``flush``), so that no such write is ever committed ahead of them. The write's own
+        errors are the caller's, as without this (wrap it in ``db`` to leave the run on them).
+        ``chained``: a write that is refused unless the journal is as long as ``journal_len`` (the
+        final state) goes in the same shared commit as the held entries, after them."""
+        failpoints.hit("with_result_held", what)
+        try:
+            await (self.send() if chained else self.flush())
+        except BaseException:
+            if isinstance(pending, Coroutine):
+                pending.close()  # never sent: the write is not made
+            raise
+        done = await pending
+        if chained:
+            await self.flush()  # the held entries' own outcome (written, if the write was)
+        failpoints.hit("after_fenced_write", what)
+        return done
+
     async def lease_proven(self, what: str) -> None:
         """Dispatch only with a lease proven for at least a third of its TTL more (a heartbeat
         was missed otherwise: this worker may be paused, or its link slow); wait up to one TTL
@@ -103,3 +143,7 @@ class RunControl:
             if time.monotonic() > give_up or self.lost.is_set():
                 raise self.leave(f"lease not proven before dispatching {what}; left for another worker")
             await asyncio.sleep(0.05)
+
+
+async def _nothing_held() -> None:
+    """No replayer yet (the claim, the checks before the workflow): nothing is held."""

@@ -2,9 +2,11 @@
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
-committed before the workflow goes on. On a takeover, an operation with an intention and no
-result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent tool is
-dispatched again with the same key, a reconciler is asked, and anything else is **in doubt**.
+committed before the workflow goes on; a read's or an idempotent tool's is **held** instead
+(``holds``, ``Replayer.hold``), and a read has no intention. On a takeover, an operation with an
+intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an
+idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
+is **in doubt**.
 """
 
 from __future__ import annotations
@@ -26,10 +28,11 @@ from outlast.journal import Unstorable, args_hash, canonical, operation_state, s
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.captures import journal_capture
+from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.flow import Gate
-from outlast.worker.gaps import GapTable
-from outlast.worker.replayer import Replayer, describe
+from outlast.worker.gaps import GapTable, holds
+from outlast.worker.replayer import Replayer, asked_by_result, describe
 from outlast.worker.tools import invoke
 
 log = structlog.get_logger("outlast.run")
@@ -79,15 +82,17 @@ class Dispatcher:
         ahash = args_hash(sealed)
         if self._replayer.journaled(op_id):
             kinds = self._replayer.journal.ops[op_id]
-            first = kinds.get("intention") or kinds.get("refused")
+            first = kinds.get("intention") or kinds.get("refused") or asked_by_result(kinds)
             if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
                 changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
-                raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed)
+                raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed, ahash)
             if first.kind == "refused":
                 raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self.replay(op_id, tool, clean)
         with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
-            await self._replayer.go_live(op_id)
+            if not holds(tool):  # its held results written, a cancellation is known before it
+                await self._replayer.flush()
+            await self._replayer.go_live(op_id, lambda: describe(tool_name, sealed))
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
             check = functools.partial(self._replayer.go_live, op_id)
             async with self._gate.operation(tool, op_id, check, self.alone):
@@ -103,6 +108,11 @@ class Dispatcher:
         started = time.perf_counter()
         await self._control.lease_proven(f"{tool.name} ({op_id})")
         failpoints.hit("before_intention", tool.name)
+        if tool.effect == "read" and holds(tool):
+            failpoints.hit("after_intention", tool.name)  # no intention: the same point
+            sealed, at = self._secrets.seal(tool.name, args), self._replayer.db_now().isoformat()
+            asked = {"tool": tool.name, "args": sealed, "args_hash": ahash, "started": at}
+            return await self.dispatch(tool, args, action, started=started, asked=asked)
         intention = {
             "tool": tool.name,
             "args": self._secrets.seal(tool.name, args),
@@ -136,24 +146,11 @@ class Dispatcher:
         )
         raise PolicyRefused(self.run_id, tool, reason)
 
-    async def budget(self) -> dict[str, dict[str, float]]:
-        """The run's budget as it stands: limit, spent and reserved for each name."""
-        if self.budget_id is None:
-            return {}
-        rows = await self._control.db(self._store.budget(self.budget_id))
-        return {
-            r["name"]: {
-                "limit": float(r["limit_value"]),
-                "spent": float(r["spent"]),
-                "reserved": float(r["reserved"]),
-            }
-            for r in rows
-        }
-
     async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        over = await self._control.db(self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost))
+        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        over = await self._control.db(self._control.fenced("reserve", reserve))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)
         return dict(tool.cost)
@@ -169,8 +166,12 @@ class Dispatcher:
         how: str = "",
         reserved: dict[str, float] | None = None,
         started: float | None = None,
+        asked: dict[str, Any] | None = None,
     ) -> Any:
         started = time.perf_counter() if started is None else started  # live: before the intention
+        held = holds(tool) and not how
+        if not held:  # nothing goes to a plain or reconciled tool while a result is held
+            await self._replayer.flush()
         # Checked again here, after the intention's commit (which may have waited out an outage),
         # and on every re-dispatch of a gap: never dispatch on a lease not proven.
         await self._control.lease_proven(f"{tool.name} ({action.operation_id})")
@@ -179,14 +180,16 @@ class Dispatcher:
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
+            # Its result, as journaled: with every secret value the run knows scrubbed out.
             with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
                 result = await self._invoke(tool, args, action)
-                span.result(result)
-            try:
-                payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
-            except Unstorable as exc:
-                payload = {"error": _error_payload(exc)}
-                unknown = f"it returned, but its result cannot be stored ({exc})"
+                try:
+                    ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
+                    payload: dict[str, Any] = {"ok": ok}
+                    span.result(ok)
+                except Unstorable as exc:
+                    payload = {"error": _error_payload(exc, self._secrets.scrub(str(exc)))}
+                    unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
             message = self._secrets.redact(tool.name, args, str(exc))  # stored and logged only so
             payload = {"error": _error_payload(exc, message)}
@@ -196,6 +199,8 @@ class Dispatcher:
         finally:
             self._control.dispatching -= 1
             reset_action(token)
+        if action.captured:  # what the tool sent, journaled before its outcome
+            await journal_capture(self._replayer, self._secrets, tool, args, action, self.max_payload)
         if unknown and tool.effect != "read" and not tool.idempotent:
             # Given up on, or done with a result that cannot be kept: not a plain failure, which
             # a retry or a compensation would take at its word. Only a read or a tool that
@@ -205,8 +210,16 @@ class Dispatcher:
         failpoints.hit("after_effect", tool.name)
         if how:
             payload["how"] = how
+        payload.update(asked or {})  # a read's: what was asked, as its intention would say
+        charged = self.budget_id is not None and bool(reserved or action.charges)
+        if held and not charged:
+            await self._replayer.hold("result", action.operation_id, payload)
+            failpoints.hit("with_result_held", tool.name)
+            failpoints.hit("after_result", tool.name)  # the same point, for a result held
+            metrics.operation(tool.name, "error" if "error" in payload else "ok", started)
+            return self._outcome(tool.name, payload)
         appended = self._replayer.append("result", action.operation_id, payload)
-        if self.budget_id is not None and (reserved or action.charges):
+        if charged and self.budget_id is not None:
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
             op = action.operation_id
@@ -245,7 +258,7 @@ class Dispatcher:
 
     async def replay(self, op_id: str, tool: Tool, args: dict[str, Any]) -> Any:
         state, last = operation_state(self._replayer.history(op_id))
-        if state == "done" and last is not None:
+        if state == "done" and last is not None:  # a read's result is its own first entry
             if last.kind == "result":
                 return self._outcome(tool.name, last.data)
             return last.data.get("result")  # resolved: it was executed
@@ -254,6 +267,9 @@ class Dispatcher:
             if self._control.cancel.is_set():
                 await self._replayer.go_live(op_id)
             raise InDoubt(self.run_id, op_id, tool.name)
+        if self._control.offline:  # an offline replay resolves no gap: nothing is dispatched
+            sealed = describe(tool.name, self._secrets.seal(tool.name, args))
+            raise JournalEnd(op_id, f"{sealed}, journaled with no result (a gap to resolve)")
         with tracing.operation(self.run_id, op_id, tool.name, self._control.token, resumed=True):
             # A re-dispatch after a crash is a dispatch too: its slot and rate first.
             async with self._gate.operation(tool, op_id, _no_check):
@@ -274,6 +290,7 @@ class Dispatcher:
         return await self._gaps.resolve(tool, args, action, reserved)
 
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+        why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
         self._log.warning(
             f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
             tool=tool.name,

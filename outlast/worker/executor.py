@@ -31,6 +31,7 @@ from outlast.journal import canonical, first_bad_crossing, storable
 from outlast.model import Partial, RunState
 from outlast.model import Run as RunRecord
 from outlast.queue import RateWindows
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import Gate, workflow_key
@@ -68,11 +69,13 @@ class Execution:
         *,
         secret_key: str | None = None,
         windows: RateWindows | None = None,
+        hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.run = run
         self.secret_key = secret_key
         self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
         self.max_payload = max_payload
+        self.hold = hold  # (ms, entries) a held result waits at most: Replayer.hold
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
@@ -81,13 +84,19 @@ class Execution:
         self.app = app
         self.store = store
         self.gate = Gate(store, windows, self.control, self.control.ttl)
+        self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
     async def finish(self, state: RunState, **kw: Any) -> Outcome:
-        """Commit a final state with the fencing condition (Fenced if superseded)."""
+        """Commit a final state with the fencing condition (Fenced if superseded); its result,
+        error and reason with the secret values the run knows scrubbed out."""
+        if self.secrets is not None:
+            kw = self.secrets.scrub(kw)
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
-        if not await self.store.finish(self.run.id, self.control.token, state, **kw):
+        length = self.run.journal_len if self.control.journal_len is None else self.control.journal_len
+        written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
+        if not await self.control.fenced("finish", written, chained=True):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
@@ -101,7 +110,9 @@ class Execution:
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
-        if not await self.store.wait(self.run.id, self.control.token, reason, message):
+        message = self.secrets.scrub(message) if self.secrets is not None else message
+        waiting = self.store.wait(self.run.id, self.control.token, reason, message)
+        if not await self.control.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
         return Outcome.WAITING
@@ -148,6 +159,7 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
         self._log_resume(journal)
+        self.secrets = Secrets(self.app, self.secret_key)
         ctx = Run(
             run,
             self.app,
@@ -156,8 +168,9 @@ class Execution:
             journal,
             self.db_now,
             self.max_payload,
-            self.secret_key,
+            self.secrets,
             self.gate,
+            self.hold,
         )
         self._started = ctx.children_started
         try:
@@ -240,9 +253,10 @@ class Execution:
                 if isinstance(got, Partial):
                     result = json.loads(canonical(got.result(), self.max_payload))
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
+                said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(
                     f"run {self.run.id}: the partial handler of '{wf.name}' raised "
-                    f"{type(failed).__name__}: {failed}; the run ends {state}"
+                    f"{self.secrets.scrub(said) if self.secrets else said}; the run ends {state}"
                 )
             if result is not None:
                 return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)

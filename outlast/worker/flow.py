@@ -68,7 +68,9 @@ class Gate:
     async def _acquire(self, key: str, cap: int, holder: str = "") -> bool:
         self.holds = True
         c = self._control
-        slot = await c.db(self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder))
+        slot = await c.db(
+            c.fenced("slot", self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder))
+        )
         return slot is not None
 
     async def workflow_slot(self, key: str, cap: int) -> bool:
@@ -200,7 +202,9 @@ class Gate:
         seconds = (SLOT_RETRY if key is not None else max(nap, SLOT_POLL)) * random.uniform(1.0, 1.2)
         wake_at = await c.db(self._store.db_now()) + timedelta(seconds=seconds)
         message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S} at the latest"
-        if not await c.db(self._store.park(c.run_id, c.token, reason, message, wake_at, key)):
+        if not await c.db(
+            c.fenced("park", self._store.park(c.run_id, c.token, reason, message, wake_at, key))
+        ):
             raise Fenced(c.run_id, c.token)
         log.debug(message, run_id=c.run_id, reason=reason)
         return wake_at

@@ -1,7 +1,10 @@
 """The gap table: an operation whose intention is journaled and whose result is not (its worker
 died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
-is **in doubt**: journaled as such and never dispatched again by the run."""
+is **in doubt**: journaled as such and never dispatched again by the run.
+
+For the same reasons a read's or an idempotent tool's result may be **held** (``holds``): one lost
+with its worker is a gap, or nothing journaled at all, and is resolved the same way."""
 
 from __future__ import annotations
 
@@ -21,6 +24,18 @@ if TYPE_CHECKING:
     import structlog
 
     from outlast.worker.dispatcher import Dispatcher
+
+
+def holds(tool: Tool) -> bool:
+    """Whether the tool's result may be held: a read's or an idempotent tool's (lost, it is redone
+    or dispatched again with its key), never one that costs, is rate limited or capped (their
+    settlement and accounting are committed with the result, as before)."""
+    return (
+        (tool.effect == "read" or tool.idempotent)
+        and not tool.cost
+        and not tool.rates
+        and tool.max_concurrent is None
+    )
 
 
 class GapTable:
@@ -80,7 +95,7 @@ class GapTable:
                 )
             say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
             metrics.resolution("reconciler_executed")
-            ok = json.loads(canonical(answer, self._d.max_payload))
+            ok = self._secrets.scrub(json.loads(canonical(answer, self._d.max_payload)))
             payload = {"ok": ok, "how": "reconciler: executed"}
             await self._replayer.append("result", op, payload)
             return payload["ok"]

@@ -5,11 +5,19 @@ served from here (loaded once, in one query) with no effect and no round trip. A
 asks for something else than the journal holds is refused (``ResumeImpossible``); a crossing
 past the journal goes live, once cancellation and the deadline have had their say. Every entry
 the worker writes is appended here, chained to the one before.
+
+A **held** entry (a read's or an idempotent tool's result, ``hold``) is chained at once and kept
+in memory for at most ``hold_ms`` and ``hold_max`` entries: it is written by the run's next
+append, chained first in the same fenced statement, or by ``flush``, which every other fenced
+write of the run awaits first (``RunControl.fenced``). A held entry lost with its worker is a
+result never journaled: the read is redone, the idempotent tool dispatched again with its key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +25,7 @@ from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible
 from outlast.journal import Entry, canonical, make_entry, operation_state
 from outlast.model import Run as RunRecord
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.control import JournalEnd, RunControl
 
 
 class Journaled:
@@ -46,13 +54,20 @@ class Journaled:
         ]
 
 
+def asked_by_result(kinds: dict[str, Entry]) -> Entry | None:
+    """A read's result, which is its own intention (tool, arguments, hash, start): None if the
+    operation has none, or its result is an ordinary one (an intention says what was asked)."""
+    result = kinds.get("result")
+    return result if result is not None and "tool" in result.data else None
+
+
 def describe(tool: str, args: dict[str, Any]) -> str:
     return f"{tool}({canonical(args)})"
 
 
 def _describe_entry(e: Entry) -> str:
     d = e.data
-    if e.kind in ("intention", "refused"):
+    if e.kind in ("intention", "refused") or (e.kind == "result" and "tool" in d):
         return describe(d["tool"], d["args"])
     if e.kind == "approval":
         return f"approval of {describe(d['action'], d['args'])}"
@@ -77,6 +92,8 @@ class Replayer:
         control: RunControl,
         journal: Journaled,
         db_now: datetime | None = None,
+        hold_ms: float = 0.0,
+        hold_max: int = 0,
     ) -> None:
         self.run_id = record.id
         self.deadline = record.deadline
@@ -90,6 +107,15 @@ class Replayer:
         self._last = max((int(op[3:]) for op in journal.ops if op.startswith("op-")), default=0)
         self._patches: dict[str, bool] = {}
         self._marks: list[tuple[str, dict[str, Any]]] = []  # patch markers not yet journaled
+        self._hold_for = hold_ms / 1000
+        self._hold_max = hold_max
+        self._held: list[Entry] = []  # chained, not yet sent: written first by the next write
+        self._carriers: list[asyncio.Future[None]] = []  # writes under way that carry held entries
+        self._broken: BaseException | None = None  # a flush that failed: the run cannot go on
+        self._timer: asyncio.TimerHandle | None = None
+        self._timed: set[asyncio.Task[None]] = set()  # the timer's flushes under way
+        control.flush, control.send = self.flush, self.send
+        control.journal_len = journal.length
 
     def position(self) -> str:
         """The next operation id: fixed when a crossing is *made*, so that parallel calls keep
@@ -136,9 +162,19 @@ class Replayer:
         """Count an operation as asked for (compensations, which no workflow line asks)."""
         self._served.add(op_id)
 
-    def mismatch(self, op_id: str, program: str) -> ResumeImpossible:
+    def mismatch(self, op_id: str, program: str, program_hash: str | None = None) -> ResumeImpossible:
+        """The refusal of a crossing that asks ``program`` where the journal holds something else;
+        both arguments hashes are named where there are arguments (a call, an approval)."""
         first = min(self.journal.ops[op_id].values(), key=lambda e: e.seq)
-        return ResumeImpossible(self.run_id, first.seq, _describe_entry(first), program)
+        return ResumeImpossible(
+            self.run_id,
+            first.seq,
+            _describe_entry(first),
+            program,
+            operation=op_id,
+            journal_hash=first.data.get("args_hash"),
+            program_hash=program_hash,
+        )
 
     def check_consumed(self) -> None:
         """A run that ends while journaled crossings were never asked for has diverged."""
@@ -147,13 +183,17 @@ class Replayer:
                 raise self.mismatch(op_id, "nothing more (the workflow returned)")
 
     def db_now(self) -> datetime:
-        """The database clock, read at the claim and carried on by the local monotonic clock."""
+        """The clock of due times (``outlast_now()``, the database's plus the schema's offset),
+        read at the claim and carried on by the local monotonic clock."""
         at, mono = self._clock
         base = at or datetime.now(UTC)
         return base + timedelta(seconds=time.monotonic() - mono)
 
-    async def go_live(self, op_id: str) -> None:
-        """Where the run would go live or block: a cancellation or a passed deadline stops it."""
+    async def go_live(self, op_id: str, asks: Callable[[], str] | None = None) -> None:
+        """Where the run would go live or block: a cancellation or a passed deadline stops it;
+        an offline replay ends here (``JournalEnd``, naming what the code ``asks``)."""
+        if self._control.offline:
+            raise JournalEnd(op_id, asks() if asks is not None else "a crossing past the journal")
         if self._control.cancel.is_set():
             await self.append("cancel", op_id, {})
             raise Cancelled()
@@ -164,21 +204,112 @@ class Replayer:
             )
 
     async def append(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
-        """Journal one entry as the lease holder (fenced). Parallel calls append concurrently:
-        each entry is chained to the head *before* its write commits, and the writer commits a
-        run's writes in order; a write that fails leaves the run, so the head never outlives it."""
+        """Journal one entry as the lease holder (fenced), with the held entries before it, in one
+        statement. Parallel calls append concurrently: each entry is chained to the head *before*
+        its write commits, and the writer commits a run's writes in order; a write that fails
+        leaves the run, so the head never outlives it."""
+        if self._control.offline:  # never reached past go_live; a write is refused all the same
+            raise JournalEnd(op_id, f"to journal a {kind} entry")
+        entry = self._chain(kind, op_id, data)
+        held, self._held = self._held, []
+        if held:
+            await self._carry(held, entry)
+        else:
+            await self._commit(entry, held)
+        return entry
+
+    async def hold(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
+        """Chain an entry now and write it with the run's next write (see the module's words), or
+        after ``hold_ms``, or once ``hold_max`` entries are held; with no holding, append it."""
+        if self._hold_max <= 0:
+            return await self.append(kind, op_id, data)
+        entry = self._chain(kind, op_id, data)
+        self._held.append(entry)
+        if len(self._held) >= self._hold_max:
+            await self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._hold_for, self._time_up)
+        return entry
+
+    async def flush(self) -> None:
+        """Write the held entries, and wait for every write under way that carries some: awaited
+        before any fenced write of the run other than an append, and before a dispatch to a tool
+        whose result is not held. Raises as the write would (``Fenced``, ``Interrupted``)."""
+        if self._broken is not None:
+            raise self._broken
+        if self._held:
+            held, self._held = self._held, []
+            await self._carry(held[:-1], held[-1])
+        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
+            await asyncio.shield(carrier)
+
+    def _time_up(self) -> None:
+        self._timer = None
+        if self._held:
+            task = asyncio.ensure_future(self._flush_quietly())
+            self._timed.add(task)
+            task.add_done_callback(self._timed.discard)
+
+    async def _flush_quietly(self) -> None:
+        """The timer's flush: a failure is kept (``_commit``) and raised at the run's next write."""
+        try:
+            await self.flush()
+        except BaseException:  # kept in _broken, raised by the run's next write
+            pass
+
+    def _chain(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
+        """The entry, chained to the head now (a patch marker still to journal goes before it)."""
+        if self._broken is not None:
+            raise self._broken
         marks, self._marks = self._marks, []
-        for mark_op, mark in marks:  # a patch marker goes before the entry that follows it
-            await self.append("patch", mark_op, mark)
+        for mark_op, mark in marks:  # journaled with the entry that follows it, in its statement
+            self._held.append(self._chain("patch", mark_op, mark))
         j = self.journal
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
+        self._control.journal_len = entry.seq
+        return entry
+
+    async def _carry(self, held: list[Entry], entry: Entry) -> None:
+        """A write that carries held entries: under way on its own (a caller that is cancelled, a
+        hand-over, does not stop it), awaited by every flush until it is done."""
+        await asyncio.shield(self._send(held, entry))
+
+    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[None]:
+        carrier = asyncio.ensure_future(self._commit(entry, held))
+        self._carriers.append(carrier)
+        carrier.add_done_callback(self._carried)
+        return carrier
+
+    async def send(self) -> None:
+        """Queue the held entries' write, not waiting for its commit: a write queued next goes in
+        the same shared commit, after it (the final state, which its ``journal_len`` condition
+        refuses unless they are written). ``flush`` then waits for it."""
+        if self._broken is not None:
+            raise self._broken
+        if self._held:
+            held, self._held = self._held, []
+            self._send(held[:-1], held[-1])
+            await asyncio.sleep(0)  # the carrier runs up to its write's queueing, first
+
+    def _carried(self, carrier: asyncio.Future[None]) -> None:
+        self._carriers.remove(carrier)
+        if not carrier.cancelled():
+            carrier.exception()  # kept in _broken; awaited by whoever waits for it
+
+    async def _commit(self, entry: Entry, held: list[Entry]) -> None:
         control = self._control
-        cancel = await control.db(self._store.append(self.run_id, control.token, entry))
+        try:
+            cancel = await control.db(self._store.append(self.run_id, control.token, entry, held))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # Interrupted too: the entries chained after these are void
+            self._broken = self._broken or exc
+            raise
         if cancel is None:
+            self._broken = self._broken or Fenced(self.run_id, control.token)
             control.left = True
             raise Fenced(self.run_id, control.token)
         if cancel:
             control.cancel.set()
-        return entry

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random as _random
-import time
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -47,16 +46,20 @@ class Run:
         journal: Journaled,
         db_now: datetime | None = None,
         max_payload: int | None = None,
-        secret_key: str | None = None,
+        secrets: Secrets | None = None,
         gate: Gate | None = None,
+        hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.id = record.id
         self.input = record.input
         self.tenant = record.tenant  # whose run (None: not given); its child runs keep it
         self._app = app
         self._store = store
-        self._replayer = Replayer(record, store, control, journal, db_now)
-        secrets = Secrets(app, secret_key)
+        self._control = control
+        self._budget_id = record.budget_id
+        self._replayer = Replayer(record, store, control, journal, db_now, *hold)
+        # the executor's: it scrubs the run's end of the secret values its crossings met
+        secrets = secrets or Secrets(app, None)
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
         self._dispatcher.handle = self
         self._dispatcher.alone = self._alone  # a tool's slot or rate wait may park the run
@@ -107,11 +110,14 @@ class Run:
         return counted()
 
     def now(self) -> Awaitable[datetime]:
-        """The current time, journaled: a replay sees the same value."""
+        """The current time, journaled: a replay sees the same value. It is the clock of claims,
+        leases and due times (``outlast_now()``: the database's, plus the offset tests move),
+        read at the claim and carried on by the local monotonic clock."""
         op_id = self._replayer.position()
+        replayer = self._replayer
 
         async def value() -> datetime:
-            ts = await self._value(op_id, "now", time.time)
+            ts = await self._value(op_id, "now", lambda: replayer.db_now().timestamp())
             return datetime.fromtimestamp(ts, UTC)
 
         return value()
@@ -178,7 +184,17 @@ class Run:
 
     async def budget(self) -> dict[str, dict[str, float]]:
         """The run's budget as it stands: limit, spent and reserved for each name."""
-        return await self._dispatcher.budget()
+        if self._budget_id is None:
+            return {}
+        rows = await self._control.db(self._store.budget(self._budget_id))
+        return {
+            r["name"]: {
+                "limit": float(r["limit_value"]),
+                "spent": float(r["spent"]),
+                "reserved": float(r["reserved"]),
+            }
+            for r in rows
+        }
 
     def _alone(self) -> bool:
         """A tool call waiting long for a slot or a rate may park the run only when no other
@@ -232,7 +248,7 @@ class Run:
             if e is None or e.data.get("name") != name:
                 raise replayer.mismatch(op_id, f"{name}()")
             return e.data["value"]
-        await replayer.go_live(op_id)
+        await replayer.go_live(op_id, lambda: f"{name}()")
         value = make()
         await replayer.append("value", op_id, {"name": name, "value": value})
         return value

@@ -56,15 +56,15 @@ class Waits:
                 raise self._replayer.mismatch(op_id, "sleep()")
             due = datetime.fromisoformat(e.data["until"])
         else:
-            await self._replayer.go_live(op_id)
+            await self._replayer.go_live(op_id, lambda: "sleep()")
             due = until if until is not None else now + timedelta(seconds=seconds)
             await self._replayer.append("timer", op_id, {"until": due.isoformat()})
         if due <= now:
             return
         await self._settled()  # calls made in parallel journal their results before the run lets go
-        await self._replayer.go_live(op_id)
+        await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
         waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
-        if not await self._control.db(waiting):
+        if not await self._control.db(self._control.fenced("wait", waiting)):
             raise Fenced(self.run_id, self._control.token)
         raise Suspended(due)
 
@@ -80,17 +80,18 @@ class Waits:
     ) -> Decision:
         real: dict[str, Any] = json.loads(canonical(args, self.max_payload))
         # An action that is a tool with secret arguments is shown, stored and hashed with them
-        # sealed: the hash the approver confirms still binds their values.
-        clean = self._secrets.seal(action, real)
+        # sealed (and any secret value the run knows scrubbed): the hash the approver confirms
+        # still binds their values.
+        clean = self._secrets.scrub(self._secrets.seal(action, real))
         ahash = args_hash(clean)
         self._replayer.enter(op_id)
         if self._replayer.journaled(op_id):
             asked = self._replayer.entry(op_id, "approval")
             bound = (action, ahash, approvers, policy_version, authenticated)
             if asked is None or tuple(asked.data.get(k, False) for k in _BOUND) != bound:
-                raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}")
+                raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}", ahash)
         else:
-            await self._replayer.go_live(op_id)
+            await self._replayer.go_live(op_id, lambda: f"approval of {describe(action, clean)}")
             asking: dict[str, Any] = {
                 "action": action,
                 "args": clean,
@@ -113,7 +114,9 @@ class Waits:
                         "status": row["status"],
                         "by": row["decided_by"],
                         "comment": row["comment"],
-                        "args": row["new_args"] if row["status"] == "revised" else clean,
+                        # a revision scrubbed of the run's known secrets (a sealed one may
+                        # not be retyped: approvals.check_revision)
+                        "args": self._secrets.scrub(row["new_args"]) if row["status"] == "revised" else clean,
                         # who decided (principal, how authenticated, from where) and when, by
                         # the database clock; None for a decision made before they were kept
                         "who": row["decided_by_detail"],
@@ -124,19 +127,22 @@ class Waits:
                 decided = await self._replayer.append("decision", op_id, {"status": "expired"})
             else:
                 await self._settled()  # as in _sleep: parallel calls journal their results first
-                await self._replayer.go_live(op_id)
+                await self._replayer.go_live(op_id, lambda: f"the decision on approval {op_id} of {action}")
                 ok = await self._control.db(
-                    self._store.await_approval(
-                        self.run_id,
-                        self._control.token,
-                        op_id,
-                        action=action,
-                        args=clean,
-                        args_hash=ahash,
-                        policy_version=policy_version,
-                        approvers=approvers,
-                        expires_in=expires_in,
-                        authenticated=authenticated,
+                    self._control.fenced(
+                        "wait",
+                        self._store.await_approval(
+                            self.run_id,
+                            self._control.token,
+                            op_id,
+                            action=action,
+                            args=clean,
+                            args_hash=ahash,
+                            policy_version=policy_version,
+                            approvers=approvers,
+                            expires_in=expires_in,
+                            authenticated=authenticated,
+                        ),
                     )
                 )
                 if not ok:

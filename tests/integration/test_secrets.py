@@ -92,7 +92,8 @@ def test_another_secret_on_replay_is_refused_by_name(world: World) -> None:
     first, second = f"sk-one-{uuid.uuid4().hex}", f"sk-two-{uuid.uuid4().hex}"
     with Client(settings=world.settings()) as client:
         rid = client.enqueue("charge", {"who": "bob", "amount": 1}).id
-        killed(world.worker(APP, **secret_world(world, first, OUTLAST_FAILPOINTS="after_result:lookup")))
+        # Killed once pay's intention carried lookup's (held) result into the journal.
+        killed(world.worker(APP, **secret_world(world, first, OUTLAST_FAILPOINTS="after_intention:pay")))
         world.worker(APP, **secret_world(world, second))
         run = settled(client, rid)
         assert (run.state, run.reason) == ("waiting", "resume_impossible")

@@ -1,0 +1,100 @@
+"""The replayer's held entries against a store that records its writes (no server): the order
+in which they reach the store, the timer, the cap, and a refused write that voids what follows."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import fields
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from outlast.errors import Fenced
+from outlast.journal import Entry
+from outlast.model import Run as RunRecord
+from outlast.store import Store
+from outlast.worker.control import RunControl
+from outlast.worker.replayer import Journaled, Replayer
+
+
+class Recorder:
+    """Records each append (the entries of one statement) and each other write, in order."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.writes: list[tuple[str, list[int]]] = []
+        self.refuse = refuse
+
+    async def append(self, run_id: str, token: int, entry: Entry, held: list[Entry]) -> bool | None:
+        self.writes.append(("append", [e.seq for e in [*held, entry]]))  # queued, in this order
+        await asyncio.sleep(0)  # a round trip: other tasks run meanwhile
+        return None if self.refuse else False
+
+    async def finish(self) -> bool:
+        self.writes.append(("finish", []))
+        return True
+
+
+def replayer(store: Recorder, hold_ms: float = 60000, hold_max: int = 16) -> tuple[Replayer, RunControl]:
+    now = datetime.now(UTC)
+    row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
+    row |= {"id": "r", "workflow": "w", "input": {}, "fencing_token": 1, "attempts": 1}
+    row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
+    control = RunControl("r", 1)
+    r = Replayer(RunRecord(**row), cast(Store, store), control, Journaled([]), None, hold_ms, hold_max)
+    return r, control
+
+
+def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -> None:
+    async def go() -> list[tuple[str, list[int]]]:
+        store = Recorder()
+        r, control = replayer(store)
+        await r.hold("result", "op-1", {"ok": 1})
+        await r.hold("result", "op-2", {"ok": 2})
+        assert store.writes == []  # held: nothing written yet
+        await r.append("intention", "op-3", {})
+        await r.hold("result", "op-3", {"ok": 3})
+        assert await control.fenced("finish", store.finish())
+        return store.writes
+
+    assert asyncio.run(go()) == [("append", [1, 2, 3]), ("append", [4]), ("finish", [])]
+
+
+def test_the_final_state_is_queued_right_after_the_held_entries() -> None:
+    async def go() -> tuple[list[tuple[str, list[int]]], int | None]:
+        store = Recorder()
+        r, control = replayer(store)
+        await r.hold("result", "op-1", {"ok": 1})
+        assert await control.fenced("finish", store.finish(), chained=True)
+        return store.writes, control.journal_len  # the length the final state is committed on
+
+    assert asyncio.run(go()) == ([("append", [1]), ("finish", [])], 1)
+
+
+def test_the_timer_and_the_cap_write_what_is_held() -> None:
+    async def go() -> list[tuple[str, list[int]]]:
+        store = Recorder()
+        r, _ = replayer(store, hold_ms=5, hold_max=3)
+        await r.hold("result", "op-1", {"ok": 1})
+        await asyncio.sleep(0.1)  # the timer's flush
+        for n in (2, 3, 4):  # the third one held reaches the cap
+            await r.hold("result", f"op-{n}", {"ok": n})
+        return store.writes
+
+    assert asyncio.run(go()) == [("append", [1]), ("append", [2, 3, 4])]
+
+
+def test_a_refused_flush_voids_what_follows_and_no_other_write_is_made() -> None:
+    async def go() -> Recorder:
+        store = Recorder(refuse=True)
+        r, control = replayer(store, hold_ms=5)
+        await r.hold("result", "op-1", {"ok": 1})
+        await asyncio.sleep(0.1)  # the timer's flush is refused (another fencing token)
+        assert control.left
+        with pytest.raises(Fenced):
+            await control.fenced("finish", store.finish())
+        with pytest.raises(Fenced):
+            await r.hold("result", "op-2", {"ok": 2})
+        return store
+
+    assert asyncio.run(go()).writes == [("append", [1])]
