@@ -325,6 +325,24 @@ class Settings:
         ge=0,
         le=100000,
     )
+    pg_pooler: str = setting(
+        "none",
+        "How Postgres is reached: none (directly), or through a pooler such as PgBouncer in "
+        "transaction or session mode (the schema is then set in each transaction, not at connect).",
+        choices=("none", "transaction", "session"),
+    )
+    pg_prepare: str = setting(
+        "auto",
+        "Server-side prepared statements: on, off, or auto (off with OUTLAST_PG_POOLER=transaction, "
+        "which PgBouncer before 1.21 cannot keep them across).",
+        choices=("auto", "on", "off"),
+    )
+    listen_url: str | None = setting(
+        None,
+        "A direct Postgres URL for LISTEN (a waiting client's wake-ups); unset: the database URL, "
+        "unless that is a transaction pooler (clients then poll).",
+        check=_POSTGRES,
+    )
     program_grace: float = setting(
         0.0,
         "Seconds a run is still handed back to the queue for a worker that serves its program once "

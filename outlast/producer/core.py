@@ -31,13 +31,7 @@ class ClientCore:
         self.settings, self.note = resolve(s)
         assert self.settings.database_url and self.settings.redis_url
         self.app = app
-        self.store = Store(
-            self.settings.database_url,
-            self.settings.schema,
-            max_size=4,
-            retry_for=self.settings.store_retry,
-            tenant_window=self.settings.tenant_window,
-        )
+        self.store = Store.from_settings(self.settings)
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
         self._opened = False
 

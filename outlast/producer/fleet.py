@@ -37,6 +37,10 @@ class Fleet(ClientCore):
         except (ServiceUnavailable, SchemaError) as exc:
             wrong.append(str(exc))
         try:
+            fine.append(await self.store.check_listen())
+        except ServiceUnavailable as exc:
+            wrong.append(f"{exc} (LISTEN: waiting clients poll meanwhile)")
+        try:
             await self.queue.ping()
             fine.append("redis answers")
         except ServiceUnavailable as exc:

@@ -24,6 +24,10 @@ class Base:
         """A pooled connection, driver errors wrapped."""
         raise NotImplementedError
 
+    def _scoped(self, conn: Conn) -> AbstractAsyncContextManager[None]:
+        """The block's statements on ``conn`` in the store's schema (through a pooler: one transaction)."""
+        raise NotImplementedError
+
     async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """Run statement ``name`` on a pooled connection (a read, or a write that never waits)."""
         raise NotImplementedError

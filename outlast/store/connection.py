@@ -7,8 +7,9 @@ import asyncio
 import contextlib
 import re
 import select
+import weakref
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, cast
+from typing import Any, Self, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -20,7 +21,19 @@ from outlast.settings import Settings
 from outlast.store.base import Base, Conn
 from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
+from outlast.store.wire import Wire
 from outlast.store.writer import Writer
+
+# Behind a pooler, what a startup option set for the session is set in each transaction instead
+# (docs/pgbouncer.md): the first statement of the same Sync, local to the transaction.
+_IN_SCHEMA = "SELECT set_config('search_path', %(schema)s, true)"
+# The writer's also names the server process and the transaction's start, for ``Writer._bury``;
+# with prepared statements, it asks for generic plans, as the direct connection's startup option
+# does (unnamed statements are planned at each use: a generic plan then costs more, not less).
+_WRITER_PRELUDE = (
+    "SELECT pg_backend_pid() AS pid, now()::text AS began, set_config('search_path', %(schema)s, true)"
+)
+_GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 def redact(url: str) -> str:
@@ -48,9 +61,19 @@ class Connection(Base):
         max_size: int = 8,
         retry_for: float = Settings.store_retry,  # the settings' defaults, declared there once
         tenant_window: int = Settings.tenant_window,
+        pooler: str = Settings.pg_pooler,
+        prepare: str = Settings.pg_prepare,
+        listen_url: str | None = Settings.listen_url,
     ) -> None:
         self.url = url
         self.schema = schema
+        # Through a pooler (docs/pgbouncer.md) no startup option reaches the server: the schema and
+        # the writer's plans are set in each transaction; without preparation (transaction pooling
+        # before PgBouncer 1.21) every statement goes unnamed; LISTEN needs a session of its own.
+        self.pooler = pooler
+        self.prepare = prepare == "on" or (prepare == "auto" and pooler != "transaction")
+        self.listen_url = listen_url or (None if pooler == "transaction" else url)
+        self._wires: weakref.WeakKeyDictionary[Conn, Wire] = weakref.WeakKeyDictionary()
         # A tenant's runs published and not started, per queue; its others are held (0014_fair).
         self.tenant_window = tenant_window
         # Each waiting reader listens on a connection of its own, up to MAX_LISTENERS; more poll.
@@ -61,15 +84,40 @@ class Connection(Base):
             max_size=max_size,
             open=False,
             check=_check,  # none stale after a restart
-            kwargs={
-                "autocommit": True,
-                "row_factory": dict_row,
-                "options": f"-c search_path={schema}",
-            },
+            kwargs={"autocommit": True, "row_factory": dict_row, **self._startup(f"-c search_path={schema}")},
         )
-        self.writer = Writer(self._connect, self._unavailable, retry_for)
+        prelude = (_WRITER_PRELUDE + (_GENERIC if self.prepare else ""), {"schema": schema})
+        self.writer = Writer(
+            self._connect,
+            self._unavailable,
+            retry_for,
+            make_wire=lambda c: Wire(c, self.prepare, prelude if pooler != "none" else None),
+            pooled=pooler != "none",
+        )
         self._beat: Conn | None = None  # lease renewals: never queued behind reads or writes
         self.reads = 0  # read round trips, for the cost model's measurements
+
+    @classmethod
+    def from_settings(cls, s: Settings, max_size: int = 4) -> Self:
+        """The store a worker or a client of these settings uses."""
+        assert s.database_url
+        return cls(
+            s.database_url,
+            s.schema,
+            max_size=max_size,
+            retry_for=s.store_retry,
+            tenant_window=s.tenant_window,
+            pooler=s.pg_pooler,
+            prepare=s.pg_prepare,
+            listen_url=s.listen_url,
+        )
+
+    def _startup(self, options: str) -> dict[str, Any]:
+        """The connection's arguments: ``options`` straight to the server, or none through a pooler
+        (which refuses them), and no psycopg preparation where it cannot last."""
+        if self.pooler == "none":
+            return {"options": options}
+        return {} if self.prepare else {"prepare_threshold": None}
 
     async def _connect(self) -> Conn:
         """The writer's and the renewals' connection. Their statements are prepared (psycopg, after
@@ -83,28 +131,50 @@ class Connection(Base):
                 connect_timeout=5,
                 autocommit=True,
                 row_factory=dict_row,
-                options=f"-c search_path={self.schema} -c plan_cache_mode=force_generic_plan",
+                **self._startup(f"-c search_path={self.schema} -c plan_cache_mode=force_generic_plan"),
             )
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from exc
 
     async def _listener(self) -> Conn:
-        """A connection of its own for LISTEN; TCP keepalives notice a silent network loss."""
+        """A connection of its own for LISTEN; TCP keepalives notice a silent network loss. A
+        ``listen_url`` is direct; the database URL through a session pooler keeps its session."""
+        if self.listen_url is None:
+            raise ServiceUnavailable("no LISTEN through a transaction pooler: set OUTLAST_LISTEN_URL")
+        direct = self.listen_url != self.url or self.pooler == "none"
         try:
-            return await psycopg.AsyncConnection.connect(
-                self.url,
+            conn = await psycopg.AsyncConnection.connect(
+                self.listen_url,
                 connect_timeout=5,
                 autocommit=True,
                 row_factory=dict_row,
                 application_name="outlast-listen",
-                options=f"-c search_path={self.schema}",
                 keepalives=1,
                 keepalives_idle=10,
                 keepalives_interval=5,
                 keepalives_count=3,
+                options=f"-c search_path={self.schema}" if direct else None,  # None: not sent
             )
+            if not direct:
+                await conn.execute(_IN_SCHEMA.replace(", true)", ", false)"), {"schema": self.schema})
+            return conn
         except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from exc
+            raise self._unavailable(exc, self.listen_url) from exc
+
+    @property
+    def wakeups(self) -> str:
+        """How a waiting client learns of a run's change, in words (``outlast health``)."""
+        if self.listen_url is None:
+            return "wake-ups: polling (a transaction pooler, and no OUTLAST_LISTEN_URL)"
+        if self.listen_url != self.url:
+            return f"wake-ups: LISTEN on OUTLAST_LISTEN_URL ({redact(self.listen_url)})"
+        return "wake-ups: LISTEN on the database URL"
+
+    async def check_listen(self) -> str:
+        """``wakeups``, once a listening connection could be opened (else ServiceUnavailable)."""
+        if self.listen_url is not None:
+            await (await self._listener()).close()
+        return self.wakeups
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
@@ -116,9 +186,9 @@ class Connection(Base):
         finally:
             await w.close()
 
-    def _unavailable(self, exc: BaseException) -> ServiceUnavailable:
+    def _unavailable(self, exc: BaseException, url: str | None = None) -> ServiceUnavailable:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return ServiceUnavailable(f"cannot reach Postgres at {redact(self.url)}: {first}")
+        return ServiceUnavailable(f"cannot reach Postgres at {redact(url or self.url)}: {first}")
 
     async def open(self, check: bool = True) -> None:
         """Connect; with ``check``, refuse a schema that is missing or newer than this code."""
@@ -145,6 +215,28 @@ class Connection(Base):
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout, OSError) as exc:
             raise self._unavailable(exc) from exc
 
+    @contextlib.asynccontextmanager
+    async def _scoped(self, conn: Conn) -> AsyncIterator[None]:
+        """The block's statements in the store's schema: through a pooler, in one transaction
+        that sets it (directly, the connection's startup option did)."""
+        if self.pooler == "none":
+            yield
+            return
+        async with conn.transaction():
+            await conn.execute(_IN_SCHEMA, {"schema": self.schema})
+            yield
+
+    async def _fetch(self, conn: Conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """One statement's rows. Through a pooler, one implicit transaction in one round trip:
+        the schema set, then the statement, one Sync (``Wire``)."""
+        if self.pooler == "none":
+            cur = await conn.execute(sql, params)
+            return await cur.fetchall() if cur.description else []
+        wire = self._wires.get(conn)
+        if wire is None:
+            wire = self._wires[conn] = Wire(conn, self.prepare, (_IN_SCHEMA, {"schema": self.schema}))
+        return (await wire.transaction([wire.dump(sql, params)]))[0]
+
     async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """A read (or a write that never waits for a lock) on a pooled connection; retried a few
         times through a dropped connection, then ServiceUnavailable."""
@@ -152,8 +244,7 @@ class Connection(Base):
             self.reads += 1
             try:
                 async with self._conn() as conn:
-                    cur = await conn.execute(Q[name], params)
-                    return await cur.fetchall() if cur.description else []
+                    return await self._fetch(conn, Q[name], params)
             except ServiceUnavailable:
                 if attempt == 2:
                     raise
@@ -174,7 +265,7 @@ class Connection(Base):
             try:
                 if self._beat is None or self._beat.closed:
                     self._beat = await self._connect()
-                return await (await self._beat.execute(Q[name], params)).fetchall()
+                return await self._fetch(self._beat, Q[name], params)
             except psycopg.Error as exc:
                 beat, self._beat = self._beat, None
                 if beat is not None:
@@ -185,7 +276,7 @@ class Connection(Base):
 
     async def execute(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run a statement of a caller's own (tests and examples only)."""
-        async with self._conn() as conn:
+        async with self._conn() as conn, self._scoped(conn):
             cur = await conn.execute(statement.encode(), params)
             return await cur.fetchall() if cur.description else []
 

@@ -94,7 +94,7 @@ class Migrations(Base):
         return found
 
     async def check_schema(self) -> None:
-        async with self._conn() as conn:
+        async with self._conn() as conn, self._scoped(conn):
             found = await self._refuse_newer(conn)
         if found is None:
             raise SchemaError(

@@ -9,6 +9,13 @@ built once per prepared statement (rows are returned as dicts, as the pooled rea
 
 A ``Wire`` belongs to one connection: its prepared statements live in that server process.
 Parameters are dumped with the connection's adaptation context, so its client encoding holds.
+
+Through a pooler (``docs/pgbouncer.md``) a wire can go without prepared statements (each statement
+then goes as an unnamed one: parsed and planned at each use, as PgBouncer's transaction pooling
+before 1.21 requires) and can open each transaction with a *prelude*: a statement of its own,
+first in the same Sync, that sets what a startup option would have set for the session, local to
+the transaction (``set_config(..., true)``), and may name the server process running it and the
+transaction's start (columns ``pid`` and ``began``): behind a pooler, only the server knows them.
 """
 
 from __future__ import annotations
@@ -72,12 +79,23 @@ class _Statement:
 class Wire:
     """One connection's prepared statements, and the transaction that sends a batch on it."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        prepare: bool = True,
+        prelude: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
         self.conn = conn
         self._tx = Transformer(conn)
         self._encoding = conn.info.encoding
         self._prepared: dict[tuple[str, tuple[int, ...]], _Statement] = {}
         self._names = itertools.count()
+        self._prepare = prepare
+        self._prelude = None if prelude is None else self.dump(*prelude)
+        # The server process running this wire's transaction and the transaction's start (text, as
+        # the server wrote it), from the prelude's reply until the Sync's (None otherwise): what to
+        # end if the link is lost under way, and not another transaction the process runs later.
+        self.server_tx: tuple[int, str] | None = None
 
     def dump(self, sql: str, params: dict[str, Any]) -> Dumped:
         _, names = _convert(sql)
@@ -88,21 +106,16 @@ class Wire:
     async def transaction(self, batch: Sequence[Dumped]) -> list[list[Row]]:
         """Commit the statements together; each one's rows, or the first error raised."""
         pgconn = self.conn.pgconn
-        fresh: dict[tuple[str, tuple[int, ...]], _Statement] = {}  # prepared by this batch
-        sent: list[tuple[_Statement, tuple[str, tuple[int, ...]] | None]] = []
-        pgconn.enter_pipeline_mode()
-        for d in batch:
-            key = (d.sql, d.types)
-            st = self._prepared.get(key) or fresh.get(key)
-            if st is None:
-                st = fresh[key] = _Statement(b"_outlast_w%d" % next(self._names))
-                pgconn.send_prepare(st.name, _convert(d.sql)[0].encode(self._encoding), d.types)
-                sent.append((st, key))
-            pgconn.send_query_prepared(st.name, d.values, d.formats, _TEXT)
-            sent.append((st, None))
-        pgconn.pipeline_sync()
-        groups = await self.conn.wait(_exchange(pgconn))
+        sent = self._send(batch if self._prelude is None else (self._prelude, *batch))
+        groups: list[list[PGresult]] = []  # filled as the replies come: kept if they stop
+        at = (1 if sent[0][1] is not None else 0) if self._prelude is not None else -1
+        self.server_tx = None
+        came = None if at < 0 else lambda: self._note_pid(groups, at)
+        await self.conn.wait(_exchange(pgconn, groups, came))
+        self.server_tx = None  # the Sync came back: the transaction is over, committed or not
         pgconn.exit_pipeline_mode()
+        if at >= 0:  # the prelude's replies are no statement's of the batch
+            del sent[: at + 1], groups[: at + 1]
         if len(groups) < len(sent):
             raise psycopg.OperationalError("the pipeline returned fewer results than it was sent")
         out: list[list[Row]] = []
@@ -126,6 +139,43 @@ class Wire:
             raise psycopg.OperationalError("the pipeline was aborted without an error")
         return out
 
+    def _send(self, batch: Sequence[Dumped]) -> list[tuple[_Statement, tuple[str, tuple[int, ...]] | None]]:
+        """Queue the statements (each prepared first if new) and the Sync, in pipeline mode; what
+        was sent, in order (a Parse's entry carries its key)."""
+        pgconn = self.conn.pgconn
+        fresh: dict[tuple[str, tuple[int, ...]], _Statement] = {}  # prepared by this batch
+        sent: list[tuple[_Statement, tuple[str, tuple[int, ...]] | None]] = []
+        pgconn.enter_pipeline_mode()
+        for d in batch:
+            key = (d.sql, d.types)
+            if not self._prepare:  # an unnamed statement, parsed again at each use
+                unnamed = self._prepared.setdefault(key, _Statement(b""))
+                text = _convert(d.sql)[0].encode(self._encoding)
+                pgconn.send_query_params(text, d.values, d.types, d.formats, _TEXT)
+                sent.append((unnamed, None))
+                if d is self._prelude:
+                    pgconn.send_flush_request()
+                continue
+            st = self._prepared.get(key) or fresh.get(key)
+            if st is None:
+                st = fresh[key] = _Statement(b"_outlast_w%d" % next(self._names))
+                pgconn.send_prepare(st.name, _convert(d.sql)[0].encode(self._encoding), d.types)
+                sent.append((st, key))
+            pgconn.send_query_prepared(st.name, d.values, d.formats, _TEXT)
+            sent.append((st, None))
+            if d is self._prelude:  # its reply now, not after the batch: it names the process
+                pgconn.send_flush_request()
+        pgconn.pipeline_sync()
+        return sent
+
+    def _note_pid(self, groups: list[list[PGresult]], at: int) -> None:
+        if len(groups) == at + 1:  # the prelude's reply, just come
+            res = groups[at][0]
+            if res.status == _TUPLES_OK and res.ntuples and res.fname(0) == b"pid":
+                pid, began = res.get_value(0, 0), res.get_value(0, 1)
+                if pid and began:
+                    self.server_tx = (int(pid), bytes(began).decode())
+
     def _rows(self, st: _Statement, res: PGresult) -> list[Row]:
         if st.make_row is None:
             names = tuple((res.fname(i) or b"").decode(self._encoding) for i in range(res.nfields))
@@ -134,10 +184,10 @@ class Wire:
         return self._tx.load_rows(0, res.ntuples, st.make_row)
 
 
-def _exchange(pgconn: PGconn) -> PQGen[list[list[PGresult]]]:
-    """Send what is buffered, then read every statement's results up to the Sync's."""
+def _exchange(pgconn: PGconn, groups: list[list[PGresult]], came: Callable[[], None] | None) -> PQGen[None]:
+    """Send what is buffered, then read every statement's results, into ``groups`` as they come
+    (``came``, if any, told after each), up to the Sync's."""
     yield from generators.send(pgconn)
-    groups: list[list[PGresult]] = []
     while True:
         results = yield from generators.fetch_many(pgconn)
         if not results:
@@ -145,5 +195,7 @@ def _exchange(pgconn: PGconn) -> PQGen[list[list[PGresult]]]:
         if results[-1].status == _PIPELINE_SYNC:
             if len(results) > 1:
                 groups.append(results[:-1])
-            return groups
+            return
         groups.append(results)
+        if came is not None:
+            came()

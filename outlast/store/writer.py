@@ -42,6 +42,12 @@ STALL = 15.0  # a transaction not done in this long: its server is gone, or it i
 # Errors that say something about the statement itself, not the server: tried a few times only.
 _DETERMINISTIC = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.NotSupportedError)
 _QUICK_TRIES = 3
+# A server process, while it runs the given transaction (NULL: whatever it runs).
+_RUNNING = (
+    "SELECT 1 FROM pg_stat_activity WHERE pid = %(pid)s"
+    " AND (%(began)s::timestamptz IS NULL OR xact_start = %(began)s::timestamptz)"
+)
+_TERMINATE = _RUNNING.replace("SELECT 1", "SELECT pg_terminate_backend(pid)")
 
 log = structlog.get_logger("outlast.store")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
@@ -81,8 +87,14 @@ class Writer:
         connect: Callable[[], Awaitable[Conn]],
         unavailable: Callable[[BaseException], ServiceUnavailable],
         retry_for: float,  # the settings' store_retry, passed by the connection
+        make_wire: Callable[[Conn], Wire] = Wire,
+        pooled: bool = False,
     ) -> None:
         self._connect = connect
+        self._make_wire = make_wire
+        # Behind a pooler the connection's backend pid is the pooler's own: the server's comes
+        # with each batch (the wire's prelude), and is the one a retry must see gone.
+        self._pooled = pooled
         self._unavailable = unavailable
         self.retry_for = retry_for
         self._queue: asyncio.Queue[_Write] = asyncio.Queue()
@@ -90,7 +102,8 @@ class Writer:
         self._conn: Conn | None = None
         self._wire: Wire | None = None
         self._warned = False
-        self._dead_pid: int | None = None  # the server process of a dropped connection
+        # The server process of a dropped connection (behind a pooler: and its transaction's start).
+        self._dead: tuple[int, str | None] | None = None
         self.commits = 0
         self.writes = 0
         self.busy = 0.0  # seconds spent committing (and retrying), for the busy ratio
@@ -192,7 +205,7 @@ class Writer:
         if self._conn is None or self._wire is None or self._conn.closed:
             conn = await asyncio.wait_for(self._connect(), STALL)
             await asyncio.wait_for(self._bury(conn), STALL)
-            self._conn, self._wire = conn, Wire(conn)
+            self._conn, self._wire = conn, self._make_wire(conn)
         conn, wire = self._conn, self._wire
         dumped: list[Dumped] = []
         size = 0
@@ -224,22 +237,26 @@ class Writer:
     async def _bury(self, conn: Conn) -> None:
         """Before a write is retried on a new connection, the server process of the dropped one
         must be gone: a transaction it still runs could commit after the retry looked for its
-        effect (and the retry would then be refused, or count twice)."""
-        pid, self._dead_pid = self._dead_pid, None
-        if pid is None:
+        effect (and the retry would then be refused, or count twice). Behind a pooler, only while
+        it still runs the transaction left under way: the pooler may have handed it on since."""
+        found, self._dead = self._dead, None
+        if found is None:
             return
-        await conn.execute("SELECT pg_terminate_backend(%s)", [pid])
+        dead = {"pid": found[0], "began": found[1]}
+        await conn.execute(_TERMINATE, dead)
         for _ in range(100):
-            cur = await conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid])
-            if await cur.fetchone() is None:
+            if await (await conn.execute(_RUNNING, dead)).fetchone() is None:
                 return
             await asyncio.sleep(0.05)
 
     async def _drop(self) -> None:
-        conn, self._conn, self._wire = self._conn, None, None
+        conn, wire, self._conn, self._wire = self._conn, self._wire, None, None
+        if self._pooled:  # the server process of the batch left under way, if any
+            self._dead = wire.server_tx if wire is not None else None
         if conn is not None:
-            with contextlib.suppress(Exception):
-                self._dead_pid = conn.info.backend_pid
+            if not self._pooled:
+                with contextlib.suppress(Exception):
+                    self._dead = (conn.info.backend_pid, None)
             try:
                 await asyncio.wait_for(conn.close(), 1)
             except Exception:  # closing a dead link is best effort

@@ -75,9 +75,7 @@ class InProcessWorker:
         assert s.database_url and s.redis_url
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(_quiet_crashes)
-        store = Store(
-            s.database_url, s.schema, max_size=4, retry_for=s.store_retry, tenant_window=s.tenant_window
-        )
+        store = Store.from_settings(s)
         queue = Queue(s.redis_url, s.prefix, connections=s.concurrency + 16)
         try:
             await store.open()

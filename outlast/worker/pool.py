@@ -67,13 +67,7 @@ async def run_worker(
     tracing.configure(settings.trace_payloads == "on")
     if settings.metrics_port:
         metrics.enable(settings.metrics_tenants)
-    store = Store(
-        settings.database_url,
-        settings.schema,
-        max_size=4,
-        retry_for=settings.store_retry,
-        tenant_window=settings.tenant_window,
-    )
+    store = Store.from_settings(settings)
     queue = Queue(settings.redis_url, settings.prefix, connections=settings.concurrency + 16)
     try:
         await store.open()

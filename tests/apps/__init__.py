@@ -15,6 +15,8 @@ def setup_tables(database_url: str, schema: str, ddl: str) -> None:
 
 
 def connect() -> psycopg.Connection[Any]:
-    """A connection to the schema the worker serves (the tools' world lives beside outlast's tables)."""
-    url, schema = os.environ["OUTLAST_DATABASE_URL"], os.environ["OUTLAST_SCHEMA"]
+    """A connection to the schema the worker serves (the tools' world lives beside outlast's tables;
+    ``TEST_WORLD_URL`` reaches it directly when outlast goes through a pooler)."""
+    url = os.environ.get("TEST_WORLD_URL") or os.environ["OUTLAST_DATABASE_URL"]
+    schema = os.environ["OUTLAST_SCHEMA"]
     return psycopg.connect(url, autocommit=True, options=f"-c search_path={schema}")

@@ -9,7 +9,13 @@ from outlast.settings import Settings
 from outlast.store.connection import Connection
 
 # The store's constructor parameter -> the setting whose default it is.
-TAKEN = {"retry_for": "store_retry", "tenant_window": "tenant_window"}
+TAKEN = {
+    "retry_for": "store_retry",
+    "tenant_window": "tenant_window",
+    "pooler": "pg_pooler",
+    "prepare": "pg_prepare",
+    "listen_url": "listen_url",
+}
 
 
 def test_the_store_defaults_are_the_settings() -> None:
