@@ -60,7 +60,7 @@ async def test_wait_costs_nothing_between_changes_and_is_woken_at_once(world: Wo
     assert not waiting.done()
 
     t = time.monotonic()
-    assert await worker.finish("r", token, "succeeded", result={"ok": 1})
+    assert await worker.finish("r", token, "succeeded", 1, result={"ok": 1})
     done = await asyncio.wait_for(waiting, 5)
     woken_after = time.monotonic() - t
     assert done.state == "succeeded" and done.result == {"ok": 1}
@@ -132,7 +132,7 @@ async def test_a_killed_listening_connection_loses_no_event(world: World) -> Non
     )
     assert again
     await worker.event("r", "four", {})
-    assert await worker.finish("r", token, "succeeded")
+    assert await worker.finish("r", token, "succeeded", 0)
     await asyncio.wait_for(following, 5)
     kinds = [e["kind"] for e in seen]
     assert kinds == ["enqueued", "one", "two", "three", "four", "succeeded"]
@@ -170,7 +170,7 @@ async def test_follow_sees_events_committed_out_of_id_order(world: World) -> Non
     assert not second.done(), "an event was written under another transaction's hold of the run"
     await holder.commit()
     await asyncio.wait_for(second, 5)
-    assert await worker.finish("r", token, "succeeded")
+    assert await worker.finish("r", token, "succeeded", 0)
     await asyncio.wait_for(following, 5)
     assert seen == ["enqueued", "first", "second", "succeeded"]
     await holder.close()
@@ -209,7 +209,7 @@ async def test_wait_polls_while_it_cannot_listen(world: World, monkeypatch: Any)
     waiting = asyncio.create_task(client.wait("r", poll=0.2))
     await asyncio.sleep(0.7)
     assert client.store.reads >= 4  # polling, every 0.2 s
-    assert await worker.finish("r", token, "succeeded")
+    assert await worker.finish("r", token, "succeeded", 0)
     assert (await asyncio.wait_for(waiting, 2)).state == "succeeded"
     await worker.close()
     await client.close()

@@ -34,10 +34,10 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     got = await store.claim("r", "me", 30, {})
     assert got is not None
     claimed, _now, _turn = got
-    assert await store.finish("r", claimed.fencing_token, "succeeded", result={"ok": 1})
+    assert await store.finish("r", claimed.fencing_token, "succeeded", 0, result={"ok": 1})
     with pytest.raises(psycopg.errors.CheckViolation, match="final"):
         world.sql("UPDATE runs SET state = 'running' WHERE id = 'r'")
-    assert not await store.finish("r", claimed.fencing_token, "failed")
+    assert not await store.finish("r", claimed.fencing_token, "failed", 0)
     assert world.sql("SELECT state, result FROM runs WHERE id = 'r'") == [("succeeded", {"ok": 1})]
     await store.close()
 
@@ -47,7 +47,7 @@ async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
     await add_run(store, "r")
     got = await store.claim("r", "me", 30, {})
     assert got is not None
-    assert await store.finish("r", got[0].fencing_token, "succeeded", result={"ok": 1})
+    assert await store.finish("r", got[0].fencing_token, "succeeded", 0, result={"ok": 1})
     before = world.sql("SELECT * FROM runs WHERE id = 'r'")
     changes = ("input = '{\"amount\": 1000}'", "workflow = 'other'", "owner = 'me'", "updated_at = now()")
     for change in changes:
