@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -22,7 +23,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from outlast.app import App
-from outlast.dashboard.auth import LOGIN_COOKIE, Gate
+from outlast.dashboard.auth import LOGIN_COOKIE, NUL, Gate
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
@@ -59,12 +60,18 @@ def _left(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def _segment(value: Any) -> str:
+    """An id as one URL path segment: every character but letters, digits and ``-_.~`` encoded,
+    ``/`` and ``?`` included, so an id can never point a link or a form at another path."""
+    return quote(str(value), safe="")
+
+
 def templates() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters |= {"pretty": _pretty, "age": _age, "left": _left}
+    env.filters |= {"pretty": _pretty, "age": _age, "left": _left, "seg": _segment}
     return env
 
 
@@ -77,7 +84,7 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> HT
     return HTMLResponse(html, status_code=status)
 
 
-def login_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
+async def login_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
     """The sign-in form; its CSRF token is bound to a nonce in a cookie of its own."""
     gate: Gate = request.app.state.gate
     nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(16)
@@ -85,7 +92,7 @@ def login_page(request: Request, status: int = 200, error: str | None = None) ->
         request,
         "login.html",
         status,
-        login_csrf=gate.login_csrf(nonce),
+        login_csrf=await gate.login_csrf(nonce),
         error=error,
         no_users=gate.users is None and gate.header is None,
     )
@@ -108,12 +115,16 @@ class Guard(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: Next) -> Response:
         path = request.url.path[len(request.scope.get("root_path", "")) :] or "/"
         response: Response
-        if path.startswith(OPEN_PATHS):
+        if "\x00" in request.scope["path"] or any(
+            "\x00" in k + v for k, v in request.query_params.multi_items()
+        ):
+            response = JSONResponse({"error": NUL}, status_code=400)
+        elif path.startswith(OPEN_PATHS):
             response = await call_next(request)
         else:
-            caller = request.app.state.gate.caller(request)
+            caller = await request.app.state.gate.caller(request)
             if caller is None:
-                response = self._refuse(request, path)
+                response = await self._refuse(request, path)
             else:
                 request.state.caller = caller
                 response = await call_next(request)
@@ -124,14 +135,14 @@ class Guard(BaseHTTPMiddleware):
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 
-    def _refuse(self, request: Request, path: str) -> Response:
+    async def _refuse(self, request: Request, path: str) -> Response:
         if path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             return JSONResponse(
                 {"error": "not authenticated: send Authorization: Bearer <token> (outlast users add)"},
                 status_code=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        return login_page(request, 401)
+        return await login_page(request, 401)
 
 
 async def refused(request: Request, exc: Exception) -> Response:
@@ -172,6 +183,6 @@ def create_app(
         lifespan=lifespan,
     )
     site.state.client = c
-    site.state.gate = Gate(s)
+    site.state.gate = Gate(s, c)
     site.state.templates = templates()
     return site

@@ -40,6 +40,7 @@ from outlast.schedules import next_tick
 from outlast.services import resolve
 from outlast.settings import MAX_AGE, Settings, check_name
 from outlast.store import SCHEMA_VERSION, OnWait, Pruned, Store
+from outlast.store.sessions import Sessions
 
 T = TypeVar("T")
 
@@ -138,6 +139,7 @@ class AsyncClient:
             tenant_window=self.settings.tenant_window,
         )
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
+        self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0016)
         self._opened = False
 
     @classmethod
