@@ -1,6 +1,7 @@
 """What the dashboard's tests share: the people (a users file with alice of ``ops``, an approver,
-olga of ``oncall``, an operator, and bob of ``viewers``, who may only look), a real worker serving tests/apps/desk.py, and the dashboard served by uvicorn on a
-free port of this machine, against the test's own schema and prefix."""
+olga of ``oncall``, an operator, and bob of ``viewers``, who may only look), a real worker serving
+tests/apps/desk.py, and the dashboard served by uvicorn on a free port of this machine, against
+the test's own schema and prefix."""
 
 from __future__ import annotations
 
