@@ -135,7 +135,7 @@ async def decide(
         if isinstance(args, str):
             try:
                 args = json.loads(args)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
                 raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
         if not isinstance(args, dict):
             raise Refusal(400, "the revised arguments must be a JSON object")
@@ -164,7 +164,7 @@ async def resolve(
     if isinstance(result, str):
         try:
             result = json.loads(result) if result.strip() else None
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise Refusal(400, f"the result is not JSON: {exc}") from None
     await client.resolve(
         run_id, op_id, executed=executed, result=result, principal=principal, comment=comment
@@ -245,13 +245,14 @@ async def _body(request: Request) -> dict[str, Any]:
     raw = await capped(request, API_BODY)
     try:
         body = json.loads(raw) if raw.strip() else {}
+        nul = has_nul(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise Refusal(400, "the body must be a JSON object") from None
     except RecursionError:
         raise Refusal(400, "the body is nested too deep: a JSON object of plain values") from None
     if not isinstance(body, dict):
         raise Refusal(400, "the body must be a JSON object")
-    if has_nul(body):
+    if nul:
         raise Refusal(400, NUL)
     return body
 

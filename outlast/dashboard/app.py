@@ -122,18 +122,23 @@ class Guard(BaseHTTPMiddleware):
         elif path.startswith(OPEN_PATHS):
             response = await call_next(request)
         else:
-            caller = await request.app.state.gate.caller(request)
-            if caller is None:
-                response = await self._refuse(request, path)
-            else:
-                request.state.caller = caller
-                response = await call_next(request)
+            response = await self._authenticated(request, path, call_next)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers.setdefault("Cache-Control", "no-store")
         return response
+
+    async def _authenticated(self, request: Request, path: str, call_next: Next) -> Response:
+        try:
+            caller = await request.app.state.gate.caller(request)
+        except OutlastError as exc:  # Postgres unreachable: the sessions are kept there
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        if caller is None:
+            return await self._refuse(request, path)
+        request.state.caller = caller
+        return await call_next(request)
 
     async def _refuse(self, request: Request, path: str) -> Response:
         if path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):

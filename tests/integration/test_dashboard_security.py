@@ -283,6 +283,9 @@ def test_bad_input_is_a_400_with_a_reason(d: Desk, http: TestClient) -> None:
         http.get("/api/runs?limit=%C2%B2", headers=me),
         http.post(url, json={**body, "comment": "fine\x00"}, headers=me),
         http.post(url, content=deep, headers={**me, "Content-Type": "application/json"}),
+        http.post(
+            url, json={**body, "decision": "revise", "comment": "x", "args": "[" * 100_000}, headers=me
+        ),
     ):
         error = got.json()["error"]
         assert got.status_code == 400, (got.request.url, got.status_code, error)
