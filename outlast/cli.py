@@ -637,7 +637,9 @@ def users() -> None:
 @_option("users", "--users", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def users_add(ctx: click.Context, /, name: str, groups: tuple[str, ...], users: Path | None) -> None:
-    """Add NAME to the users file (or give them a new token) and print the token, once."""
+    """Add NAME to the users file (or give them a new token) and print the token, once. Groups
+    give roles in the dashboard: operators (cancel, resume, requeue) and approvers (decide,
+    resolve), unless the file's [roles] table says otherwise; everyone else only looks."""
     from outlast.identity import add_user
 
     configured = _settings(ctx).users
@@ -844,8 +846,15 @@ def _print_dead_letters(letters: list[dict[str, str]], queue: str, as_json: bool
     metavar="MODULE:APP",
     help="The application, to check revised arguments against its tools (optional).",
 )
+@click.option(
+    "--root-path",
+    default="",
+    envvar="OUTLAST_DASHBOARD_ROOT_PATH",
+    show_envvar=True,
+    help="The path prefix a reverse proxy serves the dashboard under (e.g. /outlast).",
+)
 @click.pass_context
-def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) -> None:
+def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None, root_path: str) -> None:
     """The web page and JSON API: runs, approvals, in-doubt operations, the fleet. Needs the
     dashboard extra (pip install 'outlast[dashboard]') and users (OUTLAST_USERS) to sign in."""
     try:
@@ -859,6 +868,8 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) ->
         ) from None
     settings = _settings(ctx)
     check_bind(host, settings)
+    if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+        raise click.BadParameter("a path like /outlast: a leading /, no trailing /", param_hint="--root-path")
 
     async def reachable(c: AsyncClient) -> None:
         """Postgres answers and the schema is current (Redis is asked when first needed)."""
@@ -870,8 +881,10 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) ->
         app = create_app(settings, app=load_app(app_spec))
     else:
         app = create_app(settings)
-    click.echo(f"outlast dashboard on http://{host}:{port}/ (schema {settings.schema})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    click.echo(f"outlast dashboard on http://{host}:{port}{root_path}/ (schema {settings.schema})", err=True)
+    uvicorn.run(
+        app, host=host, port=port, root_path=root_path, log_level="warning", timeout_graceful_shutdown=2
+    )
 
 
 def main() -> None:

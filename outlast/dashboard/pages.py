@@ -7,7 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
@@ -15,7 +15,15 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import fleet
 from outlast.dashboard import api
-from outlast.dashboard.auth import LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
+from outlast.dashboard.auth import (
+    LOGIN_BODY,
+    LOGIN_COOKIE,
+    NUL,
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    Gate,
+    same,
+)
 from outlast.dashboard.render import login_page, render
 from outlast.errors import OutlastError
 from outlast.identity import Principal
@@ -37,6 +45,10 @@ def _see(request: Request, path: str) -> RedirectResponse:
     return RedirectResponse(_base(request) + path, status_code=303)
 
 
+def _run_path(run_id: str) -> str:
+    return "/runs/" + quote(run_id, safe="")
+
+
 async def _form(request: Request) -> dict[str, Any] | None:
     """The posted form, or None when its CSRF token is missing or wrong."""
     form = dict(await request.form())
@@ -48,7 +60,7 @@ async def runs_page(request: Request) -> Response:
     c, q = api.client_of(request), request.query_params
     wanted = q.get("run", "").strip()
     if wanted:
-        return _see(request, "/runs/" + quote(wanted, safe=""))
+        return _see(request, _run_path(wanted))
     state = q.get("state") or None
     mark, error = await c.change_mark(), None  # first: never ahead of what the page shows
     try:
@@ -68,13 +80,14 @@ async def runs_page(request: Request) -> Response:
     )
 
 
-async def run_page(request: Request) -> Response:
+async def run_page(request: Request, error: str | None = None, status: int = 200) -> Response:
     run_id = request.path_params["run_id"]
     try:
         view = await api.run_view(api.client_of(request), run_id)
-    except OutlastError as exc:
-        return render(request, "error.html", api.status_of(exc), error=str(exc))
-    return render(request, "run.html", run=view["run"], v=view)
+    except OutlastError as exc:  # a refusal said first, else that the run is not there
+        return render(request, "error.html", status if error else api.status_of(exc), error=error or str(exc))
+    me = api.caller_of(request).principal
+    return render(request, "run.html", status, run=view["run"], v=view, me=me, error=error)
 
 
 async def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
@@ -83,12 +96,18 @@ async def approvals_page(request: Request, error: str | None = None, status: int
     return render(request, "approvals.html", status, pending=pending, me=me, error=error)
 
 
-async def _act(request: Request, act: Act, page: Page) -> Response:
-    """A decision or resolution posted by a form, made as the signed-in principal; refused, the
-    page it came from says why."""
+async def _act(request: Request, act: Act, page: Page, role: tuple[str, str]) -> Response:
+    """An act posted by a form (a decision, a resolution, a cancellation...), made as the
+    signed-in principal if their role allows it; refused, the page it came from says why."""
+    gate: Gate = request.app.state.gate
+    why = gate.refusal(api.caller_of(request), *role)
+    if why is not None:
+        return await page(request, f"refused: {why}", 403)
     form = await _form(request)
     if form is None:
         return await page(request, STALE, 403)
+    if api.has_nul(form):
+        return await page(request, NUL, 400)
     p = request.path_params
     try:
         await act(api.client_of(request), api.caller_of(request).principal, p, form)
@@ -96,14 +115,14 @@ async def _act(request: Request, act: Act, page: Page) -> Response:
         return await page(request, f"refused: {exc}", exc.status)
     except OutlastError as exc:
         return await page(request, f"refused: {exc}", api.status_of(exc))
-    return _see(request, f"/runs/{p['run_id']}")
+    return _see(request, _run_path(p["run_id"]))
 
 
 async def decide(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
         await api.decide(c, who, p["run_id"], p["approval_id"], form)
 
-    return await _act(request, act, approvals_page)
+    return await _act(request, act, approvals_page, api.DECIDE)
 
 
 async def in_doubt_page(request: Request, error: str | None = None, status: int = 200) -> Response:
@@ -115,7 +134,21 @@ async def resolve(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
         await api.resolve(c, who, p["run_id"], p["op_id"], form)
 
-    return await _act(request, act, in_doubt_page)
+    return await _act(request, act, in_doubt_page, api.RESOLVE)
+
+
+async def cancel(request: Request) -> Response:
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        await c.cancel(p["run_id"])
+
+    return await _act(request, act, run_page, api.CANCEL)
+
+
+async def resume(request: Request) -> Response:
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        await c.resume(p["run_id"])
+
+    return await _act(request, act, run_page, api.RESUME)
 
 
 async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
@@ -124,6 +157,9 @@ async def fleet_page(request: Request, message: str | None = None, status: int =
 
 
 async def requeue(request: Request) -> Response:
+    why = request.app.state.gate.refusal(api.caller_of(request), *api.REQUEUE)
+    if why is not None:
+        return await fleet_page(request, f"refused: {why}", 403)
     form = await _form(request)
     if form is None:
         return await fleet_page(request, STALE, 403)
@@ -138,16 +174,20 @@ async def requeue(request: Request) -> Response:
 async def login(request: Request) -> Response:
     gate: Gate = request.app.state.gate
     if request.method == "GET":
-        return login_page(request)
-    where = gate.where(request)
-    if not gate.may_try(where):
-        return login_page(request, 429, "too many sign-in attempts from your address: wait a minute")
-    form = await request.form()
-    if not same(str(form.get("csrf", "")), gate.login_csrf(request.cookies.get(LOGIN_COOKIE, ""))):
-        return login_page(request, 403, "the sign-in form was stale: try again")
-    sid = gate.sign_in(str(form.get("token", "")).strip(), where)
+        return await login_page(request)
+    if not await gate.may_try(request):
+        return await login_page(request, 429, "too many sign-in attempts from your address: wait a minute")
+    try:
+        body = await api.capped(request, LOGIN_BODY)
+    except api.Refusal as exc:
+        return await login_page(request, exc.status, f"refused: {exc} (a sign-in is a token)")
+    form = dict(parse_qsl(body.decode("latin-1"), max_num_fields=8))
+    nonce = request.cookies.get(LOGIN_COOKIE, "")
+    if not same(form.get("csrf", ""), await gate.login_csrf(nonce)):
+        return await login_page(request, 403, "the sign-in form was stale: try again")
+    sid = await gate.sign_in(form.get("token", "").strip())
     if sid is None:
-        return login_page(request, 401, "that token is not in the users file")
+        return await login_page(request, 401, "that token is not in the users file")
     response = _see(request, "/")
     response.set_cookie(
         SESSION_COOKIE,
@@ -165,7 +205,7 @@ async def logout(request: Request) -> Response:
     form = await _form(request)
     if form is None:
         return render(request, "error.html", 403, error="the sign-out form was stale: try again")
-    request.app.state.gate.sign_out(request)
+    await request.app.state.gate.sign_out(request)
     response = _see(request, "/login")
     response.delete_cookie(SESSION_COOKIE, path=_base(request) or "/")
     return response
@@ -205,22 +245,30 @@ async def live(request: Request) -> Response:
     after = request.query_params.get("after", "")
     if run_id:
         events = await c.events(run_id)  # an unknown run: 404, before the stream starts
-        seen = int(after) if after.isdigit() else (int(events[-1]["id"]) if events else 0)
+        seen = int(after) if _digits(after) else (int(events[-1]["id"]) if events else 0)
         stream = _run_changes(c, run_id, seen)
     else:
-        stream = _changes(c, request, int(after) if after.isdigit() else await c.change_mark())
+        stream = _changes(c, request, int(after) if _digits(after) else await c.change_mark())
     headers = {"Cache-Control": "no-store"}
     return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
 
 
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) < 19
+
+
 def routes() -> list[BaseRoute]:
+    """The pages' routes. A run id may hold ``/`` (``{run_id:path}``): the routes that name
+    something after it come first."""
     return [
         Route("/", runs_page, name="runs"),
-        Route("/runs/{run_id}", run_page, name="run"),
+        Route("/runs/{run_id:path}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
+        Route("/runs/{run_id:path}/cancel", cancel, methods=["POST"], name="cancel"),
+        Route("/runs/{run_id:path}/resume", resume, methods=["POST"], name="resume"),
+        Route("/runs/{run_id:path}", run_page, name="run"),
         Route("/approvals", approvals_page, name="approvals"),
-        Route("/approvals/{run_id}/{approval_id}", decide, methods=["POST"], name="decide"),
+        Route("/approvals/{run_id:path}/{approval_id}", decide, methods=["POST"], name="decide"),
         Route("/in-doubt", in_doubt_page, name="in_doubt"),
-        Route("/runs/{run_id}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
         Route("/fleet", fleet_page, name="fleet"),
         Route("/fleet/requeue", requeue, methods=["POST"], name="requeue"),
         Route("/login", login, methods=["GET", "POST"], name="login"),

@@ -13,6 +13,7 @@ from outlast.queue import Queue
 from outlast.services import resolve
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.store.sessions import Sessions
 
 
 class ClientCore:
@@ -39,6 +40,7 @@ class ClientCore:
             tenant_window=self.settings.tenant_window,
         )
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
+        self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0015)
         self._opened = False
 
     @classmethod
