@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from outlast import bundle, fleet
+from outlast.dashboard import lists
 from outlast.dashboard.auth import NUL, Caller, Gate, same
 from outlast.errors import (
     DecisionRefused,
@@ -30,6 +31,7 @@ from outlast.errors import (
     UnknownRun,
 )
 from outlast.identity import APPROVER, OPERATOR, Principal
+from outlast.listing import PAGE
 from outlast.model import RunState
 from outlast.producer import AsyncClient
 from outlast.status import describe
@@ -290,14 +292,12 @@ async def _me(request: Request, c: AsyncClient) -> Any:
 
 
 async def _runs(request: Request, c: AsyncClient) -> Any:
+    """A page of runs: the filters, sort and search of ``lists.py``; ``next`` is the cursor of the
+    next page (``?cursor=``), null after the last."""
     q = request.query_params
-    runs = await c.runs(
-        q.get("state") or None,
-        whole(q.get("limit", ""), "limit", 50),
-        workflow=q.get("workflow") or None,
-        queue=q.get("queue") or None,
-    )
-    return {"counts": await c.counts(), "runs": [r.to_dict() for r in runs]}
+    runs, cursor = await lists.page_of(c, q, whole(q.get("limit", ""), "limit", PAGE))
+    shown = [r.to_dict() | {"duration": lists.duration(r)} for r in runs]
+    return {"counts": await c.counts(), "runs": shown, "next": cursor}
 
 
 async def _run(request: Request, c: AsyncClient) -> Any:

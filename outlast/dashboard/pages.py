@@ -7,14 +7,14 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from outlast import fleet
-from outlast.dashboard import api
+from outlast.dashboard import api, lists
 from outlast.dashboard.auth import (
     LOGIN_BODY,
     LOGIN_COOKIE,
@@ -27,6 +27,7 @@ from outlast.dashboard.auth import (
 from outlast.dashboard.render import login_page, render
 from outlast.errors import OutlastError
 from outlast.identity import Principal
+from outlast.listing import SORTS
 from outlast.model import RunState
 from outlast.producer import AsyncClient
 
@@ -61,17 +62,21 @@ async def runs_page(request: Request) -> Response:
     wanted = q.get("run", "").strip()
     if wanted:
         return _see(request, _run_path(wanted))
-    state = q.get("state") or None
-    mark, error = await c.change_mark(), None  # first: never ahead of what the page shows
+    mark, error, cursor = await c.change_mark(), None, None  # first: never ahead of the page
     try:
-        runs = await c.runs(state, 100, workflow=q.get("workflow") or None, queue=q.get("queue") or None)
+        runs, cursor = await lists.page_of(c, q)
     except OutlastError as exc:
         runs, error = [], str(exc)
+    keep = lists.kept(q)
     return render(
         request,
         "runs.html",
         200 if error is None else 400,
         runs=runs,
+        duration=lists.duration,
+        next=urlencode(keep | {"cursor": cursor}) if cursor else None,
+        first=urlencode(keep) if q.get("cursor") else None,
+        sorts=SORTS,
         mark=mark,
         counts=await c.counts(),
         states=list(RunState),

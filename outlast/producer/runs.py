@@ -10,6 +10,7 @@ from typing import Any
 
 from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
 from outlast.journal import Entry, first_bad_crossing
+from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
 from outlast.model import Run, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
@@ -61,6 +62,21 @@ class Runs(ClientCore):
         return await self.store.list_runs(
             state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
         )
+
+    async def runs_page(
+        self, query: RunQuery | None = None, *, limit: int = PAGE, cursor: str | None = None
+    ) -> tuple[list[Run], str | None]:
+        """One page of the runs ``query`` asks for (newest first by its sort's time) and the cursor
+        of the next page (None after the last). A cursor is opaque and stable: a run enqueued (or
+        started, or finished) while someone pages goes before the first page, so a page never
+        repeats nor skips one."""
+        q = query or RunQuery()
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"a page holds 1 to {MAX_PAGE} runs, got {show(limit)}")
+        await self.open()
+        rows = await self.store.runs_page(q, after_of(q, cursor), limit + 1)
+        page = [Run.from_row(r) for r in rows[:limit]]
+        return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
 
     async def children(self, run_id: str) -> list[dict[str, Any]]:
         """The child runs the run started (``run.start``): id, workflow, state, reason."""

@@ -1,0 +1,78 @@
+"""The runs list at a million runs (migration 0017): the p95 of each list query the dashboard,
+/api/runs and ``outlast runs`` offer, its first page and the page after, against a target of
+50 ms. The table is seeded as tests/integration/test_run_lists.py seeds it (one INSERT ... SELECT
+generate_series, its indexes built after), in a schema of its own, dropped at the end.
+
+    PYTHONPATH=. python bench/lists.py [--rows 1000000] [--repeat 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+
+from common import DEFAULT_DB
+
+from outlast.listing import PAGE, after_of, cursor_of
+from outlast.store import Store
+from tests.conftest import drop_schemas
+from tests.integration.test_run_lists import CASES, seed
+
+TARGET_MS = 50.0
+
+
+async def measure(db: str, schema: str, repeat: int) -> list[tuple[str, float, float]]:
+    """Each case's p95 in ms, first page and second, through the store as the client reads."""
+    s = Store(db, schema)
+    await s.open()
+    out = []
+    try:
+        for name, query in CASES.items():
+            first = await s.runs_page(query, (None, None), PAGE + 1)
+            after = after_of(query, cursor_of(query, first[PAGE - 1]))
+            times: dict[str, list[float]] = {"first": [], "next": []}
+            for _ in range(repeat):
+                for which, start in (("first", (None, None)), ("next", after)):
+                    t = time.perf_counter()
+                    await s.runs_page(query, start, PAGE + 1)
+                    times[which].append((time.perf_counter() - t) * 1000)
+            p95 = {k: statistics.quantiles(v, n=20)[-1] for k, v in times.items()}
+            out.append((name, p95["first"], p95["next"]))
+        sizes = await s.execute(
+            "SELECT indexrelid::regclass::text AS name, pg_relation_size(indexrelid) AS size "
+            "FROM pg_index WHERE indrelid = 'runs'::regclass ORDER BY 2 DESC"
+        )
+        table = await s.execute("SELECT pg_relation_size('runs') AS size")
+        print(f"runs: {table[0]['size'] / 2**20:.0f} MiB; its indexes (MiB):")
+        print(", ".join(f"{r['name']} {r['size'] / 2**20:.0f}" for r in sizes))
+    finally:
+        await s.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--database-url", default=DEFAULT_DB)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=40)
+    a = ap.parse_args()
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    t = time.perf_counter()
+    seed(a.database_url, schema, a.rows)
+    print(f"seeded {a.rows:,} runs in {time.perf_counter() - t:.0f} s; page {PAGE}, {a.repeat} reads each")
+    try:
+        rows = asyncio.run(measure(a.database_url, schema, a.repeat))
+    finally:
+        drop_schemas(a.database_url, schema)
+    print("| list | p95 first page (ms) | p95 next page (ms) | target |")
+    print("|---|---:|---:|---|")
+    for name, first, nxt in rows:
+        ok = "ok" if max(first, nxt) <= TARGET_MS else "OVER"
+        print(f"| {name} | {first:.1f} | {nxt:.1f} | {ok} (<= {TARGET_MS:.0f} ms) |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The runs list through the API and the page: every filter, the sorts, id-prefix and input
+search, opaque cursors that page without repeating or skipping a run enqueued meanwhile, and a
+400 naming the bad parameter."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from outlast import Client
+from outlast.dashboard import create_app
+from outlast.identity import add_user
+from tests.conftest import World
+
+HEADERS: dict[str, str] = {}
+
+
+@pytest.fixture
+def http(world: World) -> Iterator[tuple[TestClient, Client]]:
+    users = world.tmp / "users.toml"
+    token = add_user(users, "bob", ["viewers"])
+    HEADERS["Authorization"] = f"Bearer {token}"
+    settings = world.settings(users=str(users))
+    with Client(settings=settings) as c, TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        yield tc, c
+
+
+def ids(http: TestClient, **params: Any) -> tuple[list[str], str | None]:
+    got = http.get("/api/runs", params=params, headers=HEADERS)
+    assert got.status_code == 200, got.text
+    return [r["id"] for r in got.json()["runs"]], got.json()["next"]
+
+
+def seed(world: World, c: Client) -> None:
+    """Runs a-0..a-6 (tenant t1, high), b-0..b-4 (input customer c-1), x-0 and x-1 (children of
+    a-0, one in doubt), enqueued in that order; nobody serves them, so they stay as made here."""
+    for i in range(7):
+        c.enqueue("wa", {"n": i}, run_id=f"a-{i}", tenant="t1", priority="high")
+    for i in range(5):
+        c.enqueue("wb", {"customer": "c-1", "n": i}, run_id=f"b-{i}", queue="other")
+    for i in range(2):
+        c.enqueue("wx", {"n": i}, run_id=f"x-{i}")
+    world.sql("UPDATE runs SET started_by = 'a-0' WHERE id LIKE 'x-%%'")
+    world.sql("UPDATE runs SET state = 'waiting', reason = 'in_doubt' WHERE id = 'x-1'")
+    world.sql(  # b-3 finished last, though started first
+        "UPDATE runs SET started_at = created_at, finished_at = created_at + "
+        "CASE id WHEN 'b-3' THEN interval '1 hour' ELSE interval '1 minute' END WHERE id LIKE 'b-%%'"
+    )
+
+
+def test_every_filter_and_sort(world: World, http: tuple[TestClient, Client]) -> None:
+    tc, c = http
+    seed(world, c)
+    assert ids(tc, workflow="wa")[0] == [f"a-{i}" for i in reversed(range(7))]
+    assert ids(tc, tenant="t1", priority="high")[0] == ids(tc, workflow="wa")[0]
+    assert ids(tc, queue="other")[0] == [f"b-{i}" for i in reversed(range(5))]
+    assert ids(tc, input='{"customer": "c-1"}')[0] == ids(tc, queue="other")[0]
+    assert ids(tc, parent="a-0")[0] == ["x-1", "x-0"]
+    assert ids(tc, in_doubt="1")[0] == ["x-1"]
+    assert ids(tc, state="waiting")[0] == ["x-1"]
+    assert ids(tc, prefix="b-")[0] == [f"b-{i}" for i in range(5)]  # an id prefix lists by id
+    assert ids(tc, sort="finished")[0][0] == "b-3"
+    assert set(ids(tc, sort="started")[0]) == {f"b-{i}" for i in range(5)}  # only runs started
+    at = world.sql("SELECT created_at FROM runs WHERE id = 'b-0'")[0][0]
+    assert ids(tc, since=at.isoformat(), workflow="wb")[0] == [f"b-{i}" for i in reversed(range(5))]
+    assert ids(tc, until=at.isoformat())[0] == [f"a-{i}" for i in reversed(range(7))]
+    runs = tc.get("/api/runs", params={"sort": "finished"}, headers=HEADERS).json()["runs"]
+    assert runs[0]["duration"] == 3600.0
+
+
+def test_cursors_page_without_repeats_or_skips_while_runs_arrive(
+    world: World, http: tuple[TestClient, Client]
+) -> None:
+    tc, c = http
+    seed(world, c)
+    seen: list[str] = []
+    cursor = None
+    n = 0
+    while True:
+        page, cursor = ids(tc, limit=3, **({"cursor": cursor} if cursor else {}))
+        assert len(page) <= 3
+        seen += page
+        c.enqueue("wa", {}, run_id=f"new-{n}")  # arrives between two pages: before the first
+        n += 1
+        if cursor is None:
+            break
+    every = [r[0] for r in world.sql("SELECT id FROM runs WHERE id NOT LIKE 'new-%%'")]
+    assert sorted(seen) == sorted(every) and len(seen) == len(set(seen)) == 14
+    assert "a-" not in (cursor or "")  # opaque: no id in the clear
+    first, after = ids(tc, limit=3)
+    assert first == ["new-4", "new-3", "new-2"] and after is not None and "new" not in after
+
+
+def test_bad_parameters_are_a_400_naming_them(world: World, http: tuple[TestClient, Client]) -> None:
+    tc, c = http
+    seed(world, c)
+    _, cursor = ids(tc, limit=2)
+    for params, said in (
+        ({"cursor": "garbage!"}, "cursor"),
+        ({"cursor": cursor, "sort": "finished"}, "another sort"),
+        ({"since": "yesterday"}, "since"),
+        ({"input": "[1]"}, "JSON object"),
+        ({"input": "{"}, "JSON object"),
+        ({"state": "sleeping"}, "no run state"),
+        ({"priority": "urgent"}, "no priority"),
+        ({"sort": "name"}, "no sort"),
+        ({"limit": "0"}, "1 to 500"),
+    ):
+        got = tc.get("/api/runs", params=params, headers=HEADERS)
+        assert got.status_code == 400 and said in got.json()["error"], (params, got.text)
+
+
+def test_the_page_filters_and_pages(world: World, http: tuple[TestClient, Client]) -> None:
+    tc, c = http
+    seed(world, c)
+    tc.headers.update(HEADERS)
+    page = tc.get("/", params={"workflow": "wa", "priority": "high"})
+    assert page.status_code == 200
+    shown = re.findall(r'href="/runs/([^"]+)"', page.text)
+    assert shown == [f"a-{i}" for i in reversed(range(7))] and 'id="next-page"' not in page.text
+    for i in range(60):
+        c.enqueue("wz", {}, run_id=f"z-{i:02}")
+    page = tc.get("/", params={"workflow": "wz"})
+    first = re.findall(r'href="/runs/([^"]+)"', page.text)
+    more = re.search(r'id="next-page"|href="/\?([^"]+)" id="next-page"', page.text)
+    assert len(first) == 50 and more is not None
+    link = re.search(r'href="/\?([^"]+)" id="next-page"', page.text)
+    assert link is not None and "workflow=wz" in link.group(1)
+    rest = re.findall(r'href="/runs/([^"]+)"', tc.get("/?" + link.group(1).replace("&amp;", "&")).text)
+    assert sorted(first + rest) == [f"z-{i:02}" for i in range(60)]
+    bad = tc.get("/", params={"since": "soon"})
+    assert bad.status_code == 400 and "since must be an ISO 8601 time" in bad.text
