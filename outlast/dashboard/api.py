@@ -31,8 +31,7 @@ from outlast.errors import (
     UnknownRun,
 )
 from outlast.identity import APPROVER, OPERATOR, Principal
-from outlast.listing import PAGE
-from outlast.model import RunState
+from outlast.listing import PAGE, RunQuery
 from outlast.producer import AsyncClient
 from outlast.status import describe
 
@@ -205,14 +204,17 @@ async def fleet_view(client: AsyncClient) -> dict[str, Any]:
     return {"workers": await client.workers(), "queues": queues, "dead_letters": letters}
 
 
-async def in_doubt_view(client: AsyncClient) -> list[dict[str, Any]]:
-    """Each run waiting on an in-doubt operation, with its operations in doubt."""
+async def in_doubt_view(
+    client: AsyncClient, cursor: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the runs waiting on an in-doubt operation (every one, paged: the in-doubt list of
+    ``runs_page``), each with its operations in doubt; and the next page's cursor."""
+    runs, after = await client.runs_page(RunQuery(in_doubt=True), cursor=cursor)
     out = []
-    for run in await client.runs(RunState.WAITING.value, limit=200):
-        if run.reason == "in_doubt":
-            info = await describe(client, run.id)
-            out.append({"run": info["run"], "in_doubt": info["in_doubt"]})
-    return out
+    for run in runs:
+        info = await describe(client, run.id)
+        out.append({"run": info["run"], "in_doubt": info["in_doubt"]})
+    return out, after
 
 
 def safe_name(run_id: str) -> str:
@@ -309,7 +311,8 @@ async def _approvals(request: Request, c: AsyncClient) -> Any:
 
 
 async def _in_doubt(request: Request, c: AsyncClient) -> Any:
-    return await in_doubt_view(c)
+    runs, after = await in_doubt_view(c, request.query_params.get("cursor") or None)
+    return {"runs": runs, "next": after}
 
 
 async def _fleet(request: Request, c: AsyncClient) -> Any:

@@ -32,7 +32,8 @@ from outlast.model import RunState
 from outlast.producer import AsyncClient
 
 LIVE_SECONDS = 300.0  # an event stream ends after this; the browser reconnects by itself
-TICK = 1.0
+TICK = 1.0  # seconds between looks while Postgres cannot push (behind a pooler)
+HEARTBEAT = 10.0  # seconds between looks while it pushes: to notice a page closed
 STALE = "refused: the form's CSRF token is missing or stale; try again"
 Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]
 Page = Callable[[Request, str | None, int], Awaitable[Response]]
@@ -96,9 +97,11 @@ async def run_page(request: Request, error: str | None = None, status: int = 200
 
 
 async def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    pending = await api.client_of(request).pending_approvals()
+    c = api.client_of(request)
+    mark = await c.change_mark()  # first: never ahead of what the page shows
+    pending = await c.pending_approvals()
     me = api.caller_of(request).principal
-    return render(request, "approvals.html", status, pending=pending, me=me, error=error)
+    return render(request, "approvals.html", status, pending=pending, me=me, mark=mark, error=error)
 
 
 async def _act(request: Request, act: Act, page: Page, role: tuple[str, str]) -> Response:
@@ -131,8 +134,14 @@ async def decide(request: Request) -> Response:
 
 
 async def in_doubt_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    runs = await api.in_doubt_view(api.client_of(request))
-    return render(request, "in_doubt.html", status, runs=runs, error=error)
+    c, cursor = api.client_of(request), request.query_params.get("cursor") or None
+    mark = await c.change_mark()  # first: never ahead of what the page shows
+    try:
+        runs, after = await api.in_doubt_view(c, cursor)
+    except OutlastError as exc:
+        (runs, after), error, status = ([], None), str(exc), 400
+    nxt = urlencode({"cursor": after}) if after else None
+    return render(request, "in_doubt.html", status, runs=runs, next=nxt, first=cursor, mark=mark, error=error)
 
 
 async def resolve(request: Request) -> Response:
@@ -230,17 +239,25 @@ async def _run_changes(c: AsyncClient, run_id: str, after: int) -> AsyncIterator
 
 
 async def _changes(c: AsyncClient, request: Request, seen: int) -> AsyncIterator[str]:
-    """A ``change`` whenever the events' sequence moved, looked at every second (the push feed
-    wakes only those watching a run), for LIVE_SECONDS; the browser then connects again."""
+    """A ``change`` whenever the events' sequence moved, for LIVE_SECONDS (the browser then
+    connects again). Woken by Postgres (LISTEN on every run's events, 0017); first a ``mode``
+    event says whether that works: behind a transaction pooler notifications do not arrive, and
+    the stream polls every TICK seconds instead, which the page then says."""
     yield "retry: 2000\n\n"
     loop = asyncio.get_running_loop()
     until = loop.time() + LIVE_SECONDS
-    while loop.time() < until and not await request.is_disconnected():
-        now = await c.change_mark()
-        if now != seen:
-            seen = now
-            yield _change(now)
-        await asyncio.sleep(TICK)
+    async with c.watch_runs(TICK) as watch:
+        pushed = await watch.hears()
+        yield f"event: mode\ndata: {'pushed' if pushed else 'polling'}\n\n"
+        while loop.time() < until and not await request.is_disconnected():
+            now = await c.change_mark()
+            if now != seen:
+                seen = now
+                yield _change(now)
+            if pushed:  # woken by a change; a look now and then notices a closed page
+                await watch.changed(timeout=min(HEARTBEAT, max(0.0, until - loop.time())))
+            else:
+                await asyncio.sleep(TICK)
 
 
 async def live(request: Request) -> Response:

@@ -4,7 +4,8 @@ following them, and acting on them (cancel, resume)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
 from outlast.model import Run, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
+from outlast.store.notify import RunWatch
 
 
 class Runs(ClientCore):
@@ -77,6 +79,16 @@ class Runs(ClientCore):
         rows = await self.store.runs_page(q, after_of(q, cursor), limit + 1)
         page = [Run.from_row(r) for r in rows[:limit]]
         return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
+
+    @contextlib.asynccontextmanager
+    async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[RunWatch]:
+        """Woken by Postgres whenever any run has an event (a live list: see migration 0017),
+        for as long as the block lasts. ``hears()`` says whether notifications reach this client
+        (not through a transaction pooler); ``changed()`` polls every ``poll`` seconds while they
+        do not."""
+        await self.open()
+        async with self.store.watch("", poll) as watch:
+            yield watch
 
     async def children(self, run_id: str) -> list[dict[str, Any]]:
         """The child runs the run started (``run.start``): id, workflow, state, reason."""

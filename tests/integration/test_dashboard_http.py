@@ -156,7 +156,7 @@ def test_sign_in_is_rate_limited(d: Desk, http: TestClient) -> None:
 def test_in_doubt_resolved_through_the_api(d: Desk, http: TestClient) -> None:
     run = d.client.enqueue("bill", {"amount": 12})
     wait_for(lambda: d.client.status(run.id).reason == "in_doubt", what="the charge to be in doubt")
-    [doubt] = http.get("/api/in-doubt", headers=bearer(d.bob)).json()
+    [doubt] = http.get("/api/in-doubt", headers=bearer(d.bob)).json()["runs"]
     [op] = doubt["in_doubt"]
     assert doubt["run"]["id"] == run.id and op["tool"] == "charge"
     url = f"/api/runs/{run.id}/resolve/{op['operation']}"

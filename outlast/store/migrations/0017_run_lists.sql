@@ -29,3 +29,19 @@ CREATE INDEX runs_in_doubt ON runs (created_at DESC, id DESC) WHERE state = 'wai
 -- (jsonb containment, `input @> '{"customer": "c-42"}'`).
 CREATE INDEX runs_by_id_prefix ON runs ((id COLLATE "C"));
 CREATE INDEX runs_by_input ON runs USING gin (input jsonb_path_ops);
+
+-- Live lists (the dashboard's runs list, approvals and in-doubt pages) are woken by Postgres, not
+-- by polling: a watcher registered for the run id '' (no run has an empty id) is told of every
+-- event of every run, on the channel of '' ('outlast_' || md5(schema || '.')). Only while such a
+-- watcher exists does a commit with an event notify: each notifying commit takes a database-wide
+-- lock (0009), a cost paid only while someone looks at a live list.
+CREATE OR REPLACE FUNCTION outlast_notify_events() RETURNS trigger AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM watchers WHERE run_id = NEW.run_id) THEN
+        PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.' || NEW.run_id), '');
+    END IF;
+    IF EXISTS (SELECT 1 FROM watchers WHERE run_id = '') THEN
+        PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.'), '');
+    END IF;
+    RETURN NULL;
+END $$ LANGUAGE plpgsql;
