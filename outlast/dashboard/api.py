@@ -26,6 +26,7 @@ from outlast.errors import (
     OutlastError,
     RunChanged,
     RunFinished,
+    RunNotFinished,
     RunNotWaiting,
     UnknownApproval,
     UnknownRun,
@@ -36,7 +37,7 @@ from outlast.producer import AsyncClient
 from outlast.status import describe
 
 DECISIONS = ("approve", "reject", "revise")
-REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunFinished, RunNotWaiting)
+REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunFinished, RunNotFinished, RunNotWaiting)
 API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments
 
 
@@ -332,11 +333,18 @@ async def _resolve(request: Request, c: AsyncClient) -> Any:
 
 
 async def _cancel(request: Request, c: AsyncClient) -> Any:
-    return (await c.cancel(request.path_params["run_id"])).to_dict()
+    return (await c.cancel(request.path_params["run_id"], principal=caller_of(request).principal)).to_dict()
 
 
 async def _resume(request: Request, c: AsyncClient) -> Any:
-    return (await c.resume(request.path_params["run_id"])).to_dict()
+    return (await c.resume(request.path_params["run_id"], principal=caller_of(request).principal)).to_dict()
+
+
+async def _retry(request: Request, c: AsyncClient) -> Any:
+    """The finished run tried again as its continuation: the new run."""
+    return (
+        await c.continue_run(request.path_params["run_id"], principal=caller_of(request).principal)
+    ).to_dict()
 
 
 async def _requeue(request: Request, c: AsyncClient) -> Any:
@@ -363,6 +371,7 @@ DECIDE = (APPROVER, "decide approvals")
 RESOLVE = (APPROVER, "resolve in-doubt operations")
 CANCEL = (OPERATOR, "cancel runs")
 RESUME = (OPERATOR, "resume runs")
+RETRY = (OPERATOR, "retry runs")
 REQUEUE = (OPERATOR, "requeue dead letters")
 
 
@@ -376,6 +385,7 @@ def routes() -> list[BaseRoute]:
         _route("/api/runs/{run_id:path}/resolve/{op_id}", _resolve, RESOLVE),
         _route("/api/runs/{run_id:path}/cancel", _cancel, CANCEL),
         _route("/api/runs/{run_id:path}/resume", _resume, RESUME),
+        _route("/api/runs/{run_id:path}/retry", _retry, RETRY),
         _route("/api/runs/{run_id:path}", _run),
         _route("/api/approvals", _approvals),
         _route("/api/approvals/{run_id:path}/{approval_id}", _decide, DECIDE),

@@ -153,16 +153,28 @@ async def resolve(request: Request) -> Response:
 
 async def cancel(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
-        await c.cancel(p["run_id"])
+        await c.cancel(p["run_id"], principal=who)
 
     return await _act(request, act, run_page, api.CANCEL)
 
 
 async def resume(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
-        await c.resume(p["run_id"])
+        await c.resume(p["run_id"], principal=who)
 
     return await _act(request, act, run_page, api.RESUME)
+
+
+async def retry(request: Request) -> Response:
+    """A finished run tried again as its continuation (same workflow and input, its budget and
+    deadline); the page then shows the new run."""
+    made: list[str] = []
+
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        made.append((await c.continue_run(p["run_id"], principal=who)).id)
+
+    answer = await _act(request, act, run_page, api.RETRY)
+    return _see(request, _run_path(made[0])) if made else answer
 
 
 async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
@@ -287,6 +299,7 @@ def routes() -> list[BaseRoute]:
         Route("/runs/{run_id:path}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
         Route("/runs/{run_id:path}/cancel", cancel, methods=["POST"], name="cancel"),
         Route("/runs/{run_id:path}/resume", resume, methods=["POST"], name="resume"),
+        Route("/runs/{run_id:path}/retry", retry, methods=["POST"], name="retry"),
         Route("/runs/{run_id:path}", run_page, name="run"),
         Route("/approvals", approvals_page, name="approvals"),
         Route("/approvals/{run_id:path}/{approval_id}", decide, methods=["POST"], name="decide"),

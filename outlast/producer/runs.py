@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
+from outlast.identity import Principal
 from outlast.journal import Entry, first_bad_crossing
 from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
 from outlast.model import Run, RunState
@@ -133,15 +134,16 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
 
-    async def cancel(self, run_id: str) -> Run:
+    async def cancel(self, run_id: str, *, principal: Principal | None = None) -> Run:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
         one stops at its next crossing (a tool in flight finishes and its result is journaled); a
         waiting one is taken up by a worker to stop, running the compensations it asked for. The
-        child runs it started, and theirs, are cancelled with it."""
+        child runs it started, and theirs, are cancelled with it. The ``principal`` who asked
+        (the dashboard's) is recorded in the run's 'cancel' event."""
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
-        got = await self.store.cancel(run_id, {"by": "client"})
+        got = await self.store.cancel(run_id, {"by": "client", **(principal.record() if principal else {})})
         if got is None:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
@@ -163,7 +165,9 @@ class Runs(ClientCore):
                     await self.queue.publish(got[1], child)
             level = below
 
-    async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
+    async def resume(
+        self, run_id: str, *, accept_program_change: bool = False, principal: Principal | None = None
+    ) -> Run:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
         program of the worker that takes it (replay must still match)."""
         run = await self.status(run_id)
@@ -174,6 +178,7 @@ class Runs(ClientCore):
         if run.state != RunState.WAITING:
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
+        detail |= principal.record() if principal else {}
         if not await self.store.requeue(run_id, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)

@@ -179,3 +179,21 @@ def test_a_person_outside_the_approvers_cannot_decide(d: Desk, site: str, browse
     assert forced.status == 403 and "bob may not decide approvals" in forced.text()
     assert d.client.status(run.id).state == "awaiting_approval"
     keep(page, "dashboard-outsider")
+
+
+def test_the_runs_list_filters_and_pages(d: Desk, site: str, browser: sync_api.Browser) -> None:
+    made = d.client.enqueue_many("post", [{"text": f"n{i}"} for i in range(60)], queue="nobody")
+    page = person(browser, site, d.bob)
+    page.locator("#live-mode[data-mode=pushed]").wait_for(timeout=10_000)  # changes are pushed
+    page.fill("input[name=queue]", "nobody")
+    page.select_option("select[name=sort]", "created")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(f"{site}/?*queue=nobody*")
+    first = page.locator("#runs tbody tr td:first-child").all_inner_texts()
+    page.click("#next-page")
+    page.locator("#first-page").wait_for()
+    rest = page.locator("#runs tbody tr td:first-child").all_inner_texts()
+    assert len(first) == 50 and len(rest) == 10 and page.locator("#next-page").count() == 0
+    assert sorted(first + rest) == sorted(r.id for r in made)
+    assert page.errors == []  # type: ignore[attr-defined]
+    keep(page, "dashboard-runs-paged")

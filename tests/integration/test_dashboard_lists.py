@@ -134,3 +134,24 @@ def test_the_page_filters_and_pages(world: World, http: tuple[TestClient, Client
     assert sorted(first + rest) == [f"z-{i:02}" for i in range(60)]
     bad = tc.get("/", params={"since": "soon"})
     assert bad.status_code == 400 and "since must be an ISO 8601 time" in bad.text
+
+
+def test_cancel_resume_and_retry_record_the_principal(world: World) -> None:
+    users = world.tmp / "users.toml"
+    olga = {"Authorization": f"Bearer {add_user(users, 'olga', ['operators'])}"}
+    bob = {"Authorization": f"Bearer {add_user(users, 'bob', ['viewers'])}"}
+    settings = world.settings(users=str(users))
+    with Client(settings=settings) as c, TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        c.enqueue("wr", {"n": 1}, run_id="r-1")
+        assert tc.post("/api/runs/r-1/retry", headers=olga).status_code == 409  # not finished yet
+        assert tc.post("/api/runs/r-1/cancel", headers=bob).status_code == 403  # a viewer
+        assert tc.post("/api/runs/r-1/cancel", headers=olga).json()["state"] == "cancelled"
+        assert tc.post("/api/runs/r-1/retry", headers=bob).status_code == 403
+        again = tc.post("/api/runs/r-1/retry", headers=olga).json()
+        assert again["parent_id"] == "r-1" and again["input"] == {"n": 1} and again["state"] == "queued"
+        world.sql("UPDATE runs SET state = 'waiting', reason = 'timer' WHERE id = %s", again["id"])
+        assert tc.post(f"/api/runs/{again['id']}/resume", headers=olga).status_code == 200
+        said = {e["kind"]: e["detail"] for e in c.events("r-1") + c.events(again["id"])}
+    assert said["continued"]["as"] == again["id"]
+    for kind in ("cancel_requested", "continued", "resumed"):
+        assert said[kind]["principal"] == "olga" and said[kind]["how"] == "token", (kind, said)
