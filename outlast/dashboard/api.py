@@ -30,6 +30,7 @@ from outlast.errors import (
     RunNotWaiting,
     UnknownApproval,
     UnknownRun,
+    UnknownSchedule,
 )
 from outlast.identity import APPROVER, OPERATOR, Principal
 from outlast.listing import PAGE, RunQuery
@@ -51,7 +52,7 @@ class Refusal(Exception):
 
 def status_of(exc: OutlastError) -> int:
     """The HTTP status of an outlast refusal."""
-    if isinstance(exc, UnknownRun | UnknownApproval):
+    if isinstance(exc, UnknownRun | UnknownApproval | UnknownSchedule):
         return 404
     if isinstance(exc, InvalidInput):
         return 400
@@ -347,6 +348,26 @@ async def _retry(request: Request, c: AsyncClient) -> Any:
     ).to_dict()
 
 
+async def _schedules(request: Request, c: AsyncClient) -> Any:
+    return await c.schedules()
+
+
+async def schedule_act(c: AsyncClient, who: Principal, name: str, act: str) -> str:
+    """Pause, resume or trigger the schedule ``name`` as ``who``; what was done, in words."""
+    if act == "trigger":
+        run = await c.trigger_schedule(name, principal=who)
+        return f"schedule '{name}' triggered: run {run.id}"
+    if act not in ("pause", "resume"):
+        raise Refusal(404, f"no schedule action '{act[:40]}' (pause, resume, trigger)")
+    await c.pause_schedule(name, act == "pause", principal=who)
+    return f"schedule '{name}' {act}d"
+
+
+async def _schedule(request: Request, c: AsyncClient) -> Any:
+    p = request.path_params
+    return {"message": await schedule_act(c, caller_of(request).principal, p["name"], p["act"])}
+
+
 async def _requeue(request: Request, c: AsyncClient) -> Any:
     queue, entry = request.path_params["queue"], request.path_params["entry"]
     letters = await c.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
@@ -372,6 +393,7 @@ RESOLVE = (APPROVER, "resolve in-doubt operations")
 CANCEL = (OPERATOR, "cancel runs")
 RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
+SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
 
 
@@ -391,5 +413,7 @@ def routes() -> list[BaseRoute]:
         _route("/api/approvals/{run_id:path}/{approval_id}", _decide, DECIDE),
         _route("/api/in-doubt", _in_doubt),
         _route("/api/fleet", _fleet),
+        _route("/api/schedules", _schedules),
+        _route("/api/schedules/{name}/{act}", _schedule, SCHEDULE),
         _route("/api/dead-letters/{queue}/{entry}/requeue", _requeue, REQUEUE),
     ]

@@ -177,6 +177,28 @@ async def retry(request: Request) -> Response:
     return _see(request, _run_path(made[0])) if made else answer
 
 
+async def schedules_page(request: Request, message: str | None = None, status: int = 200) -> Response:
+    rows = await api.client_of(request).schedules()
+    return render(request, "schedules.html", status, schedules=rows, message=message)
+
+
+async def schedule(request: Request) -> Response:
+    """Pause, resume or trigger a schedule (operators), from its form."""
+    why = request.app.state.gate.refusal(api.caller_of(request), *api.SCHEDULE)
+    if why is not None:
+        return await schedules_page(request, f"refused: {why}", 403)
+    if await _form(request) is None:
+        return await schedules_page(request, STALE, 403)
+    c, p = api.client_of(request), request.path_params
+    try:
+        said = await api.schedule_act(c, api.caller_of(request).principal, p["name"], p["act"])
+    except api.Refusal as exc:
+        return await schedules_page(request, f"refused: {exc}", exc.status)
+    except OutlastError as exc:
+        return await schedules_page(request, f"refused: {exc}", api.status_of(exc))
+    return await schedules_page(request, said)
+
+
 async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
     view = await api.fleet_view(api.client_of(request))
     return render(request, "fleet.html", status, f=view, message=message)
@@ -305,6 +327,8 @@ def routes() -> list[BaseRoute]:
         Route("/approvals/{run_id:path}/{approval_id}", decide, methods=["POST"], name="decide"),
         Route("/in-doubt", in_doubt_page, name="in_doubt"),
         Route("/fleet", fleet_page, name="fleet"),
+        Route("/schedules", schedules_page, name="schedules"),
+        Route("/schedules/{name}/{act}", schedule, methods=["POST"], name="schedule"),
         Route("/fleet/requeue", requeue, methods=["POST"], name="requeue"),
         Route("/login", login, methods=["GET", "POST"], name="login"),
         Route("/logout", logout, methods=["POST"], name="logout"),

@@ -155,3 +155,32 @@ def test_cancel_resume_and_retry_record_the_principal(world: World) -> None:
     assert said["continued"]["as"] == again["id"]
     for kind in ("cancel_requested", "continued", "resumed"):
         assert said[kind]["principal"] == "olga" and said[kind]["how"] == "token", (kind, said)
+
+
+def test_schedules_paused_resumed_and_triggered_by_operators(world: World) -> None:
+    users = world.tmp / "users.toml"
+    olga = {"Authorization": f"Bearer {add_user(users, 'olga', ['operators'])}"}
+    bob = {"Authorization": f"Bearer {add_user(users, 'bob', ['viewers'])}"}
+    world.sql(
+        "INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up) "
+        "VALUES ('nightly', 'report', 'default', '0 3 * * *', 'UTC', '{\"day\": 1}', 'latest')"
+    )
+    settings = world.settings(users=str(users))
+    with Client(settings=settings) as c, TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        page = tc.get("/schedules", headers=bob)
+        assert page.status_code == 200 and "nightly" in page.text and 'class="pause"' not in page.text
+        assert tc.post("/api/schedules/nightly/pause", headers=bob).status_code == 403
+        assert tc.post("/api/schedules/nightly/pause", headers=olga).status_code == 200
+        assert c.schedules()[0]["paused"] and "<b>paused</b>" in tc.get("/schedules", headers=olga).text
+        assert tc.post("/api/schedules/nightly/resume", headers=olga).status_code == 200
+        assert not c.schedules()[0]["paused"]
+        said = tc.post("/api/schedules/nightly/trigger", headers=olga).json()["message"]
+        run_id = said.split("run ")[-1]
+        assert c.status(run_id).input == {"day": 1}
+        [triggered] = [e["detail"] for e in c.events(run_id) if e["kind"] == "triggered"]
+        assert triggered["principal"] == "olga" and triggered["schedule"] == "nightly"
+        assert tc.post("/api/schedules/missing/trigger", headers=olga).status_code == 404
+        assert tc.post("/api/schedules/nightly/explode", headers=olga).status_code == 404
+        tc.cookies.clear()
+        form = tc.post("/schedules/nightly/pause", headers=olga, data={"csrf": "stale"})
+        assert form.status_code == 403 and "CSRF" in form.text  # a form needs its token
