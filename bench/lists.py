@@ -1,4 +1,4 @@
-"""The runs list at a million runs (migration 0017): the p95 of each list query the dashboard,
+"""The runs list at a million runs (migration 0018): the p95 of each list query the dashboard,
 /api/runs and ``outlast runs`` offer, its first page and the page after, against a target of
 50 ms. The table is seeded as tests/integration/test_run_lists.py seeds it (one INSERT ... SELECT
 generate_series, its indexes built after), in a schema of its own, dropped at the end.

@@ -21,6 +21,7 @@ persistence, flushed between measurements, stopped at the end. Peers: pip instal
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
@@ -34,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the bench's modules, for spawned children too
 
+import cost
 import limits
 import outlast_runs
 import peers
@@ -266,6 +268,37 @@ def run_probes(cfg: Config, mode: Mode) -> tuple[dict[str, list[float]], list[st
     return got, failed
 
 
+COST_NOTE = (
+    "One `outlast worker` process draining N pre-enqueued runs of K operations of a sync idempotent "
+    "tool (run in a thread), an async idempotent tool or a read tool; median of the rounds, CPU as "
+    "median (min-max). Worker CPU: the worker process's user+sys. Postgres backend CPU: user+sys of "
+    "the server processes serving the worker, from /proc/<pid>/stat (background processes not "
+    "counted). Commits: pg_stat_database.xact_commit of the measurement's own database (everything "
+    "the worker committed: writer batches, reads, lease renewals, heartbeats). Statements: the "
+    "worker's own counts (writes through the writer + read round trips; renewals not counted)."
+)
+
+
+def only_cost(args: argparse.Namespace, mode: Mode, out: Path) -> None:
+    load_before = os.getloadavg()[0]
+    started = time.perf_counter()
+    with private_redis() as redis_url:
+        cfg = Config(args.database_url, redis_url, mode.runs, args.concurrency)
+        costs = cost.run(cfg, mode.rounds)
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    head = (
+        f"{when}; {os.cpu_count()} cores; {outlast_source()}; `bench/run.py --only cost"
+        f"{' --quick' if args.quick else ''}`: {mode.runs} runs per measurement, concurrency "
+        f"{cfg.concurrency}, {mode.rounds} interleaved round(s); load average {load_before:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after; took {time.perf_counter() - started:.0f} s"
+    )
+    text = "\n\n".join(["# bench: cost per operation", head, COST_NOTE, cost.table(costs)])
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "COST.md").write_text(text + "\n")
+    (out / "cost.json").write_text(json.dumps(costs, indent=1) + "\n")
+    print(text)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
@@ -274,6 +307,12 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=32, help="outlast worker concurrency (default 32)")
     p.add_argument("--sync-tool", action="store_true", help="outlast calls a sync tool (run in a thread)")
     p.add_argument("--no-probes", action="store_true", help="throughput only")
+    p.add_argument(
+        "--only",
+        choices=["cost"],
+        help="one section alone: cost (worker and Postgres CPU per operation, statements and commits "
+        "per run) writes COST.md and cost.json",
+    )
     p.add_argument("--out", type=Path, help="where to write RESULTS.md and throughput.png")
     p.add_argument("--database-url", default=os.environ.get("OUTLAST_BENCH_DATABASE_URL", DEFAULT_DB))
     args = p.parse_args()
@@ -281,6 +320,9 @@ def main() -> None:
     mode = replace(mode, rounds=args.rounds or mode.rounds, runs=args.runs or mode.runs)
     out = args.out or (HERE / "results" / "quick" if args.quick else HERE / "results")
     configure("json", logging.WARNING)
+    if args.only == "cost":
+        only_cost(args, mode, out)
+        return
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     with private_redis() as redis_url:
@@ -293,6 +335,7 @@ def main() -> None:
         )
         todo = cells(cfg, mode)
         measure_rounds(todo, mode.rounds)
+        costs = cost.run(cfg, mode.rounds)
         probe, probe_failed = ({}, []) if args.no_probes else run_probes(cfg, mode)
     table = [c for c, _ in todo]
     reference = {(c.k, c.processes): c for c in table if c.name == "outlast"}
@@ -318,6 +361,9 @@ def main() -> None:
             report.targets_table(target_rows(table, probe, mode)),
             "## Throughput",
             report.throughput_table(table, reference),
+            "## Cost per operation",
+            COST_NOTE,
+            cost.table(costs),
             "## Probes (outlast)",
             "\n".join(f"- {k}: {report.fmt_spread(v, '.1f', '')}" for k, v in probe.items()) or "- not run",
             "## Failed",
@@ -327,6 +373,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "RESULTS.md").write_text(text + "\n")
     (out / "raw.json").write_text(report.raw(table, probe) + "\n")
+    (out / "cost.json").write_text(json.dumps(costs, indent=1) + "\n")
     try:
         report.chart(out / "throughput.png", table, f"outlast bench, {when}, {os.cpu_count()} cores")
     except Exception as exc:

@@ -27,6 +27,11 @@ def bump_sync_tool(x: int) -> int:
     return bump(x)  # a sync tool: outlast runs it in a thread
 
 
+@app.tool("bump_read", effect="read")
+def bump_read_tool(x: int) -> int:
+    return bump(x)  # a read: nothing to record before it runs
+
+
 @app.tool("nap", idempotent=True)
 async def nap(seconds: float) -> float:
     await asyncio.sleep(seconds)

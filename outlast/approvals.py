@@ -11,6 +11,7 @@ from typing import Any
 
 from outlast.errors import DecisionRefused, InvalidInput
 from outlast.identity import ASSERTED, Principal, cli_principal
+from outlast.secrets import check_revision
 
 MAX_COMMENT = 500
 DECISIONS = ("approved", "rejected", "revised")
@@ -111,6 +112,8 @@ def judge(
             f"request's is {request['args_hash'][:12]}): the action was altered or the decision "
             "replayed; look again"
         )
+    if proposed.new_args is not None:
+        check_revision(request["args"], proposed.new_args, where)
     if request["status"] == "pending":
         if request["expired"]:
             raise DecisionRefused(

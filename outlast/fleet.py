@@ -30,12 +30,15 @@ def render_workers(rows: list[dict[str, Any]]) -> str:
     """The heartbeat records, one line each, for a person to read."""
     if not rows:
         return "no workers"
-    lines = [f"{'NAME':<32} {'STATUS':<6} {'HOST':<16} {'PID':>7} {'RUNS':>9}  LAST BEAT  QUEUES"]
+    lines = [
+        f"{'NAME':<32} {'STATUS':<6} {'HOST':<16} {'PID':>7} {'RUNS':>9} {'THREADS':>9}  LAST BEAT  QUEUES"
+    ]
     for w in rows:
         runs = f"{w['runs_held']}/{w['concurrency']}"
+        threads = f"{w['tool_threads_busy']}/{w['tool_threads']}"  # busy / alive: sync tools' threads
         lines.append(
             f"{w['name']:<32} {'live' if w['live'] else 'gone':<6} {w['host'][:16]:<16} {w['pid']:>7} "
-            f"{runs:>9}  {_age(w['beat_age']) + ' ago':<9}  {','.join(w['queues'])}"
+            f"{runs:>9} {threads:>9}  {_age(w['beat_age']) + ' ago':<9}  {','.join(w['queues'])}"
         )
         programs = " ".join(f"{k}={v}" for k, v in sorted(w["programs"].items()))
         lines.append(f"  started {w['started_at']:%Y-%m-%d %H:%M:%S}  programs {programs or '-'}")

@@ -98,6 +98,12 @@ class _Metrics:
             "Share of the last refresh interval the shared-commit writer spent committing.",
             multiprocess_mode="liveall",
         )
+        self.tool_threads = p.Gauge(
+            "outlast_tool_threads",
+            "Threads sync tools run on, busy (a hung tool's included) or idle.",
+            ["state"],
+            multiprocess_mode="livesum",
+        )
 
 
 _m: _Metrics | None = None
@@ -248,3 +254,9 @@ def writer_busy(busy_seconds: float) -> None:
     if _m is not None and _busy_seen is not None and now > _busy_seen[1]:
         _m.busy.set(min(1.0, (busy_seconds - _busy_seen[0]) / (now - _busy_seen[1])))
         _busy_seen = (busy_seconds, now)
+
+
+def tool_threads(count: int, busy: int) -> None:
+    if _m is not None:
+        _m.tool_threads.labels("busy").set(busy)
+        _m.tool_threads.labels("idle").set(count - busy)

@@ -1,10 +1,19 @@
-"""Secret tool arguments, stored only as a keyed hash; tool errors redacted before they are stored.
+"""Secret tool arguments, stored only as a keyed hash; every secret value a run knows kept out of
+what it stores, logs and traces.
 
 A tool registered with ``secret=["api_key"]`` has that argument replaced, in everything stored
 (journal, events, status, export, logs), by ``{"secret": "hmac-sha256:<hex>"}``: HMAC-SHA256 keyed
 with ``OUTLAST_SECRET_KEY`` over the value's canonical JSON. The value lives only in the workflow's
 memory: a replay recomputes the call and compares the hashes, and a pending intention re-dispatched
 after a crash takes the value from the replayed call. Nothing ever reads a secret back.
+
+A run's ``Secrets`` also remembers the clear values it sealed (the *known* secrets of the run):
+they are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land, in a tool's
+result and error, the workflow's result, error and reason, a wait's message, an approval's
+arguments and a decision's revised ones, before any of it is journaled, stored, logged or put in a
+span; a value shorter than ``SHORTEST`` characters is sealed but not searched for in text (it would
+mask ordinary words). An approver cannot type a new value for a sealed argument
+(``check_revision``): nothing could keep it but the store.
 """
 
 from __future__ import annotations
@@ -12,9 +21,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from outlast.errors import ConfigError
+from outlast.errors import ConfigError, DecisionRefused
 from outlast.journal import canonical
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
@@ -22,6 +31,11 @@ from outlast.journal import canonical
 Redactor = Callable[[str, Mapping[str, Any]], str]
 MASK = "[secret]"
 SCHEME = "hmac-sha256:"
+SHORTEST = 4  # characters of a known secret value below which text is not searched for it
+# Off only in the control of tests/integration/test_secrets_canary.py, which must then find its
+# canary everywhere sealing keeps it out of: never a setting.
+SEALING = True
+T = TypeVar("T")
 
 
 class _Tool(Protocol):
@@ -53,13 +67,36 @@ def require_key(app: App, key: str | None) -> None:
         )
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else canonical(value)
+
+
+def _sealed(value: Any) -> bool:
+    return isinstance(value, dict) and str(value.get("secret", "")).startswith(SCHEME)
+
+
+def check_revision(asked: Mapping[str, Any], revised: Mapping[str, Any], where: str) -> None:
+    """``DecisionRefused`` when a revision gives a sealed argument of the request another value
+    than its seal (a value typed in clear would be stored in clear)."""
+    typed = [k for k, v in asked.items() if _sealed(v) and k in revised and revised[k] != v]
+    if typed and SEALING:
+        names = ", ".join(repr(k) for k in typed)
+        raise DecisionRefused(
+            f"{where}: the revision gives the secret argument {names} a new value, which would be "
+            "stored in clear; keep it as shown (sealed) and revise the others, or reject and let the "
+            "workflow ask again"
+        )
+
+
 class Secrets:
-    """The keyed hash of one app's secret arguments, and the redaction of its tools' errors."""
+    """The keyed hash of one app's secret arguments, and the redaction of its tools' errors; one
+    per run attempt, which remembers the clear values it sealed and scrubs them out."""
 
     def __init__(self, app: App, key: str | None) -> None:
         require_key(app, key)
         self._app = app
         self._key = (key or "").encode()
+        self._known: set[str] = set()  # the clear values sealed, as text
 
     def names(self, tool: str) -> tuple[str, ...]:
         """The secret arguments of ``tool`` (none for an unknown name, e.g. an approval's action)."""
@@ -67,9 +104,30 @@ class Secrets:
         return found.secret if found is not None else ()
 
     def seal(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        """``args`` as stored: each secret argument given replaced by its keyed hash."""
+        """``args`` (the call's own values) as stored: each secret argument given replaced by its
+        keyed hash; its value is remembered, to be scrubbed out of everything the run stores."""
         names = self.names(tool)
+        if not SEALING:
+            return dict(args)
+        for k in names:
+            if k in args and len(_text(args[k])) >= SHORTEST:
+                self._known.add(_text(args[k]))
         return {k: self._hash(v) if k in names else v for k, v in args.items()}
+
+    def scrub(self, value: T) -> T:
+        """``value`` (text, or JSON: keys and strings at any depth) with every known secret value
+        replaced by ``[secret]``."""
+        if not self._known:
+            return value
+        if isinstance(value, str):
+            for known in sorted(self._known, key=len, reverse=True):  # a longer one first
+                value = value.replace(known, MASK)  # type: ignore[assignment]
+            return value
+        if isinstance(value, dict):
+            return {self.scrub(k): self.scrub(v) for k, v in value.items()}  # type: ignore[return-value]
+        if isinstance(value, list | tuple):
+            return type(value)(self.scrub(v) for v in value)
+        return value
 
     def _hash(self, value: Any) -> dict[str, str]:
         mac = hmac.new(self._key, canonical(value).encode(), hashlib.sha256).hexdigest()
@@ -84,17 +142,17 @@ class Secrets:
         return f" (secret argument {', '.join(repr(n) for n in names)} has another value than journaled)"
 
     def unseal(self, tool: str, stored: Mapping[str, Any], real: Mapping[str, Any]) -> dict[str, Any]:
-        """``stored`` (sealed arguments, e.g. an approver's revision) with each secret hash that
-        still matches the call's ``real`` value given back that value, in memory only."""
-        sealed = self.seal(tool, real)
-        return {
-            k: real[k] if k in self.names(tool) and k in real and v == sealed[k] else v
-            for k, v in stored.items()
-        }
+        """``stored`` (arguments as shown: sealed and scrubbed, e.g. an approver's revision) with
+        each value left as shown given back the call's ``real`` value, in memory only."""
+        shown = self.scrub(self.seal(tool, real))
+        return {k: real[k] if k in real and v == shown[k] else v for k, v in stored.items()}
 
     def redact(self, tool: str, args: Mapping[str, Any], message: str) -> str:
         """A tool exception's message as it may be stored or logged: through the app's redaction
-        hook, then with every secret value of the call replaced by ``[secret]``."""
+        hook, then with every secret value of the call, and every one the run knows, replaced by
+        ``[secret]``."""
+        if not SEALING:
+            return message
         secrets = {k: args[k] for k in self.names(tool) if k in args}
         hook = self._app.redact_hook
         if hook is not None:
@@ -106,4 +164,4 @@ class Secrets:
             text = value if isinstance(value, str) else canonical(value)
             if text:
                 message = message.replace(text, MASK)
-        return message
+        return self.scrub(message)

@@ -16,13 +16,17 @@ from outlast.journal import canonical, digest
 from outlast.model import Run, RunState
 from outlast.producer.checks import (
     NO_INPUT,
+    RUN_ID_RULE,
     check_budget,
     check_json,
     check_text,
     deadline_seconds,
+    new_run_id_problem,
+    show,
     start_of,
 )
 from outlast.producer.core import ClientCore
+from outlast.queue import MAX_RUN_ID
 from outlast.queue.streams import LEVELS
 from outlast.settings import check_name
 
@@ -47,7 +51,9 @@ class Admission(ClientCore):
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id, workflow, input, tenant and priority return the
-        existing run; another of them raises ``RunConflict``. ``input`` is a JSON object (omitted:
+        existing run; another of them raises ``RunConflict``. A new run's id is 1 to 200 printable
+        characters without ``/`` or ``\\``, and not ``.`` or ``..`` (``InvalidInput`` otherwise; a
+        run recorded before this rule keeps its id). ``input`` is a JSON object (omitted:
         ``{}``; None is refused); ``deadline`` is a duration from now (from its start, for a
         delayed run), up to ten years; ``budget`` names limits (e.g. ``{"usd": 5, "calls": 100}``).
         ``start_at`` (aware datetime) or ``delay`` (seconds) delays the run: it is recorded now
@@ -109,6 +115,7 @@ class Admission(ClientCore):
             for data, rid in zip(items, ids, strict=True)
         ]
         await self.open()
+        await self._refuse_unsafe_new_ids(admitted)
         outcomes = await asyncio.gather(*(self._insert(a) for a in admitted), return_exceptions=True)
         inserted = [o for o in outcomes if not isinstance(o, BaseException)]
         await self._publish([run for run, publish in inserted if publish])
@@ -139,7 +146,7 @@ class Admission(ClientCore):
         """Check everything about a run to admit, before anything is written; return the row."""
         check_text(workflow, "the workflow's name", "enqueue")
         if run_id is not None:
-            check_text(run_id, "the run id", f"a run of '{workflow}'")
+            check_text(run_id, "the run id", f"a run of '{workflow}'", MAX_RUN_ID)
         where = f"run '{run_id}'" if run_id else f"a run of '{workflow}'"
         if input is None:
             raise InvalidInput(f"{where}: the input is null; pass a JSON object ({{}} for none)")
@@ -179,6 +186,18 @@ class Admission(ClientCore):
             "tenant": parent.tenant if parent else tenant,
         }
 
+    async def _refuse_unsafe_new_ids(self, rows: list[dict[str, Any]]) -> None:
+        """Refuse a given id outside the safe set (``RUN_ID_RULE``) unless a run already has it:
+        a run recorded before the rule keeps working, an idempotent enqueue included. Only an
+        id outside the set costs a read."""
+        for row in rows:
+            problem = new_run_id_problem(row["id"])
+            if problem is not None and await self.store.get_run(row["id"]) is None:
+                raise InvalidInput(
+                    f"a run of '{row['workflow']}': the run id {show(row['id'])} {problem}: "
+                    f"{RUN_ID_RULE}; give another id (e.g. with '-' or ':' for '/')"
+                )
+
     async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
         """Commit the run row (idempotent on its id); say whether it is to be published."""
         run, created = await self.store.insert_run(**row)
@@ -211,6 +230,7 @@ class Admission(ClientCore):
     async def _admit(self, row: dict[str, Any]) -> Run:
         """Commit one prepared run row, then publish it (unless it exists and is not queued)."""
         await self.open()
+        await self._refuse_unsafe_new_ids([row])
         run, publish = await self._insert(row)
         if publish:
             await self._publish([run])

@@ -9,6 +9,7 @@ from typing import Any
 
 from outlast.errors import InvalidInput
 from outlast.journal import canonical
+from outlast.queue import MAX_RUN_ID
 
 NO_INPUT: dict[str, Any] = {}  # enqueue's default, by identity: an omitted input is {}; None is refused
 MAX_DEADLINE = 10 * 365 * 86400.0  # ten years, in seconds
@@ -28,6 +29,24 @@ def check_text(value: object, what: str, where: str, limit: int = 200) -> str:
         f"{where + ': ' if where else ''}{what} must be 1 to {limit} printable characters "
         f"(no NUL, newline or other control character), got {show(value)}"
     )
+
+
+# The safe set of a new run's id, said once (enqueue's docstring and README quote it).
+RUN_ID_RULE = (
+    f"a new run's id is 1 to {MAX_RUN_ID} printable characters without '/' or '\\', and not '.' or '..'"
+)
+
+
+def new_run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` (already 1 to ``MAX_RUN_ID`` printable characters) may not name a new run,
+    or None. A run id becomes a directory name (an exported bundle, the dashboard's download)
+    and a URL path segment (the dashboard), where a slash, a backslash, ``.`` or ``..`` would
+    name another place. Runs recorded before this rule keep their ids everywhere."""
+    if "/" in run_id or "\\" in run_id:
+        return "contains a '/' or '\\'"
+    if run_id in (".", ".."):
+        return f"is {run_id!r}"
+    return None
 
 
 def check_json(value: Any, what: str, where: str, limit: int) -> str:

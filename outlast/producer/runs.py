@@ -83,7 +83,7 @@ class Runs(ClientCore):
 
     @contextlib.asynccontextmanager
     async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[RunWatch]:
-        """Woken by Postgres whenever any run has an event (a live list: see migration 0017),
+        """Woken by Postgres whenever any run has an event (a live list: see migration 0018),
         for as long as the block lasts. ``hears()`` says whether notifications reach this client
         (not through a transaction pooler); ``changed()`` polls every ``poll`` seconds while they
         do not."""

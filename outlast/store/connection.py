@@ -15,12 +15,11 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from outlast.errors import ServiceUnavailable
+from outlast.settings import Settings
 from outlast.store.base import Base, Conn
 from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
 from outlast.store.writer import Writer
-
-TENANT_WINDOW = 32  # OUTLAST_TENANT_WINDOW's default
 
 
 def redact(url: str) -> str:
@@ -46,8 +45,8 @@ class Connection(Base):
         url: str,
         schema: str = "outlast",
         max_size: int = 8,
-        retry_for: float = 60.0,
-        tenant_window: int = TENANT_WINDOW,
+        retry_for: float = Settings.store_retry,  # the settings' defaults, declared there once
+        tenant_window: int = Settings.tenant_window,
     ) -> None:
         self.url = url
         self.schema = schema

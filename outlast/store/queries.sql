@@ -1,5 +1,8 @@
 -- Every SQL statement outlast runs, by name. store/ is the only place that speaks SQL.
 -- Writes about a run that a worker owns carry its fencing token: `fencing_token = %(token)s`.
+-- Facts several statements share are functions of migration 0015, inlined by Postgres (a plan is
+-- the one the fact spelled out would have): outlast_final, outlast_unfinished (states),
+-- outlast_live (a worker), outlast_window (a tenant's window), outlast_redone (a lost-ack re-check).
 
 -- name: schema_version
 SELECT value FROM outlast_meta WHERE key = 'schema_version';
@@ -20,11 +23,7 @@ r AS (
                 -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
                 WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
                                  AND h.queue = %(queue)s AND h.tenant = %(tenant)s) THEN NULL
-                WHEN (SELECT count(*) FROM (
-                          SELECT 1 FROM runs w
-                          WHERE w.state = 'queued' AND w.tenant = %(tenant)s AND w.published_at IS NOT NULL
-                            AND w.queue = %(queue)s AND w.published_at <= now()
-                          LIMIT %(window)s) n) >= %(window)s THEN NULL
+                WHEN (SELECT used FROM outlast_window(%(queue)s, %(tenant)s, %(window)s, NULL)) >= %(window)s THEN NULL
                 ELSE now() END,
            %(priority)s, %(tenant)s
     FROM s
@@ -64,10 +63,11 @@ INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
 
 -- name: claim
--- One conditional UPDATE takes the lease: a queued run, one whose lease expired, or one that
--- waits for a worker serving its program. The database clock sets the expiry. A tenant's run
--- taken makes room in its tenant's window (0014_fair): the tenant's next held run is published in
--- the same statement (turn_id; the claimer adds its stream entry, else the sweeper does).
+-- One conditional UPDATE takes the lease: a queued run, one whose lease expired, one that
+-- waits for a worker serving its program, or one whose deadline passed. The database clock sets
+-- the expiry. A tenant's run taken makes room in its tenant's window (0014_fair): the tenant's
+-- next held run is published in the same statement (turn_id; the claimer adds its stream entry,
+-- else the sweeper does).
 WITH c AS (
     UPDATE runs SET
         state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
@@ -76,7 +76,7 @@ WITH c AS (
         owner = %(worker)s,
         lease_expires_at = now() + make_interval(secs => %(ttl)s),
         attempts = attempts + 1,
-        started_at = coalesce(started_at, now()),  -- first taken: set once (0017, the runs list)
+        started_at = coalesce(started_at, now()),  -- first taken: set once (0018, the runs list)
         program = coalesce(program, %(programs)s::jsonb ->> workflow),
         published_at = coalesce(published_at, now()),  -- a held run's stray entry: no longer held
         updated_at = now()
@@ -86,7 +86,9 @@ WITH c AS (
            OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
            OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
-           OR (state = 'awaiting_approval' AND wake_at <= now()))
+           OR (state = 'awaiting_approval' AND wake_at <= now())
+           -- its deadline passed while nothing ran: ended by the executor (its partial handler)
+           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= now()))
     RETURNING *, now() AS db_now),
 turn AS (
     SELECT h.id FROM c CROSS JOIN LATERAL (
@@ -97,11 +99,7 @@ turn AS (
         LIMIT 1
         FOR UPDATE SKIP LOCKED) h
     WHERE c.tenant IS NOT NULL AND %(window)s > 0
-      AND (SELECT count(*) FROM (
-               SELECT 1 FROM runs w
-               WHERE w.state = 'queued' AND w.tenant = c.tenant AND w.published_at IS NOT NULL
-                 AND w.queue = c.queue AND w.published_at <= now() AND w.id <> c.id
-               LIMIT %(window)s) n) < %(window)s),
+      AND (SELECT used FROM outlast_window(c.queue, c.tenant, %(window)s, c.id)) < %(window)s),
 released AS (
     UPDATE runs SET published_at = now() FROM turn
     WHERE runs.id = turn.id AND runs.published_at IS NULL
@@ -182,7 +180,7 @@ WITH r AS (
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
 SELECT id AS run_id FROM r
 UNION ALL
-SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = %(state)s;
+SELECT id FROM outlast_redone(%(id)s, %(token)s, %(state)s, %(reason)s);
 
 -- name: wait
 -- A durable wait: the lease is given up and the run no longer counts as crashing its worker.
@@ -194,8 +192,7 @@ WITH r AS (
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r
 UNION ALL
-SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
-  AND reason = %(reason)s;
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);
 
 -- name: refuse_unclaimed
 -- A worker that cannot serve a run's program says so, without taking the run: a queued run, one
@@ -212,7 +209,7 @@ WITH r AS (
            OR (state = 'waiting' AND wake_at <= now()))
       AND NOT EXISTS (
           SELECT 1 FROM workers
-          WHERE last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+          WHERE outlast_live(last_beat, lease_ttl)
             AND runs.queue = ANY (queues) AND programs ->> runs.workflow = runs.program)
       AND NOT EXISTS (
           SELECT 1 FROM served_programs s
@@ -249,7 +246,7 @@ RETURNING run_id;
 -- the published_at stamp let every worker sweep at once without publishing a run twice.
 WITH due AS (
     SELECT id FROM runs
-    WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+    WHERE outlast_unfinished(state)
       -- one pass of the sweeper never sees again what it stamped itself
       AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
       AND ((published_at < now() - make_interval(secs => %(after)s)
@@ -289,31 +286,40 @@ turn AS (
           AND h.tenant = l.tenant
         ORDER BY CASE h.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, h.created_at
         LIMIT CASE WHEN %(window)s = 0 THEN NULL ELSE greatest(0, %(window)s - (
-            SELECT count(*) FROM (
-                SELECT 1 FROM runs w
-                WHERE w.state = 'queued' AND w.tenant = l.tenant AND w.published_at IS NOT NULL
-                  AND w.queue = l.queue AND w.published_at <= now()
-                LIMIT %(window)s) n)) END
+            SELECT used FROM outlast_window(l.queue, l.tenant, %(window)s, NULL))) END
         FOR UPDATE SKIP LOCKED) h
     LIMIT %(limit)s)
 UPDATE runs SET published_at = now() FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
--- A deadline that passed while nothing ran ends the run when the system sees it.
-WITH r AS (
+-- A deadline that passed while nothing ran: the run is stamped published, to be published at once
+-- (queue, priority), so that a worker claims it and ends it through the executor (its partial
+-- handler runs); one still not ended %(grace)s seconds past its deadline (no worker serves its
+-- workflow, or its entry was lost) is ended here, timed_out (queue NULL).
+WITH late AS (
+    SELECT id, deadline < now() - make_interval(secs => %(grace)s) AS overdue FROM runs
+    WHERE deadline < now()
+      AND (state IN ('queued', 'waiting', 'awaiting_approval')
+           OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+           OR (state = 'cancelling' AND lease_expires_at IS NULL))
+      AND (published_at IS NULL OR published_at < deadline
+           OR deadline < now() - make_interval(secs => %(grace)s))
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
+ended AS (
     UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
         lease_expires_at = NULL, finished_at = now(), updated_at = now()
-    WHERE id IN (
-        SELECT id FROM runs
-        WHERE deadline < now()
-          AND (state IN ('queued', 'waiting', 'awaiting_approval')
-               OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
-               OR (state = 'cancelling' AND lease_expires_at IS NULL))
-        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-    RETURNING id)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM r
-RETURNING run_id;
+    FROM late WHERE runs.id = late.id AND late.overdue
+    RETURNING runs.id),
+e AS (INSERT INTO events (run_id, kind, detail)
+      SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM ended),
+published AS (
+    UPDATE runs SET published_at = now()
+    FROM late WHERE runs.id = late.id AND NOT late.overdue
+    RETURNING runs.id, runs.queue, runs.priority)
+SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
+UNION ALL
+SELECT id, queue, priority FROM published;
 
 -- name: db_now
 SELECT now() AS now;
@@ -438,7 +444,7 @@ WITH r AS (
                            THEN now() ELSE finished_at END,
         published_at = now()
     WHERE id = %(id)s
-      AND state NOT IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+      AND NOT outlast_final(state)
     RETURNING id, state, queue),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'cancel_requested', %(detail)s FROM r)
 SELECT id, state, queue FROM r;
@@ -459,12 +465,14 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
 -- name: beat_worker
 -- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
 -- from the beat (a worker restarted under a fixed name: a new pid, and started again).
-INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held)
+INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
+                     tool_threads, tool_threads_busy)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
-        %(runs_held)s)
+        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
 ON CONFLICT (name) DO UPDATE SET
     host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
     concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
+    tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
     started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
                       THEN workers.started_at ELSE now() END,
     last_beat = now();
@@ -479,7 +487,7 @@ WHERE last_beat < now() - make_interval(secs => greatest(%(after)s, 10 * lease_t
 RETURNING name;
 
 -- name: workers
-SELECT *, last_beat >= now() - make_interval(secs => 3 * lease_ttl) AS live,
+SELECT *, outlast_live(last_beat, lease_ttl) AS live,
        extract(epoch FROM now() - last_beat) AS beat_age
 FROM workers ORDER BY host, started_at, name;
 
@@ -487,7 +495,7 @@ FROM workers ORDER BY host, started_at, name;
 -- Unfinished runs per queue and state (the partial index over unfinished runs); and as 'held', the
 -- queued runs waiting for their tenant's turn (0014_fair).
 SELECT queue, state, count(*) AS n FROM runs
-WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+WHERE outlast_unfinished(state)
 GROUP BY queue, state
 UNION ALL
 SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at IS NULL GROUP BY queue;
@@ -498,7 +506,7 @@ SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at
 WITH r AS (
     UPDATE runs SET published_at = now()
     WHERE id = %(id)s
-      AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+      AND outlast_unfinished(state)
     RETURNING id, queue, state, priority),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
 SELECT queue, state, priority FROM r;
@@ -529,12 +537,12 @@ SELECT last_value, is_called FROM events_id_seq;
 WITH doomed AS (
     SELECT id FROM runs r
     WHERE finished_at < %(before)s
-      AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+      AND outlast_final(state)
       AND (%(state)s::text IS NULL OR state = %(state)s)
       AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
       -- a child whose parent is not final yet: the parent may still read its result
       AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = r.started_by
-                      AND p.state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling'))
+                      AND outlast_unfinished(p.state))
       AND (NOT %(exclusive)s
            OR (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outlast-prune'))))
     ORDER BY finished_at
@@ -560,10 +568,10 @@ SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) AS journal,
 WITH RECURSIVE candidate AS (
     SELECT id, parent_id FROM runs
     WHERE finished_at < %(before)s
-      AND state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+      AND outlast_final(state)
       AND (%(state)s::text IS NULL OR state = %(state)s)
       AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = runs.started_by
-                      AND p.state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling'))),
+                      AND outlast_unfinished(p.state))),
 kept (id) AS (
     SELECT parent_id FROM runs WHERE parent_id IS NOT NULL AND id NOT IN (SELECT id FROM candidate)
     UNION
@@ -587,7 +595,7 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
 -- the run row's share lock closes the race with a writer whose event statement found no watcher
 -- yet: that writer holds the row until it commits, so the reader's look then sees its change;
 -- a writer that comes after waits for this registration, and its trigger sees it.
--- The run id '' watches every run (a live list, 0017): no row to lock.
+-- The run id '' watches every run (a live list, 0018): no row to lock.
 WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR SHARE)
 INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r
 UNION ALL SELECT '', pg_backend_pid() WHERE %(run_id)s = '';
@@ -701,8 +709,7 @@ WITH r AS (
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r
 UNION ALL  -- run again after a lost acknowledgement: already parked under this token
-SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
-  AND reason = %(reason)s;
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);
 
 -- Rolling deploys: which programs were served lately (migration 0012_deploy).
 
@@ -721,7 +728,7 @@ ON CONFLICT (queue, workflow, program) DO UPDATE SET last_seen = now();
 -- run's queue, or one served it within the last %(within)s seconds. No row: not claimable.
 SELECT EXISTS (
            SELECT 1 FROM workers
-           WHERE last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+           WHERE outlast_live(last_beat, lease_ttl)
              AND r.queue = ANY (queues) AND programs ->> r.workflow = r.program)
        OR EXISTS (
            SELECT 1 FROM served_programs s
@@ -760,11 +767,7 @@ r AS (
                 -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
                 WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
                                  AND h.queue = %(queue)s AND h.tenant = p.tenant) THEN NULL
-                WHEN (SELECT count(*) FROM (
-                          SELECT 1 FROM runs w
-                          WHERE w.state = 'queued' AND w.tenant = p.tenant AND w.published_at IS NOT NULL
-                            AND w.queue = %(queue)s AND w.published_at <= now()
-                          LIMIT %(window)s) n) >= %(window)s THEN NULL
+                WHEN (SELECT used FROM outlast_window(%(queue)s, p.tenant, %(window)s, NULL)) >= %(window)s THEN NULL
                 ELSE 'epoch' END,
            p.priority
     FROM p WHERE NOT p.cancel_requested
@@ -791,8 +794,7 @@ WITH r AS (
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r
 UNION ALL
-SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s AND state = 'waiting'
-  AND reason = 'child' AND waits_for = %(child)s;
+SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'child') WHERE waits_for = %(child)s;
 
 -- name: wake_child_waiters
 -- The sweeper: a run waiting for a child that is final is due now (the claim takes a waiting run
@@ -803,7 +805,7 @@ WITH w AS (
     SELECT p.id FROM runs p
     WHERE p.state = 'waiting' AND p.reason = 'child' AND p.wake_at IS NULL
       AND EXISTS (SELECT 1 FROM runs c WHERE c.id = p.waits_for
-                  AND c.state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled'))
+                  AND outlast_final(c.state))
     ORDER BY p.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
@@ -822,7 +824,7 @@ RETURNING queue;
 -- name: children
 -- The unfinished runs these runs started (a cancellation walks them, level by level).
 SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])
-  AND state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+  AND outlast_unfinished(state)
 ORDER BY id;
 
 -- name: children_of
@@ -830,7 +832,7 @@ ORDER BY id;
 SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
 
 -- ---------------------------------------------------------------------------------------------
--- The dashboard's sessions, sign-in attempts and signing key (0015; outlast/store/sessions.py)
+-- The dashboard's sessions, sign-in attempts and signing key (0017; outlast/store/sessions.py)
 -- ---------------------------------------------------------------------------------------------
 
 -- name: session_create
@@ -876,7 +878,7 @@ SELECT key FROM made
 UNION ALL
 SELECT key FROM dashboard_keys WHERE name = %(key_name)s;
 
--- The runs list, a page at a time (0017; outlast/store/listing.py composes it): the filters given
+-- The runs list, a page at a time (0018; outlast/store/listing.py composes it): the filters given
 -- (runs_where_*), joined by AND, in the order of the sort's index; the page after a cursor starts
 -- past its key and id (runs_after_*). {key} is created_at, started_at or finished_at. The page's
 -- ids are found first, from the filter's index alone (an index-only scan: the index holds the

@@ -26,8 +26,12 @@ class Sweeps(Base):
         rows = await self._rows("turns", window=self.tenant_window, limit=limit)
         return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
-    async def expire_deadlines(self, limit: int = 200) -> list[str]:
-        return [r["run_id"] for r in await self._rows("expire_deadlines", limit=limit)]
+    async def expire_deadlines(self, grace: float, limit: int = 200) -> list[tuple[str, str | None, str]]:
+        """Runs whose deadline passed while nothing ran, each (id, queue, priority): to publish at
+        once (stamped as published now), for a worker to end through its executor; or, with queue
+        None, ended here ``timed_out`` (not ended ``grace`` seconds past the deadline)."""
+        rows = await self._rows("expire_deadlines", grace=grace, limit=limit)
+        return [(r["run_id"], r["queue"], r["priority"]) for r in rows]
 
     async def db_now(self) -> datetime:
         now: datetime = (await self._rows("db_now"))[0]["now"]

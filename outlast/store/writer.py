@@ -27,12 +27,17 @@ from typing import Any
 
 import psycopg
 import structlog
+from psycopg import pq
 from psycopg.pq import TransactionStatus
 
 from outlast import metrics
 from outlast.errors import ServiceUnavailable
+from outlast.store.wire import Dumped, Row, Wire
 
 MAX_BATCH = 256
+# A batch carries at most this many bytes of parameters (and at least one write): large payloads
+# go in several transactions, each well within the stall bound, rather than in one that is not.
+MAX_BATCH_BYTES = 4 << 20
 STALL = 15.0  # a transaction not done in this long: its server is gone, or it is too big
 # Errors that say something about the statement itself, not the server: tried a few times only.
 _DETERMINISTIC = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.NotSupportedError)
@@ -42,18 +47,23 @@ log = structlog.get_logger("outlast.store")
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Write:
     sql: str
     params: dict[str, Any]
     key: str  # the run the statement locks: batches lock runs in this order
-    done: asyncio.Future[list[dict[str, Any]]] = field(
+    done: asyncio.Future[list[Row]] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
     tries: int = 0
+    dumped: Dumped | None = None  # its parameters as sent, adapted once
 
 
-def _deliver(w: _Write, rows: list[dict[str, Any]]) -> None:
+def _key(w: _Write) -> str:
+    return w.key
+
+
+def _deliver(w: _Write, rows: list[Row]) -> None:
     if not w.done.done():  # a caller that gave up (cancelled) never spoils its neighbours
         w.done.set_result(rows)
 
@@ -70,7 +80,7 @@ class Writer:
         self,
         connect: Callable[[], Awaitable[Conn]],
         unavailable: Callable[[BaseException], ServiceUnavailable],
-        retry_for: float = 60.0,
+        retry_for: float,  # the settings' store_retry, passed by the connection
     ) -> None:
         self._connect = connect
         self._unavailable = unavailable
@@ -78,13 +88,14 @@ class Writer:
         self._queue: asyncio.Queue[_Write] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._conn: Conn | None = None
+        self._wire: Wire | None = None
         self._warned = False
         self._dead_pid: int | None = None  # the server process of a dropped connection
         self.commits = 0
         self.writes = 0
         self.busy = 0.0  # seconds spent committing (and retrying), for the busy ratio
 
-    async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[dict[str, Any]]:
+    async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[Row]:
         """Commit one statement (shared with whatever else is due) and return its rows. Raises
         ServiceUnavailable once it could not be committed for ``retry_for`` seconds."""
         if self._task is None or self._task.done():
@@ -109,7 +120,7 @@ class Writer:
                 batch.append(self._queue.get_nowait())
             started = time.monotonic()
             # sorted() is stable: each run's writes keep their order.
-            await self._settle(sorted(batch, key=lambda w: w.key))
+            await self._settle(sorted(batch, key=_key))
             self.busy += time.monotonic() - started
 
     async def _settle(self, writes: list[_Write]) -> None:
@@ -147,12 +158,12 @@ class Writer:
                 delay = min(delay * 2, 0.5)
                 writes = [w for w, _ in failed]
                 continue
-            for w, r in zip(writes, rows, strict=True):
+            for w, r in zip(writes, rows, strict=False):  # rows: those of the writes that fitted
                 _deliver(w, r)
             if self._warned:
                 self._warned = False
                 log.info("writes to Postgres go through again")
-            return
+            deadline, delay = time.monotonic() + self.retry_for, 0.02
 
     def _failure(self, exc: BaseException) -> ServiceUnavailable:
         if isinstance(exc, ServiceUnavailable):
@@ -175,29 +186,39 @@ class Writer:
                     break
         return failed
 
-    async def _run(self, batch: list[_Write]) -> list[list[dict[str, Any]]]:
-        """One transaction; drops the connection if it broke or stalled."""
-        if self._conn is None or self._conn.closed:
+    async def _run(self, batch: list[_Write]) -> list[list[Row]]:
+        """One transaction of the batch's first writes, up to MAX_BATCH_BYTES (at least one);
+        their rows. Drops the connection if it broke or stalled."""
+        if self._conn is None or self._wire is None or self._conn.closed:
             conn = await asyncio.wait_for(self._connect(), STALL)
             await asyncio.wait_for(self._bury(conn), STALL)
-            self._conn = conn
-        conn = self._conn
+            self._conn, self._wire = conn, Wire(conn)
+        conn, wire = self._conn, self._wire
+        dumped: list[Dumped] = []
+        size = 0
+        for w in batch:
+            d = w.dumped = w.dumped or wire.dump(w.sql, w.params)
+            size += d.size
+            if dumped and size > MAX_BATCH_BYTES:
+                break
+            dumped.append(d)
         try:
-            return await asyncio.wait_for(self._transaction(conn, batch), STALL)
+            # The statements go out without waiting for each reply: a batch costs about one
+            # round trip and one commit, not one per statement.
+            async with asyncio.timeout(STALL):  # no task of its own, unlike wait_for
+                out = await wire.transaction(dumped)
         except BaseException:
-            if conn.broken or conn.closed or conn.info.transaction_status != TransactionStatus.IDLE:
+            if (
+                conn.broken
+                or conn.closed
+                or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
+                or conn.info.transaction_status != TransactionStatus.IDLE
+            ):
                 await self._drop()
             raise
-
-    async def _transaction(self, conn: Conn, batch: list[_Write]) -> list[list[dict[str, Any]]]:
-        # Pipeline mode: the batch's statements go out without waiting for each reply; the cost
-        # of a batch is then about one round trip and one commit, not one per statement.
-        async with conn.pipeline(), conn.transaction():
-            cursors = [await conn.execute(w.sql, w.params) for w in batch]
-        out = [await c.fetchall() if c.description else [] for c in cursors]
         self.commits += 1
-        self.writes += len(batch)
-        metrics.commit_batch(len(batch))
+        self.writes += len(dumped)
+        metrics.commit_batch(len(dumped))
         return out
 
     async def _bury(self, conn: Conn) -> None:
@@ -215,7 +236,7 @@ class Writer:
             await asyncio.sleep(0.05)
 
     async def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._wire = self._conn, None, None
         if conn is not None:
             with contextlib.suppress(Exception):
                 self._dead_pid = conn.info.backend_pid

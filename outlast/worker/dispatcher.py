@@ -179,14 +179,16 @@ class Dispatcher:
         unknown = ""  # why the operation's outcome cannot be journaled as a plain result
         try:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
+            # Its result, as journaled: with every secret value the run knows scrubbed out.
             with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
                 result = await self._invoke(tool, args, action)
-                span.result(result)
-            try:
-                payload: dict[str, Any] = {"ok": json.loads(canonical(result, self.max_payload))}
-            except Unstorable as exc:
-                payload = {"error": _error_payload(exc)}
-                unknown = f"it returned, but its result cannot be stored ({exc})"
+                try:
+                    ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
+                    payload: dict[str, Any] = {"ok": ok}
+                    span.result(ok)
+                except Unstorable as exc:
+                    payload = {"error": _error_payload(exc, self._secrets.scrub(str(exc)))}
+                    unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:
             message = self._secrets.redact(tool.name, args, str(exc))  # stored and logged only so
             payload = {"error": _error_payload(exc, message)}
@@ -274,6 +276,7 @@ class Dispatcher:
         return await self._gaps.resolve(tool, args, action, reserved)
 
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+        why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
         self._log.warning(
             f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
             tool=tool.name,

@@ -31,6 +31,7 @@ from outlast.journal import canonical, first_bad_crossing, storable
 from outlast.model import Partial, RunState
 from outlast.model import Run as RunRecord
 from outlast.queue import RateWindows
+from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import Gate, workflow_key
@@ -81,10 +82,14 @@ class Execution:
         self.app = app
         self.store = store
         self.gate = Gate(store, windows, self.control, self.control.ttl)
+        self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
     async def finish(self, state: RunState, **kw: Any) -> Outcome:
-        """Commit a final state with the fencing condition (Fenced if superseded)."""
+        """Commit a final state with the fencing condition (Fenced if superseded); its result,
+        error and reason with the secret values the run knows scrubbed out."""
+        if self.secrets is not None:
+            kw = self.secrets.scrub(kw)
         if kw.get("reason"):
             kw["reason"] = storable(kw["reason"])
         if not await self.store.finish(self.run.id, self.control.token, state, **kw):
@@ -101,6 +106,7 @@ class Execution:
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
+        message = self.secrets.scrub(message) if self.secrets is not None else message
         if not await self.store.wait(self.run.id, self.control.token, reason, message):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
@@ -148,6 +154,7 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
         self._log_resume(journal)
+        self.secrets = Secrets(self.app, self.secret_key)
         ctx = Run(
             run,
             self.app,
@@ -156,7 +163,7 @@ class Execution:
             journal,
             self.db_now,
             self.max_payload,
-            self.secret_key,
+            self.secrets,
             self.gate,
         )
         self._started = ctx.children_started
@@ -240,9 +247,10 @@ class Execution:
                 if isinstance(got, Partial):
                     result = json.loads(canonical(got.result(), self.max_payload))
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
+                said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(
                     f"run {self.run.id}: the partial handler of '{wf.name}' raised "
-                    f"{type(failed).__name__}: {failed}; the run ends {state}"
+                    f"{self.secrets.scrub(said) if self.secrets else said}; the run ends {state}"
                 )
             if result is not None:
                 return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)

@@ -80,7 +80,7 @@ class GapTable:
                 )
             say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
             metrics.resolution("reconciler_executed")
-            ok = json.loads(canonical(answer, self._d.max_payload))
+            ok = self._secrets.scrub(json.loads(canonical(answer, self._d.max_payload)))
             payload = {"ok": ok, "how": "reconciler: executed"}
             await self._replayer.append("result", op, payload)
             return payload["ok"]

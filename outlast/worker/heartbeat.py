@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 
 from outlast import metrics
 from outlast.errors import ServiceUnavailable
+from outlast.worker.threads import TOOL_THREADS
 
 if TYPE_CHECKING:
     from outlast.worker.loop import Worker
@@ -65,4 +66,6 @@ class Heartbeat:
             "concurrency": w.s.concurrency,
             "lease_ttl": w.s.lease_ttl,
             "runs_held": len(w.active),
+            "tool_threads": TOOL_THREADS.count,  # the process's, hung ones included
+            "tool_threads_busy": TOOL_THREADS.busy,
         }

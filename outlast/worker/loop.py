@@ -29,6 +29,7 @@ from outlast.worker.claims import Active, Claims
 from outlast.worker.heartbeat import Heartbeat
 from outlast.worker.intake import Intake
 from outlast.worker.sweeper import Sweeper
+from outlast.worker.threads import TOOL_THREADS
 
 log = structlog.get_logger("outlast.worker")
 
@@ -54,6 +55,7 @@ class Worker:
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
+        TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         self.intake = Intake(self)
         self.claims = Claims(self)
         self.acks = Acks(queue)
@@ -161,6 +163,7 @@ class Worker:
             metrics.backlog(q, *await self.queue.backlog(q))
         metrics.run_gauges(*await self.store.run_gauges())
         metrics.writer_busy(self.store.writer.busy)
+        metrics.tool_threads(TOOL_THREADS.count, TOOL_THREADS.busy)
 
     async def _hand_over(self) -> None:
         """Let running runs finish within the grace period, then hand the rest over at once."""

@@ -47,7 +47,7 @@ class Run:
         journal: Journaled,
         db_now: datetime | None = None,
         max_payload: int | None = None,
-        secret_key: str | None = None,
+        secrets: Secrets | None = None,
         gate: Gate | None = None,
     ) -> None:
         self.id = record.id
@@ -56,7 +56,8 @@ class Run:
         self._app = app
         self._store = store
         self._replayer = Replayer(record, store, control, journal, db_now)
-        secrets = Secrets(app, secret_key)
+        # the executor's: it scrubs the run's end of the secret values its crossings met
+        secrets = secrets or Secrets(app, None)
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
         self._dispatcher.handle = self
         self._dispatcher.alone = self._alone  # a tool's slot or rate wait may park the run

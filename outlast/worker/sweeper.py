@@ -53,8 +53,14 @@ class Sweeper:
             self._lost = True
             await self.republish(log, after=0.0)
             self._lost = False
-        for run_id in await self.store.expire_deadlines():
-            log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+        # A deadline passed while nothing ran: the run is published, and the worker that claims it
+        # ends it as it ends a running one (its partial handler runs). Ended here, timed_out, only
+        # when no worker did within republish_after (none serves its workflow, its entry lost).
+        for run_id, q, priority in await self.store.expire_deadlines(self.s.republish_after):
+            if q is None:
+                log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+            else:
+                await self.queue.publish(q, run_id, priority=priority)
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
         await self.republish(log, self.s.republish_after)
         await self.turns(log)

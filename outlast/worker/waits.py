@@ -80,8 +80,9 @@ class Waits:
     ) -> Decision:
         real: dict[str, Any] = json.loads(canonical(args, self.max_payload))
         # An action that is a tool with secret arguments is shown, stored and hashed with them
-        # sealed: the hash the approver confirms still binds their values.
-        clean = self._secrets.seal(action, real)
+        # sealed (and any secret value the run knows scrubbed): the hash the approver confirms
+        # still binds their values.
+        clean = self._secrets.scrub(self._secrets.seal(action, real))
         ahash = args_hash(clean)
         self._replayer.enter(op_id)
         if self._replayer.journaled(op_id):
@@ -113,7 +114,9 @@ class Waits:
                         "status": row["status"],
                         "by": row["decided_by"],
                         "comment": row["comment"],
-                        "args": row["new_args"] if row["status"] == "revised" else clean,
+                        # a revision scrubbed of the run's known secrets (a sealed one may
+                        # not be retyped: approvals.check_revision)
+                        "args": self._secrets.scrub(row["new_args"]) if row["status"] == "revised" else clean,
                         # who decided (principal, how authenticated, from where) and when, by
                         # the database clock; None for a decision made before they were kept
                         "who": row["decided_by_detail"],

@@ -1,7 +1,7 @@
-"""Tools with a secret argument (tests/integration/test_secrets.py). The secret is never in the
-run's input: the workflow reads it from its process's environment (``SECRET_API_KEY``), as it
-would from a vault client, and passes it to the tools, which record in the test's ``executions``
-table only *whether* they were given the right value (never the value).
+"""Tools with a secret argument (tests/integration/test_secrets.py, test_secrets_canary.py). The
+secret is never in the run's input: the workflow reads it from its process's environment
+(``SECRET_API_KEY``), as it would from a vault client, and passes it to the tools, which record in
+the test's ``executions`` table only *whether* they were given the right value (never the value).
 """
 
 from __future__ import annotations
@@ -33,6 +33,27 @@ def refuse(api_key: str) -> None:
 def pay(api_key: str, amount: int, run_id: str) -> dict[str, Any]:
     record(run_id, f"pay {amount}: {_given(api_key)}")
     return {"paid": amount, "with": _given(api_key)}
+
+
+@app.tool("echo", effect="read", secret=["api_key"])
+def echo(api_key: str) -> str:
+    return f"the service echoed {api_key}"
+
+
+@app.workflow("leaky")
+async def leaky(run: Run, fail: bool) -> dict[str, Any]:
+    """Every careless way a workflow has to let its secret out: a tool that returns it, a tool
+    error that quotes it, an exception that quotes it, a result that holds it."""
+    key = os.environ["SECRET_API_KEY"]
+    echoed = await run.call(echo, api_key=key)
+    try:
+        await run.call(refuse, api_key=key)
+        refused = ""
+    except ToolError as exc:
+        refused = exc.message
+    if fail:
+        raise RuntimeError(f"the workflow gave up with key {key}")
+    return {"echoed": echoed, "refused": refused, "key": key}
 
 
 @app.workflow("charge")

@@ -69,6 +69,7 @@ def test_each_worker_publishes_a_heartbeat_record_deleted_on_a_clean_stop(world:
         wait_for(lambda: _workers(world)[0]["runs_held"] == 1, what="the run held in the record")
     text = world.cli("workers").stdout
     assert str(a.pid) in text and "live" in text and "default,other" in text and "echo=" in text
+    assert "THREADS" in text and {"tool_threads", "tool_threads_busy"} <= set(_workers(world)[0])
 
     a.send_signal(signal.SIGTERM)
     assert a.wait(30) == 0

@@ -124,6 +124,8 @@ def test_a_worker_serves_metrics_that_move_while_runs_flow(world: World) -> None
     assert has(after, "outlast_stream_length", queue="default")
     assert has(after, "outlast_stalled_run_seconds")
     assert 0 <= value(after, "outlast_writer_busy_ratio") <= 1
+    # The threads the sync tools ran on (busy or idle): at least one.
+    assert value(after, "outlast_tool_threads") >= 1 and has(after, "outlast_tool_threads", state="busy")
     assert not any("run_id" in dict(labels) for _, labels in after)  # no label per run
 
 

@@ -7,6 +7,8 @@ constraints, triggers, functions and the recorded version, with the schema's own
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +19,12 @@ import pytest
 
 from outlast.errors import SchemaError
 from outlast.store import SCHEMA_VERSION, Store
+from outlast.store.dump import migrated, pg_dump_major
 from outlast.store.store import MIGRATIONS
 
 # What the old schema.sql (applied whole, before migrations were files) made: version 4.
 OLD_SCHEMA_V4 = Path(__file__).parent / "data" / "schema_v4.sql"
+SCHEMA_SQL = Path(__file__).parents[2] / "schema.sql"
 
 CATALOG = {
     "relations": """
@@ -215,3 +219,23 @@ def test_rows_survive_the_partitioning_of_journal_and_events(schemas: Schemas) -
         assert c.execute(b"SELECT count(*), max(id) FROM events").fetchone() == (40, 40)
         new = c.execute(b"INSERT INTO events (run_id, kind) VALUES ('r0', 'x') RETURNING id").fetchone()
         assert new == (41,)
+
+
+def test_schema_sql_is_what_the_migrations_make(services: tuple[str, str]) -> None:
+    """schema.sql, at the top of the repository, is regenerated with every migration."""
+    text = SCHEMA_SQL.read_text()
+    if shutil.which("pg_dump") is None:
+        pytest.skip("no pg_dump on PATH: schema.sql cannot be compared")
+    printed_by = re.search(r"as pg_dump (\d+) prints it", text)
+    assert printed_by, "schema.sql lacks its generated header"
+    with psycopg.connect(services[0]) as c:
+        row = c.execute(b"SHOW server_version_num").fetchone()
+    assert row
+    server = int(row[0]) // 10000
+    majors = {"schema.sql's": int(printed_by[1]), "pg_dump's": pg_dump_major(), "the server's": server}
+    if len(set(majors.values())) > 1:  # pg_dump's output differs between majors
+        pytest.skip(f"Postgres major versions differ: {majors}")
+    assert migrated(services[0]) == text, (
+        "schema.sql differs from a freshly migrated schema; regenerate it: "
+        "python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql"
+    )

@@ -6,6 +6,7 @@ partial handler says what it produced; a workflow that does not accept them neve
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the pl
 
 app = App()
 fetched: list[str] = []
+released = threading.Event()  # lets the run holding the worker's one slot end
 
 
 @app.tool("fetch", cost={"usd": 1})
@@ -54,6 +56,16 @@ def what_was_done(run_input: dict[str, Any], error: OutlastError) -> Partial[dic
 async def bounded(run: Run, sources: list[str], slow: bool = False) -> list[str]:
     tool = slow_fetch if slow else fetch
     return [await run.call(tool, source=s) for s in sources]
+
+
+@app.tool("hold")
+def hold() -> None:
+    released.wait(30)
+
+
+@app.workflow("holding")
+async def holding(run: Run) -> None:
+    await run.call(hold)
 
 
 @app.workflow("unbounded")
@@ -117,3 +129,40 @@ def test_a_deadline_stop_ends_partial_through_the_handler(outlast_harness: Harne
     }
     assert done.error is not None and done.error["type"] == "DeadlineExceeded"
     assert fetched == ["a"]
+
+
+def test_a_deadline_passed_while_queued_ends_partial_through_the_handler(
+    outlast_harness: HarnessFactory,
+) -> None:
+    fetched.clear()
+    released.clear()
+    # One slot, held: the run waits in the queue while its deadline passes and the sweeper looks.
+    h = outlast_harness(app, concurrency=1, republish_after=60.0)
+    h.start_worker()
+    busy = h.client.enqueue("holding", {})
+    h.wait(busy.id, "running")
+    run = h.client.enqueue("bounded", {"sources": ["a", "b"]}, deadline=0.5)
+    time.sleep(1.5)  # past the deadline, several sweeps
+    released.set()
+    done = h.wait(run.id)
+    assert done.state == "partial", (done.state, done.reason)
+    assert done.result == {
+        "output": {"done": [], "stopped_by": DeadlineExceeded.__name__},
+        "unfinished": ["a", "b"],
+    }
+    assert done.reason == "deadline passed"
+    assert done.error is not None and done.error["type"] == "DeadlineExceeded"
+    assert fetched == []
+    assert h.wait(busy.id).state == "succeeded"
+
+
+def test_a_deadline_passed_with_no_worker_for_its_queue_still_ends_the_run(
+    outlast_harness: HarnessFactory,
+) -> None:
+    # Published at its deadline, the run finds no worker to end it: the sweeper ends it itself,
+    # timed_out, once republish_after (1 s here) has passed beyond the deadline.
+    h = outlast_harness(app)
+    h.start_worker()  # serves only the default queue
+    run = h.client.enqueue("bounded", {"sources": ["a"]}, deadline=0.3, queue="nobody")
+    done = h.wait(run.id, timeout=15)
+    assert (done.state, done.reason, done.result) == ("timed_out", "deadline passed", None)

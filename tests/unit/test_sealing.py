@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from outlast import App
-from outlast.errors import ConfigError
-from outlast.secrets import Secrets, require_key
+from outlast.errors import ConfigError, DecisionRefused
+from outlast.secrets import Secrets, check_revision, require_key
 
 KEY = "k" * 32
 
@@ -93,3 +93,27 @@ def test_the_key_is_required_once_a_tool_declares_a_secret() -> None:
     require_key(App(), None)
     with pytest.raises(ConfigError, match=r"OUTLAST_SECRET_KEY is not set.*call\(token\)"):
         require_key(make_app(), None)
+
+
+def test_the_values_a_run_sealed_are_scrubbed_out_of_anything_else() -> None:
+    s = Secrets(make_app(), KEY)
+    assert s.scrub({"k": "tok-123456"}) == {"k": "tok-123456"}  # nothing sealed yet: nothing known
+    s.seal("call", {"token": "tok-123456", "n": 1})
+    s.seal("call", {"token": "abc"})  # too short to be searched for in text
+    got = s.scrub({"said tok-123456": ["x tok-123456 y", 7, ("tok-123456",)], "abc": "abc"})
+    assert got == {"said [secret]": ["x [secret] y", 7, ("[secret]",)], "abc": "abc"}
+    assert s.redact("other", {}, "an error quoting tok-123456") == "an error quoting [secret]"
+    # An approval's arguments as shown: left as shown, the workflow gets its own values back.
+    shown = s.scrub(s.seal("call", {"token": "tok-123456", "n": 2}))
+    real = {"token": "tok-123456", "n": 2}
+    assert s.unseal("call", shown, real) == real
+    assert s.unseal("call", {**shown, "n": 3}, real) == {"token": "tok-123456", "n": 3}
+
+
+def test_a_revision_may_not_type_a_sealed_argument() -> None:
+    asked = Secrets(make_app(), KEY).seal("call", {"token": "tok-123456", "n": 1})
+    check_revision(asked, {**asked, "n": 2}, "run 'r', approval op-1")  # kept as shown
+    check_revision(asked, {"n": 2}, "run 'r', approval op-1")  # left out
+    with pytest.raises(DecisionRefused, match="secret argument 'token' a new value") as refused:
+        check_revision(asked, {**asked, "token": "tok-999999"}, "run 'r', approval op-1")
+    assert "tok-999999" not in str(refused.value) and "run 'r', approval op-1" in str(refused.value)

@@ -1,0 +1,103 @@
+"""What every family of commands shares: an option read from a setting's declaration (its
+``OUTLAST_*`` variable shown in help), the settings parsed once by the group, a client opened
+for one command, and the parsing of JSON, queue names and ``--since``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import click
+from click.decorators import FC
+
+from outlast.journal import MAX_DEPTH
+from outlast.producer import AsyncClient
+from outlast.settings import SPECS, Settings, check_name, duration, env_var
+
+T = TypeVar("T")
+
+
+def option(name: str, *decls: str, **kw: Any) -> Callable[[FC], FC]:
+    """The option of the setting ``name`` (``--name-with-dashes`` unless ``decls`` say otherwise),
+    with its help and ``OUTLAST_*`` variable from the setting's declaration; a number is typed
+    and checked against its bounds as it is parsed. Not given, it is None: the setting stands."""
+    spec = SPECS[name]
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            return value if value is None else spec.validate(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
+
+    if spec.unit:
+        kw |= {"type": int if spec.whole else float, "callback": check}
+    elif spec.choices:
+        kw["type"] = click.Choice(spec.choices)
+    decls = decls or (f"--{name.replace('_', '-')}",)
+    return click.option(*decls, envvar=env_var(name), show_envvar=True, help=spec.help, **kw)
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    s: Settings = ctx.obj
+    return s
+
+
+def with_client(ctx: click.Context, call: Callable[[AsyncClient], Awaitable[T]], connect: bool = True) -> T:
+    """Open a client (announcing the embedded default if it serves), ``call`` it, close.
+    ``connect=False`` leaves connecting to ``call`` (the client checks what it was given first)."""
+
+    async def go() -> T:
+        client = AsyncClient(settings=settings_of(ctx))
+        if client.note:
+            click.echo(client.note, err=True)
+        try:
+            if connect:
+                await client.open()
+            return await call(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise click.BadParameter(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # not JSON, or an integer of thousands of digits
+        raise click.BadParameter(f"{what} is not valid JSON: {exc}") from None
+
+
+def queue_name(name: str, hint: str) -> str:
+    try:
+        return check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(f"a queue name {exc}", param_hint=hint) from None
+
+
+def parse_since(text: str | None) -> datetime | timedelta | None:
+    """``--since``: an age (``90s``, ``30m``, ``2h``, ``7d``, ``2w``: by the database clock) or an
+    ISO time (UTC if naive)."""
+    if text is None:
+        return None
+    if text[-1:] in ("s", "m", "h", "d", "w") and text[:-1].replace(".", "", 1).isdigit():
+        try:
+            return timedelta(seconds=duration(text))
+        except ValueError:
+            raise click.BadParameter(
+                f"{text[:40]!r} is too far back, or zero: an age is at most 36500d", param_hint="--since"
+            ) from None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text[:40]!r} is neither an age (30m, 2h, 7d) nor an ISO time (2026-11-30T14:00)",
+            param_hint="--since",
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

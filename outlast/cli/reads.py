@@ -1,0 +1,111 @@
+"""Commands that read a run: status, runs, events, export, verify."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from outlast.cli.common import parse_since, queue_name, with_client
+from outlast.cli.group import cli
+from outlast.producer import AsyncClient
+from outlast.producer.checks import MAX_LIST
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """State, reason, journal chain, pending intentions, in-doubt operations and resolutions."""
+    from outlast.status import describe
+
+    info = with_client(ctx, lambda c: describe(c, run_id))
+    if as_json:
+        click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
+        return
+    from outlast.status import render
+
+    click.echo(render(info))
+
+
+@cli.command()
+@click.option("--state", help="Only runs in this state.")
+@click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--queue", "-q", help="Only runs of this queue.")
+@click.option(
+    "--since",
+    help="Only runs created since: 30m, 2h, 7d, 2w ago (database clock), or an ISO time (UTC if no offset).",
+)
+@click.option("--tenant", help="Only runs of this tenant.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIST), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def runs(ctx: click.Context, /, state: str | None, limit: int, as_json: bool, **filters: Any) -> None:
+    """The latest runs, newest first."""
+    if filters["queue"] is not None:
+        queue_name(filters["queue"], "--queue")
+    filters["since"] = parse_since(filters["since"])
+    found = with_client(ctx, lambda c: c.runs(state, limit, **filters))
+    if as_json:
+        click.echo(json.dumps([r.to_dict() for r in found], indent=2, default=str))
+        return
+    for r in found:
+        reason = f" ({r.reason})" if r.reason else ""
+        tenant = f"  tenant {r.tenant}" if r.tenant else ""
+        click.echo(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}")
+    if not found:
+        click.echo("no runs")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the run is final.")
+@click.pass_context
+def events(ctx: click.Context, run_id: str, follow: bool) -> None:
+    """What happened to a run."""
+
+    def show(e: dict[str, Any]) -> None:
+        detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+
+    async def go(c: AsyncClient) -> None:
+        if not follow:
+            for e in await c.events(run_id):
+                show(e)
+            return
+        async for e in c.follow(run_id):  # woken by Postgres (LISTEN/NOTIFY) at each new event
+            show(e)
+
+    with_client(ctx, go)
+
+
+@cli.command(name="export")
+@click.argument("run_id")
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Directory.")
+@click.pass_context
+def export_(ctx: click.Context, run_id: str, out_dir: str) -> None:
+    """Write a debug bundle: events, journal, last state, tool calls, environment."""
+    from outlast.bundle import export
+
+    for f in with_client(ctx, lambda c: export(c, run_id, Path(out_dir))):
+        click.echo(str(f))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def verify(ctx: click.Context, run_id: str) -> None:
+    """Check the journal's hash chain; exit 1 naming the first bad crossing."""
+
+    async def go(c: AsyncClient) -> tuple[int | None, int]:
+        return await c.verify(run_id), (await c.status(run_id)).journal_len
+
+    bad, length = with_client(ctx, go)
+    if bad is not None:
+        click.echo(f"run {run_id}: journal altered at crossing #{bad}", err=True)
+        sys.exit(1)
+    click.echo(f"run {run_id}: journal verifies ({length} entries)")

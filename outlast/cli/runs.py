@@ -1,0 +1,158 @@
+"""Commands that make or move runs: enqueue, cancel, continue, resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+import click
+
+from outlast.cli.common import json_arg, option, settings_of, with_client
+from outlast.cli.group import cli
+from outlast.model import Run
+from outlast.producer import AsyncClient
+from outlast.settings import duration
+
+
+def _read_input(text: str | None, path: str | None, limit: int) -> Any:
+    """The run's input from --input (``-``: stdin) or --input-file (``-``: stdin); default ``{}``."""
+    if text is not None and path is not None:
+        raise click.UsageError("give --input or --input-file, not both")
+    if text != "-" and path is None:
+        return json_arg("{}" if text is None else text, "--input")
+    path = path or "-"
+    what = "the input on stdin" if path == "-" else f"the input file {path!r}"
+    cap = 8 * limit  # room for indentation; the canonical input must still fit OUTLAST_MAX_PAYLOAD
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read(cap + 1)
+        else:
+            with open(path, "rb") as f:
+                raw = f.read(cap + 1)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path!r}: {exc.strerror}", param_hint="--input-file") from None
+    if len(raw) > cap:
+        raise click.BadParameter(f"{what} is over {cap} bytes (8 x OUTLAST_MAX_PAYLOAD)")
+    try:
+        decoded = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise click.BadParameter(f"{what} is not UTF-8 text") from None
+    return json_arg(decoded, what)
+
+
+@cli.command()
+@click.argument("workflow")
+@click.option("--input", "input_json", help="The run's input, a JSON object (default {}; '-': read stdin).")
+@click.option(
+    "--input-file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Read the input from this file ('-': stdin), for inputs too large for a command line.",
+)
+@click.option("--run-id", help="Idempotency: the same id and input return the existing run.")
+@option("queue")
+@click.option("--deadline", type=float, help="Seconds from now (at most ten years).")
+@click.option(
+    "--at",
+    "start_at",
+    help="Start no earlier than this ISO 8601 time with its zone (2026-12-01T09:00+01:00).",
+)
+@click.option("--in", "start_in", help="Start no earlier than this long from now (45s, 90m, 12h, 30d).")
+@click.option("--tenant", help="Whose run it is (kept by its continuations and child runs).")
+@click.option("--wait", is_flag=True, help="Wait for the run to finish and print its result.")
+@click.option(
+    "--priority",
+    type=click.Choice(["high", "normal", "low"]),
+    default="normal",
+    show_default=True,
+    help="The level of its queue: served 8:3:1 while all are busy, none starved.",
+)
+@click.pass_context
+def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: bool, **opts: Any) -> None:
+    """Enqueue a run of WORKFLOW (delayed with --at or --in: recorded now, delivered at its time)."""
+    data = _read_input(input_json, opts["input_file"], settings_of(ctx).max_payload)
+    start_at, delay = _start(opts["start_at"], opts["start_in"])
+
+    async def go(c: AsyncClient) -> Run:
+        run = await c.enqueue(
+            workflow,
+            data,
+            run_id=opts["run_id"],
+            queue=opts["queue"],
+            deadline=opts["deadline"],
+            start_at=start_at,
+            delay=delay,
+            priority=opts["priority"],
+            tenant=opts["tenant"],
+        )
+        later = f", starts at {run.start_at:%Y-%m-%d %H:%M:%S %Z}" if run.start_at else ""
+        click.echo(f"run {run.id} {run.state}{later}")
+        return await c.wait(run.id) if wait else run
+
+    run = with_client(ctx, go, connect=False)
+    if wait:
+        _print_final(run)
+
+
+def _start(at: str | None, within: str | None) -> tuple[datetime | None, float | None]:
+    """``--at`` (an ISO 8601 time with its zone) or ``--in`` (a duration), checked."""
+    if at is not None and within is not None:
+        raise click.UsageError("give --at or --in, not both")
+    if within is not None:
+        try:
+            return None, duration(within)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--in'") from None
+    if at is None:
+        return None, None
+    try:
+        when = datetime.fromisoformat(at)
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        raise click.BadParameter(
+            f"must be an ISO 8601 time with its zone, such as 2026-12-01T09:00+01:00 or ...Z, got {at!r}",
+            param_hint="'--at'",
+        )
+    return when, None
+
+
+def _print_final(run: Run) -> None:
+    click.echo(f"run {run.id} {run.state}" + (f" ({run.reason})" if run.reason else ""))
+    if run.result is not None:
+        click.echo(json.dumps(run.result, indent=2, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--accept-program-change", is_flag=True, help="Migrate the run to the new program.")
+@click.pass_context
+def resume(ctx: click.Context, run_id: str, accept_program_change: bool) -> None:
+    """Put a waiting run back in the queue (after a refusal was dealt with)."""
+    run = with_client(ctx, lambda c: c.resume(run_id, accept_program_change=accept_program_change))
+    click.echo(f"run {run.id} {run.state}")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def cancel(ctx: click.Context, run_id: str) -> None:
+    """Cancel a run: it stops at its next crossing and runs the compensations it asked for."""
+    run = with_client(ctx, lambda c: c.cancel(run_id))
+    click.echo(f"run {run.id}: cancellation recorded; the run is {run.state}")
+
+
+@cli.command(name="continue")
+@click.argument("run_id")
+@click.option("--input", "input_json", help="The new run's input (default: the original's).")
+@click.pass_context
+def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
+    """Start a new run that continues a finished one, with its budget and deadline."""
+    data = json_arg(input_json, "--input")
+    if input_json is not None and not isinstance(data, dict):
+        raise click.BadParameter(
+            "must be a JSON object (omit it to reuse the original's input)", param_hint="--input"
+        )
+    run = with_client(ctx, lambda c: c.continue_run(run_id, data))
+    click.echo(f"run {run.id} {run.state} (continues {run_id})")

@@ -1,0 +1,872 @@
+-- The whole outlast schema, version 18: what its migrations
+-- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
+-- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
+
+CREATE SCHEMA outlast;
+
+CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+$$;
+
+CREATE FUNCTION outlast.outlast_final_is_final() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF OLD.state IN ('succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled')
+       AND NEW IS DISTINCT FROM OLD THEN
+        RAISE EXCEPTION 'run % is final (%): a finished run never changes', OLD.id, OLD.state
+            USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION outlast.outlast_live(last_beat timestamp with time zone, lease_ttl double precision) RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT last_beat >= now() - make_interval(secs => 3 * lease_ttl)
+$$;
+
+CREATE FUNCTION outlast.outlast_notify_events() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM watchers WHERE run_id = NEW.run_id) THEN
+        PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.' || NEW.run_id), '');
+    END IF;
+    IF EXISTS (SELECT 1 FROM watchers WHERE run_id = '') THEN
+        PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.'), '');
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TABLE outlast.runs (
+    id text NOT NULL,
+    workflow text NOT NULL,
+    queue text DEFAULT 'default'::text NOT NULL,
+    input jsonb NOT NULL,
+    input_hash text NOT NULL,
+    state text DEFAULT 'queued'::text NOT NULL,
+    reason text,
+    result jsonb,
+    error jsonb,
+    program text,
+    fencing_token bigint DEFAULT 0 NOT NULL,
+    owner text,
+    lease_expires_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    deadline timestamp with time zone,
+    wake_at timestamp with time zone,
+    parent_id text,
+    journal_head text DEFAULT ''::text NOT NULL,
+    journal_len integer DEFAULT 0 NOT NULL,
+    published_at timestamp with time zone DEFAULT now(),
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    finished_at timestamp with time zone,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    budget_id text,
+    trace_context jsonb,
+    start_at timestamp with time zone,
+    slot_key text,
+    priority text DEFAULT 'normal'::text NOT NULL,
+    tenant text,
+    started_by text,
+    waits_for text,
+    started_at timestamp with time zone,
+    CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
+    CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
+);
+
+CREATE FUNCTION outlast.outlast_redone(run text, token bigint, state text, reason text) RETURNS SETOF outlast.runs
+    LANGUAGE sql STABLE
+    AS $_$
+    SELECT * FROM runs r
+    WHERE r.id = $1 AND r.fencing_token = $2 AND r.state = $3 AND ($4 IS NULL OR r.reason = $4)
+$_$;
+
+CREATE FUNCTION outlast.outlast_unfinished(state text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+$$;
+
+CREATE FUNCTION outlast.outlast_window(queue text, tenant text, size integer, but text) RETURNS TABLE(used bigint)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $_$
+    SELECT count(*) FROM (
+        SELECT 1 FROM runs w
+        WHERE w.state = 'queued' AND w.tenant = $2 AND w.published_at IS NOT NULL
+          AND w.queue = $1 AND w.published_at <= now() AND ($4 IS NULL OR w.id <> $4)
+        LIMIT $3) n
+$_$;
+
+CREATE TABLE outlast.approvals (
+    id text NOT NULL,
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    action text NOT NULL,
+    args jsonb NOT NULL,
+    args_hash text NOT NULL,
+    policy_version text DEFAULT ''::text NOT NULL,
+    approvers text[] NOT NULL,
+    expires_at timestamp with time zone,
+    status text DEFAULT 'pending'::text NOT NULL,
+    decided_by text,
+    comment text,
+    new_args jsonb,
+    decided_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    authenticated boolean DEFAULT false NOT NULL,
+    decided_by_detail jsonb,
+    CONSTRAINT approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'revised'::text])))
+);
+
+CREATE TABLE outlast.budgets (
+    budget_id text NOT NULL,
+    name text NOT NULL,
+    limit_value numeric NOT NULL,
+    spent numeric DEFAULT 0 NOT NULL,
+    reserved numeric DEFAULT 0 NOT NULL,
+    CONSTRAINT budgets_limit_value_check CHECK ((limit_value >= (0)::numeric))
+);
+
+CREATE TABLE outlast.dashboard_keys (
+    name text NOT NULL,
+    key bytea NOT NULL
+);
+
+CREATE TABLE outlast.dashboard_sessions (
+    id_hash text NOT NULL,
+    principal text NOT NULL,
+    token_hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE outlast.dashboard_sign_ins (
+    address text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    tries integer NOT NULL
+);
+
+CREATE TABLE outlast.events (
+    id bigint NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+)
+PARTITION BY HASH (run_id);
+
+CREATE SEQUENCE outlast.events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE outlast.events_id_seq OWNED BY outlast.events.id;
+
+CREATE TABLE outlast.events_p0 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p1 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p10 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p11 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p12 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p13 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p14 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p15 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p2 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p3 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p4 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p5 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p6 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p7 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p8 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.events_p9 (
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
+    run_id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    kind text NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+
+CREATE TABLE outlast.journal (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+)
+PARTITION BY HASH (run_id);
+
+CREATE TABLE outlast.journal_p0 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p1 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p10 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p11 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p12 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p13 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p14 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p15 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p2 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p3 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p4 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p5 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p6 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p7 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p8 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.journal_p9 (
+    run_id text NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.outlast_meta (
+    key text NOT NULL,
+    value text NOT NULL
+);
+
+CREATE TABLE outlast.reservations (
+    budget_id text NOT NULL,
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    name text NOT NULL,
+    amount numeric NOT NULL
+);
+
+CREATE TABLE outlast.schedules (
+    name text NOT NULL,
+    workflow text NOT NULL,
+    queue text NOT NULL,
+    cron text NOT NULL,
+    tz text NOT NULL,
+    input jsonb NOT NULL,
+    catch_up text NOT NULL,
+    paused boolean DEFAULT false NOT NULL,
+    last_tick timestamp with time zone DEFAULT now() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT schedules_catch_up_check CHECK ((catch_up = ANY (ARRAY['latest'::text, 'none'::text, 'all'::text])))
+);
+
+CREATE TABLE outlast.served_programs (
+    queue text NOT NULL,
+    workflow text NOT NULL,
+    program text NOT NULL,
+    last_seen timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.slots (
+    key text NOT NULL,
+    slot integer NOT NULL,
+    run_id text NOT NULL,
+    holder text NOT NULL,
+    token bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE outlast.watchers (
+    run_id text NOT NULL,
+    pid integer NOT NULL,
+    since timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.workers (
+    name text NOT NULL,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    queues text[] NOT NULL,
+    programs jsonb DEFAULT '{}'::jsonb NOT NULL,
+    concurrency integer NOT NULL,
+    lease_ttl double precision NOT NULL,
+    runs_held integer DEFAULT 0 NOT NULL,
+    started_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_beat timestamp with time zone DEFAULT now() NOT NULL,
+    tool_threads integer DEFAULT 0 NOT NULL,
+    tool_threads_busy integer DEFAULT 0 NOT NULL
+);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p0 FOR VALUES WITH (modulus 16, remainder 0);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p1 FOR VALUES WITH (modulus 16, remainder 1);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p10 FOR VALUES WITH (modulus 16, remainder 10);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p11 FOR VALUES WITH (modulus 16, remainder 11);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p12 FOR VALUES WITH (modulus 16, remainder 12);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p13 FOR VALUES WITH (modulus 16, remainder 13);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p14 FOR VALUES WITH (modulus 16, remainder 14);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p15 FOR VALUES WITH (modulus 16, remainder 15);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p2 FOR VALUES WITH (modulus 16, remainder 2);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p3 FOR VALUES WITH (modulus 16, remainder 3);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p4 FOR VALUES WITH (modulus 16, remainder 4);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p5 FOR VALUES WITH (modulus 16, remainder 5);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p6 FOR VALUES WITH (modulus 16, remainder 6);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p7 FOR VALUES WITH (modulus 16, remainder 7);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p8 FOR VALUES WITH (modulus 16, remainder 8);
+
+ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p9 FOR VALUES WITH (modulus 16, remainder 9);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p0 FOR VALUES WITH (modulus 16, remainder 0);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p1 FOR VALUES WITH (modulus 16, remainder 1);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p10 FOR VALUES WITH (modulus 16, remainder 10);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p11 FOR VALUES WITH (modulus 16, remainder 11);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p12 FOR VALUES WITH (modulus 16, remainder 12);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p13 FOR VALUES WITH (modulus 16, remainder 13);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p14 FOR VALUES WITH (modulus 16, remainder 14);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p15 FOR VALUES WITH (modulus 16, remainder 15);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p2 FOR VALUES WITH (modulus 16, remainder 2);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p3 FOR VALUES WITH (modulus 16, remainder 3);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p4 FOR VALUES WITH (modulus 16, remainder 4);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p5 FOR VALUES WITH (modulus 16, remainder 5);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p6 FOR VALUES WITH (modulus 16, remainder 6);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p7 FOR VALUES WITH (modulus 16, remainder 7);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p8 FOR VALUES WITH (modulus 16, remainder 8);
+
+ALTER TABLE ONLY outlast.journal ATTACH PARTITION outlast.journal_p9 FOR VALUES WITH (modulus 16, remainder 9);
+
+ALTER TABLE ONLY outlast.events ALTER COLUMN id SET DEFAULT nextval('outlast.events_id_seq'::regclass);
+
+ALTER TABLE ONLY outlast.approvals
+    ADD CONSTRAINT approvals_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY outlast.approvals
+    ADD CONSTRAINT approvals_run_id_op_id_key UNIQUE (run_id, op_id);
+
+ALTER TABLE ONLY outlast.budgets
+    ADD CONSTRAINT budgets_pkey PRIMARY KEY (budget_id, name);
+
+ALTER TABLE ONLY outlast.dashboard_keys
+    ADD CONSTRAINT dashboard_keys_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY outlast.dashboard_sessions
+    ADD CONSTRAINT dashboard_sessions_pkey PRIMARY KEY (id_hash);
+
+ALTER TABLE ONLY outlast.dashboard_sign_ins
+    ADD CONSTRAINT dashboard_sign_ins_pkey PRIMARY KEY (address);
+
+ALTER TABLE ONLY outlast.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p0
+    ADD CONSTRAINT events_p0_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p10
+    ADD CONSTRAINT events_p10_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p11
+    ADD CONSTRAINT events_p11_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p12
+    ADD CONSTRAINT events_p12_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p13
+    ADD CONSTRAINT events_p13_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p14
+    ADD CONSTRAINT events_p14_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p15
+    ADD CONSTRAINT events_p15_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p1
+    ADD CONSTRAINT events_p1_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p2
+    ADD CONSTRAINT events_p2_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p3
+    ADD CONSTRAINT events_p3_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p4
+    ADD CONSTRAINT events_p4_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p5
+    ADD CONSTRAINT events_p5_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p6
+    ADD CONSTRAINT events_p6_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p7
+    ADD CONSTRAINT events_p7_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p8
+    ADD CONSTRAINT events_p8_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.events_p9
+    ADD CONSTRAINT events_p9_pkey PRIMARY KEY (run_id, id);
+
+ALTER TABLE ONLY outlast.journal
+    ADD CONSTRAINT journal_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p0
+    ADD CONSTRAINT journal_p0_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p10
+    ADD CONSTRAINT journal_p10_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p11
+    ADD CONSTRAINT journal_p11_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p12
+    ADD CONSTRAINT journal_p12_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p13
+    ADD CONSTRAINT journal_p13_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p14
+    ADD CONSTRAINT journal_p14_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p15
+    ADD CONSTRAINT journal_p15_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p1
+    ADD CONSTRAINT journal_p1_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p2
+    ADD CONSTRAINT journal_p2_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p3
+    ADD CONSTRAINT journal_p3_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p4
+    ADD CONSTRAINT journal_p4_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p5
+    ADD CONSTRAINT journal_p5_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p6
+    ADD CONSTRAINT journal_p6_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p7
+    ADD CONSTRAINT journal_p7_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p8
+    ADD CONSTRAINT journal_p8_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_p9
+    ADD CONSTRAINT journal_p9_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.outlast_meta
+    ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
+
+ALTER TABLE ONLY outlast.reservations
+    ADD CONSTRAINT reservations_pkey PRIMARY KEY (run_id, op_id, name);
+
+ALTER TABLE ONLY outlast.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY outlast.schedules
+    ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY outlast.served_programs
+    ADD CONSTRAINT served_programs_pkey PRIMARY KEY (queue, workflow, program);
+
+ALTER TABLE ONLY outlast.slots
+    ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);
+
+ALTER TABLE ONLY outlast.workers
+    ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
+
+CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
+
+CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);
+
+CREATE INDEX runs_by_created ON outlast.runs USING btree (created_at DESC, id DESC);
+
+CREATE INDEX runs_by_finished ON outlast.runs USING btree (finished_at DESC, id DESC) WHERE (finished_at IS NOT NULL);
+
+CREATE INDEX runs_by_id_prefix ON outlast.runs USING btree (id COLLATE "C");
+
+CREATE INDEX runs_by_input ON outlast.runs USING gin (input jsonb_path_ops);
+
+CREATE INDEX runs_by_parent ON outlast.runs USING btree (parent_id) WHERE (parent_id IS NOT NULL);
+
+CREATE INDEX runs_by_priority ON outlast.runs USING btree (priority, created_at DESC, id DESC);
+
+CREATE INDEX runs_by_queue ON outlast.runs USING btree (queue, created_at DESC, id DESC);
+
+CREATE INDEX runs_by_started ON outlast.runs USING btree (started_at DESC, id DESC) WHERE (started_at IS NOT NULL);
+
+CREATE INDEX runs_by_state ON outlast.runs USING btree (state, created_at DESC, id DESC);
+
+CREATE INDEX runs_by_tenant ON outlast.runs USING btree (tenant, created_at DESC, id DESC) WHERE (tenant IS NOT NULL);
+
+CREATE INDEX runs_by_workflow ON outlast.runs USING btree (workflow, created_at DESC, id DESC);
+
+CREATE INDEX runs_children ON outlast.runs USING btree (started_by, created_at DESC, id DESC) WHERE (started_by IS NOT NULL);
+
+CREATE INDEX runs_deadline ON outlast.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND (state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text])));
+
+CREATE INDEX runs_held ON outlast.runs USING btree (queue, tenant, (
+CASE priority
+    WHEN 'high'::text THEN 0
+    WHEN 'normal'::text THEN 1
+    ELSE 2
+END), created_at) WHERE ((state = 'queued'::text) AND (published_at IS NULL));
+
+CREATE INDEX runs_in_doubt ON outlast.runs USING btree (created_at DESC, id DESC) WHERE ((state = 'waiting'::text) AND (reason = 'in_doubt'::text));
+
+CREATE INDEX runs_parked_for_slot ON outlast.runs USING btree (slot_key, wake_at) WHERE ((state = 'waiting'::text) AND (reason = 'concurrency_slot'::text));
+
+CREATE INDEX runs_tenant_window ON outlast.runs USING btree (queue, tenant, published_at) WHERE ((state = 'queued'::text) AND (tenant IS NOT NULL) AND (published_at IS NOT NULL));
+
+CREATE INDEX runs_unfinished ON outlast.runs USING btree (published_at) WHERE (state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text]));
+
+CREATE INDEX runs_waiting_child ON outlast.runs USING btree (id) WHERE ((state = 'waiting'::text) AND (reason = 'child'::text));
+
+CREATE INDEX slots_by_run ON outlast.slots USING btree (run_id);
+
+CREATE INDEX watchers_by_run ON outlast.watchers USING btree (run_id);
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p0_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p10_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p11_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p12_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p13_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p14_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p15_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p1_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p2_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p3_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p4_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p5_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p6_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p7_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p8_pkey;
+
+ALTER INDEX outlast.events_pkey ATTACH PARTITION outlast.events_p9_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p0_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p10_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p11_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p12_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p13_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p14_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p15_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p1_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p2_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p3_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p4_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p5_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p6_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p7_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p8_pkey;
+
+ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p9_pkey;
+
+CREATE TRIGGER events_notify AFTER INSERT ON outlast.events FOR EACH ROW EXECUTE FUNCTION outlast.outlast_notify_events();
+
+CREATE TRIGGER runs_final_is_final BEFORE UPDATE ON outlast.runs FOR EACH ROW EXECUTE FUNCTION outlast.outlast_final_is_final();
+
+ALTER TABLE ONLY outlast.approvals
+    ADD CONSTRAINT approvals_run_id_fkey FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE outlast.events
+    ADD CONSTRAINT events_run_id_fkey1 FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE outlast.journal
+    ADD CONSTRAINT journal_run_id_fkey1 FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.runs
+    ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);
