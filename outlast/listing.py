@@ -15,7 +15,7 @@ from outlast.model import RunState
 
 SORTS = ("created", "started", "finished")  # newest first; an id prefix lists by id instead
 PRIORITIES = ("high", "normal", "low")
-MAX_PAGE = 500
+MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)
 PAGE = 50  # the runs a page shows (the dashboard, /api/runs and `outlast runs` by default)
 
 
