@@ -4,6 +4,10 @@
 generate_series, its indexes built after), in a schema of its own, dropped at the end.
 
     PYTHONPATH=. python bench/lists.py [--rows 1000000] [--repeat 40]
+    PYTHONPATH=. python bench/lists.py --enqueue [--runs 500 --rounds 5]
+
+``--enqueue`` measures what 0018's indexes cost a producer instead: the p50 of ``enqueue``, one run
+at a time, on a schema migrated to 17 (the base) and on one migrated to 18, in interleaved rounds.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import uuid
 from common import DEFAULT_DB
 
 from outlast.listing import PAGE, after_of, cursor_of
-from outlast.store import Store
+from outlast.producer import AsyncClient
+from outlast.settings import Settings
+from outlast.store import SCHEMA_VERSION, Store
 from tests.conftest import drop_schemas
 from tests.integration.test_run_lists import CASES, seed
 
@@ -53,12 +59,64 @@ async def measure(db: str, schema: str, repeat: int) -> list[tuple[str, float, f
     return out
 
 
+async def enqueue_p50(db: str, schema: str, runs: int) -> float:
+    """The median ``enqueue`` in ms on ``schema`` (its Redis: db 15, a prefix of its own)."""
+    c = AsyncClient(
+        settings=Settings(
+            database_url=db, redis_url="redis://127.0.0.1:6379/15", schema=schema, prefix=schema
+        )
+    )
+    await c.open()
+    took = []
+    try:
+        for i in range(runs):
+            t = time.perf_counter()
+            await c.enqueue("bench", {"customer": f"c-{i}"}, tenant=f"t{i % 7}")
+            took.append((time.perf_counter() - t) * 1000)
+    finally:
+        await c.close()
+    return statistics.median(took)
+
+
+def compare_enqueue(db: str, runs: int, rounds: int) -> None:
+    schemas = {"base (17)": SCHEMA_VERSION - 1, "0018": SCHEMA_VERSION}
+    got: dict[str, list[float]] = {name: [] for name in schemas}
+    for r in range(rounds):
+        for name, version in schemas.items() if r % 2 == 0 else reversed(schemas.items()):
+            schema = f"bench_{uuid.uuid4().hex[:8]}"
+            drop_schemas(db, schema)
+
+            async def go(schema: str = schema, version: int = version) -> float:
+                s = Store(db, schema)
+                await s.open(check=False)
+                await s.migrate(to=version)
+                await s.close()
+                return await enqueue_p50(db, schema, runs)
+
+            try:
+                got[name].append(asyncio.run(go()))
+            finally:
+                drop_schemas(db, schema)
+    base, new = statistics.median(got["base (17)"]), statistics.median(got["0018"])
+    print(
+        f"enqueue p50, {runs} runs x {rounds} rounds: base {base:.2f} ms, "
+        f"with 0018 {new:.2f} ms ({new / base - 1:+.1%})"
+    )
+    print("rounds:", {k: [round(v, 2) for v in vs] for k, vs in got.items()})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--database-url", default=DEFAULT_DB)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=40)
+    ap.add_argument("--enqueue", action="store_true", help="the producer's cost of 0018 instead")
+    ap.add_argument("--runs", type=int, default=500)
+    ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
+    if a.enqueue:
+        compare_enqueue(a.database_url, a.runs, a.rounds)
+        return
     schema = f"bench_{uuid.uuid4().hex[:8]}"
     t = time.perf_counter()
     seed(a.database_url, schema, a.rows)

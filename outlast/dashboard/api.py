@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from outlast import bundle, fleet
-from outlast.dashboard import lists
+from outlast.dashboard import batch, lists
 from outlast.dashboard.auth import NUL, Caller, Gate, same
 from outlast.errors import (
     DecisionRefused,
@@ -348,6 +348,27 @@ async def _retry(request: Request, c: AsyncClient) -> Any:
     ).to_dict()
 
 
+async def _batch_count(request: Request, c: AsyncClient) -> Any:
+    """How many runs of the list (the query string of /api/runs) a batch action would act on."""
+    act = request.path_params["act"]
+    try:
+        return {"act": act, "count": len(await batch.targets(c, act, request.query_params))}
+    except batch.BatchRefused as exc:
+        raise Refusal(exc.status, str(exc)) from None
+
+
+async def _batch(request: Request, c: AsyncClient) -> Any:
+    """Act on the list's runs; the body's ``count`` is what the confirmation showed."""
+    count = request.state.body.get("count")
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise Refusal(400, 'send the count the confirmation showed: {"count": N}')
+    try:
+        act = request.url.path.rsplit("/", 1)[-1]
+        return await batch.run_batch(c, caller_of(request).principal, act, request.query_params, count)
+    except batch.BatchRefused as exc:
+        raise Refusal(exc.status, str(exc)) from None
+
+
 async def _schedules(request: Request, c: AsyncClient) -> Any:
     return await c.schedules()
 
@@ -414,6 +435,10 @@ def routes() -> list[BaseRoute]:
         _route("/api/in-doubt", _in_doubt),
         _route("/api/fleet", _fleet),
         _route("/api/schedules", _schedules),
+        _route("/api/batch/cancel", _batch, CANCEL),
+        _route("/api/batch/resume", _batch, RESUME),
+        _route("/api/batch/retry", _batch, RETRY),
+        _route("/api/batch/{act}", _batch_count),
         _route("/api/schedules/{name}/{act}", _schedule, SCHEDULE),
         _route("/api/dead-letters/{queue}/{entry}/requeue", _requeue, REQUEUE),
     ]

@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from outlast import fleet
-from outlast.dashboard import api, lists
+from outlast.dashboard import api, batch, lists
 from outlast.dashboard.auth import (
     LOGIN_BODY,
     LOGIN_COOKIE,
@@ -177,6 +177,36 @@ async def retry(request: Request) -> Response:
     return _see(request, _run_path(made[0])) if made else answer
 
 
+async def batch_page(request: Request) -> Response:
+    """The confirmation of a batch action: how many runs of the list it acts on; posting it acts
+    (if the count is still the one shown)."""
+    c, act, q = api.client_of(request), request.path_params["act"], request.query_params
+    role = {"cancel": api.CANCEL, "resume": api.RESUME}.get(act, api.RETRY)
+    why = request.app.state.gate.refusal(api.caller_of(request), *role)
+    message, status, count = None, 200, 0
+    try:
+        if why is not None:
+            raise batch.BatchRefused(403, f"refused: {why}")
+        if request.method == "POST":
+            form = await _form(request)
+            if form is None:
+                raise batch.BatchRefused(403, STALE)
+            shown = str(form.get("count", ""))
+            who = api.caller_of(request).principal
+            done = await batch.run_batch(c, who, act, q, int(shown) if shown.isdigit() else -1)
+            refused = "; ".join(f"{k}: {v}" for k, v in done["refused"].items())
+            message = f"{act}: {len(done['done'])} runs done" + (f"; refused {refused}" if refused else "")
+        else:
+            count = len(await batch.targets(c, act, q))
+    except batch.BatchRefused as exc:
+        message, status = str(exc), exc.status
+    except OutlastError as exc:
+        message, status = str(exc), api.status_of(exc)
+    keep = urlencode(lists.kept(q))
+    said = {"message": message} if status < 400 else {"error": message}
+    return render(request, "batch.html", status, act=act, count=count, keep=keep, **said)
+
+
 async def schedules_page(request: Request, message: str | None = None, status: int = 200) -> Response:
     rows = await api.client_of(request).schedules()
     return render(request, "schedules.html", status, schedules=rows, message=message)
@@ -328,6 +358,7 @@ def routes() -> list[BaseRoute]:
         Route("/in-doubt", in_doubt_page, name="in_doubt"),
         Route("/fleet", fleet_page, name="fleet"),
         Route("/schedules", schedules_page, name="schedules"),
+        Route("/batch/{act}", batch_page, methods=["GET", "POST"], name="batch"),
         Route("/schedules/{name}/{act}", schedule, methods=["POST"], name="schedule"),
         Route("/fleet/requeue", requeue, methods=["POST"], name="requeue"),
         Route("/login", login, methods=["GET", "POST"], name="login"),
