@@ -338,7 +338,15 @@ async def _cancel(request: Request, c: AsyncClient) -> Any:
 
 
 async def _resume(request: Request, c: AsyncClient) -> Any:
-    return (await c.resume(request.path_params["run_id"], principal=caller_of(request).principal)).to_dict()
+    """Resume a waiting run; ``{"accept_program_change": true}`` migrates it to the program the
+    workers serve now (see the run page's confirmation of what changed)."""
+    accept = request.state.body.get("accept_program_change", False)
+    if not isinstance(accept, bool):
+        raise Refusal(400, "accept_program_change must be true or false")
+    run = await c.resume(
+        request.path_params["run_id"], accept_program_change=accept, principal=caller_of(request).principal
+    )
+    return run.to_dict()
 
 
 async def _retry(request: Request, c: AsyncClient) -> Any:

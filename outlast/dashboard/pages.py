@@ -160,9 +160,24 @@ async def cancel(request: Request) -> Response:
 
 async def resume(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
-        await c.resume(p["run_id"], principal=who)
+        accept = form.get("accept_program_change") == "yes"
+        await c.resume(p["run_id"], accept_program_change=accept, principal=who)
 
     return await _act(request, act, run_page, api.RESUME)
+
+
+async def accept_page(request: Request) -> Response:
+    """The confirmation of a resume that accepts a program change: the program that admitted the
+    run, and what the worker that parked it said changed."""
+    c, run_id = api.client_of(request), request.path_params["run_id"]
+    run = await c.status(run_id)
+    if run.state != RunState.WAITING or run.reason != "program_changed":
+        return await run_page(request, f"run '{run_id}' is not waiting for a program change", 409)
+    said = [
+        e["detail"] for e in await c.events(run_id) if (e["detail"] or {}).get("reason") == "program_changed"
+    ]
+    changed = said[-1].get("message", "") if said else ""
+    return render(request, "accept.html", run=run, changed=changed)
 
 
 async def retry(request: Request) -> Response:
@@ -352,6 +367,7 @@ def routes() -> list[BaseRoute]:
         Route("/runs/{run_id:path}/cancel", cancel, methods=["POST"], name="cancel"),
         Route("/runs/{run_id:path}/resume", resume, methods=["POST"], name="resume"),
         Route("/runs/{run_id:path}/retry", retry, methods=["POST"], name="retry"),
+        Route("/runs/{run_id:path}/accept", accept_page, name="accept"),
         Route("/runs/{run_id:path}", run_page, name="run"),
         Route("/approvals", approvals_page, name="approvals"),
         Route("/approvals/{run_id:path}/{approval_id}", decide, methods=["POST"], name="decide"),

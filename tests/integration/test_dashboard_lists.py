@@ -250,3 +250,29 @@ def test_batch_actions_on_a_filtered_list_confirm_the_count(world: World) -> Non
         acted = tc.post("/batch/cancel?queue=other", data={"csrf": csrf.group(1), "count": "5"})
         assert acted.status_code == 200 and "cancel: 5 runs done" in acted.text
         assert {c.status(f"b-{i}").state for i in range(5)} == {"cancelled"}
+
+
+def test_resume_accepting_a_program_change_shows_what_changed(world: World) -> None:
+    users = world.tmp / "users.toml"
+    olga_token = add_user(users, "olga", ["operators"])
+    settings = world.settings(users=str(users))
+    with Client(settings=settings) as c, TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        c.enqueue("wp", {}, run_id="p-1")
+        world.sql("UPDATE runs SET state = 'waiting', reason = 'program_changed', program = 'v1:aaa'")
+        world.sql(
+            "INSERT INTO events (run_id, kind, detail) VALUES ('p-1', 'waiting', "
+            """'{"reason": "program_changed", "message": "admitted by v1:aaa; the workers serve v2:bbb"}')"""
+        )
+        page = tc.get("/login")
+        login_csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
+        assert login_csrf is not None
+        tc.post("/login", data={"csrf": login_csrf.group(1), "token": olga_token}, follow_redirects=False)
+        assert 'id="accept"' in tc.get("/runs/p-1").text
+        confirm = tc.get("/runs/p-1/accept")
+        assert "v1:aaa" in confirm.text and "the workers serve v2:bbb" in confirm.text
+        csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', confirm.text)
+        assert csrf is not None
+        tc.post("/runs/p-1/resume", data={"csrf": csrf.group(1), "accept_program_change": "yes"})
+        [resumed] = [e["detail"] for e in c.events("p-1") if e["kind"] == "resumed"]
+        assert resumed["accept_program_change"] is True and resumed["principal"] == "olga"
+        assert tc.get("/runs/p-1/accept").status_code == 409  # no longer waiting for a change
