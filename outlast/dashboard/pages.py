@@ -200,7 +200,7 @@ async def batch_page(request: Request) -> Response:
     why = request.app.state.gate.refusal(api.caller_of(request), *role)
     message, status, count = None, 200, 0
     try:
-        if why is not None:
+        if request.method == "POST" and why is not None:  # the count is anyone's to see
             raise batch.BatchRefused(403, f"refused: {why}")
         if request.method == "POST":
             form = await _form(request)
