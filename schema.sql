@@ -1,4 +1,4 @@
--- The whole outlast schema, version 18: what its migrations
+-- The whole outlast schema, version 20: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -40,6 +40,12 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+
+CREATE FUNCTION outlast.outlast_now() RETURNS TABLE(at timestamp with time zone)
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT now() + shift FROM clock
+$$;
 
 CREATE TABLE outlast.runs (
     id text NOT NULL,
@@ -98,7 +104,7 @@ CREATE FUNCTION outlast.outlast_window(queue text, tenant text, size integer, bu
     SELECT count(*) FROM (
         SELECT 1 FROM runs w
         WHERE w.state = 'queued' AND w.tenant = $2 AND w.published_at IS NOT NULL
-          AND w.queue = $1 AND w.published_at <= now() AND ($4 IS NULL OR w.id <> $4)
+          AND w.queue = $1 AND w.published_at <= (SELECT at FROM outlast_now()) AND ($4 IS NULL OR w.id <> $4)
         LIMIT $3) n
 $_$;
 
@@ -132,6 +138,12 @@ CREATE TABLE outlast.budgets (
     CONSTRAINT budgets_limit_value_check CHECK ((limit_value >= (0)::numeric))
 );
 
+CREATE TABLE outlast.clock (
+    one boolean DEFAULT true NOT NULL,
+    shift interval DEFAULT '00:00:00'::interval NOT NULL,
+    CONSTRAINT clock_one_check CHECK (one)
+);
+
 CREATE TABLE outlast.dashboard_keys (
     name text NOT NULL,
     key bytea NOT NULL
@@ -156,7 +168,8 @@ CREATE TABLE outlast.events (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 )
 PARTITION BY HASH (run_id);
 
@@ -174,7 +187,8 @@ CREATE TABLE outlast.events_p0 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p1 (
@@ -182,7 +196,8 @@ CREATE TABLE outlast.events_p1 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p10 (
@@ -190,7 +205,8 @@ CREATE TABLE outlast.events_p10 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p11 (
@@ -198,7 +214,8 @@ CREATE TABLE outlast.events_p11 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p12 (
@@ -206,7 +223,8 @@ CREATE TABLE outlast.events_p12 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p13 (
@@ -214,7 +232,8 @@ CREATE TABLE outlast.events_p13 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p14 (
@@ -222,7 +241,8 @@ CREATE TABLE outlast.events_p14 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p15 (
@@ -230,7 +250,8 @@ CREATE TABLE outlast.events_p15 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p2 (
@@ -238,7 +259,8 @@ CREATE TABLE outlast.events_p2 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p3 (
@@ -246,7 +268,8 @@ CREATE TABLE outlast.events_p3 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p4 (
@@ -254,7 +277,8 @@ CREATE TABLE outlast.events_p4 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p5 (
@@ -262,7 +286,8 @@ CREATE TABLE outlast.events_p5 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p6 (
@@ -270,7 +295,8 @@ CREATE TABLE outlast.events_p6 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p7 (
@@ -278,7 +304,8 @@ CREATE TABLE outlast.events_p7 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p8 (
@@ -286,7 +313,8 @@ CREATE TABLE outlast.events_p8 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.events_p9 (
@@ -294,7 +322,8 @@ CREATE TABLE outlast.events_p9 (
     run_id text NOT NULL,
     at timestamp with time zone DEFAULT now() NOT NULL,
     kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL
+    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    write_id text
 );
 
 CREATE TABLE outlast.journal (
@@ -503,6 +532,12 @@ CREATE TABLE outlast.served_programs (
     last_seen timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE outlast.settlements (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    settled_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE outlast.slots (
     key text NOT NULL,
     slot integer NOT NULL,
@@ -607,6 +642,9 @@ ALTER TABLE ONLY outlast.approvals
 
 ALTER TABLE ONLY outlast.budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (budget_id, name);
+
+ALTER TABLE ONLY outlast.clock
+    ADD CONSTRAINT clock_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY outlast.dashboard_keys
     ADD CONSTRAINT dashboard_keys_pkey PRIMARY KEY (name);
@@ -733,6 +771,9 @@ ALTER TABLE ONLY outlast.schedules
 
 ALTER TABLE ONLY outlast.served_programs
     ADD CONSTRAINT served_programs_pkey PRIMARY KEY (queue, workflow, program);
+
+ALTER TABLE ONLY outlast.settlements
+    ADD CONSTRAINT settlements_pkey PRIMARY KEY (run_id, op_id);
 
 ALTER TABLE ONLY outlast.slots
     ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);

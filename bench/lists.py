@@ -1,4 +1,4 @@
-"""The runs list at a million runs (migration 0018): the p95 of each list query the dashboard,
+"""The runs list at a million runs (migration 0020): the p95 of each list query the dashboard,
 /api/runs and ``outlast runs`` offer, its first page and the page after, against a target of
 50 ms. The table is seeded as tests/integration/test_run_lists.py seeds it (one INSERT ... SELECT
 generate_series, its indexes built after), in a schema of its own, dropped at the end.
@@ -6,7 +6,7 @@ generate_series, its indexes built after), in a schema of its own, dropped at th
     PYTHONPATH=. python bench/lists.py [--rows 1000000] [--repeat 40]
     PYTHONPATH=. python bench/lists.py --enqueue [--runs 500 --rounds 5]
 
-``--enqueue`` measures what 0018's indexes cost a producer instead: the p50 of ``enqueue``, one run
+``--enqueue`` measures what 0020's indexes cost a producer instead: the p50 of ``enqueue``, one run
 at a time, on a schema migrated to 17 (the base) and on one migrated to 18, in interleaved rounds.
 """
 
@@ -79,7 +79,7 @@ async def enqueue_p50(db: str, schema: str, runs: int) -> float:
 
 
 def compare_enqueue(db: str, runs: int, rounds: int) -> None:
-    schemas = {"base (17)": SCHEMA_VERSION - 1, "0018": SCHEMA_VERSION}
+    schemas = {"base (19)": SCHEMA_VERSION - 1, "0020": SCHEMA_VERSION}
     got: dict[str, list[float]] = {name: [] for name in schemas}
     for r in range(rounds):
         for name, version in schemas.items() if r % 2 == 0 else reversed(schemas.items()):
@@ -97,10 +97,10 @@ def compare_enqueue(db: str, runs: int, rounds: int) -> None:
                 got[name].append(asyncio.run(go()))
             finally:
                 drop_schemas(db, schema)
-    base, new = statistics.median(got["base (17)"]), statistics.median(got["0018"])
+    base, new = statistics.median(got["base (19)"]), statistics.median(got["0020"])
     print(
         f"enqueue p50, {runs} runs x {rounds} rounds: base {base:.2f} ms, "
-        f"with 0018 {new:.2f} ms ({new / base - 1:+.1%})"
+        f"with 0020 {new:.2f} ms ({new / base - 1:+.1%})"
     )
     print("rounds:", {k: [round(v, 2) for v in vs] for k, vs in got.items()})
 
@@ -110,7 +110,7 @@ def main() -> None:
     ap.add_argument("--database-url", default=DEFAULT_DB)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=40)
-    ap.add_argument("--enqueue", action="store_true", help="the producer's cost of 0018 instead")
+    ap.add_argument("--enqueue", action="store_true", help="the producer's cost of 0020 instead")
     ap.add_argument("--runs", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()

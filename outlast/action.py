@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -17,12 +17,23 @@ class Action:
     idempotency_key: str
     fencing_token: int
     charges: dict[str, float] = field(default_factory=dict, compare=False)
+    captured: list[Any] = field(default_factory=list, compare=False, repr=False)
 
     def charge(self, **amounts: float) -> None:
         """Report the actual cost of this call (e.g. ``charge(usd=0.02, tokens=812)``); it
         replaces the tool's estimate in the run's budget once the result is committed."""
         for name, amount in amounts.items():
             self.charges[name] = self.charges.get(name, 0.0) + float(amount)
+
+    def capture(self, request: Any) -> None:
+        """Keep ``request`` (any JSON value: the body sent, or a dict of URL, headers and body)
+        exactly as it leaves the process, at the last point before the call goes out: a model
+        tool calls this with what the model receives, after the prompt's assembly, retrieval,
+        compaction and any middleware. It is journaled with the operation, before its result,
+        with the call's secret argument values masked; the last capture of a dispatch is kept
+        (a retry's request replaces the one before). Shown by ``outlast status RUN --op OP``,
+        the run's page and the debug bundle."""
+        self.captured.append(request)
 
 
 class _NotExecuted:

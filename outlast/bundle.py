@@ -1,9 +1,11 @@
 """``outlast export RUN -o DIR``: a debug bundle a person can read without a database.
 
-events.jsonl (what happened), journal.jsonl (every crossing, with its hash), last_state.json
-(the run and its status), tool_calls.csv (ts, tool, operation, input_hash, latency_ms, status,
-error) and env.txt (versions and identities). The files are written 0600, in a directory made
-0700 when the export creates it: a bundle is for the people who can read the database.
+events.jsonl (what happened), journal.jsonl (every crossing: its entry, its hash and when it
+was journaled; captured requests among them), last_state.json (the run record, with its workflow,
+input, program and outcome, and its status), tool_calls.csv (ts, tool, operation, input_hash,
+latency_ms, status, error) and env.txt (versions and identities). The files are written 0600, in a
+directory made 0700 when the export creates it: a bundle is for the people who can read the
+database. ``read`` gives the run record and the journal back, for ``outlast replay``.
 """
 
 from __future__ import annotations
@@ -14,10 +16,14 @@ import json
 import os
 import platform
 import sys
+from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from outlast.errors import InvalidInput
+from outlast.journal import Entry, canonical
+from outlast.model import Run
 from outlast.producer import AsyncClient
 from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
@@ -57,7 +63,9 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
     times = await client.journal_times(run_id)
     out = dict.fromkeys(FILES, "")
     out["events.jsonl"] = _jsonl(await client.events(run_id))
-    out["journal.jsonl"] = _jsonl([{**e.data, "hash": e.hash, "at": times.get(e.seq)} for e in entries])
+    out["journal.jsonl"] = _jsonl(
+        [{**e.data, "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries]
+    )
     out["last_state.json"] = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
     started: dict[str, tuple[Any, dict[str, Any]]] = {}
     f = io.StringIO(newline="")
@@ -86,3 +94,29 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
         f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
     )
     return out
+
+
+_TIMES = ("lease_expires_at", "deadline", "created_at", "updated_at", "finished_at", "start_at", "started_at")
+
+
+def read(path: Path) -> tuple[Run, list[Entry]]:
+    """The run record and the journal a bundle holds (``path``: its directory). Each entry's
+    body is rebuilt from its line; ``first_bad_crossing`` then says whether the bundle's journal
+    is the one its run journaled (its hashes, and the run's chain head)."""
+    try:
+        state = json.loads((path / "last_state.json").read_text(encoding="utf-8"))
+        lines = (path / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"{path} is not a bundle made by `outlast export`: {exc}") from None
+    row = dict(state["run"])
+    for k in _TIMES:
+        if row.get(k):
+            row[k] = datetime.fromisoformat(row[k])
+    entries = []
+    for line in lines:
+        data = json.loads(line)
+        digest_ = data.pop("hash")
+        data.pop("journaled_at", None)
+        body = canonical(data)
+        entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
+    return Run.from_row(row), entries

@@ -143,12 +143,28 @@ class ResumeImpossible(ResumeRefused):
 
     reason = "resume_impossible"
 
-    def __init__(self, run_id: str, crossing: int, journal: str, program: str) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        crossing: int,
+        journal: str,
+        program: str,
+        *,
+        operation: str | None = None,
+        journal_hash: str | None = None,
+        program_hash: str | None = None,
+    ) -> None:
         super().__init__(
             f"run '{run_id}': resume impossible at crossing #{crossing}: "
             f"journal has {journal}, program asks {program}"
         )
+        self.run_id = run_id
         self.crossing = crossing
+        self.operation = operation
+        self.journal = journal  # what the journal holds at the crossing
+        self.program = program  # what the code asks there
+        self.journal_hash = journal_hash  # the arguments hash journaled (a call, an approval)
+        self.program_hash = program_hash  # the arguments hash of what the code asks
 
 
 class InDoubt(OutlastError):

@@ -3,6 +3,7 @@ and resolutions — read without resuming anything."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from outlast.journal import Entry, first_bad_crossing, operation_state
@@ -18,8 +19,11 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     for e in entries:
         if e.op_id is not None and bad is None:
             history.setdefault(e.op_id, []).append(e)
-    pending, in_doubt, resolutions = [], [], []
+    pending, in_doubt, resolutions, captures = [], [], [], []
     for op, ops in history.items():
+        captured = [e for e in ops if e.kind == "capture"]
+        if captured:  # the last request the operation sent (a re-dispatch's replaces the first)
+            captures.append({"operation": op, **_body(captured[-1])})
         intent = next((e.data for e in ops if e.kind == "intention"), None)
         if intent is None:
             continue
@@ -69,9 +73,48 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "in_doubt": in_doubt,
         "resolutions": resolutions,
         "approvals": approvals,
+        "captures": captures,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
         "children": await client.children(run_id),
     }
+
+
+def _body(e: Entry) -> dict[str, Any]:
+    """An entry's data without its place in the chain (seq, kind, op)."""
+    return {k: v for k, v in e.data.items() if k not in ("seq", "kind", "op")}
+
+
+def operation(entries: list[Entry], op_id: str) -> dict[str, Any] | None:
+    """One operation as ``status RUN --op OP`` shows it: its entries in order (intention, the
+    request it sent if captured, result or in-doubt, resolutions), or None if the journal has
+    no entry of it."""
+    ops = [{"seq": e.seq, "kind": e.kind, **_body(e)} for e in entries if e.op_id == op_id]
+    if not ops:
+        return None
+    state, _ = operation_state(e for e in entries if e.op_id == op_id)
+    return {"operation": op_id, "state": state, "entries": ops}
+
+
+def render_operation(run_id: str, op: dict[str, Any]) -> str:
+    """One operation for a person to read; a captured request in full, as it was stored."""
+    lines = [f"run {run_id} operation {op['operation']}  ({op['state']})"]
+    for e in op["entries"]:
+        head = f"  #{e['seq']:<4} {e['kind']:<10}"
+        if e["kind"] == "intention":
+            lines.append(f"{head} {e['tool']} args hash {e['args_hash']} key {e['key']}")
+            lines.append(f"{'':<18}{json.dumps(e['args'], ensure_ascii=False)}")
+        elif e["kind"] == "capture":
+            what = f"request hash {e.get('request_hash', '-')} ({e.get('bytes', '?')} bytes)"
+            lines.append(f"{head} what {e['tool']} sent: {what}")
+            if "request" in e:
+                text = json.dumps(e["request"], indent=2, ensure_ascii=False)
+                lines += [f"{'':<18}{line}" for line in text.splitlines()]
+            else:
+                lines.append(f"{'':<18}not kept: {e['withheld']}")
+        else:
+            rest = {k: v for k, v in e.items() if k not in ("seq", "kind")}
+            lines.append(f"{head} {json.dumps(rest, ensure_ascii=False, default=str)}")
+    return "\n".join(lines)
 
 
 def _throttled(state: str, events: list[dict[str, Any]]) -> str | None:
@@ -134,6 +177,12 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"  approval     {a['op_id']} {a['action']}({a['args']}) hash {shown} {state}{who}")
         if a["decided_by_detail"]:
             lines.append(f"  {'':<12} decided by {who_was(a['decided_by_detail'])} at {a['decided_at']}")
+    for c in info.get("captures", []):
+        kept = f"{c.get('bytes', '?')} bytes" if "request" in c else "not kept"
+        lines.append(
+            f"  captured     {c['operation']} {c['tool']} request {c.get('request_hash', '-')[:16]} "
+            f"({kept}); shown by: outlast status {r['id']} --op {c['operation']}"
+        )
     for b in info["budget"]:
         lines.append(
             f"  budget       {b['name']}: limit {b['limit_value']:g}, "

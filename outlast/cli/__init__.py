@@ -2,7 +2,7 @@
 and rq keep theirs). Settings are parsed once, by the group (``group.py``); importing a family
 registers its commands on it."""
 
-from outlast.cli import admin, dashboard, decisions, dev, fleet, reads, runs, schedules, worker
+from outlast.cli import admin, dashboard, decisions, dev, fleet, reads, replay, runs, schedules, worker
 from outlast.cli.group import cli, main
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "fleet",
     "main",
     "reads",
+    "replay",
     "runs",
     "schedules",
     "worker",

@@ -18,12 +18,19 @@ from outlast.producer import AsyncClient
 
 @cli.command()
 @click.argument("run_id")
+@click.option(
+    "--op", "op_id", metavar="OP", help="One operation: its entries, and the request it sent if captured."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
-    """State, reason, journal chain, pending intentions, in-doubt operations and resolutions."""
+def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) -> None:
+    """State, reason, journal chain, pending intentions, in-doubt operations and resolutions;
+    with --op, one operation (what a model tool sent, as it left the process)."""
     from outlast.status import describe
 
+    if op_id is not None:
+        _operation(ctx, run_id, op_id, as_json)
+        return
     info = with_client(ctx, lambda c: describe(c, run_id))
     if as_json:
         click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
@@ -31,6 +38,18 @@ def status(ctx: click.Context, run_id: str, as_json: bool) -> None:
     from outlast.status import render
 
     click.echo(render(info))
+
+
+def _operation(ctx: click.Context, run_id: str, op_id: str, as_json: bool) -> None:
+    from outlast.status import operation, render_operation
+
+    async def go(c: AsyncClient) -> dict[str, Any] | None:
+        return operation(await c.journal(run_id), op_id)
+
+    op = with_client(ctx, go)
+    if op is None:
+        raise click.BadParameter(f"run {run_id} has no operation {op_id} in its journal", param_hint="--op")
+    click.echo(json.dumps(op, indent=2, ensure_ascii=False) if as_json else render_operation(run_id, op))
 
 
 @cli.command()

@@ -319,7 +319,7 @@ async def _run_changes(c: AsyncClient, run_id: str, after: int) -> AsyncIterator
 
 async def _changes(c: AsyncClient, request: Request, seen: int) -> AsyncIterator[str]:
     """A ``change`` whenever the events' sequence moved, for LIVE_SECONDS (the browser then
-    connects again). Woken by Postgres (LISTEN on every run's events, 0018); first a ``mode``
+    connects again). Woken by Postgres (LISTEN on every run's events, 0020); first a ``mode``
     event says whether that works: behind a transaction pooler notifications do not arrive, and
     the stream polls every TICK seconds instead, which the page then says."""
     yield "retry: 2000\n\n"

@@ -40,7 +40,7 @@ class ClientCore:
             tenant_window=self.settings.tenant_window,
         )
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
-        self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0017)
+        self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0019)
         self._opened = False
 
     @classmethod

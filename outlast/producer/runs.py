@@ -83,7 +83,7 @@ class Runs(ClientCore):
 
     @contextlib.asynccontextmanager
     async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[RunWatch]:
-        """Woken by Postgres whenever any run has an event (a live list: see migration 0018),
+        """Woken by Postgres whenever any run has an event (a live list: see migration 0020),
         for as long as the block lasts. ``hears()`` says whether notifications reach this client
         (not through a transaction pooler); ``changed()`` polls every ``poll`` seconds while they
         do not."""
@@ -179,7 +179,7 @@ class Runs(ClientCore):
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         detail |= principal.record() if principal else {}
-        if not await self.store.requeue(run_id, accept_program_change, detail):
+        if not await self.store.requeue(run_id, run.fencing_token, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)

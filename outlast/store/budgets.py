@@ -26,10 +26,12 @@ class Budgets(Base):
 
     async def settle(
         self, budget_id: str, run_id: str, op_id: str, actual: dict[str, float], expected: bool
-    ) -> None:
-        """Replace the operation's reservation by its actual use. ``expected``: the operation
-        reserved, so nothing is spent unless its reservation is still there to settle."""
-        await self._write(
+    ) -> bool:
+        """Replace the operation's reservation by its actual use, once per operation. ``expected``:
+        the operation reserved, so nothing is spent unless its reservation is still there to
+        settle. Whether the operation's use is settled (now, or by an earlier settle of it: sent
+        again after a lost acknowledgement, it says so and spends nothing)."""
+        rows = await self._write(
             "settle",
             budget_id=budget_id,
             run_id=run_id,
@@ -38,6 +40,7 @@ class Budgets(Base):
             actual=[float(v) for v in actual.values()],
             expected=expected,
         )
+        return bool(rows)
 
     async def reservations(self, run_id: str, op_id: str) -> dict[str, float]:
         rows = await self._rows("reservations", run_id=run_id, op_id=op_id)

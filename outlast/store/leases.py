@@ -101,9 +101,14 @@ class Leases(Base):
         return bool(rows)
 
     async def release(self, run_id: str, token: int, why: str) -> bool:
+        """Hand the run over (fenced): the lease ends now, and the claim is not counted as a crash."""
         rows = await self._write("release", id=run_id, token=token, detail=Jsonb({"why": why}))
         return bool(rows)
 
-    async def requeue(self, run_id: str, accept_program: bool, detail: dict[str, Any]) -> bool:
-        rows = await self._write("requeue", id=run_id, accept_program=accept_program, detail=Jsonb(detail))
+    async def requeue(self, run_id: str, token: int, accept_program: bool, detail: dict[str, Any]) -> bool:
+        """Queue a waiting run again: the wait under ``token`` (the run's token when it was read),
+        no other. False if the run changed since."""
+        rows = await self._write(
+            "requeue", id=run_id, token=token, accept_program=accept_program, detail=Jsonb(detail)
+        )
         return bool(rows)

@@ -1,5 +1,5 @@
 """The runs list family: a page of runs for a ``RunQuery``, composed from the named fragments of
-``queries.sql`` (only the filters given, so each list reads the one index made for it, 0018)."""
+``queries.sql`` (only the filters given, so each list reads the one index made for it, 0020)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _next_prefix(prefix: str) -> str:
 def page_statement(
     query: RunQuery, after: tuple[datetime | None, str | None], limit: int
 ) -> tuple[str, dict[str, Any]]:
-    """The SQL and parameters of one page (the test of 0018's indexes EXPLAINs exactly this)."""
+    """The SQL and parameters of one page (the test of 0020's indexes EXPLAINs exactly this)."""
     given = query.given()
     where = [Q[f"runs_where_{name}"] for name in FILTERS if name in given]
     params: dict[str, Any] = {name: given.get(name) for name in FILTERS} | {"limit": limit}

@@ -3,6 +3,8 @@
 -- Facts several statements share are functions of migration 0015, inlined by Postgres (a plan is
 -- the one the fact spelled out would have): outlast_final, outlast_unfinished (states),
 -- outlast_live (a worker), outlast_window (a tenant's window), outlast_redone (a lost-ack re-check).
+-- Claims, leases and due times read the time as `(SELECT at FROM outlast_now())` (0018_clock: the
+-- database clock plus the schema's offset, moved by tests); audit stamps and heartbeats, as now().
 
 -- name: schema_version
 SELECT value FROM outlast_meta WHERE key = 'schema_version';
@@ -11,20 +13,20 @@ SELECT value FROM outlast_meta WHERE key = 'schema_version';
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
 -- without the limits it was given. A delayed run starts at %(start_at)s or %(start_in)s seconds
 -- from now (the database clock); its deadline counts from its start.
-WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, now() + make_interval(secs => %(start_in)s)) AS start_at),
+WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, (SELECT at FROM outlast_now()) + make_interval(secs => %(start_in)s)) AS start_at),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
                       trace_context, start_at, published_at, priority, tenant)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
-           coalesce(%(deadline_at)s, greatest(now(), s.start_at) + make_interval(secs => %(deadline_in)s)),
+           coalesce(%(deadline_at)s, greatest((SELECT at FROM outlast_now()), s.start_at) + make_interval(secs => %(deadline_in)s)),
            %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
-           CASE WHEN s.start_at > now() THEN s.start_at  -- see 0010_time: the sweeper publishes it then
-                WHEN %(tenant)s::text IS NULL OR %(window)s = 0 THEN now()
+           CASE WHEN s.start_at > (SELECT at FROM outlast_now()) THEN s.start_at  -- see 0010_time: the sweeper publishes it then
+                WHEN %(tenant)s::text IS NULL OR %(window)s = 0 THEN (SELECT at FROM outlast_now())
                 -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
                 WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
                                  AND h.queue = %(queue)s AND h.tenant = %(tenant)s) THEN NULL
                 WHEN (SELECT used FROM outlast_window(%(queue)s, %(tenant)s, %(window)s, NULL)) >= %(window)s THEN NULL
-                ELSE now() END,
+                ELSE (SELECT at FROM outlast_now()) END,
            %(priority)s, %(tenant)s
     FROM s
     ON CONFLICT (id) DO NOTHING
@@ -56,8 +58,17 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- Under the run row's lock, as every other event is written (with the run's own change): the
 -- ids of a run's events then follow the order of their commits, which `follow` relies on (it
 -- resumes after the last id it saw), and a watcher registering meanwhile waits for it.
-WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE)
-INSERT INTO events (run_id, kind, detail) SELECT id, %(kind)s, %(detail)s FROM r RETURNING id;
+-- Run again after a lost acknowledgement, it finds its event by %(write_id)s (drawn once per
+-- event by its caller) and returns its id instead of adding a second one.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE),
+was AS (SELECT id FROM events WHERE run_id = %(run_id)s AND write_id = %(write_id)s),
+e AS (
+    INSERT INTO events (run_id, kind, detail, write_id)
+    SELECT id, %(kind)s, %(detail)s, %(write_id)s FROM r WHERE NOT EXISTS (SELECT 1 FROM was)
+    RETURNING id)
+SELECT id FROM e
+UNION ALL
+SELECT id FROM was;
 
 -- name: events
 SELECT id, run_id, at, kind, detail FROM events WHERE run_id = %(run_id)s AND id > %(after)s ORDER BY id;
@@ -74,22 +85,22 @@ WITH c AS (
         reason = NULL,
         fencing_token = fencing_token + 1,
         owner = %(worker)s,
-        lease_expires_at = now() + make_interval(secs => %(ttl)s),
+        lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s),
         attempts = attempts + 1,
-        started_at = coalesce(started_at, now()),  -- first taken: set once (0018, the runs list)
+        started_at = coalesce(started_at, now()),  -- first taken: set once (0020, the runs list)
         program = coalesce(program, %(programs)s::jsonb ->> workflow),
-        published_at = coalesce(published_at, now()),  -- a held run's stray entry: no longer held
+        published_at = coalesce(published_at, (SELECT at FROM outlast_now())),  -- a held run's stray entry: no longer held
         updated_at = now()
     WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
-      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
-           OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
+           OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
-           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= now()))
-           OR (state = 'awaiting_approval' AND wake_at <= now())
+           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= (SELECT at FROM outlast_now())))
+           OR (state = 'awaiting_approval' AND wake_at <= (SELECT at FROM outlast_now()))
            -- its deadline passed while nothing ran: ended by the executor (its partial handler)
-           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= now()))
-    RETURNING *, now() AS db_now),
+           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= (SELECT at FROM outlast_now())))
+    RETURNING *, (SELECT at FROM outlast_now()) AS db_now),
 turn AS (
     SELECT h.id FROM c CROSS JOIN LATERAL (
         SELECT id FROM runs h
@@ -101,7 +112,7 @@ turn AS (
     WHERE c.tenant IS NOT NULL AND %(window)s > 0
       AND (SELECT used FROM outlast_window(c.queue, c.tenant, %(window)s, c.id)) < %(window)s),
 released AS (
-    UPDATE runs SET published_at = now() FROM turn
+    UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn
     WHERE runs.id = turn.id AND runs.published_at IS NULL
     RETURNING runs.id, runs.priority)
 SELECT c.*, released.id AS turn_id, released.priority AS turn_priority
@@ -119,12 +130,12 @@ mine AS (
     ORDER BY runs.id COLLATE "C"  -- the writer's order (code points), whatever the database's
     FOR NO KEY UPDATE OF runs),
 renewed AS (
-    UPDATE runs SET lease_expires_at = now() + make_interval(secs => %(ttl)s)
+    UPDATE runs SET lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
     FROM mine WHERE runs.id = mine.id
     RETURNING runs.id, runs.cancel_requested),
 slots_renewed AS (
     -- the concurrency slots held under these leases live as long as they do (0011_flow)
-    UPDATE slots SET expires_at = now() + make_interval(secs => %(ttl)s)
+    UPDATE slots SET expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
     FROM renewed, held
     WHERE slots.run_id = renewed.id AND held.id = renewed.id AND slots.token = held.token)
 SELECT held.id, renewed.id IS NOT NULL AS renewed,
@@ -157,7 +168,7 @@ WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
 -- be waiting for exactly that, and the chain must not have moved since it was read.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, state = 'queued',
-        reason = NULL, attempts = 0, published_at = now(), updated_at = now()
+        reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND state = 'waiting' AND reason = %(reason)s
       AND journal_len = %(seq)s - 1 AND journal_head = %(prev)s
     RETURNING id, cancel_requested),
@@ -186,7 +197,7 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, %(state)s, %(reason)s);
 -- A durable wait: the lease is given up and the run no longer counts as crashing its worker.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
-        attempts = 0, wake_at = %(wake_at)s, published_at = now(), updated_at = now()
+        attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
@@ -202,11 +213,11 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);
 -- %(program)s is the program this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
-        published_at = now(), updated_at = now()
+        published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
-      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= now()))
-           OR (state = 'running' AND lease_expires_at < now())
-           OR (state = 'waiting' AND wake_at <= now()))
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
+           OR (state = 'running' AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (state = 'waiting' AND wake_at <= (SELECT at FROM outlast_now())))
       AND NOT EXISTS (
           SELECT 1 FROM workers
           WHERE outlast_live(last_beat, lease_ttl)
@@ -220,26 +231,38 @@ INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM 
 RETURNING run_id;
 
 -- name: release
--- Graceful hand-over: the lease ends now and the claim does not count as a crash.
+-- Graceful hand-over: the lease ends now and the claim does not count as a crash. Only a lease
+-- held (a held run has an expiry): a run handed over already under this token, `cancelling`, is
+-- not handed over twice. Run again after a lost acknowledgement, it finds the run handed over
+-- under its token (queued, or cancelling with no lease).
 WITH r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         owner = NULL, lease_expires_at = NULL,
-        attempts = greatest(attempts - 1, 0), published_at = now(), updated_at = now()
+        attempts = greatest(attempts - 1, 0), published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r
-RETURNING run_id;
+      AND lease_expires_at IS NOT NULL
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL)
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'cancelling', NULL) WHERE lease_expires_at IS NULL;
 
 -- name: requeue
 -- An operator's resume of a waiting run; with accept_program the run adopts the serving program.
+-- The wait resumed is the one the operator saw: %(token)s, the run's token then (a claim since
+-- makes a new one). Run again after a lost acknowledgement, it finds the run queued under it.
 WITH r AS (
-    UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = now(),
+    UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()),
         updated_at = now(),
         program = CASE WHEN %(accept_program)s THEN NULL ELSE program END
-    WHERE id = %(id)s AND state = 'waiting'
-    RETURNING id, queue)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r
-RETURNING run_id;
+    WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
@@ -249,20 +272,20 @@ WITH due AS (
     WHERE outlast_unfinished(state)
       -- one pass of the sweeper never sees again what it stamped itself
       AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
-      AND ((published_at < now() - make_interval(secs => %(after)s)
+      AND ((published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)
             AND (state = 'queued'
-                 OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+                 OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))
            -- a delayed run came due (its published_at is its start until this stamps it)
-           OR (state = 'queued' AND start_at <= now() AND published_at <= start_at)
+           OR (state = 'queued' AND start_at <= (SELECT at FROM outlast_now()) AND published_at <= start_at)
            -- a timer or an approval's expiry came due: wake it at once, then again while unseen
-           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= now()
-               AND published_at < greatest(wake_at, now() - make_interval(secs => %(after)s))))
+           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= (SELECT at FROM outlast_now())
+               AND published_at < greatest(wake_at, (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s))))
     ORDER BY published_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET published_at = now() FROM due WHERE runs.id = due.id
+UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM due WHERE runs.id = due.id
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: turns
@@ -289,7 +312,7 @@ turn AS (
             SELECT used FROM outlast_window(l.queue, l.tenant, %(window)s, NULL))) END
         FOR UPDATE SKIP LOCKED) h
     LIMIT %(limit)s)
-UPDATE runs SET published_at = now() FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
+UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
@@ -298,13 +321,13 @@ RETURNING runs.id, runs.queue, runs.priority;
 -- handler runs); one still not ended %(grace)s seconds past its deadline (no worker serves its
 -- workflow, or its entry was lost) is ended here, timed_out (queue NULL).
 WITH late AS (
-    SELECT id, deadline < now() - make_interval(secs => %(grace)s) AS overdue FROM runs
-    WHERE deadline < now()
+    SELECT id, deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s) AS overdue FROM runs
+    WHERE deadline < (SELECT at FROM outlast_now())
       AND (state IN ('queued', 'waiting', 'awaiting_approval')
-           OR (state IN ('running', 'cancelling') AND lease_expires_at < now())
+           OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
            OR (state = 'cancelling' AND lease_expires_at IS NULL))
       AND (published_at IS NULL OR published_at < deadline
-           OR deadline < now() - make_interval(secs => %(grace)s))
+           OR deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s))
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
 ended AS (
     UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
@@ -314,7 +337,7 @@ ended AS (
 e AS (INSERT INTO events (run_id, kind, detail)
       SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM ended),
 published AS (
-    UPDATE runs SET published_at = now()
+    UPDATE runs SET published_at = (SELECT at FROM outlast_now())
     FROM late WHERE runs.id = late.id AND NOT late.overdue
     RETURNING runs.id, runs.queue, runs.priority)
 SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
@@ -322,35 +345,36 @@ UNION ALL
 SELECT id, queue, priority FROM published;
 
 -- name: db_now
-SELECT now() AS now;
+-- The clock of claims, leases and due times (0018_clock), and the database's own (audit stamps).
+SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
 
 -- name: await_approval
 -- The request becomes visible together with the run's wait: a decision can only find a run
 -- that is really waiting for it. On a replay the existing request (and its expiry) stands.
 WITH r AS (
     UPDATE runs SET state = 'awaiting_approval', reason = 'approval', owner = NULL,
-        lease_expires_at = NULL, attempts = 0, published_at = now(), updated_at = now(),
+        lease_expires_at = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now(),
         wake_at = coalesce(
             (SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
-            now() + make_interval(secs => %(expires_in)s))
+            (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s))
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
 a AS (
     INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,
                            authenticated)
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
-           %(approvers)s, now() + make_interval(secs => %(expires_in)s), %(authenticated)s
+           %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING)
 INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r
 RETURNING run_id;
 
 -- name: get_approval
-SELECT *, (expires_at IS NOT NULL AND expires_at <= now()) AS expired FROM approvals
+SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM approvals
 WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
 
 -- name: approvals
-SELECT *, (expires_at IS NOT NULL AND expires_at <= now()) AS expired FROM approvals
+SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM approvals
 WHERE run_id = %(run_id)s ORDER BY created_at;
 
 -- name: decide
@@ -360,17 +384,23 @@ WITH a AS (
     UPDATE approvals SET status = %(status)s, decided_by = %(by)s, comment = %(comment)s,
         new_args = %(new_args)s, decided_at = now(), decided_by_detail = %(who)s
     WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
-      AND (expires_at IS NULL OR expires_at > now())
+      AND (expires_at IS NULL OR expires_at > (SELECT at FROM outlast_now()))
       AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND state = 'awaiting_approval')
     RETURNING run_id),
 r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
-        reason = NULL, published_at = now(), updated_at = now()
+        reason = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id IN (SELECT run_id FROM a) AND state = 'awaiting_approval'
     RETURNING id, queue),
 e AS (
     INSERT INTO events (run_id, kind, detail) SELECT run_id, 'decision', %(detail)s FROM a)
-SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true;
+SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true
+UNION ALL  -- run again after a lost acknowledgement: this very decision taken, its run to publish
+SELECT d.run_id, w.queue FROM approvals d
+LEFT JOIN runs w ON w.id = d.run_id AND w.state IN ('queued', 'cancelling')  -- not taken yet
+WHERE d.run_id = %(run_id)s AND d.op_id = %(op_id)s AND d.status = %(status)s
+  AND d.decided_by = %(by)s AND d.comment = %(comment)s AND d.new_args IS NOT DISTINCT FROM %(new_args)s
+  AND d.decided_by_detail = %(who)s;
 
 -- name: reserve
 -- One conditional statement reserves every named estimate or none: the budget rows are locked,
@@ -400,21 +430,35 @@ SELECT name, limit_value, spent, reserved, amount FROM over;
 -- name: settle
 -- The operation's reservation is replaced by the actual use, once: the reservation rows are
 -- deleted here, and a settlement that finds none of the rows it expected (a superseded worker's,
--- after the new owner settled) spends nothing.
+-- after the new owner settled) spends nothing. The spending writes the operation's `settlements`
+-- row (0020): a settle of the same operation run again (after a lost acknowledgement, with or
+-- without an expected reservation) finds it, spends nothing and says settled; a reservation it
+-- finds all the same is released.
 WITH gone AS (
     DELETE FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s
     RETURNING name, amount),
+was AS (SELECT run_id FROM settlements WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
+done AS (
+    INSERT INTO settlements (run_id, op_id)
+    SELECT %(run_id)s, %(op_id)s
+    WHERE NOT EXISTS (SELECT 1 FROM was) AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
+    ON CONFLICT (run_id, op_id) DO NOTHING
+    RETURNING run_id),
 used AS (
     SELECT a.name, a.actual FROM unnest(%(names)s::text[], %(actual)s::numeric[]) AS a(name, actual)),
 u AS (
     SELECT coalesce(used.name, gone.name) AS name, coalesce(used.actual, 0) AS actual,
            coalesce(gone.amount, 0) AS reserved
-    FROM used FULL JOIN gone ON used.name = gone.name)
-UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0), spent = b.spent + u.actual
-FROM u
-WHERE b.budget_id = %(budget_id)s AND b.name = u.name
-  AND (NOT %(expected)s OR EXISTS (SELECT 1 FROM gone))
-RETURNING b.name;
+    FROM used FULL JOIN gone ON used.name = gone.name),
+b AS (
+    UPDATE budgets b SET reserved = greatest(b.reserved - u.reserved, 0),
+        spent = b.spent + CASE WHEN EXISTS (SELECT 1 FROM done) THEN u.actual ELSE 0 END
+    FROM u
+    WHERE b.budget_id = %(budget_id)s AND b.name = u.name
+      AND (EXISTS (SELECT 1 FROM done) OR u.reserved <> 0))
+SELECT run_id FROM done
+UNION ALL
+SELECT run_id FROM was;
 
 -- name: reservations
 SELECT name, amount FROM reservations WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
@@ -442,7 +486,7 @@ WITH r AS (
         finished_at = CASE WHEN (state = 'queued' AND journal_len = 0) OR
                                 (state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible'))
                            THEN now() ELSE finished_at END,
-        published_at = now()
+        published_at = (SELECT at FROM outlast_now())
     WHERE id = %(id)s
       AND NOT outlast_final(state)
     RETURNING id, state, queue),
@@ -504,7 +548,7 @@ SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at
 -- Postgres first: an unfinished run named by a dead letter is stamped as published now (the
 -- sweeper leaves it be) with an event; a final run is left alone (no row: drop the letter).
 WITH r AS (
-    UPDATE runs SET published_at = now()
+    UPDATE runs SET published_at = (SELECT at FROM outlast_now())
     WHERE id = %(id)s
       AND outlast_unfinished(state)
     RETURNING id, queue, state, priority),
@@ -518,8 +562,8 @@ SELECT state, count(*) AS n FROM runs GROUP BY state;
 
 -- name: pending_approvals
 -- Every request still waiting for a decision, oldest first, with the seconds left before expiry.
-SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= now()) AS expired,
-       extract(epoch FROM a.expires_at - now()) AS seconds_left, r.workflow, r.queue
+SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= (SELECT at FROM outlast_now())) AS expired,
+       extract(epoch FROM a.expires_at - (SELECT at FROM outlast_now())) AS seconds_left, r.workflow, r.queue
 FROM approvals a JOIN runs r ON r.id = a.run_id
 WHERE a.status = 'pending' AND r.state = 'awaiting_approval'
 ORDER BY a.created_at LIMIT %(limit)s;
@@ -552,6 +596,7 @@ j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
 b AS (
     DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
@@ -595,7 +640,7 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
 -- the run row's share lock closes the race with a writer whose event statement found no watcher
 -- yet: that writer holds the row until it commits, so the reader's look then sees its change;
 -- a writer that comes after waits for this registration, and its trigger sees it.
--- The run id '' watches every run (a live list, 0018): no row to lock.
+-- The run id '' watches every run (a live list, 0020): no row to lock.
 WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR SHARE)
 INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r
 UNION ALL SELECT '', pg_backend_pid() WHERE %(run_id)s = '';
@@ -623,8 +668,9 @@ SELECT EXISTS (SELECT 1 FROM outlast_meta JOIN k USING (key))
 
 -- name: declare_schedule
 -- A worker's declaration at its first sweep; paused and last_tick are the schedule's own and stay.
-INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up)
-VALUES (%(schedule)s, %(workflow)s, %(queue)s, %(cron)s, %(tz)s, %(input)s, %(catch_up)s)
+INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up, last_tick)
+VALUES (%(schedule)s, %(workflow)s, %(queue)s, %(cron)s, %(tz)s, %(input)s, %(catch_up)s,
+        (SELECT at FROM outlast_now()))
 ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow, queue = EXCLUDED.queue,
     cron = EXCLUDED.cron, tz = EXCLUDED.tz, input = EXCLUDED.input, catch_up = EXCLUDED.catch_up,
     updated_at = now()
@@ -634,7 +680,7 @@ WHERE (schedules.workflow, schedules.queue, schedules.cron, schedules.tz, schedu
 
 -- name: schedules
 -- Every schedule (or those named), with the database clock the ticks are measured by.
-SELECT *, now() AS db_now FROM schedules
+SELECT *, (SELECT at FROM outlast_now()) AS db_now FROM schedules
 WHERE %(names)s::text[] IS NULL OR name = ANY(%(names)s)
 ORDER BY name;
 
@@ -648,7 +694,7 @@ RETURNING name;
 -- name: pause_schedule
 -- Pause or resume; a resumed schedule goes on from now: the ticks of its pause are skipped.
 UPDATE schedules SET paused = %(paused)s, updated_at = now(),
-    last_tick = CASE WHEN paused AND NOT %(paused)s THEN greatest(last_tick, now()) ELSE last_tick END
+    last_tick = CASE WHEN paused AND NOT %(paused)s THEN greatest(last_tick, (SELECT at FROM outlast_now())) ELSE last_tick END
 WHERE name = %(schedule)s
 RETURNING *;
 
@@ -661,20 +707,20 @@ WITH r AS (
     SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s
       AND state IN ('running', 'cancelling')),
 mine AS (
-    UPDATE slots SET token = %(token)s, expires_at = now() + make_interval(secs => %(ttl)s)
+    UPDATE slots SET token = %(token)s, expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
     FROM r WHERE slots.key = %(key)s AND slots.run_id = r.id AND slots.holder = %(holder)s
     RETURNING slots.slot),
 free AS (
     SELECT n FROM r, generate_series(0, %(cap)s - 1) AS n
     WHERE NOT EXISTS (SELECT 1 FROM mine)
-      AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.key = %(key)s AND s.slot = n AND s.expires_at >= now())
+      AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.key = %(key)s AND s.slot = n AND s.expires_at >= (SELECT at FROM outlast_now()))
     ORDER BY random() LIMIT 1),
 ins AS (
     INSERT INTO slots (key, slot, run_id, holder, token, expires_at)
-    SELECT %(key)s, n, %(run_id)s, %(holder)s, %(token)s, now() + make_interval(secs => %(ttl)s) FROM free
+    SELECT %(key)s, n, %(run_id)s, %(holder)s, %(token)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s) FROM free
     ON CONFLICT (key, slot) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder,
         token = excluded.token, expires_at = excluded.expires_at
-    WHERE slots.expires_at < now()
+    WHERE slots.expires_at < (SELECT at FROM outlast_now())
     RETURNING slot)
 SELECT slot FROM mine UNION ALL SELECT slot FROM ins;
 
@@ -687,11 +733,11 @@ WITH gone AS (
       AND (%(holder)s::text IS NULL OR holder = %(holder)s)
     RETURNING key),
 woken AS (
-    UPDATE runs SET wake_at = now() FROM (
+    UPDATE runs SET wake_at = (SELECT at FROM outlast_now()) FROM (
         SELECT w.id FROM (SELECT DISTINCT key FROM gone) g CROSS JOIN LATERAL (
             SELECT id FROM runs
             WHERE state = 'waiting' AND reason = 'concurrency_slot' AND slot_key = g.key
-              AND wake_at > now()
+              AND wake_at > (SELECT at FROM outlast_now())
             ORDER BY wake_at LIMIT 1 FOR UPDATE SKIP LOCKED) w) first
     WHERE runs.id = first.id
     RETURNING runs.id)
@@ -702,7 +748,7 @@ SELECT key FROM gone;
 -- (The UNION's second half never sees the first's update: it reads the statement's snapshot.)
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, slot_key = %(slot_key)s, owner = NULL,
-        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = now(),
+        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()),
         updated_at = now()
     WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
@@ -736,11 +782,11 @@ SELECT EXISTS (
              AND s.last_seen >= now() - make_interval(secs => %(within)s)) AS served
 FROM runs r
 WHERE r.id = %(id)s AND r.program IS NOT NULL
-  AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= now()))
-       OR (r.state IN ('running', 'cancelling') AND r.lease_expires_at < now())
+  AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= (SELECT at FROM outlast_now())))
+       OR (r.state IN ('running', 'cancelling') AND r.lease_expires_at < (SELECT at FROM outlast_now()))
        OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
-       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= now()))
-       OR (r.state = 'awaiting_approval' AND r.wake_at <= now()));
+       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= (SELECT at FROM outlast_now())))
+       OR (r.state = 'awaiting_approval' AND r.wake_at <= (SELECT at FROM outlast_now())));
 
 -- name: forget_served_programs
 DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);
@@ -788,7 +834,7 @@ SELECT (SELECT count(*) FROM p) = 1 AS held,
 -- child is final (`wake_child_waiters`). Run again after a lost acknowledgement, it finds the wait.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
-        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = now(), updated_at = now()
+        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
@@ -809,14 +855,14 @@ WITH w AS (
     ORDER BY p.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET wake_at = now(), updated_at = now() FROM w WHERE runs.id = w.id
+UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now() FROM w WHERE runs.id = w.id
 RETURNING runs.id;
 
 -- name: wake_parent
 -- A child's end wakes its parent at once, if it waits for that child (`wake_child_waiters` covers
 -- a parent whose wait commits after this, and a worker that dies before it gets here).
 -- Not stamped as published: should the worker die before it publishes, the next sweep does.
-UPDATE runs SET wake_at = now(), updated_at = now()
+UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now()
 WHERE id = %(id)s AND state = 'waiting' AND reason = 'child' AND waits_for = %(child)s
   AND wake_at IS NULL
 RETURNING queue;
@@ -832,7 +878,7 @@ ORDER BY id;
 SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
 
 -- ---------------------------------------------------------------------------------------------
--- The dashboard's sessions, sign-in attempts and signing key (0017; outlast/store/sessions.py)
+-- The dashboard's sessions, sign-in attempts and signing key (0019; outlast/store/sessions.py)
 -- ---------------------------------------------------------------------------------------------
 
 -- name: session_create
@@ -878,7 +924,7 @@ SELECT key FROM made
 UNION ALL
 SELECT key FROM dashboard_keys WHERE name = %(key_name)s;
 
--- The runs list, a page at a time (0018; outlast/store/listing.py composes it): the filters given
+-- The runs list, a page at a time (0020; outlast/store/listing.py composes it): the filters given
 -- (runs_where_*), joined by AND, in the order of the sort's index; the page after a cursor starts
 -- past its key and id (runs_after_*). {key} is created_at, started_at or finished_at. The page's
 -- ids are found first, from the filter's index alone (an index-only scan: the index holds the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -97,8 +98,13 @@ class Runs(Base):
         )
         return [Run.from_row(r) for r in rows]
 
-    async def event(self, run_id: str, kind: str, detail: dict[str, Any]) -> None:
-        await self._write("add_event", run_id=run_id, kind=kind, detail=Jsonb(detail))
+    async def event(self, run_id: str, kind: str, detail: dict[str, Any]) -> int | None:
+        """Add an event to the run; its id (None: no such run). Its write id, drawn here once,
+        lets the statement sent again after a lost acknowledgement find the event it added."""
+        rows = await self._write(
+            "add_event", run_id=run_id, kind=kind, detail=Jsonb(detail), write_id=uuid.uuid4().hex
+        )
+        return int(rows[0]["id"]) if rows else None
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         return await self._rows("events", run_id=run_id, after=after)

@@ -34,12 +34,15 @@ class Sweeps(Base):
         return [(r["run_id"], r["queue"], r["priority"]) for r in rows]
 
     async def db_now(self) -> datetime:
+        """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""
         now: datetime = (await self._rows("db_now"))[0]["now"]
         return now
 
     async def cutoff(self, age: float) -> datetime:
-        """The database clock ``age`` seconds ago: runs finished before it are old enough."""
-        return await self.db_now() - timedelta(seconds=age)
+        """The database's own clock ``age`` seconds ago: runs finished before it are old enough
+        (``finished_at`` is an audit stamp, on that clock, not on the tests' movable one)."""
+        wall: datetime = (await self._rows("db_now"))[0]["wall"]
+        return wall - timedelta(seconds=age)
 
     async def prune(
         self,

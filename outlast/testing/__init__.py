@@ -17,12 +17,25 @@ stops its workers and drops its schema and keys::
 Servers: ``OUTLAST_TEST_DATABASE_URL`` / ``OUTLAST_TEST_REDIS_URL``, else ``OUTLAST_DATABASE_URL``
 / ``OUTLAST_REDIS_URL``, else the embedded default (started for the session under
 ``OUTLAST_HOME`` or ``.outlast/`` at the pytest root, and stopped after it if the session started it).
+
+``replay_bundle`` / ``assert_replays`` replay a run exported as a bundle against today's code, with
+no servers at all: yesterday's runs kept as regression tests.
 """
 
 from __future__ import annotations
 
 from outlast.testing.harness import Harness, Replacement
 from outlast.testing.plugin import HarnessFactory, outlast_harness, outlast_servers
+from outlast.testing.replay import assert_replays, replay_bundle
 from outlast.testing.worker import Crashed
 
-__all__ = ["Crashed", "Harness", "HarnessFactory", "Replacement", "outlast_harness", "outlast_servers"]
+__all__ = [
+    "Crashed",
+    "Harness",
+    "HarnessFactory",
+    "Replacement",
+    "assert_replays",
+    "outlast_harness",
+    "outlast_servers",
+    "replay_bundle",
+]

@@ -23,7 +23,7 @@ from outlast.producer import Client
 from outlast.queue import Queue
 from outlast.settings import Settings, env_var
 from outlast.store import Store
-from outlast.testing.clock import move_due_times
+from outlast.testing.clock import move_clock
 from outlast.testing.worker import CrashPoint, InProcessWorker, check_point, run_blocking
 
 # Short leases and a fast sweeper: a takeover after a crash costs about a lease, a woken wait
@@ -253,17 +253,16 @@ class Harness:
     # -- time ---------------------------------------------------------------------------
 
     def advance(self, seconds: float) -> list[str]:
-        """Make ``seconds`` pass for every run no worker holds: its pending timers, approval
-        expiries, deadline and (a delayed run) start come ``seconds`` nearer, and what is then
-        due fires at the next sweep (``sweep_interval``). Returns the ids of the runs whose times moved.
+        """Make ``seconds`` pass: the schema's clock (``outlast_now()``, which every claim, lease,
+        timer, approval expiry, deadline and delayed start reads) moves on, and what is then due
+        fires at the next sweep (``sweep_interval``). Returns the ids of the unfinished runs with a
+        due time, each given an event of kind ``advanced``.
 
-        The clock does not move: the stored due times do. A timer's due time is also in its
-        journal entry, so that entry is rewritten and the chain after it re-hashed (the run's
-        events record it, kind ``advanced``). ``run.now()`` after it is not ``seconds`` later. A
-        run a worker holds at that moment is not touched: advance once it waits
-        (``h.wait(run_id, "waiting")`` or ``"awaiting_approval"``)."""
+        Nothing stored is rewritten: no journal entry, no due time. ``run.now()`` reads the same
+        clock, from the run's next claim on: a run a worker holds meanwhile (its lease is renewed
+        on the moved clock) sees the new time once it resumes after its next wait."""
         with self._connect() as conn:
-            return move_due_times(conn, seconds)
+            return move_clock(conn, seconds)
 
     # -- what happened ------------------------------------------------------------------
 

@@ -106,7 +106,7 @@ class Children:
                 f"{where}: the child's id {child_id[:40]!r}... would be longer than {MAX_RUN_ID} "
                 "characters (children nested too deep, or a long run id)"
             )
-        await r.go_live(op_id)
+        await r.go_live(op_id, lambda: f"start of child {describe(workflow, input)}")
         row = {
             "id": child_id,
             "workflow": workflow,
@@ -166,7 +166,7 @@ class Children:
         async with self._one_at_a_time:
             if self.suspended:  # a sibling crossing committed the wait: unwind with it
                 raise Suspended()
-            await r.go_live(op_id)
+            await r.go_live(op_id, lambda: f"result of child run {child.id}")
             found = await self._control.db(self._store.get_run(child.id))
             if found is None:
                 raise UnknownRun(child.id)

@@ -39,6 +39,18 @@ class HandOver(BaseException):
     A BaseException, so that a workflow's ``except Exception`` does not swallow it."""
 
 
+class JournalEnd(BaseException):
+    """Offline replay only (``outlast.replay``): the workflow reached a crossing the journal does
+    not settle, where a worker would go live (``asks``: what the code asks there). Nothing past it
+    runs: no tool, no write. A BaseException, so that a workflow's ``except Exception`` cannot
+    swallow it."""
+
+    def __init__(self, op_id: str | None, asks: str) -> None:
+        super().__init__(f"journal end at {op_id}: the code asks {asks}")
+        self.op_id = op_id
+        self.asks = asks
+
+
 class RunControl:
     """One claimed run's token, lease and signals."""
 
@@ -49,8 +61,10 @@ class RunControl:
         ttl: float | None = None,
         sent_at: float | None = None,
         cancel: bool = False,
+        offline: bool = False,
     ) -> None:
         self.run_id = run_id
+        self.offline = offline  # an offline replay: the run never goes live (``JournalEnd``)
         self.token = token
         self.ttl = ttl  # None: no lease to prove (tests that run an execution by hand)
         self.until = sent_at + ttl if ttl is not None and sent_at is not None else math.inf

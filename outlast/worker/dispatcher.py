@@ -26,7 +26,8 @@ from outlast.journal import Unstorable, args_hash, canonical, operation_state, s
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.captures import journal_capture
+from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.flow import Gate
 from outlast.worker.gaps import GapTable
 from outlast.worker.replayer import Replayer, describe
@@ -82,12 +83,12 @@ class Dispatcher:
             first = kinds.get("intention") or kinds.get("refused")
             if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
                 changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
-                raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed)
+                raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed, ahash)
             if first.kind == "refused":
                 raise PolicyRefused(self.run_id, tool_name, first.data["reason"])
             return await self.replay(op_id, tool, clean)
         with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
-            await self._replayer.go_live(op_id)
+            await self._replayer.go_live(op_id, lambda: describe(tool_name, sealed))
             await self._check_policy(op_id, tool_name, clean, sealed, ahash)
             check = functools.partial(self._replayer.go_live, op_id)
             async with self._gate.operation(tool, op_id, check, self.alone):
@@ -198,6 +199,8 @@ class Dispatcher:
         finally:
             self._control.dispatching -= 1
             reset_action(token)
+        if action.captured:  # what the tool sent, journaled before its outcome
+            await journal_capture(self._replayer, self._secrets, tool, args, action, self.max_payload)
         if unknown and tool.effect != "read" and not tool.idempotent:
             # Given up on, or done with a result that cannot be kept: not a plain failure, which
             # a retry or a compensation would take at its word. Only a read or a tool that
@@ -256,6 +259,9 @@ class Dispatcher:
             if self._control.cancel.is_set():
                 await self._replayer.go_live(op_id)
             raise InDoubt(self.run_id, op_id, tool.name)
+        if self._control.offline:  # an offline replay resolves no gap: nothing is dispatched
+            sealed = describe(tool.name, self._secrets.seal(tool.name, args))
+            raise JournalEnd(op_id, f"{sealed}, journaled with no result (a gap to resolve)")
         with tracing.operation(self.run_id, op_id, tool.name, self._control.token, resumed=True):
             # A re-dispatch after a crash is a dispatch too: its slot and rate first.
             async with self._gate.operation(tool, op_id, _no_check):

@@ -10,6 +10,7 @@ the worker writes is appended here, chained to the one before.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible
 from outlast.journal import Entry, canonical, make_entry, operation_state
 from outlast.model import Run as RunRecord
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.control import JournalEnd, RunControl
 
 
 class Journaled:
@@ -136,9 +137,19 @@ class Replayer:
         """Count an operation as asked for (compensations, which no workflow line asks)."""
         self._served.add(op_id)
 
-    def mismatch(self, op_id: str, program: str) -> ResumeImpossible:
+    def mismatch(self, op_id: str, program: str, program_hash: str | None = None) -> ResumeImpossible:
+        """The refusal of a crossing that asks ``program`` where the journal holds something else;
+        both arguments hashes are named where there are arguments (a call, an approval)."""
         first = min(self.journal.ops[op_id].values(), key=lambda e: e.seq)
-        return ResumeImpossible(self.run_id, first.seq, _describe_entry(first), program)
+        return ResumeImpossible(
+            self.run_id,
+            first.seq,
+            _describe_entry(first),
+            program,
+            operation=op_id,
+            journal_hash=first.data.get("args_hash"),
+            program_hash=program_hash,
+        )
 
     def check_consumed(self) -> None:
         """A run that ends while journaled crossings were never asked for has diverged."""
@@ -147,13 +158,17 @@ class Replayer:
                 raise self.mismatch(op_id, "nothing more (the workflow returned)")
 
     def db_now(self) -> datetime:
-        """The database clock, read at the claim and carried on by the local monotonic clock."""
+        """The clock of due times (``outlast_now()``, the database's plus the schema's offset),
+        read at the claim and carried on by the local monotonic clock."""
         at, mono = self._clock
         base = at or datetime.now(UTC)
         return base + timedelta(seconds=time.monotonic() - mono)
 
-    async def go_live(self, op_id: str) -> None:
-        """Where the run would go live or block: a cancellation or a passed deadline stops it."""
+    async def go_live(self, op_id: str, asks: Callable[[], str] | None = None) -> None:
+        """Where the run would go live or block: a cancellation or a passed deadline stops it;
+        an offline replay ends here (``JournalEnd``, naming what the code ``asks``)."""
+        if self._control.offline:
+            raise JournalEnd(op_id, asks() if asks is not None else "a crossing past the journal")
         if self._control.cancel.is_set():
             await self.append("cancel", op_id, {})
             raise Cancelled()
@@ -167,6 +182,8 @@ class Replayer:
         """Journal one entry as the lease holder (fenced). Parallel calls append concurrently:
         each entry is chained to the head *before* its write commits, and the writer commits a
         run's writes in order; a write that fails leaves the run, so the head never outlives it."""
+        if self._control.offline:  # never reached past go_live; a write is refused all the same
+            raise JournalEnd(op_id, f"to journal a {kind} entry")
         marks, self._marks = self._marks, []
         for mark_op, mark in marks:  # a patch marker goes before the entry that follows it
             await self.append("patch", mark_op, mark)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random as _random
-import time
 import uuid as _uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -108,11 +107,14 @@ class Run:
         return counted()
 
     def now(self) -> Awaitable[datetime]:
-        """The current time, journaled: a replay sees the same value."""
+        """The current time, journaled: a replay sees the same value. It is the clock of claims,
+        leases and due times (``outlast_now()``: the database's, plus the offset tests move),
+        read at the claim and carried on by the local monotonic clock."""
         op_id = self._replayer.position()
+        replayer = self._replayer
 
         async def value() -> datetime:
-            ts = await self._value(op_id, "now", time.time)
+            ts = await self._value(op_id, "now", lambda: replayer.db_now().timestamp())
             return datetime.fromtimestamp(ts, UTC)
 
         return value()
@@ -233,7 +235,7 @@ class Run:
             if e is None or e.data.get("name") != name:
                 raise replayer.mismatch(op_id, f"{name}()")
             return e.data["value"]
-        await replayer.go_live(op_id)
+        await replayer.go_live(op_id, lambda: f"{name}()")
         value = make()
         await replayer.append("value", op_id, {"name": name, "value": value})
         return value

@@ -56,13 +56,13 @@ class Waits:
                 raise self._replayer.mismatch(op_id, "sleep()")
             due = datetime.fromisoformat(e.data["until"])
         else:
-            await self._replayer.go_live(op_id)
+            await self._replayer.go_live(op_id, lambda: "sleep()")
             due = until if until is not None else now + timedelta(seconds=seconds)
             await self._replayer.append("timer", op_id, {"until": due.isoformat()})
         if due <= now:
             return
         await self._settled()  # calls made in parallel journal their results before the run lets go
-        await self._replayer.go_live(op_id)
+        await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
         waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
         if not await self._control.db(waiting):
             raise Fenced(self.run_id, self._control.token)
@@ -89,9 +89,9 @@ class Waits:
             asked = self._replayer.entry(op_id, "approval")
             bound = (action, ahash, approvers, policy_version, authenticated)
             if asked is None or tuple(asked.data.get(k, False) for k in _BOUND) != bound:
-                raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}")
+                raise self._replayer.mismatch(op_id, f"approval of {describe(action, clean)}", ahash)
         else:
-            await self._replayer.go_live(op_id)
+            await self._replayer.go_live(op_id, lambda: f"approval of {describe(action, clean)}")
             asking: dict[str, Any] = {
                 "action": action,
                 "args": clean,
@@ -127,7 +127,7 @@ class Waits:
                 decided = await self._replayer.append("decision", op_id, {"status": "expired"})
             else:
                 await self._settled()  # as in _sleep: parallel calls journal their results first
-                await self._replayer.go_live(op_id)
+                await self._replayer.go_live(op_id, lambda: f"the decision on approval {op_id} of {action}")
                 ok = await self._control.db(
                     self._store.await_approval(
                         self.run_id,

@@ -1,5 +1,5 @@
 """Live lists: the runs list, the approvals inbox and the in-doubt page are woken by Postgres
-(LISTEN on every run's events, migration 0018), not by polling; behind a transaction pooler
+(LISTEN on every run's events, migration 0020), not by polling; behind a transaction pooler
 (a real pgbouncer), where notifications do not arrive, the stream polls and says so; and the
 in-doubt page lists every run in doubt, a page at a time."""
 

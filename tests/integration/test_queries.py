@@ -11,7 +11,14 @@ import pytest
 from outlast.store.queries import Q
 from tests.conftest import World
 
-SHARED = ("outlast_final", "outlast_unfinished", "outlast_live", "outlast_window", "outlast_redone")
+SHARED = (
+    "outlast_final",
+    "outlast_unfinished",
+    "outlast_live",
+    "outlast_window",
+    "outlast_redone",
+    "outlast_now",  # 0018_clock
+)
 # The spellings each function replaced: none may come back into queries.sql.
 SPELLED = (
     "'succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled'",
@@ -57,3 +64,27 @@ def test_shared_facts_are_inlined_in_every_plan(world: World, mode: str) -> None
             c.execute(b"DEALLOCATE q")
             left = [fn for fn in SHARED if fn in plan]
             assert not left, f"{name}: {left} not inlined under {mode}:\n{plan}"
+            if mode == "force_generic_plan" and re.search(r"\boutlast_now\(", Q[name]):
+                # the clock's one-row table is read in InitPlans (once a statement), never per row
+                under = clock_reads(plan)
+                assert under and set(under) == {"InitPlan"}, f"{name}: the clock is read {under}:\n{plan}"
+
+
+def clock_reads(plan: str) -> list[str]:
+    """For each scan of the clock table in a plan, what it runs under: "InitPlan" (once a
+    statement), "SubPlan" (once per outer row) or "" (the statement's own plan)."""
+    lines = plan.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if not re.search(r"Scan on \S+\.clock\b", line):
+            continue
+        indent, kind = len(line) - len(line.lstrip()), ""
+        for above in reversed(lines[:i]):
+            depth = len(above) - len(above.lstrip())
+            if depth < indent and re.match(r"\s*(InitPlan|SubPlan|->)", above):
+                indent = depth
+                if m := re.match(r"\s*(InitPlan|SubPlan)", above):
+                    kind = m[1]
+                    break
+        found.append(kind)
+    return found

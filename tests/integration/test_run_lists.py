@@ -1,4 +1,4 @@
-"""The runs list at scale (migration 0018): with a million runs in the table, every filter and
+"""The runs list at scale (migration 0020): with a million runs in the table, every filter and
 sort the dashboard, /api/runs and ``outlast runs`` offer reads at most twice a page of rows, on
 the first page and deep in the list; and a cursor is stable while runs are enqueued."""
 
@@ -80,7 +80,7 @@ def rows_read(plan: dict[str, Any]) -> int:
 
 def seed(db: str, schema: str, rows: int = ROWS) -> None:
     """A schema of its own with ``rows`` runs, seeded in one statement. Its indexes on runs (all of
-    them, 0018's included) are dropped first and built again after: a sorted build takes a
+    them, 0020's included) are dropped first and built again after: a sorted build takes a
     fraction of the time of a million inserts into each. Also bench/lists.py's seed."""
     drop_schemas(db, schema)
 

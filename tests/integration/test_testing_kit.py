@@ -70,7 +70,7 @@ def test_a_day_long_sleep_fires_at_once_with_a_replaced_tool(make_shop: Any) -> 
     assert done.result["tracking"] == "TRACK-book"
     assert sent == ["book"]
     assert charges(h, run.id) == [30]
-    assert h.client.verify(run.id) is None  # the re-hashed chain verifies
+    assert h.client.verify(run.id) is None  # the chain verifies
     kinds = [(e["kind"], e["op"]) for e in h.journal(run.id)]
     assert kinds == [
         ("intention", "op-1"),
@@ -282,7 +282,7 @@ def test_an_order_survives_a_crash_after_the_charge(outlast_harness: HarnessFact
     h.crash_at("after_effect", tool="charge")  # the worker dies after the charge, before its result is saved
     h.start_worker()  # a new worker takes the run over once the lease has expired
     h.wait(run.id, "waiting")  # the reconciler said "charged"; the run now sleeps for a day
-    h.advance(24 * 3600)  # the day passes: stored due times move, the clock does not
+    h.advance(24 * 3600)  # the day passes: the schema's clock moves on
     done = h.wait(run.id)
 
     assert done.state == "succeeded" and charged == [30]  # charged once

@@ -1,4 +1,4 @@
--- Version 17: the dashboard's sessions, sign-in attempts and signing key live here, so that
+-- Version 19: the dashboard's sessions, sign-in attempts and signing key live here, so that
 -- several dashboard processes behind one load balancer share them (no sticky sessions) and a
 -- restart signs nobody out.
 

@@ -1,4 +1,4 @@
--- Version 18: the runs list at scale. Every list the dashboard, /api/runs and `outlast runs`
+-- Version 20: the runs list at scale. Every list the dashboard, /api/runs and `outlast runs`
 -- offer reads one index in its own order, a page at a time (keyset paging: the next page starts
 -- after the last row's sort key and id), so a page costs the same at a million runs as at ten.
 

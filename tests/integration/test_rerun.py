@@ -1,0 +1,219 @@
+"""Every step is safe to re-run: a write whose commit's acknowledgement was lost is sent again by
+the writer, and the statement finds its own effect instead of being refused or taking effect twice.
+
+The loss is injected in the writer's wire: the transaction carrying the statement commits, then its
+connection breaks before the writer hears of it. The writer drops the connection, waits for its
+server process to be gone, and sends the same statement with the same parameters (the same bytes)
+on a new one. Each test checks that the loss happened, that the caller is told what the first
+commit said, and that the world holds one effect."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import pytest
+
+from outlast.store import Store
+from outlast.store.queries import Q
+from outlast.store.wire import Dumped, Row, Wire
+from tests.conftest import World
+
+
+@dataclass
+class Lost:
+    """What the lost commit returned for the statement (empty until the loss happened)."""
+
+    first: list[list[Row]] = field(default_factory=list)
+
+
+@contextmanager
+def ack_lost(monkeypatch: pytest.MonkeyPatch, name: str) -> Iterator[Lost]:
+    """The next transaction that carries statement ``name`` commits; then its connection breaks
+    before the writer reads the acknowledgement."""
+    real = Wire.transaction
+    lost = Lost()
+
+    async def transaction(self: Wire, batch: list[Dumped]) -> list[list[Row]]:
+        out = await real(self, batch)
+        mine = [i for i, d in enumerate(batch[: len(out)]) if d.sql == Q[name]]
+        if mine and not lost.first:
+            lost.first.append(out[mine[0]])
+            await self.conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly (injected)")
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(Wire, "transaction", transaction)
+        yield lost
+    assert lost.first, f"no transaction carried {name}: no acknowledgement was lost"
+
+
+async def opened(world: World) -> Store:
+    s = Store(world.database_url, world.schema)
+    await s.open()
+    return s
+
+
+async def claimed(store: Store, run_id: str, budget: dict[str, float] | None = None) -> int:
+    await store.insert_run(
+        id=run_id,
+        workflow="w",
+        queue="default",
+        input={},
+        input_hash="h",
+        program=None,
+        deadline_in=None,
+        budget=budget,
+    )
+    got = await store.claim(run_id, "me", 30, {})
+    assert got is not None
+    return got[0].fencing_token
+
+
+def budget(world: World) -> list[tuple[Any, ...]]:
+    return world.sql("SELECT name, spent::float8, reserved::float8 FROM budgets ORDER BY name")
+
+
+def events(world: World, run_id: str, kind: str) -> int:
+    return int(world.sql("SELECT count(*) FROM events WHERE run_id = %s AND kind = %s", run_id, kind)[0][0])
+
+
+@pytest.mark.parametrize("reserved", [True, False], ids=["expected", "unexpected"])
+async def test_settle_sent_again_spends_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, reserved: bool
+) -> None:
+    """With a reservation to replace (``expected``) and without one (an operation that charged
+    what it never estimated): settled, and spent once."""
+    store = await opened(world)
+    try:
+        await claimed(store, "r", budget={"usd": 10.0})
+        if reserved:
+            assert await store.reserve("r", "r", "op-1", {"usd": 2.0}) == []
+        with ack_lost(monkeypatch, "settle") as lost:
+            assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
+        assert lost.first == [[{"run_id": "r"}]]
+        assert budget(world) == [("usd", 3.0, 0.0)]
+        assert world.sql("SELECT count(*) FROM reservations") == [(0,)]
+        # Settled once per operation: its settle sent later, by anyone, spends nothing more.
+        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
+        assert budget(world) == [("usd", 3.0, 0.0)]
+        # Another operation is settled on its own.
+        assert await store.settle("r", "r", "op-2", {"usd": 1.0}, expected=False)
+        assert budget(world) == [("usd", 4.0, 0.0)]
+    finally:
+        await store.close()
+
+
+async def test_settle_of_a_settled_operation_releases_a_reservation_made_since(world: World) -> None:
+    """A reservation found beside the operation's settlement (made again after it) is released,
+    never left held, and nothing more is spent."""
+    store = await opened(world)
+    try:
+        await claimed(store, "r", budget={"usd": 10.0})
+        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=False)
+        assert await store.reserve("r", "r", "op-1", {"usd": 2.0}) == []
+        assert budget(world) == [("usd", 3.0, 2.0)]
+        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=True)
+        assert budget(world) == [("usd", 3.0, 0.0)]
+        # An expected settle with nothing reserved and nothing settled: nothing to settle.
+        assert not await store.settle("r", "r", "op-9", {"usd": 1.0}, expected=True)
+        assert budget(world) == [("usd", 3.0, 0.0)]
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("cancel", [False, True], ids=["queued", "cancelling"])
+async def test_release_sent_again_hands_over_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, cancel: bool
+) -> None:
+    """Handed over once: queued (or cancelling, when a cancellation was requested), one event,
+    the claim not counted as a crash twice."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        if cancel:
+            assert await store.cancel("r", {"by": "test"}) == ("running", "default")
+        with ack_lost(monkeypatch, "release") as lost:
+            assert await store.release("r", token, "worker shutting down")
+        assert lost.first == [[{"run_id": "r"}]]
+        state = "cancelling" if cancel else "queued"
+        assert world.sql("SELECT state, owner, lease_expires_at, attempts FROM runs WHERE id = 'r'") == [
+            (state, None, None, 0)
+        ]
+        assert events(world, "r", "handed_over") == 1
+        assert not await store.release("r", token - 1, "a stale worker")  # refused, still
+    finally:
+        await store.close()
+
+
+async def test_requeue_sent_again_resumes_once(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resumed once: queued, one event; a resume of a wait the run has left is refused."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        assert await store.wait("r", token, "in_doubt", "op-1 in doubt")
+        with ack_lost(monkeypatch, "requeue") as lost:
+            assert await store.requeue("r", token, False, {"was": "in_doubt"})
+        assert lost.first == [[{"run_id": "r"}]]
+        assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("queued", None)]
+        assert events(world, "r", "resumed") == 1
+        # Claimed and waiting again: that is another wait, not the one the operator resumed.
+        again = await store.claim("r", "me", 30, {})
+        assert again is not None and again[0].fencing_token == token + 1
+        assert await store.wait("r", token + 1, "in_doubt", "op-2 in doubt")
+        assert not await store.requeue("r", token, False, {"was": "in_doubt"})
+        assert world.sql("SELECT state FROM runs WHERE id = 'r'") == [("waiting",)]
+    finally:
+        await store.close()
+
+
+async def test_decide_sent_again_decides_once_and_names_the_queue(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decided once, one event, and the caller told the run's queue (to publish the woken run);
+    another decision is still refused."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        assert await store.await_approval(
+            "r",
+            token,
+            "op-1",
+            action="pay",
+            args={},
+            args_hash="h",
+            policy_version="1",
+            approvers=["ann"],
+            expires_in=None,
+        )
+        who = {"name": "ann", "how": "declared"}
+        with ack_lost(monkeypatch, "decide") as lost:
+            got = await store.decide("r", "op-1", "approved", "ann", "fine", None, who)
+        assert lost.first == [[{"run_id": "r", "queue": "default"}]]
+        assert got == (True, "default")
+        assert world.sql("SELECT status, decided_by FROM approvals") == [("approved", "ann")]
+        assert world.sql("SELECT state FROM runs WHERE id = 'r'") == [("queued",)]
+        assert events(world, "r", "decision") == 1
+        assert await store.decide("r", "op-1", "rejected", "ann", "no", None, who) == (False, None)
+    finally:
+        await store.close()
+
+
+async def test_an_event_sent_again_is_added_once(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One event, and the caller told its id; the same event added by another call is another."""
+    store = await opened(world)
+    try:
+        await claimed(store, "r")
+        with ack_lost(monkeypatch, "add_event") as lost:
+            event_id = await store.event("r", "throttled", {"waits_for": "a slot of k"})
+        assert lost.first == [[{"id": event_id}]]
+        assert events(world, "r", "throttled") == 1
+        assert await store.event("r", "throttled", {"waits_for": "a slot of k"}) != event_id
+        assert events(world, "r", "throttled") == 2
+        assert await store.event("missing", "throttled", {}) is None
+    finally:
+        await store.close()
