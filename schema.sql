@@ -1,4 +1,4 @@
--- The whole outlast schema, version 18: what its migrations
+-- The whole outlast schema, version 20: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -34,6 +34,9 @@ CREATE FUNCTION outlast.outlast_notify_events() RETURNS trigger
 BEGIN
     IF EXISTS (SELECT 1 FROM watchers WHERE run_id = NEW.run_id) THEN
         PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.' || NEW.run_id), '');
+    END IF;
+    IF EXISTS (SELECT 1 FROM watchers WHERE run_id = '') THEN
+        PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.'), '');
     END IF;
     RETURN NULL;
 END $$;
@@ -77,6 +80,7 @@ CREATE TABLE outlast.runs (
     tenant text,
     started_by text,
     waits_for text,
+    started_at timestamp with time zone,
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );
@@ -138,6 +142,25 @@ CREATE TABLE outlast.clock (
     one boolean DEFAULT true NOT NULL,
     shift interval DEFAULT '00:00:00'::interval NOT NULL,
     CONSTRAINT clock_one_check CHECK (one)
+);
+
+CREATE TABLE outlast.dashboard_keys (
+    name text NOT NULL,
+    key bytea NOT NULL
+);
+
+CREATE TABLE outlast.dashboard_sessions (
+    id_hash text NOT NULL,
+    principal text NOT NULL,
+    token_hash text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE outlast.dashboard_sign_ins (
+    address text NOT NULL,
+    since timestamp with time zone NOT NULL,
+    tries integer NOT NULL
 );
 
 CREATE TABLE outlast.events (
@@ -623,6 +646,15 @@ ALTER TABLE ONLY outlast.budgets
 ALTER TABLE ONLY outlast.clock
     ADD CONSTRAINT clock_pkey PRIMARY KEY (one);
 
+ALTER TABLE ONLY outlast.dashboard_keys
+    ADD CONSTRAINT dashboard_keys_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY outlast.dashboard_sessions
+    ADD CONSTRAINT dashboard_sessions_pkey PRIMARY KEY (id_hash);
+
+ALTER TABLE ONLY outlast.dashboard_sign_ins
+    ADD CONSTRAINT dashboard_sign_ins_pkey PRIMARY KEY (address);
+
 ALTER TABLE ONLY outlast.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (run_id, id);
 
@@ -749,19 +781,35 @@ ALTER TABLE ONLY outlast.slots
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
 
+CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
+
 CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);
+
+CREATE INDEX runs_by_created ON outlast.runs USING btree (created_at DESC, id DESC);
+
+CREATE INDEX runs_by_finished ON outlast.runs USING btree (finished_at DESC, id DESC) WHERE (finished_at IS NOT NULL);
+
+CREATE INDEX runs_by_id_prefix ON outlast.runs USING btree (id COLLATE "C");
+
+CREATE INDEX runs_by_input ON outlast.runs USING gin (input jsonb_path_ops);
 
 CREATE INDEX runs_by_parent ON outlast.runs USING btree (parent_id) WHERE (parent_id IS NOT NULL);
 
-CREATE INDEX runs_by_state ON outlast.runs USING btree (state, created_at DESC);
+CREATE INDEX runs_by_priority ON outlast.runs USING btree (priority, created_at DESC, id DESC);
 
-CREATE INDEX runs_by_tenant ON outlast.runs USING btree (tenant, created_at DESC) WHERE (tenant IS NOT NULL);
+CREATE INDEX runs_by_queue ON outlast.runs USING btree (queue, created_at DESC, id DESC);
 
-CREATE INDEX runs_children ON outlast.runs USING btree (started_by) WHERE (started_by IS NOT NULL);
+CREATE INDEX runs_by_started ON outlast.runs USING btree (started_at DESC, id DESC) WHERE (started_at IS NOT NULL);
+
+CREATE INDEX runs_by_state ON outlast.runs USING btree (state, created_at DESC, id DESC);
+
+CREATE INDEX runs_by_tenant ON outlast.runs USING btree (tenant, created_at DESC, id DESC) WHERE (tenant IS NOT NULL);
+
+CREATE INDEX runs_by_workflow ON outlast.runs USING btree (workflow, created_at DESC, id DESC);
+
+CREATE INDEX runs_children ON outlast.runs USING btree (started_by, created_at DESC, id DESC) WHERE (started_by IS NOT NULL);
 
 CREATE INDEX runs_deadline ON outlast.runs USING btree (deadline) WHERE ((deadline IS NOT NULL) AND (state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text])));
-
-CREATE INDEX runs_finished ON outlast.runs USING btree (finished_at) WHERE (finished_at IS NOT NULL);
 
 CREATE INDEX runs_held ON outlast.runs USING btree (queue, tenant, (
 CASE priority
@@ -769,6 +817,8 @@ CASE priority
     WHEN 'normal'::text THEN 1
     ELSE 2
 END), created_at) WHERE ((state = 'queued'::text) AND (published_at IS NULL));
+
+CREATE INDEX runs_in_doubt ON outlast.runs USING btree (created_at DESC, id DESC) WHERE ((state = 'waiting'::text) AND (reason = 'in_doubt'::text));
 
 CREATE INDEX runs_parked_for_slot ON outlast.runs USING btree (slot_key, wake_at) WHERE ((state = 'waiting'::text) AND (reason = 'concurrency_slot'::text));
 

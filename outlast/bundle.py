@@ -11,6 +11,7 @@ database. ``read`` gives the run record and the journal back, for ``outlast repl
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import platform
@@ -27,67 +28,78 @@ from outlast.producer import AsyncClient
 from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
 
+FILES = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
+
 
 def _private(path: Path) -> TextIO:
-    """``path`` opened for writing, readable by its owner only (0600, an existing file too)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """``path`` opened for writing, readable by its owner only (0600, an existing file too); a
+    symbolic link planted in its place is refused, never followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     os.fchmod(fd, 0o600)
     return open(fd, "w", newline="", encoding="utf-8")
 
 
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    with _private(path) as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in rows)
 
 
 async def export(client: AsyncClient, run_id: str, out: Path) -> list[Path]:
     """Write the bundle of ``run_id`` into ``out`` (created); return the files written."""
-    info = await describe(client, run_id)
-    entries = await client.journal(run_id)
-    times = await client.journal_times(run_id)
+    texts = await contents(client, run_id)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.mkdir(mode=0o700, exist_ok=True)
-    files = [
-        out / n for n in ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
-    ]
-    _jsonl(files[0], await client.events(run_id))
-    _jsonl(files[1], [{**e.data, "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries])
-    with _private(files[2]) as f:
-        f.write(json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n")
-    started: dict[str, tuple[Any, dict[str, Any]]] = {}
-    with _private(files[3]) as f:
-        w = csv.writer(f)
-        w.writerow(["ts", "tool", "operation", "input_hash", "latency_ms", "status", "error"])
-        for e in entries:
-            d = e.data
-            if e.kind == "intention" and e.op_id is not None:
-                started[e.op_id] = (times.get(e.seq), d)
-            elif e.kind == "result" and "tool" in d and e.op_id is not None:
-                # A read journals no intention: its result says what was asked, and when.
-                started[e.op_id] = (datetime.fromisoformat(d["started"]), d)
-            if e.kind in ("result", "in_doubt", "abandoned") and e.op_id in started:
-                at, intent = started.pop(e.op_id)
-                end = None if "tool" in d else times.get(e.seq)  # a held read's commit is later
-                latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
-                status = e.kind if e.kind != "result" else ("error" if "error" in d else "ok")
-                error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
-                w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
-        for op, (at, intent) in started.items():
-            w.writerow([at, intent["tool"], op, intent["args_hash"], "", "pending", ""])
-    run = info["run"]
-    with _private(files[4]) as f:
-        f.write(
-            f"outlast {metadata.version('outlast')}\nschema {client.settings.schema} v{SCHEMA_VERSION}\n"
-            f"python {sys.version.split()[0]} on {platform.platform()}\n"
-            f"workflow {run['workflow']} program {run['program']}\n"
-            f"chain head {run['journal_head']} ({run['journal_len']} entries, "
-            f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
-        )
+    files = []
+    for name, text in texts.items():
+        with _private(out / name) as f:
+            f.write(text)
+        files.append(out / name)
     return files
 
 
-_TIMES = ("lease_expires_at", "deadline", "created_at", "updated_at", "finished_at", "start_at")
+async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
+    """The bundle of ``run_id``, file name to text, in memory (the dashboard zips it as is)."""
+    info = await describe(client, run_id)
+    entries = await client.journal(run_id)
+    times = await client.journal_times(run_id)
+    out = dict.fromkeys(FILES, "")
+    out["events.jsonl"] = _jsonl(await client.events(run_id))
+    out["journal.jsonl"] = _jsonl(
+        [{**e.data, "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries]
+    )
+    out["last_state.json"] = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
+    started: dict[str, tuple[Any, dict[str, Any]]] = {}
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow(["ts", "tool", "operation", "input_hash", "latency_ms", "status", "error"])
+    for e in entries:
+        d = e.data
+        if e.kind == "intention" and e.op_id is not None:
+            started[e.op_id] = (times.get(e.seq), d)
+        elif e.kind == "result" and "tool" in d and e.op_id is not None:
+            # A read journals no intention: its result says what was asked, and when.
+            started[e.op_id] = (datetime.fromisoformat(d["started"]), d)
+        if e.kind in ("result", "in_doubt", "abandoned") and e.op_id in started:
+            at, intent = started.pop(e.op_id)
+            end = None if "tool" in d else times.get(e.seq)  # a held read's commit is later
+            latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
+            status = e.kind if e.kind != "result" else ("error" if "error" in d else "ok")
+            error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
+            w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
+    for op, (at, intent) in started.items():
+        w.writerow([at, intent["tool"], op, intent["args_hash"], "", "pending", ""])
+    out["tool_calls.csv"] = f.getvalue()
+    run = info["run"]
+    out["env.txt"] = (
+        f"outlast {metadata.version('outlast')}\nschema {client.settings.schema} v{SCHEMA_VERSION}\n"
+        f"python {sys.version.split()[0]} on {platform.platform()}\n"
+        f"workflow {run['workflow']} program {run['program']}\n"
+        f"chain head {run['journal_head']} ({run['journal_len']} entries, "
+        f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
+    )
+    return out
+
+
+_TIMES = ("lease_expires_at", "deadline", "created_at", "updated_at", "finished_at", "start_at", "started_at")
 
 
 def read(path: Path) -> tuple[Run, list[Entry]]:

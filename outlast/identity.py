@@ -14,6 +14,18 @@ The users file (TOML, or YAML with PyYAML installed) keeps a token only as its S
     token = "sha256:9f86d0..."
 
 Tokens are 256 random bits, so a plain hash is enough to keep the file from being a key ring.
+
+Roles come from groups. Everyone signed in is a ``viewer`` (sees everything, acts on nothing); an
+``operator`` cancels, resumes and requeues dead letters; an ``approver`` decides approvals (among
+an action's approvers) and resolves in-doubt operations. By default the group ``operators`` makes
+operators and ``approvers`` approvers; a ``[roles]`` table says otherwise::
+
+    [roles]
+    operator = ["ops"]
+    approver = ["ops", "finance"]
+
+User and group names share the namespace of an action's approvers, so no user may be named like a
+group.
 """
 
 from __future__ import annotations
@@ -46,15 +58,24 @@ def check_principal_name(name: str, what: str = "a user name") -> str:
     return name
 
 
+VIEWER, OPERATOR, APPROVER = "viewer", "operator", "approver"
+DEFAULT_ROLES: dict[str, frozenset[str]] = {
+    OPERATOR: frozenset({"operators"}),
+    APPROVER: frozenset({"approvers"}),
+}
+
+
 @dataclass(frozen=True)
 class Principal:
     """Someone authenticated: ``how`` is ``token``, ``session``, ``header`` or ``cli``; ``where``
-    the client's address (or the CLI's host)."""
+    the client's address (or the CLI's host); ``roles`` what the users file's groups grant
+    (``viewer`` always)."""
 
     name: str
     groups: frozenset[str] = field(default_factory=frozenset)
     how: str = "token"
     where: str = ""
+    roles: frozenset[str] = frozenset({VIEWER})
 
     def may(self, approvers: Iterable[str]) -> bool:
         """Whether ``approvers`` (user and group names) include this principal."""
@@ -97,11 +118,32 @@ class User:
 
 
 class Users:
-    """The users file, read once."""
+    """The users file: its users and the groups that grant each role."""
 
-    def __init__(self, users: Mapping[str, User], path: Path | None = None) -> None:
+    def __init__(
+        self,
+        users: Mapping[str, User],
+        path: Path | None = None,
+        roles: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self.users = dict(users)
         self.path = path
+        self.explicit_roles = roles is not None  # a [roles] table: written back by users add
+        self.roles = dict(DEFAULT_ROLES if roles is None else roles)
+
+    def roles_of(self, groups: frozenset[str]) -> frozenset[str]:
+        """The roles these groups grant, ``viewer`` included."""
+        return frozenset({VIEWER} | {r for r, gs in self.roles.items() if not gs.isdisjoint(groups)})
+
+    def tokens(self) -> dict[str, str]:
+        """Each user who has a token, and its hash."""
+        return {u.name: u.token_hash for u in self.users.values() if u.token_hash is not None}
+
+    def groups(self) -> set[str]:
+        """Every group named in the file: the users' groups and the roles' groups."""
+        return {g for u in self.users.values() for g in u.groups} | {
+            g for gs in self.roles.values() for g in gs
+        }
 
     @classmethod
     def load(cls, path: Path) -> Users:
@@ -131,7 +173,14 @@ class Users:
                     "(a hash, never the token: make one with outlast users add)"
                 )
             users[name] = User(name, frozenset(groups), token)
-        return cls(users, path)
+        found = cls(users, path, _roles(path, data.get("roles")))
+        clash = sorted(set(users) & found.groups())
+        if clash:
+            raise ConfigError(
+                f"users file {path}: {', '.join(map(repr, clash))} is both a user and a group; "
+                "an action's approvers name both, so rename the user or the group"
+            )
+        return found
 
     def by_token(self, token: str, how: str = "token", where: str = "") -> Principal | None:
         """The principal whose token this is, or None. Every user is compared (constant time)."""
@@ -140,12 +189,37 @@ class Users:
         for user in self.users.values():
             if user.token_hash is not None and hmac.compare_digest(user.token_hash, wanted):
                 found = user
-        return None if found is None else Principal(found.name, found.groups, how, where)
+        return None if found is None else self.principal(found, how, where)
 
-    def named(self, name: str, how: str, where: str) -> Principal:
-        """A principal vouched for by a trusted proxy: groups from the file when listed there."""
+    def principal(self, user: User, how: str, where: str) -> Principal:
+        return Principal(user.name, user.groups, how, where, self.roles_of(user.groups))
+
+    def named(self, name: str, how: str, where: str) -> Principal | None:
+        """A principal vouched for by a trusted proxy: groups from the file when listed there;
+        None when the name is one of the file's groups (it would pass for the group)."""
         user = self.users.get(name)
-        return Principal(name, user.groups if user else frozenset(), how, where)
+        if user is not None:
+            return self.principal(user, how, where)
+        return None if name in self.groups() else Principal(name, frozenset(), how, where)
+
+
+def _roles(path: Path, table: Any) -> dict[str, frozenset[str]] | None:
+    """The ``[roles]`` table: role name to the groups that grant it (None: the defaults)."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError(f"users file {path}: 'roles' must be a table of role = [groups]")
+    roles = {}
+    for role, groups in table.items():
+        if role not in DEFAULT_ROLES:
+            raise ConfigError(
+                f"users file {path}: no role {role!r}: the roles are {OPERATOR} and {APPROVER} "
+                f"(everyone signed in is a {VIEWER})"
+            )
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ConfigError(f"users file {path}: roles.{role} must be a list of group names")
+        roles[role] = frozenset(check_principal_name(g, f"users file {path}: roles.{role}") for g in groups)
+    return roles
 
 
 def _parse(path: Path, text: str) -> dict[str, Any]:
@@ -177,10 +251,23 @@ def add_user(path: Path, name: str, groups: Iterable[str]) -> str:
         )
     check_principal_name(name)
     groups = sorted({check_principal_name(g, "a group name") for g in groups})
-    users = Users.load(path).users if path.exists() else {}
+    known = Users.load(path) if path.exists() else Users({})
+    users = known.users
+    others = {g for u in users.values() if u.name != name for g in u.groups} | {
+        g for gs in known.roles.values() for g in gs
+    }
+    if name in others | set(groups) or not set(users).isdisjoint(groups):
+        raise ConfigError(
+            f"users file {path}: a user and a group may not share a name (an action's approvers "
+            f"name both): choose another name for {name!r} or its groups {groups}"
+        )
     token = new_token()
     users[name] = User(name, frozenset(groups), hash_token(token))
     lines = []
+    if known.explicit_roles:
+        lines.append("[roles]")
+        lines += [f"{role} = {json.dumps(sorted(gs))}" for role, gs in sorted(known.roles.items())]
+        lines.append("")
     for user in users.values():
         lines.append(f"[users.{json.dumps(user.name)}]")
         lines.append(f"groups = {json.dumps(sorted(user.groups))}")

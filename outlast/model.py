@@ -73,6 +73,7 @@ class Run:
     started_by: str | None = None  # the parent run whose operation started this child run
     waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
     held_back: bool = False  # queued, in no stream until its tenant's turn (fair share)
+    started_at: datetime | None = None  # when a worker first took it (0020)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> Run:
@@ -105,6 +106,7 @@ class Run:
             tenant=row.get("tenant"),
             started_by=row.get("started_by"),
             waits_for=row.get("waits_for"),
+            started_at=row.get("started_at"),
             held_back=row["state"] == "queued" and "published_at" in row and row["published_at"] is None,
         )
 

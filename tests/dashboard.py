@@ -1,6 +1,7 @@
-"""What the dashboard's tests share: the people (a users file with alice of ``ops`` and bob of
-``viewers``), a real worker serving tests/apps/desk.py, and the dashboard served by uvicorn on a
-free port of this machine, against the test's own schema and prefix."""
+"""What the dashboard's tests share: the people (a users file with alice of ``ops``, an approver,
+olga of ``oncall``, an operator, and bob of ``viewers``, who may only look), a real worker serving
+tests/apps/desk.py, and the dashboard served by uvicorn on a free port of this machine, against
+the test's own schema and prefix."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from outlast.settings import Settings
 from tests.conftest import World, wait_for
 
 DESK = "tests.apps.desk:app"
+ROLES = '[roles]\noperator = ["oncall"]\napprover = ["ops"]\n\n'
 
 
 @dataclass
@@ -30,8 +32,9 @@ class Desk:
     world: World
     settings: Settings
     client: Client
-    alice: str  # ops: may decide
-    bob: str  # viewers: may look, not decide
+    alice: str  # ops: an approver (decides approvals, resolves in-doubt operations)
+    bob: str  # viewers: may look, not act
+    olga: str  # oncall: an operator (cancels, resumes, requeues dead letters)
 
     def reach(self, run_id: str, *states: str, timeout: float = 20.0) -> Run:
         def look() -> Run | None:
@@ -48,12 +51,14 @@ class Desk:
 @contextmanager
 def desk(world: World) -> Iterator[Desk]:
     users = world.tmp / "users.toml"
+    users.write_text(ROLES)
     alice = add_user(users, "alice", ["ops"])
     bob = add_user(users, "bob", ["viewers"])
+    olga = add_user(users, "olga", ["oncall"])
     settings = world.settings(users=str(users))
     world.worker(DESK)
     with Client(settings=settings) as c:
-        yield Desk(world, settings, c, alice, bob)
+        yield Desk(world, settings, c, alice, bob, olga)
 
 
 def free_port() -> int:

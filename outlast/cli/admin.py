@@ -70,7 +70,9 @@ def users() -> None:
 @option("users", "--users", type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_context
 def users_add(ctx: click.Context, /, name: str, groups: tuple[str, ...], users: Path | None) -> None:
-    """Add NAME to the users file (or give them a new token) and print the token, once."""
+    """Add NAME to the users file (or give them a new token) and print the token, once. Groups
+    give roles in the dashboard: operators (cancel, resume, requeue) and approvers (decide,
+    resolve), unless the file's [roles] table says otherwise; everyone else only looks."""
     from outlast.identity import add_user
 
     configured = settings_of(ctx).users

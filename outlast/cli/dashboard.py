@@ -35,8 +35,15 @@ from outlast.producer import AsyncClient
     metavar="MODULE:APP",
     help="The application, to check revised arguments against its tools (optional).",
 )
+@click.option(
+    "--root-path",
+    default="",
+    envvar="OUTLAST_DASHBOARD_ROOT_PATH",
+    show_envvar=True,
+    help="The path prefix a reverse proxy serves the dashboard under (e.g. /outlast).",
+)
 @click.pass_context
-def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) -> None:
+def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None, root_path: str) -> None:
     """The web page and JSON API: runs, approvals, in-doubt operations, the fleet. Needs the
     dashboard extra (pip install 'outlast[dashboard]') and users (OUTLAST_USERS) to sign in."""
     try:
@@ -50,6 +57,8 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) ->
         ) from None
     settings = settings_of(ctx)
     check_bind(host, settings)
+    if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+        raise click.BadParameter("a path like /outlast: a leading /, no trailing /", param_hint="--root-path")
 
     async def reachable(c: AsyncClient) -> None:
         """Postgres answers and the schema is current (Redis is asked when first needed)."""
@@ -61,5 +70,7 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None) ->
         app = create_app(settings, app=load_app(app_spec))
     else:
         app = create_app(settings)
-    click.echo(f"outlast dashboard on http://{host}:{port}/ (schema {settings.schema})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    click.echo(f"outlast dashboard on http://{host}:{port}{root_path}/ (schema {settings.schema})", err=True)
+    uvicorn.run(
+        app, host=host, port=port, root_path=root_path, log_level="warning", timeout_graceful_shutdown=2
+    )

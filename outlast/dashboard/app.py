@@ -18,7 +18,7 @@ from starlette.staticfiles import StaticFiles
 from outlast.app import App
 from outlast.dashboard import api, pages
 from outlast.dashboard.api import status_of
-from outlast.dashboard.auth import Gate
+from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.render import HERE, login_page, render, templates
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
@@ -40,15 +40,14 @@ class Guard(BaseHTTPMiddleware):
     async def dispatch(self, request: Request, call_next: Next) -> Response:
         path = request.url.path[len(request.scope.get("root_path", "")) :] or "/"
         response: Response
-        if path.startswith(OPEN_PATHS):
+        if "\x00" in request.scope["path"] or any(
+            "\x00" in k + v for k, v in request.query_params.multi_items()
+        ):
+            response = JSONResponse({"error": NUL}, status_code=400)
+        elif path.startswith(OPEN_PATHS):
             response = await call_next(request)
         else:
-            caller = request.app.state.gate.caller(request)
-            if caller is None:
-                response = self._refuse(request, path)
-            else:
-                request.state.caller = caller
-                response = await call_next(request)
+            response = await self._authenticated(request, path, call_next)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -56,14 +55,24 @@ class Guard(BaseHTTPMiddleware):
         response.headers.setdefault("Cache-Control", "no-store")
         return response
 
-    def _refuse(self, request: Request, path: str) -> Response:
+    async def _authenticated(self, request: Request, path: str, call_next: Next) -> Response:
+        try:
+            caller = await request.app.state.gate.caller(request)
+        except OutlastError as exc:  # Postgres unreachable: the sessions are kept there
+            return JSONResponse({"error": str(exc)}, status_code=503)
+        if caller is None:
+            return await self._refuse(request, path)
+        request.state.caller = caller
+        return await call_next(request)
+
+    async def _refuse(self, request: Request, path: str) -> Response:
         if path.startswith("/api/") or "text/html" not in request.headers.get("accept", ""):
             return JSONResponse(
                 {"error": "not authenticated: send Authorization: Bearer <token> (outlast users add)"},
                 status_code=401,
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        return login_page(request, 401)
+        return await login_page(request, 401)
 
 
 async def refused(request: Request, exc: Exception) -> Response:
@@ -100,6 +109,6 @@ def create_app(
         lifespan=lifespan,
     )
     site.state.client = c
-    site.state.gate = Gate(s)
+    site.state.gate = Gate(s, c)
     site.state.templates = templates()
     return site

@@ -2,40 +2,42 @@
 
 Three ways in, checked in this order: the trusted header (``OUTLAST_AUTH_HEADER``, believed only
 from ``OUTLAST_TRUSTED_PROXIES``), a bearer token listed in the users file, or a session made by
-signing in with such a token (an HttpOnly, SameSite=Strict cookie naming a session kept here, in
-memory: a restart signs everyone out, and nothing else is lost). A form carries a CSRF token bound
-to its session (or to the proxy's user); a bearer token needs none, a browser never sends it by
-itself. Sign-ins are limited per client address.
+signing in with such a token (an HttpOnly, SameSite=Strict cookie naming a session kept in
+Postgres: every dashboard process on the database knows it, and a restart signs nobody out). The
+users file is read again whenever it changes: a user removed, or given a new token, is refused at
+the next request, sessions included. A form carries a CSRF token bound to its session (or to the
+proxy's user), signed with a key kept in Postgres; a bearer token needs none, a browser never
+sends it by itself. Sign-ins are limited per client address and per proxy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
-import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+import structlog
 from starlette.requests import Request
 
 from outlast.errors import ConfigError
-from outlast.identity import Principal, Users, check_principal_name, trusted
+from outlast.identity import Principal, Users, check_principal_name, hash_token, trusted
+from outlast.producer import AsyncClient
 from outlast.settings import Settings
+
+log = structlog.get_logger("outlast.dashboard")
 
 SESSION_COOKIE = "outlast_session"
 LOGIN_COOKIE = "outlast_login"
 SESSION_SECONDS = 8 * 3600
 LOGIN_TRIES = 5  # per client address ...
+PROXY_TRIES = 60  # ... and per trusted proxy (all the clients behind it) ...
 LOGIN_WINDOW = 60.0  # ... per this many seconds
+LOGIN_BODY = 8192  # bytes: a sign-in form is a token and a CSRF token
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-@dataclass(frozen=True)
-class Session:
-    principal: Principal
-    expires: float
+NUL = "a NUL byte is not allowed in a URL, a field or a comment: remove it"
 
 
 @dataclass(frozen=True)
@@ -57,29 +59,69 @@ def check_bind(host: str, settings: Settings) -> None:
         )
 
 
-class Gate:
-    """The users file, the sessions, the sign-in limit and the CSRF key of one dashboard process."""
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def __init__(self, settings: Settings) -> None:
-        self.users = Users.load(Path(settings.users)) if settings.users else None
+
+def _id_hash(sid: str) -> str:
+    return hashlib.sha256(sid.encode()).hexdigest()
+
+
+class Gate:
+    """The users file (read again when it changes), and the sessions, sign-in limit and CSRF key
+    kept in Postgres for every dashboard process."""
+
+    def __init__(self, settings: Settings, client: AsyncClient) -> None:
+        self.path = Path(settings.users) if settings.users else None
+        self.users = Users.load(self.path) if self.path else None
+        self._seen = _stamp(self.path) if self.path else None
         self.header = settings.auth_header
         self.proxies = [p.strip() for p in settings.trusted_proxies.split(",") if p.strip()]
-        self._key = secrets.token_bytes(32)  # per process: its sessions and CSRF tokens die with it
-        self._sessions: dict[str, Session] = {}
-        self._tries: dict[str, deque[float]] = {}
+        self.client = client
+        self.window = LOGIN_WINDOW
+        self._key: bytes | None = None
+
+    async def current(self) -> Users | None:
+        """The users file, read again if it changed since; a removed user's sessions, and those
+        made with a replaced token, end. A file made unreadable keeps the last good one (logged)."""
+        if self.path is None:
+            return None
+        now = _stamp(self.path)
+        if now != self._seen:
+            self._seen = now
+            try:
+                self.users = Users.load(self.path)
+            except ConfigError as exc:
+                log.error("users file unreadable: the last good one stays", error=str(exc))
+                return self.users
+            await self.client.open()
+            ended = await self.client.sessions.keep_only(self.users.tokens())
+            if ended:
+                log.info("sessions ended: user removed or given a new token", users=ended)
+        return self.users
 
     def where(self, request: Request) -> str:
-        """The client's address: the proxy's forwarded one when the proxy is trusted."""
+        """The client's address: the TCP peer, or behind trusted proxies the right-most hop of
+        X-Forwarded-For that is not one of them (those to its left are the client's to write)."""
         peer = request.client.host if request.client else ""
-        forwarded = request.headers.get("x-forwarded-for")
-        if forwarded and trusted(peer, self.proxies):
-            return forwarded.split(",")[0].strip()
-        return peer
+        if not trusted(peer, self.proxies):
+            return peer
+        hops = [h.strip() for v in request.headers.getlist("x-forwarded-for") for h in v.split(",")]
+        hops = [h for h in hops if h]
+        for hop in reversed(hops):
+            if not trusted(hop, self.proxies):
+                return hop
+        return hops[0] if hops else peer
 
-    def caller(self, request: Request) -> Caller | None:
+    async def caller(self, request: Request) -> Caller | None:
         """The authenticated caller, or None."""
         peer = request.client.host if request.client else ""
         where = self.where(request)
+        users = await self.current()
         if self.header and trusted(peer, self.proxies):
             name = request.headers.get(self.header, "")
             if name:
@@ -87,54 +129,74 @@ class Gate:
                     check_principal_name(name)
                 except ConfigError:
                     return None
-                p = (
-                    self.users.named(name, "header", where)
-                    if self.users
-                    else Principal(name, frozenset(), "header", where)
-                )
-                return Caller(p, self._sign("header:" + name))
+                anyone = Principal(name, how="header", where=where)
+                p = users.named(name, "header", where) if users else anyone
+                return None if p is None else Caller(p, await self._sign("header:" + name))
         auth = request.headers.get("authorization", "")
         if auth[:7].lower() == "bearer ":
-            known = self.users.by_token(auth[7:].strip(), "token", where) if self.users else None
+            known = users.by_token(auth[7:].strip(), "token", where) if users else None
             return None if known is None else Caller(known, None)
         sid = request.cookies.get(SESSION_COOKIE, "")
-        session = self._sessions.get(sid)
-        if session is None or session.expires < time.monotonic():
-            self._sessions.pop(sid, None)
+        if not sid or users is None:
             return None
-        return Caller(session.principal, self._sign("session:" + sid))
+        await self.client.open()
+        found = await self.client.sessions.get(_id_hash(sid))
+        user = users.users.get(found[0]) if found else None
+        if found is None or user is None or user.token_hash != found[1]:
+            if found is not None:
+                await self.client.sessions.end(_id_hash(sid))  # removed, or a new token since
+            return None
+        return Caller(users.principal(user, "session", where), await self._sign("session:" + sid))
 
-    def may_try(self, where: str) -> bool:
-        """Whether this address may try to sign in now (at most LOGIN_TRIES a LOGIN_WINDOW)."""
-        now = time.monotonic()
-        tries = self._tries.setdefault(where, deque())
-        while tries and tries[0] < now - LOGIN_WINDOW:
-            tries.popleft()
-        if len(tries) >= LOGIN_TRIES:
+    async def may_try(self, request: Request) -> bool:
+        """Whether this client may try to sign in now: at most LOGIN_TRIES a window from its
+        address, and PROXY_TRIES from all those behind one trusted proxy (a client next to the
+        dashboard can write any X-Forwarded-For, never its own TCP address)."""
+        peer = request.client.host if request.client else ""
+        where = self.where(request)
+        await self.client.open()
+        if await self.client.sessions.attempt("client:" + where, self.window) > LOGIN_TRIES:
             return False
-        tries.append(now)
-        return True
+        if where == peer:
+            return True
+        return await self.client.sessions.attempt("proxy:" + peer, self.window) <= PROXY_TRIES
 
-    def sign_in(self, token: str, where: str) -> str | None:
+    def refusal(self, caller: Caller, role: str, what: str) -> str | None:
+        """Why ``caller`` may not do ``what`` (which takes ``role``), or None when they may."""
+        p = caller.principal
+        if role in p.roles:
+            return None
+        groups = sorted(self.users.roles.get(role, ())) if self.users else []
+        return (
+            f"{p.name} may not {what}: that takes the {role} role, which the users file gives to "
+            f"the groups {', '.join(groups) or '(none)'} (its [roles] table; {p.name} has "
+            f"{', '.join(sorted(p.roles))})"
+        )
+
+    async def sign_in(self, token: str) -> str | None:
         """A new session id for the user of ``token``, or None."""
-        p = self.users.by_token(token, "session", where) if self.users else None
+        users = await self.current()
+        p = users.by_token(token, "session") if users else None
         if p is None:
             return None
-        now = time.monotonic()
-        self._sessions = {k: v for k, v in self._sessions.items() if v.expires > now}
-        self._tries = {k: v for k, v in self._tries.items() if v and v[-1] > now - LOGIN_WINDOW}
         sid = secrets.token_urlsafe(32)
-        self._sessions[sid] = Session(p, now + SESSION_SECONDS)
+        await self.client.sessions.create(_id_hash(sid), p.name, hash_token(token), SESSION_SECONDS)
         return sid
 
-    def sign_out(self, request: Request) -> None:
-        self._sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
+    async def sign_out(self, request: Request) -> None:
+        sid = request.cookies.get(SESSION_COOKIE, "")
+        if sid:
+            await self.client.open()
+            await self.client.sessions.end(_id_hash(sid))
 
-    def login_csrf(self, nonce: str) -> str:
+    async def login_csrf(self, nonce: str) -> str:
         """The sign-in form's CSRF token, bound to the nonce in its cookie."""
-        return self._sign("login:" + nonce)
+        return await self._sign("login:" + nonce)
 
-    def _sign(self, what: str) -> str:
+    async def _sign(self, what: str) -> str:
+        if self._key is None:
+            await self.client.open()
+            self._key = await self.client.sessions.key("csrf", secrets.token_bytes(32))
         return hmac.new(self._key, what.encode(), hashlib.sha256).hexdigest()
 
 

@@ -8,6 +8,7 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -41,12 +42,18 @@ def _left(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def _segment(value: Any) -> str:
+    """An id as one URL path segment: every character but letters, digits and ``-_.~`` encoded,
+    ``/`` and ``?`` included, so an id can never point a link or a form at another path."""
+    return quote(str(value), safe="")
+
+
 def templates() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters |= {"pretty": _pretty, "age": _age, "left": _left}
+    env.filters |= {"pretty": _pretty, "age": _age, "left": _left, "seg": _segment}
     return env
 
 
@@ -59,7 +66,7 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> HT
     return HTMLResponse(html, status_code=status)
 
 
-def login_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
+async def login_page(request: Request, status: int = 200, error: str | None = None) -> HTMLResponse:
     """The sign-in form; its CSRF token is bound to a nonce in a cookie of its own."""
     gate: Gate = request.app.state.gate
     nonce = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(16)
@@ -67,7 +74,7 @@ def login_page(request: Request, status: int = 200, error: str | None = None) ->
         request,
         "login.html",
         status,
-        login_csrf=gate.login_csrf(nonce),
+        login_csrf=await gate.login_csrf(nonce),
         error=error,
         no_users=gate.users is None and gate.header is None,
     )

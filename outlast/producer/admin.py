@@ -7,13 +7,18 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+
 from outlast.errors import InvalidInput, UnknownSchedule
+from outlast.identity import Principal
 from outlast.model import FINAL_STATES, Run
 from outlast.producer.admission import Admission
 from outlast.producer.checks import show
 from outlast.schedules import next_tick
 from outlast.settings import MAX_AGE
 from outlast.store import SCHEMA_VERSION, Pruned
+
+log = structlog.get_logger("outlast.client")
 
 
 class Administration(Admission):
@@ -59,24 +64,34 @@ class Administration(Admission):
             r["next_tick"] = None if r["paused"] else next_tick(r["cron"], r["tz"], after)
         return rows
 
-    async def pause_schedule(self, name: str, paused: bool = True) -> dict[str, Any]:
+    async def pause_schedule(
+        self, name: str, paused: bool = True, *, principal: Principal | None = None
+    ) -> dict[str, Any]:
         """Pause a schedule (no tick is enqueued), or resume it (``paused=False``): it goes on
-        from now, the ticks of its pause skipped."""
+        from now, the ticks of its pause skipped. The ``principal`` who asked is logged (a
+        schedule has no events of its own)."""
         await self.open()
         row = await self.store.pause_schedule(name, paused)
         if row is None:
             raise UnknownSchedule(name)
+        who = principal.record() if principal else {}
+        log.info("schedule paused" if paused else "schedule resumed", schedule=name, **who)
         return row
 
-    async def trigger_schedule(self, name: str) -> Run:
-        """Enqueue a run of the schedule's workflow and input now, besides its ticks."""
+    async def trigger_schedule(self, name: str, *, principal: Principal | None = None) -> Run:
+        """Enqueue a run of the schedule's workflow and input now, besides its ticks; the run's
+        'triggered' event names the schedule and the ``principal`` who asked."""
         await self.open()
         rows = await self.store.schedules([name])
         if not rows:
             raise UnknownSchedule(name)
         r = rows[0]
         rid = f"{name}@trigger-{uuid.uuid4().hex[:12]}"
-        return await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
+        run = await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
+        await self.store.event(
+            run.id, "triggered", {"schedule": name, **(principal.record() if principal else {})}
+        )
+        return run
 
     async def counts(self) -> dict[str, int]:
         """How many runs are in each state."""

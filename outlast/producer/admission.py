@@ -11,6 +11,7 @@ from typing import Any
 
 from outlast import tracing
 from outlast.errors import InvalidInput, RunConflict, RunNotFinished, ServiceUnavailable
+from outlast.identity import Principal
 from outlast.journal import canonical, digest
 from outlast.model import Run, RunState
 from outlast.producer.checks import (
@@ -236,10 +237,16 @@ class Admission(ClientCore):
         return run
 
     async def continue_run(
-        self, run_id: str, input: dict[str, Any] | None = None, *, run_id_new: str | None = None
+        self,
+        run_id: str,
+        input: dict[str, Any] | None = None,
+        *,
+        run_id_new: str | None = None,
+        principal: Principal | None = None,
     ) -> Run:
         """Start a new run that continues a finished one: same workflow, the original's budget
-        (shared, not renewed), its deadline and its tenant."""
+        (shared, not renewed), its deadline and its tenant. The original gets a 'continued' event
+        naming the new run and the ``principal`` who asked (the dashboard's retry)."""
         original = await self.status(run_id)
         if not original.final:
             raise RunNotFinished(
@@ -247,6 +254,9 @@ class Admission(ClientCore):
                 f"(cancel it first with: outlast cancel {run_id})"
             )
         data = original.input if input is None else input
-        return await self._admit(
+        new = await self._admit(
             self._prepare(original.workflow, data, run_id=run_id_new, queue=original.queue, parent=original)
         )
+        who = principal.record() if principal else {}
+        await self.store.event(run_id, "continued", {"as": new.id, **who})
+        return new

@@ -13,6 +13,7 @@ from outlast.queue import Queue
 from outlast.services import resolve
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.store.sessions import Sessions
 
 
 class ClientCore:
@@ -33,6 +34,7 @@ class ClientCore:
         self.app = app
         self.store = Store.from_settings(self.settings)
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
+        self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0019)
         self._opened = False
 
     @classmethod

@@ -4,15 +4,19 @@ following them, and acting on them (cancel, resume)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
 from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
+from outlast.identity import Principal
 from outlast.journal import Entry, first_bad_crossing
+from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
 from outlast.model import Run, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
+from outlast.store.notify import RunWatch
 
 
 class Runs(ClientCore):
@@ -62,6 +66,31 @@ class Runs(ClientCore):
             state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
         )
 
+    async def runs_page(
+        self, query: RunQuery | None = None, *, limit: int = PAGE, cursor: str | None = None
+    ) -> tuple[list[Run], str | None]:
+        """One page of the runs ``query`` asks for (newest first by its sort's time) and the cursor
+        of the next page (None after the last). A cursor is opaque and stable: a run enqueued (or
+        started, or finished) while someone pages goes before the first page, so a page never
+        repeats nor skips one."""
+        q = query or RunQuery()
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"a page holds 1 to {MAX_PAGE} runs, got {show(limit)}")
+        await self.open()
+        rows = await self.store.runs_page(q, after_of(q, cursor), limit + 1)
+        page = [Run.from_row(r) for r in rows[:limit]]
+        return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
+
+    @contextlib.asynccontextmanager
+    async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[RunWatch]:
+        """Woken by Postgres whenever any run has an event (a live list: see migration 0020),
+        for as long as the block lasts. ``hears()`` says whether notifications reach this client
+        (not through a transaction pooler); ``changed()`` polls every ``poll`` seconds while they
+        do not."""
+        await self.open()
+        async with self.store.watch("", poll) as watch:
+            yield watch
+
     async def children(self, run_id: str) -> list[dict[str, Any]]:
         """The child runs the run started (``run.start``): id, workflow, state, reason."""
         await self.status(run_id)
@@ -105,16 +134,17 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
 
-    async def cancel(self, run_id: str) -> Run:
+    async def cancel(self, run_id: str, *, principal: Principal | None = None) -> Run:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
         one stops at its next crossing (a tool in flight that returns within a heartbeat of the worker
         seeing the request has its result journaled; a sync tool with no ``timeout=`` still running
         then is abandoned); a waiting one is taken up by a worker to stop, running the
-        compensations it asked for. The child runs it started, and theirs, are cancelled with it."""
+        compensations it asked for. The child runs it started, and theirs, are cancelled with it.
+        The ``principal`` who asked (the dashboard's) is recorded in the run's 'cancel' event."""
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
-        got = await self.store.cancel(run_id, {"by": "client"})
+        got = await self.store.cancel(run_id, {"by": "client", **(principal.record() if principal else {})})
         if got is None:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
@@ -136,7 +166,9 @@ class Runs(ClientCore):
                     await self.queue.publish(got[1], child)
             level = below
 
-    async def resume(self, run_id: str, *, accept_program_change: bool = False) -> Run:
+    async def resume(
+        self, run_id: str, *, accept_program_change: bool = False, principal: Principal | None = None
+    ) -> Run:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
         program of the worker that takes it (replay must still match)."""
         run = await self.status(run_id)
@@ -147,6 +179,7 @@ class Runs(ClientCore):
         if run.state != RunState.WAITING:
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
+        detail |= principal.record() if principal else {}
         if not await self.store.requeue(run_id, run.fencing_token, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)

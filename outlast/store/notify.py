@@ -103,6 +103,26 @@ class RunWatch:
             await asyncio.wait_for(self._news.wait(), timeout)
         self._news.clear()
 
+    async def hears(self, timeout: float = 2.0) -> bool:
+        """Whether a notification sent from another session reaches this one: not through a
+        transaction pooler (pgbouncer), whose LISTEN stays on whichever server connection ran it.
+        Then the reader must poll."""
+        if not self.listening:
+            return False
+        try:
+            probe = await self._connect()
+        except (ServiceUnavailable, psycopg.Error):
+            return False
+        try:
+            await probe.execute("SELECT pg_notify(%s, 'probe')", [self.channel])
+        finally:
+            await probe.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._news.wait(), timeout)
+        heard = self._news.is_set()
+        self._news.clear()
+        return heard
+
     async def close(self) -> None:
         task, self._task = self._task, None
         conn, self._conn = self._conn, None

@@ -87,6 +87,7 @@ WITH c AS (
         owner = %(worker)s,
         lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s),
         attempts = attempts + 1,
+        started_at = coalesce(started_at, now()),  -- first taken: set once (0020, the runs list)
         program = coalesce(program, %(programs)s::jsonb ->> workflow),
         published_at = coalesce(published_at, (SELECT at FROM outlast_now())),  -- a held run's stray entry: no longer held
         updated_at = now()
@@ -646,8 +647,10 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
 -- the run row's share lock closes the race with a writer whose event statement found no watcher
 -- yet: that writer holds the row until it commits, so the reader's look then sees its change;
 -- a writer that comes after waits for this registration, and its trigger sees it.
+-- The run id '' watches every run (a live list, 0020): no row to lock.
 WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR SHARE)
-INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r;
+INSERT INTO watchers (run_id, pid) SELECT id, pg_backend_pid() FROM r
+UNION ALL SELECT '', pg_backend_pid() WHERE %(run_id)s = '';
 
 -- name: unwatch
 DELETE FROM watchers WHERE run_id = %(run_id)s AND pid = pg_backend_pid();
@@ -880,3 +883,114 @@ ORDER BY id;
 -- name: children_of
 -- Every run this run started, for its status.
 SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
+
+-- ---------------------------------------------------------------------------------------------
+-- The dashboard's sessions, sign-in attempts and signing key (0019; outlast/store/sessions.py)
+-- ---------------------------------------------------------------------------------------------
+
+-- name: session_create
+INSERT INTO dashboard_sessions (id_hash, principal, token_hash, expires_at)
+VALUES (%(id_hash)s, %(principal)s, %(token_hash)s, now() + make_interval(secs => %(seconds)s));
+
+-- name: session_get
+-- A live session's user and the token hash it was made with.
+SELECT principal, token_hash FROM dashboard_sessions
+WHERE id_hash = %(id_hash)s AND expires_at > now();
+
+-- name: session_end
+DELETE FROM dashboard_sessions WHERE id_hash = %(id_hash)s;
+
+-- name: sessions_keep_only
+-- After the users file changed: end every session whose user is gone or has a new token.
+DELETE FROM dashboard_sessions s
+WHERE NOT EXISTS (
+    SELECT 1 FROM unnest(%(names)s::text[], %(hashes)s::text[]) AS u(name, hash)
+    WHERE u.name = s.principal AND u.hash = s.token_hash)
+RETURNING s.principal;
+
+-- name: sessions_prune
+DELETE FROM dashboard_sessions WHERE expires_at <= now();
+
+-- name: sign_in_try
+-- One more attempt from ``address``: the attempts in its current window, this one included.
+INSERT INTO dashboard_sign_ins AS t (address, since, tries) VALUES (%(address)s, now(), 1)
+ON CONFLICT (address) DO UPDATE SET
+    since = CASE WHEN t.since <= now() - make_interval(secs => %(window)s) THEN now() ELSE t.since END,
+    tries = CASE WHEN t.since <= now() - make_interval(secs => %(window)s) THEN 1 ELSE t.tries + 1 END
+RETURNING tries;
+
+-- name: sign_ins_prune
+DELETE FROM dashboard_sign_ins WHERE since <= now() - make_interval(secs => %(window)s);
+
+-- name: dashboard_key
+-- The CSRF signing key: this one if none was made yet, else the one made first.
+WITH made AS (
+    INSERT INTO dashboard_keys (name, key) VALUES (%(key_name)s, %(key)s)
+    ON CONFLICT (name) DO NOTHING RETURNING key)
+SELECT key FROM made
+UNION ALL
+SELECT key FROM dashboard_keys WHERE name = %(key_name)s;
+
+-- The runs list, a page at a time (0020; outlast/store/listing.py composes it): the filters given
+-- (runs_where_*), joined by AND, in the order of the sort's index; the page after a cursor starts
+-- past its key and id (runs_after_*). {key} is created_at, started_at or finished_at. The page's
+-- ids are found first, from the filter's index alone (an index-only scan: the index holds the
+-- filter, the key and the id), then their rows: else Postgres prefers walking runs_by_created
+-- and throwing away the rows of other queues, several pages of rows for one.
+-- name: runs_page
+SELECT *, finished_at - coalesce(started_at, created_at) AS duration FROM runs
+WHERE id IN (SELECT id FROM runs WHERE {where} ORDER BY {order} LIMIT %(limit)s)
+ORDER BY {order}
+
+-- A page searched by input or id prefix: read in one step (the GIN index, or the id's).
+-- name: runs_page_direct
+SELECT *, finished_at - coalesce(started_at, created_at) AS duration FROM runs
+WHERE {where} ORDER BY {order} LIMIT %(limit)s
+
+-- name: runs_order_time
+{key} DESC, id DESC
+
+-- name: runs_order_id
+id COLLATE "C"
+
+-- name: runs_after_time
+({key}, id) < (%(after_at)s, %(after_id)s)
+
+-- name: runs_after_id
+id COLLATE "C" > %(after_id)s
+
+-- name: runs_where_sorted
+{key} IS NOT NULL
+
+-- name: runs_where_since
+{key} >= %(since)s
+
+-- name: runs_where_until
+{key} < %(until)s
+
+-- name: runs_where_state
+state = %(state)s
+
+-- name: runs_where_workflow
+workflow = %(workflow)s
+
+-- name: runs_where_queue
+queue = %(queue)s
+
+-- name: runs_where_tenant
+tenant = %(tenant)s
+
+-- name: runs_where_priority
+priority = %(priority)s
+
+-- name: runs_where_parent
+started_by = %(parent)s
+
+-- name: runs_where_in_doubt
+state = 'waiting' AND reason = 'in_doubt'
+
+-- name: runs_where_input
+input @> %(input)s
+
+-- name: runs_where_id_prefix
+id COLLATE "C" >= %(id_prefix)s AND id COLLATE "C" < %(id_next)s AND starts_with(id, %(id_prefix)s)

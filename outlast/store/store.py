@@ -12,6 +12,7 @@ from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
 from outlast.store.journal import Journal
 from outlast.store.leases import Leases
+from outlast.store.listing import Listing
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.runs import Runs
@@ -37,6 +38,7 @@ class Store(
     Connection,
     Migrations,
     Runs,
+    Listing,
     Leases,
     Journal,
     Approvals,

@@ -1,8 +1,8 @@
 """The dashboard in a real browser (Playwright driving Debian's Chromium), against a real worker,
 Postgres and Redis: a person signs in, sees a run waiting in the inbox, approves it with a comment
 and watches it finish without reloading; an action altered after the page loaded is refused with
-the reason shown; an in-doubt operation is resolved from the page and the run continues; a person
-outside the approvers cannot decide. Each final page is kept as a screenshot in tests/artifacts/;
+the reason shown; an in-doubt operation is resolved from the page and the run continues; a viewer
+cannot decide. Each final page is kept as a screenshot in tests/artifacts/;
 with OUTLAST_UPDATE_DOCS=1 the run page and the inbox are copied to docs/ too, for the README."""
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def test_a_person_outside_the_approvers_cannot_decide(d: Desk, site: str, browse
     page = person(browser, site, d.bob)
     page.goto(site + "/approvals")
     card = page.locator(f"#approval-{run.id}-op-1")
-    assert "not among the approvers" in card.inner_text()
+    assert "decide none: that takes the approver role" in card.inner_text()  # bob is a viewer
     assert card.locator("form").count() == 0
     csrf = page.locator("input[name=csrf]").first.get_attribute("value")
     forced = page.request.post(
@@ -176,6 +176,24 @@ def test_a_person_outside_the_approvers_cannot_decide(d: Desk, site: str, browse
             "args_hash": run.input and args_hash({"text": "hello"}),
         },
     )
-    assert forced.status == 409 and "bob (groups: viewers) may not decide" in forced.text()
+    assert forced.status == 403 and "bob may not decide approvals" in forced.text()
     assert d.client.status(run.id).state == "awaiting_approval"
     keep(page, "dashboard-outsider")
+
+
+def test_the_runs_list_filters_and_pages(d: Desk, site: str, browser: sync_api.Browser) -> None:
+    made = d.client.enqueue_many("post", [{"text": f"n{i}"} for i in range(60)], queue="nobody")
+    page = person(browser, site, d.bob)
+    page.locator("#live-mode[data-mode=pushed]").wait_for(timeout=10_000)  # changes are pushed
+    page.fill("input[name=queue]", "nobody")
+    page.select_option("select[name=sort]", "created")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(f"{site}/?*queue=nobody*")
+    first = page.locator("#runs tbody tr td:first-child").all_inner_texts()
+    page.click("#next-page")
+    page.locator("#first-page").wait_for()
+    rest = page.locator("#runs tbody tr td:first-child").all_inner_texts()
+    assert len(first) == 50 and len(rest) == 10 and page.locator("#next-page").count() == 0
+    assert sorted(first + rest) == sorted(r.id for r in made)
+    assert page.errors == []  # type: ignore[attr-defined]
+    keep(page, "dashboard-runs-paged")

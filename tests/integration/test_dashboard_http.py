@@ -4,6 +4,7 @@ resolves, and the journal names the authenticated principal (never a form field)
 
 from __future__ import annotations
 
+import asyncio
 import html
 import io
 import json
@@ -25,6 +26,7 @@ from outlast.dashboard import create_app
 from outlast.dashboard.auth import LOGIN_TRIES, Gate, check_bind
 from outlast.errors import ConfigError
 from outlast.journal import args_hash
+from outlast.producer import AsyncClient
 from tests.conftest import ROOT, World, wait_for
 from tests.dashboard import Desk, desk, free_port
 
@@ -97,8 +99,8 @@ def test_api_decisions_name_the_authenticated_principal(d: Desk, http: TestClien
     url = f"/api/approvals/{run.id}/{req['op_id']}"
     body = {"decision": "approve", "comment": "looks fine", "args_hash": req["args_hash"]}
 
-    outsider = http.post(url, json=body, headers=bearer(d.bob))
-    assert outsider.status_code == 409 and "bob" in outsider.json()["error"]
+    viewer = http.post(url, json=body, headers=bearer(d.bob))
+    assert viewer.status_code == 403 and "approver role" in viewer.json()["error"]
     stale = http.post(url, json={**body, "args_hash": args_hash({"text": "other"})}, headers=bearer(d.alice))
     assert stale.status_code == 409 and "hash" in stale.json()["error"]
     forged = http.post(url, json={**body, "approver": "ops", "principal": "mallory"}, headers=bearer(d.alice))
@@ -154,7 +156,7 @@ def test_sign_in_is_rate_limited(d: Desk, http: TestClient) -> None:
 def test_in_doubt_resolved_through_the_api(d: Desk, http: TestClient) -> None:
     run = d.client.enqueue("bill", {"amount": 12})
     wait_for(lambda: d.client.status(run.id).reason == "in_doubt", what="the charge to be in doubt")
-    [doubt] = http.get("/api/in-doubt", headers=bearer(d.bob)).json()
+    [doubt] = http.get("/api/in-doubt", headers=bearer(d.bob)).json()["runs"]
     [op] = doubt["in_doubt"]
     assert doubt["run"]["id"] == run.id and op["tool"] == "charge"
     url = f"/api/runs/{run.id}/resolve/{op['operation']}"
@@ -173,17 +175,27 @@ def test_in_doubt_resolved_through_the_api(d: Desk, http: TestClient) -> None:
 
 
 def test_the_trusted_header_only_from_a_trusted_proxy(d: Desk) -> None:
-    gate = Gate(d.settings.with_(auth_header="X-Remote-User", trusted_proxies="10.1.0.0/16"))
+    settings = d.settings.with_(auth_header="X-Remote-User", trusted_proxies="10.1.0.0/16")
 
-    def request(peer: str) -> Request:
-        headers = [(b"x-remote-user", b"alice"), (b"x-forwarded-for", b"192.0.2.7")]
+    def request(peer: str, user: bytes = b"alice", forwarded: bytes = b"192.0.2.7") -> Request:
+        headers = [(b"x-remote-user", user), (b"x-forwarded-for", forwarded)]
         return Request({"type": "http", "headers": headers, "client": (peer, 5000), "path": "/"})
 
-    caller = gate.caller(request("10.1.2.3"))
-    assert caller is not None and caller.csrf is not None
-    p = caller.principal
-    assert (p.name, p.how, p.where, p.groups) == ("alice", "header", "192.0.2.7", frozenset({"ops"}))
-    assert gate.caller(request("10.2.0.1")) is None
+    async def check() -> None:
+        async with AsyncClient(settings=settings) as c:
+            gate = Gate(settings, c)
+            caller = await gate.caller(request("10.1.2.3"))
+            assert caller is not None and caller.csrf is not None
+            p = caller.principal
+            assert (p.name, p.how, p.where, p.groups) == ("alice", "header", "192.0.2.7", frozenset({"ops"}))
+            assert await gate.caller(request("10.2.0.1")) is None
+            # A proxy's user named like a group would pass for the group among an action's approvers.
+            assert await gate.caller(request("10.1.2.3", b"ops")) is None
+            # The right-most hop that is not a trusted proxy: those to its left are the client's.
+            spoofed = request("10.1.2.3", forwarded=b"203.0.113.9, 192.0.2.7, 10.1.0.5")
+            assert gate.where(spoofed) == "192.0.2.7"
+
+    asyncio.run(check())
 
 
 def test_mounted_in_an_application_of_its_own(d: Desk) -> None:
@@ -270,7 +282,7 @@ def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: Test
     [default] = [q for q in fleet["queues"] if q["queue"] == "default"]
     assert default["dead_letters"] == 1 and default["runs"] == {"awaiting_approval": 1}
     assert [x["_id"] for x in fleet["dead_letters"]["default"]] == [letter]
-    csrf = sign_in(http, d.bob)
+    csrf = sign_in(http, d.olga)
     page = http.get("/fleet")
     assert letter in page.text and "live" in page.text
     assert http.post("/fleet/requeue", data={"queue": "default", "entry": letter}).status_code == 403
@@ -279,7 +291,7 @@ def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: Test
     assert f"run '{run.id}' (awaiting_approval) requeued" in html.unescape(done.text)
     assert http.get("/api/fleet", headers=bearer(d.bob)).json()["dead_letters"]["default"] == []
     assert "requeued" in [e["kind"] for e in d.client.events(run.id)]
-    again = http.post(f"/api/dead-letters/default/{letter}/requeue", headers=bearer(d.bob), json={})
+    again = http.post(f"/api/dead-letters/default/{letter}/requeue", headers=bearer(d.olga), json={})
     assert again.status_code == 404
 
 

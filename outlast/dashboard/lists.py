@@ -1,0 +1,71 @@
+"""The runs list's query string, shared by the page (``/``) and the API (``/api/runs``): its
+filters, sort and cursor read into a ``RunQuery``, and a page of runs as the API answers it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from outlast.errors import InvalidInput
+from outlast.listing import PAGE, RunQuery
+from outlast.model import Run
+from outlast.producer import AsyncClient
+
+TEXT = ("state", "workflow", "queue", "tenant", "priority", "parent")
+PARAMS = (*TEXT, "in_doubt", "since", "until", "prefix", "input", "sort")
+
+
+def _time(text: str, name: str) -> datetime | None:
+    """An ISO 8601 time (a date, or a time without a zone, is taken as UTC)."""
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(
+            f"{name} must be an ISO 8601 time (2026-12-01T09:30Z), got {text[:40]!r}"
+        ) from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _input(text: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidInput(f"input must be a JSON object to look for, got {text[:40]!r}") from None
+    if not isinstance(value, dict):
+        raise InvalidInput(f'input must be a JSON object (e.g. {{"customer": "c-42"}}), got {text[:40]!r}')
+    return value
+
+
+def run_query(q: Mapping[str, str]) -> RunQuery:
+    """The list the query string asks for; ``InvalidInput`` (a 400) naming the bad parameter."""
+    return RunQuery(
+        **{name: q.get(name) or None for name in TEXT},
+        in_doubt=q.get("in_doubt", "") in ("1", "true", "on"),
+        since=_time(q.get("since", ""), "since"),
+        until=_time(q.get("until", ""), "until"),
+        id_prefix=q.get("prefix") or None,
+        input=_input(q.get("input", "")),
+        sort=q.get("sort") or "created",
+    )
+
+
+def kept(q: Mapping[str, str]) -> dict[str, str]:
+    """The list's parameters given, to carry into the next page's link."""
+    return {name: q[name] for name in PARAMS if q.get(name)}
+
+
+def duration(run: Run) -> float | None:
+    """Seconds from its start (or creation) to its end; None while it goes on."""
+    if run.finished_at is None:
+        return None
+    return (run.finished_at - (run.started_at or run.created_at)).total_seconds()
+
+
+async def page_of(c: AsyncClient, q: Mapping[str, str], limit: int = PAGE) -> tuple[list[Run], str | None]:
+    return await c.runs_page(run_query(q), limit=limit, cursor=q.get("cursor") or None)

@@ -1,0 +1,135 @@
+"""Live lists: the runs list, the approvals inbox and the in-doubt page are woken by Postgres
+(LISTEN on every run's events, migration 0020), not by polling; behind a transaction pooler
+(a real pgbouncer), where notifications do not arrive, the stream polls and says so; and the
+in-doubt page lists every run in doubt, a page at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2 as httpx
+import psycopg
+import pytest
+from starlette.testclient import TestClient
+
+from outlast import Client
+from outlast.dashboard import create_app, pages
+from outlast.identity import add_user
+from outlast.settings import Settings
+from tests.conftest import World, wait_for
+from tests.dashboard import free_port, served
+
+
+def people(world: World) -> tuple[Settings, dict[str, str]]:
+    users = world.tmp / "users.toml"
+    token = add_user(users, "bob", ["viewers"])
+    return world.settings(users=str(users)), {"Authorization": f"Bearer {token}"}
+
+
+def events(url: str, headers: dict[str, str], timeout: float) -> Iterator[tuple[str, str]]:
+    """The stream's events, (name, data), as they come; a read waits ``timeout`` at most."""
+    with (
+        httpx.Client(timeout=httpx.Timeout(5.0, read=timeout)) as h,
+        h.stream("GET", url, headers=headers) as r,
+    ):
+        assert r.status_code == 200, r.read()
+        name = ""
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                yield name, line[6:]
+
+
+@pytest.mark.parametrize("page", ["/", "/approvals", "/in-doubt"])
+def test_the_lists_are_live(world: World, page: str) -> None:
+    settings, headers = people(world)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        got = tc.get(page, headers=headers)
+    assert got.status_code == 200 and 'data-live="/live?after=' in got.text and "data-live-region" in got.text
+
+
+def test_changes_are_pushed_not_polled(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "TICK", 600.0)  # a poll would come after the read times out
+    monkeypatch.setattr(pages, "HEARTBEAT", 600.0)
+    settings, headers = people(world)
+    with Client(settings=settings) as c, served(settings) as url:
+        mark = world.sql("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_id_seq")[0][0]
+        stream = events(f"{url}/live?after={mark}", headers, timeout=30.0)
+        assert next(stream) == ("mode", "pushed")
+        c.enqueue("wa", {}, run_id="pushed-1")  # its 'enqueued' event wakes the stream
+        name, data = next(stream)
+        assert name == "change" and json.loads(data)["mark"] > mark
+
+
+def answers(url: str) -> bool:
+    try:
+        with psycopg.connect(url, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.OperationalError:
+        return False
+
+
+@contextmanager
+def pgbouncer(world: World) -> Iterator[str]:
+    """A real pgbouncer in transaction mode before the test's Postgres, its schema set on every
+    server connection; yields its URL."""
+    port = free_port()
+    here = Path(tempfile.mkdtemp(prefix="outlast-pgb-"))
+    here.chmod(0o777)  # pgbouncer refuses to run as root: it runs as postgres
+    (here / "users.txt").write_text('"postgres" ""\n')
+    (here / "pgbouncer.ini").write_text(
+        f"[databases]\n* = host=127.0.0.1 port=5432 connect_query='SET search_path TO {world.schema}'\n"
+        f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n"
+        f"auth_file = {here}/users.txt\npool_mode = transaction\nunix_socket_dir =\n"
+        f"logfile = {here}/pgbouncer.log\nignore_startup_parameters = extra_float_digits,options\n"
+    )
+    for f in here.iterdir():
+        f.chmod(0o666)
+    user = ["-u", "postgres"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(["/usr/sbin/pgbouncer", *user, str(here / "pgbouncer.ini")])
+    try:
+        url = f"postgresql://postgres@127.0.0.1:{port}/test"
+        wait_for(lambda: answers(url), 15, what="pgbouncer to listen")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/pgbouncer").exists(), reason="pgbouncer is not installed")
+def test_behind_a_pooler_the_stream_polls_and_says_so(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pages, "TICK", 0.3)
+    settings, headers = people(world)
+    with pgbouncer(world) as pooled, Client(settings=settings) as c:
+        behind = settings.with_(database_url=pooled)
+        with served(behind) as url:
+            stream = events(f"{url}/live?after=0", headers, timeout=30.0)
+            assert next(stream) == ("mode", "polling")
+            c.enqueue("wa", {}, run_id="polled-1")
+            assert next(stream)[0] == "change"
+            page = httpx.get(f"{url}/", headers=headers)
+            assert page.status_code == 200 and "polled-1" in page.text  # the page works through it
+
+
+def test_the_in_doubt_page_lists_every_run_in_doubt_paged(world: World) -> None:
+    settings, headers = people(world)
+    with Client(settings=settings) as c:
+        for i in range(60):
+            c.enqueue("wd", {}, run_id=f"d-{i:02}")
+    world.sql("UPDATE runs SET state = 'waiting', reason = 'in_doubt'")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        first = tc.get("/api/in-doubt", headers=headers).json()
+        rest = tc.get("/api/in-doubt", params={"cursor": first["next"]}, headers=headers).json()
+        assert rest["next"] is None
+        listed = [r["run"]["id"] for r in first["runs"] + rest["runs"]]
+        assert len(first["runs"]) == 50 and sorted(listed) == [f"d-{i:02}" for i in range(60)]
+        page = tc.get("/in-doubt", headers=headers)
+        assert 'id="next-page"' in page.text

@@ -1,0 +1,388 @@
+"""What a security probe of the dashboard found, each closed: roles (viewers see and do not act, on
+every route), revocation without a restart, run ids encoded in every URL, a bundle made in memory
+under a quoted name, client addresses from the right-most untrusted hop, a limiter in Postgres that
+is pruned and keyed on the real peer, a capped sign-in body, bad input refused with a 400 that says
+why, users and groups never sharing a name; and several dashboard processes sharing sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urljoin
+
+import httpx2 as httpx
+import pytest
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+from outlast import bundle
+from outlast.dashboard import create_app
+from outlast.dashboard.auth import LOGIN_TRIES, PROXY_TRIES
+from outlast.errors import ConfigError
+from outlast.identity import Users, add_user
+from outlast.journal import args_hash
+from outlast.producer import AsyncClient
+from outlast.producer.admission import Admission
+from tests.conftest import ROOT, World, wait_for
+from tests.dashboard import Desk, desk, free_port
+
+URL = "http://127.0.0.1"
+
+
+@pytest.fixture
+def d(world: World) -> Iterator[Desk]:
+    with desk(world) as it:
+        yield it
+
+
+@pytest.fixture
+def http(d: Desk) -> Iterator[TestClient]:
+    with TestClient(create_app(d.settings), base_url=URL) as tc:
+        yield tc
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def csrf_in(text: str) -> str:
+    found = re.search(r'name="csrf" value="([0-9a-f]+)"', text)
+    assert found is not None, text[:500]
+    return found.group(1)
+
+
+def sign_in(http: TestClient, token: str) -> str:
+    """Sign in through the form; returns the CSRF token the pages' forms carry."""
+    csrf = csrf_in(http.get("/login").text)
+    signed = http.post("/login", data={"csrf": csrf, "token": token}, follow_redirects=False)
+    assert signed.status_code == 303, signed.text
+    return csrf_in(http.get("/").text)
+
+
+# Each act, and the role it takes. Every POST route but signing in and out is listed here (the
+# test below checks that), so a new act cannot be added without saying who may do it.
+ACTS = {
+    "/api/runs/{run_id:path}/resolve/{op_id}": "approver",
+    "/api/runs/{run_id:path}/cancel": "operator",
+    "/api/runs/{run_id:path}/resume": "operator",
+    "/api/approvals/{run_id:path}/{approval_id}": "approver",
+    "/api/dead-letters/{queue}/{entry}/requeue": "operator",
+    "/runs/{run_id:path}/resolve/{op_id}": "approver",
+    "/runs/{run_id:path}/cancel": "operator",
+    "/runs/{run_id:path}/resume": "operator",
+    "/approvals/{run_id:path}/{approval_id}": "approver",
+    "/fleet/requeue": "operator",
+    "/api/runs/{run_id:path}/retry": "operator",
+    "/runs/{run_id:path}/retry": "operator",
+    "/api/schedules/{name}/{act}": "operator",
+    "/schedules/{name}/{act}": "operator",
+    "/api/batch/cancel": "operator",
+    "/api/batch/resume": "operator",
+    "/api/batch/retry": "operator",
+    "/batch/{act}": "operator",
+}
+
+
+def test_each_route_for_each_role(d: Desk, http: TestClient) -> None:
+    posts = {
+        r.path
+        for r in http.app.routes  # type: ignore[attr-defined]
+        if isinstance(r, Route) and "POST" in (r.methods or ()) and r.path not in ("/login", "/logout")
+    }
+    assert posts == set(ACTS)
+    gets = [
+        re.sub(r"\{[^}]+\}", "x", r.path)
+        for r in http.app.routes  # type: ignore[attr-defined]
+        if isinstance(r, Route) and "GET" in (r.methods or ()) and r.path not in ("/login", "/live")
+    ]
+    people = {"viewer": d.bob, "operator": d.olga, "approver": d.alice}
+    for role, token in people.items():
+        for path in gets:  # everyone sees everything (an unknown run is a 404, never a 403)
+            assert http.get(path, headers=bearer(token)).status_code in (200, 404), (role, path)
+        with TestClient(create_app(d.settings), base_url=URL) as browser:
+            csrf = sign_in(browser, token)
+            for route, needs in ACTS.items():
+                path = re.sub(r"\{[^}]+\}", "x", route)
+                if path.startswith("/api/"):
+                    got = http.post(path, json={}, headers=bearer(token))
+                    why = got.json()["error"] if got.status_code == 403 else ""
+                else:
+                    got = browser.post(path, data={"csrf": csrf}, follow_redirects=False)
+                    why = html.unescape(got.text)
+                if role == needs:
+                    assert got.status_code != 403, (role, path, got.text[:300])
+                else:
+                    assert got.status_code == 403, (role, path, got.status_code)
+                    assert f"takes the {needs} role" in why, (role, path, why[:300])
+    me = http.get("/api/me", headers=bearer(d.bob)).json()
+    assert me["roles"] == ["viewer"]
+    assert http.get("/api/me", headers=bearer(d.alice)).json()["roles"] == ["approver", "viewer"]
+
+
+def test_a_viewer_acts_on_nothing_an_operator_and_an_approver_do(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("bill", {"amount": 3})
+    wait_for(lambda: d.client.status(run.id).reason == "in_doubt", what="the charge to be in doubt")
+    resolve = f"/api/runs/{run.id}/resolve/op-1"
+    body = {"executed": False, "comment": "the bank shows nothing"}
+    for token in (d.bob, d.olga):  # a viewer, an operator: it is an approver's act
+        assert http.post(resolve, json=body, headers=bearer(token)).status_code == 403
+    assert d.client.status(run.id).reason == "in_doubt" and d.journal(run.id, "resolution") == []
+    page = http.get("/in-doubt", headers=bearer(d.olga))
+    assert run.id in page.text and "/resolve/" not in page.text  # shown, without the form
+    assert http.post(f"/api/runs/{run.id}/cancel", json={}, headers=bearer(d.bob)).status_code == 403
+    assert d.client.status(run.id).state == "waiting"
+    cancelled = http.post(f"/api/runs/{run.id}/cancel", json={}, headers=bearer(d.olga))
+    assert cancelled.status_code == 200, cancelled.text
+    d.reach(run.id, "cancelled")
+
+
+def test_a_removed_user_or_a_new_token_is_refused_without_a_restart(d: Desk, http: TestClient) -> None:
+    users = Path(d.settings.users or "")
+    sign_in(http, d.alice)
+    assert http.get("/api/me").json()["principal"] == "alice"
+    assert http.get("/api/me", headers=bearer(d.bob)).status_code == 200
+
+    alice = add_user(users, "alice", ["ops"])  # a new token: the old one and its session end
+    assert http.get("/api/me").status_code == 401
+    assert http.get("/api/me", headers=bearer(d.alice)).status_code == 401
+    assert http.get("/api/me", headers=bearer(alice)).json()["principal"] == "alice"
+
+    sign_in(http, alice)
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == [("alice",)]
+    text = users.read_text()
+    users.write_text(re.sub(r'\[users\."alice"\]\ngroups = .*\ntoken = .*\n', "", text))  # removed
+    assert http.get("/api/me", headers=bearer(d.bob)).status_code == 200  # read again: ends hers
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == []
+    assert http.get("/api/me").status_code == 401
+    assert http.get("/api/me", headers=bearer(alice)).status_code == 401
+
+
+def legacy_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let the test make runs with ids a new run may no longer take ('/', '..'): runs made before
+    that rule keep them, and the dashboard must still show and act on them safely."""
+
+    async def allowed(self: Admission, rows: list[dict[str, Any]]) -> None:
+        return None
+
+    monkeypatch.setattr(Admission, "_refuse_unsafe_new_ids", allowed)
+
+
+def test_run_ids_are_encoded_in_every_url(d: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
+    legacy_ids(monkeypatch)
+    suffix = os.urandom(3).hex()
+    victim = d.client.enqueue("post", {"text": "same"}, run_id=f"victim-{suffix}")
+    aimed = d.client.enqueue("post", {"text": "same"}, run_id=f"../approvals/victim-{suffix}/op-1?")
+    slashed = d.client.enqueue("post", {"text": "other"}, run_id=f"team/{suffix}")
+    for run in (victim, aimed, slashed):
+        d.reach(run.id, "awaiting_approval")
+    with TestClient(create_app(d.settings), base_url=URL) as http:
+        csrf = sign_in(http, d.alice)
+        inbox = http.get("/approvals").text
+        actions = {
+            html.unescape(a)
+            for a in re.findall(r'class="approval" id="approval-[^"]*">.*?action="([^"]+)"', inbox, re.S)
+        }
+        assert f"/approvals/{quote(aimed.id, safe='')}/op-1" in actions
+        form = {
+            "csrf": csrf,
+            "decision": "approve",
+            "comment": "ok",
+            "args_hash": args_hash({"text": "same"}),
+        }
+        for action in actions:
+            if quote(aimed.id, safe="") in action:  # what a browser posts: the action resolved
+                done = http.post(urljoin(f"{URL}/approvals", action), data=form, follow_redirects=False)
+                assert done.status_code == 303, done.text
+                assert done.headers["location"] == "/runs/" + quote(aimed.id, safe="")
+        d.reach(aimed.id, "succeeded", "running")
+        assert d.client.status(victim.id).state == "awaiting_approval"  # the other run untouched
+
+        url = f"/approvals/{quote(slashed.id, safe='')}/op-1"
+        assert url in {a for a in actions}
+        form["args_hash"] = args_hash({"text": "other"})
+        assert http.post(url, data=form, follow_redirects=False).status_code == 303
+        d.reach(slashed.id, "succeeded", "running")
+        page = http.get("/runs/" + quote(slashed.id, safe=""))
+        assert page.status_code == 200 and f"/api/runs/{quote(slashed.id, safe='')}/bundle" in page.text
+        assert http.get("/api/runs/" + quote(slashed.id, safe="")).json()["run"]["id"] == slashed.id
+
+
+def test_the_bundle_is_made_in_memory_under_a_quoted_name(
+    d: Desk, http: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    legacy_ids(monkeypatch)
+    odd = d.client.enqueue("bill", {"amount": 1}, run_id="..")
+    accented = d.client.enqueue("bill", {"amount": 2}, run_id=f"café-{os.urandom(2).hex()}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    got = http.get("/api/runs/%2E%2E/bundle", headers=bearer(d.bob))
+    assert got.status_code == 200, got.text
+    assert list((tmp_path / "tmp").rglob("*")) == []  # nothing written in it
+    assert not (tmp_path / "events.jsonl").exists()  # nor above it
+    with zipfile.ZipFile(io.BytesIO(got.content)) as z:
+        assert all(n.startswith("run/") for n in z.namelist()), z.namelist()
+        assert json.loads(z.read("run/last_state.json"))["run"]["id"] == odd.id
+    named = http.get("/api/runs/" + quote(accented.id, safe="") + "/bundle", headers=bearer(d.bob))
+    assert named.status_code == 200, named.text
+    header = named.headers["content-disposition"]
+    assert header == (
+        f'attachment; filename="outlast-caf_-{accented.id[-4:]}.zip"; '
+        f"filename*=UTF-8''outlast-{quote(accented.id, safe='')}.zip"
+    )
+
+    out = tmp_path / "export"  # outlast export: a symbolic link planted in its folder is refused
+    out.mkdir()
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    (out / "events.jsonl").symlink_to(target)
+
+    async def export() -> None:
+        async with AsyncClient(settings=d.settings) as c:
+            await bundle.export(c, odd.id, out)
+
+    with pytest.raises(OSError):
+        asyncio.run(export())
+    assert target.read_text() == "keep"
+
+
+def test_client_addresses_and_the_sign_in_limiter(d: Desk) -> None:
+    app = create_app(d.settings)
+    with TestClient(app, base_url=URL, client=("127.0.0.1", 40000)) as near:
+        csrf = csrf_in(near.get("/login").text)
+        codes = [
+            near.post(
+                "/login",
+                data={"csrf": csrf, "token": "guess"},
+                headers={"X-Forwarded-For": f"198.51.100.{i}"},
+            ).status_code
+            for i in range(PROXY_TRIES + 1)
+        ]
+        assert codes == [401] * PROXY_TRIES + [429]  # a new address each time: the peer's own limit
+
+    app = create_app(d.settings)
+    with TestClient(app, base_url=URL, client=("192.0.2.50", 40000)) as far:
+        csrf = csrf_in(far.get("/login").text)
+        tries = [far.post("/login", data={"csrf": csrf, "token": "guess"}).status_code for _ in range(6)]
+        assert tries == [401] * LOGIN_TRIES + [429]
+        assert len(d.world.sql("SELECT 1 FROM dashboard_sign_ins")) == PROXY_TRIES + 3
+        app.state.gate.window = 0.5
+        time.sleep(0.6)  # the window goes by: its rows are deleted by the next attempt
+        assert far.post("/login", data={"csrf": csrf, "token": "guess"}).status_code == 401
+    rows = d.world.sql("SELECT address, tries FROM dashboard_sign_ins ORDER BY address")
+    assert rows == [("client:192.0.2.50", 1)], rows
+
+
+def test_the_sign_in_body_is_capped(http: TestClient) -> None:
+    csrf = csrf_in(http.get("/login").text)
+    fields = {f"f{i}": "x" * 1000 for i in range(100)}
+    big = http.post("/login", data={"csrf": csrf, "token": "t", **fields})
+    assert big.status_code == 413 and "over 8192 bytes" in html.unescape(big.text)
+
+
+def test_bad_input_is_a_400_with_a_reason(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("post", {"text": "hi"})
+    d.reach(run.id, "awaiting_approval")
+    me = bearer(d.alice)
+    url = f"/api/approvals/{run.id}/op-1"
+    body = {"decision": "approve", "args_hash": args_hash({"text": "hi"})}
+    deep = b'{"decision": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    for got in (
+        http.get("/api/runs?state=%00", headers=me),
+        http.get("/api/runs?workflow=a%00b", headers=me),
+        http.get("/api/runs/a%00b", headers=me),
+        http.get("/api/runs?limit=%C2%B2", headers=me),
+        http.post(url, json={**body, "comment": "fine\x00"}, headers=me),
+        http.post(url, content=deep, headers={**me, "Content-Type": "application/json"}),
+        http.post(
+            url, json={**body, "decision": "revise", "comment": "x", "args": "[" * 100_000}, headers=me
+        ),
+    ):
+        error = got.json()["error"]
+        assert got.status_code == 400, (got.request.url, got.status_code, error)
+        assert "\n" not in error and "Postgres" not in error and "127.0.0.1" not in error, error
+    csrf = sign_in(http, d.alice)
+    page = http.post(f"/approvals/{run.id}/op-1", data={**body, "comment": "a\x00", "csrf": csrf})
+    assert page.status_code == 400 and "NUL" in page.text
+    assert d.client.status(run.id).state == "awaiting_approval"
+
+
+def test_users_and_groups_never_share_a_name(tmp_path: Path) -> None:
+    users = tmp_path / "users.toml"
+    add_user(users, "alice", ["ops"])
+    with pytest.raises(ConfigError, match="may not share a name"):
+        add_user(users, "ops", [])
+    with pytest.raises(ConfigError, match="may not share a name"):
+        add_user(users, "carol", ["alice"])
+    users.write_text(users.read_text() + '[users."ops"]\ngroups = []\n')
+    with pytest.raises(ConfigError, match="'ops' is both a user and a group"):
+        Users.load(users)
+    users.write_text('[roles]\napprover = ["finance"]\n[users."finance"]\ngroups = []\n')
+    with pytest.raises(ConfigError, match="'finance' is both a user and a group"):
+        Users.load(users)
+
+
+def test_two_dashboards_share_a_session_and_a_restart_keeps_it(d: Desk) -> None:
+    run = d.client.enqueue("post", {"text": "two"})
+    d.reach(run.id, "awaiting_approval")
+    with TestClient(create_app(d.settings), base_url=URL) as one:
+        csrf = sign_in(one, d.alice)
+        cookie = one.cookies["outlast_session"]
+        with TestClient(create_app(d.settings), base_url=URL) as two:
+            two.cookies.set("outlast_session", cookie)
+            assert two.get("/api/me").json()["principal"] == "alice"
+            form = {"csrf": csrf, "decision": "approve", "comment": "on the other one"}
+            form["args_hash"] = args_hash({"text": "two"})
+            decided = two.post(f"/approvals/{run.id}/op-1", data=form, follow_redirects=False)
+            assert decided.status_code == 303, decided.text  # its CSRF token holds there too
+            guesses = {"csrf": csrf_in(two.get("/login").text), "token": "guess"}
+            codes = [two.post("/login", data=guesses).status_code for _ in range(LOGIN_TRIES - 1)]
+        assert codes == [401] * (LOGIN_TRIES - 1)  # and one sign-in on the first
+        assert one.post("/login", data=guesses).status_code == 429  # one limit for both
+    d.reach(run.id, "succeeded", "running")
+    with TestClient(create_app(d.settings), base_url=URL) as restarted:
+        restarted.cookies.set("outlast_session", cookie)
+        assert restarted.get("/api/me").json()["principal"] == "alice"
+
+
+def test_the_root_path_for_a_reverse_proxy(d: Desk) -> None:
+    port = free_port()
+    with open(d.world.tmp / "dashboard.log", "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "outlast", "dashboard", "--port", str(port), "--root-path", "/outlast"],
+            env=d.world.env(OUTLAST_USERS=d.settings.users or ""),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    d.world.procs.append(proc)
+    base = f"http://127.0.0.1:{port}"  # the proxy took /outlast off: the dashboard puts it back
+
+    def login() -> httpx.Response | None:
+        try:
+            return httpx.get(base + "/login", timeout=2)
+        except httpx.TransportError:
+            return None
+
+    page = wait_for(login, 20, what="the dashboard to answer")
+    assert 'action="/outlast/login"' in page.text and 'href="/outlast/static/style.css"' in page.text
+    cookies = dict(page.cookies)
+    signed = httpx.post(
+        base + "/login",
+        data={"csrf": csrf_in(page.text), "token": d.alice},
+        cookies=cookies,
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303 and signed.headers["location"] == "/outlast/"
+    assert "Path=/outlast" in signed.headers["set-cookie"]
