@@ -71,7 +71,7 @@ async def runs_page(request: Request) -> Response:
 async def run_page(request: Request) -> Response:
     run_id = request.path_params["run_id"]
     try:
-        view = await api.run_view(api.client_of(request), run_id)
+        view = await api.run_view(api.client_of(request), run_id, draw=True)
     except OutlastError as exc:
         return render(request, "error.html", api.status_of(exc), error=str(exc))
     return render(request, "run.html", run=view["run"], v=view)

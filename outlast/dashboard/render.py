@@ -8,6 +8,7 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -41,12 +42,18 @@ def _left(seconds: float | None) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def _seg(value: Any) -> str:
+    """An id as one URL path segment (a slash or a colon in it escaped)."""
+    return quote(str(value), safe="")
+
+
 def templates() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters |= {"pretty": _pretty, "age": _age, "left": _left}
+    env.filters["seg"] = _seg
     return env
 
 

@@ -104,7 +104,7 @@ class _Reader:
             bar.failed = True
             bar.note = (bar.note + "; " if bar.note else "") + f"error: {d['error'].get('type', '')}"
             self.failed[self.hashes.get(op, ("", ""))] = bar
-        if op in self.gaps:
+        if op in self.gaps and self.gaps[op].end is None:  # a late result settles the gap
             self.gaps[op].end = at
 
     def in_doubt(self, at: datetime, op: str, d: dict[str, Any]) -> None:
@@ -115,7 +115,7 @@ class _Reader:
             self.bars.append(self.gaps[op])
 
     def resolution(self, at: datetime, op: str, d: dict[str, Any]) -> None:
-        if op in self.gaps:
+        if op in self.gaps and self.gaps[op].end is None:  # a late result settles the gap
             self.gaps[op].end = at
             self.gaps[op].note += f"; resolved: {'executed' if d.get('executed') else 'not executed'}"
 
