@@ -1,8 +1,8 @@
 """The run page's timeline: a run's journal (with the time each crossing was journaled) and its
 events, read into bars, then drawn as SVG on the server (no script, no library).
 
-A bar is one operation from its start (its intention, or the start a read's result carries) to
-its outcome; a wait (timer, child run, slot, rate) from when the run began waiting to when it went
+A bar is one operation from its start (its intention, or a `started` time its result carries) to
+its outcome; a wait (timer, child run, concurrency slot, rate limit) from when the run began waiting to when it went
 on; an approval from its request to its decision, with its decider; an in-doubt gap from the
 moment the outcome became unknown to its resolution. A bar with no end yet is open: drawn to the
 right edge, dashed. Each operation carries the fencing token of the worker that dispatched it; a
@@ -21,8 +21,8 @@ from typing import Any
 from outlast.journal import Entry
 
 WIDTH, LABELS, ROW, TOP = 960, 260, 20, 24
-WAITED = ("slot", "rate", "timer", "throttled")  # waits only an event tells of
-HANDOVERS = ("handed_over", "requeued", "resumed")
+WAITED = ("concurrency_slot", "rate_limit")  # waits only an event tells of (not the journal)
+HANDOVERS = ("handed_over", "requeued")
 
 
 @dataclass

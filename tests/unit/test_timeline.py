@@ -40,7 +40,11 @@ ENTRIES, TIMES = journal(
     (11.5, "capture", "op-4", {"request": {"prompt": "hi"}}),
     (12, "in_doubt", "op-4", {"why": "timed out", "traceback": ""}),
 )
-EVENTS = [{"at": T0 + timedelta(seconds=10.5), "kind": "handed_over", "detail": {"message": "lease expired"}}]
+EVENTS = [
+    {"at": T0 + timedelta(seconds=5), "kind": "waiting", "detail": {"reason": "rate_limit", "message": "m"}},
+    {"at": T0 + timedelta(seconds=7), "kind": "resumed", "detail": {}},
+    {"at": T0 + timedelta(seconds=10.5), "kind": "handed_over", "detail": {"message": "lease expired"}},
+]
 
 
 def test_bars_of_a_retry_an_approval_a_handover_and_an_in_doubt_gap() -> None:
@@ -51,12 +55,13 @@ def test_bars_of_a_retry_an_approval_a_handover_and_an_in_doubt_gap() -> None:
         ("operation", "op-1", 1, 0 * s, 1 * s),
         ("retry", "op-2", 1, 2 * s, 3 * s),
         ("approval", "op-3", 1, 4 * s, 9 * s),  # decided at 9s (the decision's own time), journaled at 10s
+        ("wait", None, None, 5 * s, 7 * s),  # a rate limit: only its events tell of it
         ("operation", "op-4", 2, 11 * s, 12 * s),
         ("in_doubt", "op-4", 2, 12 * s, None),  # still in doubt: open-ended
     ]
     assert bars[0].failed and bars[1].note == "retry of op-1"
     assert bars[2].note == "approved by alice"
-    assert bars[3].captured and not bars[0].captured
+    assert bars[3].label == "wait: rate_limit" and bars[4].captured and not bars[0].captured
     assert [(m.kind, m.at - T0) for m in markers] == [("handover", 10.5 * s), ("handover", 11 * s)]
     assert "fencing token 1 -> 2" in markers[1].note
 
@@ -81,7 +86,7 @@ def test_the_svg_escapes_labels_draws_open_bars_and_links_captures() -> None:
     drawn = svg(bars, markers, T0 + timedelta(seconds=20), lambda op: f"#capture-{op}")
     assert drawn.startswith("<svg") and drawn.endswith("</svg>")
     assert "<script" not in drawn and "&lt;script&gt;" in drawn
-    assert drawn.count('<g class="bar ') == 5 and drawn.count('class="bar in_doubt open"') == 1
+    assert drawn.count('<g class="bar ') == 6 and drawn.count('class="bar in_doubt open"') == 1
     assert 'class="bar retry"' in drawn and 'class="bar operation failed"' in drawn
     assert "approved by alice" in drawn and "fencing token 2" in drawn
     assert drawn.count('<g class="marker handover">') == 2
