@@ -1,13 +1,13 @@
 """The run page's timeline: a run's journal (with the time each crossing was journaled) and its
 events, read into bars, then drawn as SVG on the server (no script, no library).
 
-A bar is one operation from its start (its intention, or a `started` time its result carries) to
-its outcome; a wait (timer, child run, concurrency slot, rate limit) from when the run began waiting to when it went
-on; an approval from its request to its decision, with its decider; an in-doubt gap from the
-moment the outcome became unknown to its resolution. A bar with no end yet is open: drawn to the
-right edge, dashed. Each operation carries the fencing token of the worker that dispatched it; a
-handover (a change of token between operations, or a ``handed_over``/``requeued`` event) is a
-marker, and so is a re-dispatch of an operation left without an outcome.
+A bar is one operation from its start (its intention, or a `started` time its result carries)
+to its outcome; a wait (timer, child run, concurrency slot, rate limit) from when the run began
+waiting to when it went on; an approval from its request to its decision, with its decider; an
+in-doubt gap from the moment the outcome became unknown to its resolution. A bar with no end yet
+is open: drawn to the right edge, dashed. Each operation carries the fencing token of the worker
+that dispatched it; a handover (a change of token between operations, or a ``handed_over`` or
+``requeued`` event) is a marker, and so is a re-dispatch of an operation left without an outcome.
 """
 
 from __future__ import annotations
