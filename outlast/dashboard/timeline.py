@@ -190,6 +190,11 @@ def _events(events: Iterable[Mapping[str, Any]], bars: list[Bar], markers: list[
             markers.append(Marker(at, "handover", f"{kind} {detail.get('message', '') or ''}".strip()))
 
 
+def _clip(label: str, room: int = 38) -> str:
+    """A label that fits the label column (the whole of it is in the bar's title)."""
+    return label if len(label) <= room else label[: room - 1] + "\u2026"
+
+
 def _seconds(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds()
 
@@ -229,7 +234,7 @@ def svg(
         title += f", {b.note}" if b.note else ""
         label = b.label + (f" [{b.note}]" if b.kind == "approval" and b.note else "")
         out.append(f'<g class="{classes}" data-op="{escape(b.op or "")}"><title>{escape(title)}</title>')
-        text = f'<text class="label" x="4" y="{y + 13}">{escape(label[:40])}</text>'
+        text = f'<text class="label" x="4" y="{y + 13}">{escape(_clip(label))}</text>'
         if b.captured and b.op and capture_href is not None:
             text = f'<a href="{escape(capture_href(b.op))}">{text}</a>'
         out.append(text)
