@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import bundle, fleet
 from outlast.dashboard import batch, lists
+from outlast.dashboard import timeline as drawing
 from outlast.dashboard.auth import NUL, Caller, Gate, same
 from outlast.errors import (
     DecisionRefused,
@@ -40,6 +41,7 @@ from outlast.status import describe
 DECISIONS = ("approve", "reject", "revise")
 REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunFinished, RunNotFinished, RunNotWaiting)
 API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments
+TREE_DEPTH, TREE_RUNS = 4, 200  # the children tree a run page walks, at most
 
 
 class Refusal(Exception):
@@ -174,16 +176,22 @@ async def resolve(
     )
 
 
-async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
+async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:
     """Everything the run page shows: the status, its timeline (events and journal crossings, by
-    time), and its approvals."""
+    time), and its approvals; with ``draw``, the timeline drawn (SVG) and the tree of children."""
     events = await client.events(run_id)  # first: the mark is never ahead of the status shown
     info = await describe(client, run_id)
     times = await client.journal_times(run_id)
+    entries = await client.journal(run_id)
     timeline: list[dict[str, Any]] = [
         {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]} for e in events
     ]
-    for e in await client.journal(run_id):
+    if draw:
+        bars, markers = drawing.read(entries, times, events)
+        now = max([*times.values(), *(e["at"] for e in events)], default=None)
+        info["drawn"] = drawing.svg(bars, markers, now, _capture_href) if now is not None else ""
+        info["tree"] = await children_tree(client, info["children"])
+    for e in entries:
         timeline.append(
             {
                 "at": times.get(e.seq),
@@ -197,6 +205,26 @@ async def run_view(client: AsyncClient, run_id: str) -> dict[str, Any]:
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
     return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
+
+
+def _capture_href(op: str) -> str:
+    return "#capture-" + op
+
+
+async def children_tree(
+    client: AsyncClient, children: list[dict[str, Any]], depth: int = 1, budget: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """The children as a tree (each with its own ``children``), TREE_DEPTH levels and TREE_RUNS
+    runs at most: a page never walks an unbounded fan-out."""
+    budget = [TREE_RUNS] if budget is None else budget
+    tree = []
+    for child in children:
+        if budget[0] <= 0:
+            break
+        budget[0] -= 1
+        below = await client.children(child["id"]) if depth < TREE_DEPTH else []
+        tree.append({**child, "children": await children_tree(client, below, depth + 1, budget)})
+    return tree
 
 
 async def fleet_view(client: AsyncClient) -> dict[str, Any]:

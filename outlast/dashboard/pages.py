@@ -89,7 +89,7 @@ async def runs_page(request: Request) -> Response:
 async def run_page(request: Request, error: str | None = None, status: int = 200) -> Response:
     run_id = request.path_params["run_id"]
     try:
-        view = await api.run_view(api.client_of(request), run_id)
+        view = await api.run_view(api.client_of(request), run_id, draw=True)
     except OutlastError as exc:  # a refusal said first, else that the run is not there
         return render(request, "error.html", status if error else api.status_of(exc), error=error or str(exc))
     me = api.caller_of(request).principal

@@ -41,3 +41,32 @@ async def post(run: Any, text: str) -> dict[str, Any]:
 async def bill(run: Any, amount: int) -> dict[str, Any]:
     """Charge ``amount``; when the charge is in doubt the run waits for a person's resolution."""
     return {"charge": await run.call("charge", amount=amount)}
+
+
+_tries: dict[str, int] = {}
+
+
+@app.tool("fetch", effect="read")
+def fetch(key: str) -> dict[str, Any]:
+    """Fails its first call for a key (the connection dropped), answers the next."""
+    _tries[key] = _tries.get(key, 0) + 1
+    if _tries[key] == 1:
+        raise ConnectionError(f"connection to {key} dropped")
+    return {"key": key}
+
+
+@app.workflow("tour")
+async def tour(run: Any, text: str) -> dict[str, Any]:
+    """A retried read, an approval, then a child run: what the run page's timeline draws."""
+    try:
+        got = await run.call("fetch", key=text)
+    except Exception:
+        got = await run.call("fetch", key=text)
+    await run.approval("publish", {"text": text}, approvers=["ops"], authenticated=True)
+    kid = await (await run.start("kid", {"text": text})).result()
+    return {"got": got, "kid": kid}
+
+
+@app.workflow("kid")
+async def kid(run: Any, text: str) -> dict[str, Any]:
+    return {"kid": text}

@@ -14,6 +14,7 @@ import sys
 import zipfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from urllib.parse import quote
 
 import httpx2 as httpx
 import pytest
@@ -317,3 +318,35 @@ def test_a_rejected_run_shows_its_error_and_its_bundle_downloads(d: Desk, http: 
     assert http.post("/logout", data={"csrf": csrf}, follow_redirects=False).status_code == 303
     http.cookies.set("outlast_session", session)  # sent again: the session is gone, not only the cookie
     assert http.get("/api/me").status_code == 401
+
+
+def test_the_run_page_draws_its_timeline_and_its_children(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("tour", {"text": "hi"})
+    d.reach(run.id, "awaiting_approval")
+    [req] = [a for a in http.get("/api/approvals", headers=bearer(d.alice)).json() if a["run_id"] == run.id]
+    body = {"decision": "approve", "comment": "ok", "args_hash": req["args_hash"]}
+    assert http.post(f"/api/approvals/{run.id}/{req['op_id']}", json=body, headers=bearer(d.alice)).is_success
+    assert d.client.wait(run.id, timeout=20).state == "succeeded"
+
+    page = http.get(f"/runs/{run.id}", headers=bearer(d.bob))
+    assert page.status_code == 200
+    svg = re.search(r"<svg[^>]*>.*?</svg>", page.text, re.S)
+    assert svg is not None, page.text
+    bars = re.findall(r'<g class="bar ([a-z_ ]+)" data-op="([^"]*)"><title>([^<]*)</title>', svg.group(0))
+    kinds = [(kind, op) for kind, op, _ in bars]
+    assert kinds == [
+        ("operation failed", "op-1"),  # the read whose connection dropped
+        ("retry", "op-2"),  # the workflow's retry of it
+        ("approval", "op-3"),
+        ("wait", "op-4"),  # the child run, waited for
+    ], kinds
+    titles = [html.unescape(t) for _, _, t in bars]
+    assert "fencing token 1" in titles[0] and "retry of op-1" in titles[1]
+    assert "approved by alice" in titles[2] and "succeeded" in titles[3]
+    assert "<script" not in svg.group(0)
+    child = {"id": f"{run.id}:op-4"}  # a child's id is derived from its parent's and its operation
+    tree = re.search(r'<div id="children">(.*?)</div>', page.text, re.S)
+    assert tree is not None and f'href="/runs/{quote(child["id"], safe="")}"' in tree.group(1)
+    assert "succeeded" in tree.group(1) and "kid" in tree.group(1)
+    kid = http.get(f"/runs/{quote(child['id'], safe='')}", headers=bearer(d.bob))
+    assert kid.status_code == 200 and child["id"] in kid.text
