@@ -96,6 +96,8 @@ class _Reader:
             self.markers.append(Marker(at, "redispatch", f"{op} re-dispatched ({d.get('how', '')})"))
 
     def result(self, at: datetime, op: str, d: dict[str, Any]) -> None:
+        if op not in self.by_op and "tool" in d:  # a read's result is its own intention
+            self.intention(_when(d.get("started")) or at, op, d)
         if op not in self.by_op:
             return
         bar = self.by_op[op]

@@ -111,7 +111,8 @@ class Dispatcher:
         if tool.effect == "read" and holds(tool):
             failpoints.hit("after_intention", tool.name)  # no intention: the same point
             sealed, at = self._secrets.seal(tool.name, args), self._replayer.db_now().isoformat()
-            asked = {"tool": tool.name, "args": sealed, "args_hash": ahash, "started": at}
+            token = self._control.token  # the timeline names who wrote each crossing
+            asked = {"tool": tool.name, "args": sealed, "args_hash": ahash, "started": at, "token": token}
             return await self.dispatch(tool, args, action, started=started, asked=asked)
         intention = {
             "tool": tool.name,
