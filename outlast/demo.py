@@ -32,6 +32,13 @@ from outlast.status import describe
 
 LEASE = 2.0  # seconds: how long a dead worker's run stays locked before another may take it
 STEP_TIMEOUT = 20.0
+# How the story tells each way a gap is resolved (a ``gap.resolved`` line's ``how``).
+GAP_WORDS = {
+    "read: redone": "a read, redone",
+    "idempotent: same key": "dispatched again with the same idempotency key",
+    "reconciler: not executed": "reconciler says not executed; executing it now",
+    "reconciler: executed": "reconciler says executed; its result is journaled",
+}
 
 
 class DemoFailed(OutlastError):
@@ -179,6 +186,21 @@ async def _story(settings: Settings, t0: float) -> None:
     say(f"  outlast --schema {s.schema} status {run_id}")
 
 
+def _told(e: dict[str, Any]) -> str:
+    """A takeover's log line, told as the story tells it ("" for a line it leaves out)."""
+    event, op = e["event"], f"{e.get('tool')} ({e.get('operation_id')})"
+    if event == "run.resumed":
+        return f"↻ resuming run {e['run_id']}: {e['entries']} journaled entries re-derived with no effect"
+    if event == "operation.unresolved":
+        return f"  intention without result: {op[:-1]}, key {e['idempotency_key']}): to resolve"
+    if event == "gap.resolved":
+        said = GAP_WORDS.get(str(e.get("how")), str(e.get("how")))
+        return f"{'✓' if e.get('how') == 'reconciler: executed' else '↻'} {op}: {said}"
+    if event == "operation.in_doubt":
+        return f"? {op}: in doubt, not executed again ({e.get('why')})"
+    return ""
+
+
 async def _show_gap(client: AsyncClient, s: Settings, bank: str, run_id: str) -> None:
     """What outlast and the bank know right after the crash."""
     assert s.database_url
@@ -210,8 +232,8 @@ async def _tell(client: AsyncClient, s: Settings, bank: str, workers: list[Worke
     workers.append(second := await WorkerProcess.start("demo-2", s))
     result = await _final(client, run.id, second)
     for e in second.events:
-        line = e["event"]
-        if line.lstrip().startswith(("↻", "intention without result", "✓", "?")):
+        line = _told(e)
+        if line:
             say(f"     {line}")
     took, paid = time.monotonic() - t, f"{result['amount']} EUR to {result['to']}"
     say(f"   run {run.id} succeeded after {took:.1f}s: {paid}, receipt {result['receipt']}, notified")

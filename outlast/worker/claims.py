@@ -50,9 +50,9 @@ class Claims:
             await self.serve_one(d, reclaimed)
         except ServiceUnavailable as exc:
             # Not acknowledged: the entry is reclaimed once idle, the lease expires by itself.
-            log.warning(f"run {d.run_id}: left for later, {exc}")
+            log.warning("run.left_for_later", run_id=d.run_id, error=str(exc))
         except Exception:
-            log.exception(f"run {d.run_id}: unexpected error serving the entry")
+            log.exception("run.serve_failed", run_id=d.run_id)
 
     async def serve_one(self, d: Delivery, reclaimed: bool = False) -> None:
         w, s = self.w, self.w.s
@@ -117,7 +117,7 @@ class Claims:
             w.active.pop(run_id, None)
         failpoints.hit("before_ack")
         await w.acks.ack(d)
-        execution.log.debug("acknowledged", outcome=outcome.value)
+        execution.log.debug("run.acknowledged", outcome=outcome.value)
         for queue, other in execution.hand_out():  # child runs started, a parent woken
             w.later(0.0, queue, other)
         if execution.wake_at is not None:
@@ -139,7 +139,7 @@ class Claims:
             inner.cancel()
             await asyncio.gather(inner, return_exceptions=True)
         if control.lost.is_set():
-            ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
+            ex.log.warning("lease.lost")
             await w.acks.ack(active.delivery)
             return
         if inner.done() and not inner.cancelled() and inner.exception() is None:
@@ -147,7 +147,7 @@ class Claims:
             return
         if await w.store.release(ex.run.id, control.token, "worker shutting down"):
             await w.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
-            ex.log.info(f"run {ex.run.id}: handed over")
+            ex.log.info("run.handed_over")
         await w.acks.ack(active.delivery)
 
     def _ours(self, run: Run) -> bool:
@@ -178,7 +178,7 @@ class Claims:
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
             if await w.store.refuse_program(run_id, mine, msg, w.s.program_grace):
-                log.warning(msg)
+                log.warning("run.program_changed", run_id=run_id, message=msg)
                 await w.acks.ack(d)
                 return
         # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
@@ -202,6 +202,6 @@ class Claims:
         return True
 
     async def dead_letter(self, d: Delivery, reason: str) -> None:
-        log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
+        log.error("entry.dead_lettered", entry=d.entry_id, reason=reason)
         await self.w.queue.dead_letter(d, reason)
         metrics.dead_lettered(d.queue)

@@ -102,14 +102,14 @@ class Execution:
                 if queue is not None:
                     self._woken.append((queue, self.run.started_by))
         metrics.run_finished(self.run.workflow, state, self.run.tenant)
-        self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
+        self.log.info("run.finished", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
         if not await self.store.wait(self.run.id, self.control.token, reason, message):
             raise Fenced(self.run.id, self.control.token)
-        self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
+        self.log.warning("run.waiting", reason=reason, message=message)
         return Outcome.WAITING
 
     def hand_out(self) -> list[tuple[str, str]]:
@@ -125,7 +125,7 @@ class Execution:
             try:
                 outcome = await self._execute()
             except Fenced as exc:
-                self.log.warning(str(exc))
+                self.log.warning("run.fenced", error=str(exc))
                 if not self.control.lost.is_set():  # counted once per run, here or at a heartbeat
                     metrics.lease_lost()
                     self.control.lost.set()
@@ -249,8 +249,9 @@ class Execution:
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
                 said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(
-                    f"run {self.run.id}: the partial handler of '{wf.name}' raised "
-                    f"{self.secrets.scrub(said) if self.secrets else said}; the run ends {state}"
+                    "run.partial_handler_failed",
+                    error=self.secrets.scrub(said) if self.secrets else said,
+                    state=str(state),
                 )
             if result is not None:
                 return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)
@@ -283,12 +284,13 @@ class Execution:
         if not journal.entries:
             return
         self.log.info(
-            f"↻ resuming run {self.run.id}: {journal.length} journaled entries re-derived with no effect",
+            "run.resumed",
             entries=journal.length,
         )
         for op, intent in journal.pending():
             self.log.info(
-                f"  intention without result: {intent['tool']} ({op}, key {intent['key']}): to resolve",
+                "operation.unresolved",
                 operation_id=op,
                 tool=intent["tool"],
+                idempotency_key=intent["key"],
             )

@@ -47,11 +47,11 @@ class GapTable:
         op, name = action.operation_id, tool.name
         say = self._log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
-            say(f"↻ {name} ({op}): a read, redone")
+            say("gap.resolved", how="read: redone")
             metrics.resolution("read_redone")
             return await self._d.dispatch(tool, args, action, how="read: redone", reserved=reserved)
         if tool.idempotent:
-            say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
+            say("gap.resolved", how="idempotent: same key")
             metrics.resolution("idempotent_same_key")
             return await self._d.dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
         reconcile = self._reconcilers.get(name)
@@ -71,14 +71,14 @@ class GapTable:
             finally:
                 reset_action(token)
             if answer is NOT_EXECUTED:
-                say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
+                say("gap.resolved", how="reconciler: not executed")
                 metrics.resolution("reconciler_not_executed")
                 # No resolution entry: should this dispatch die too, the op is a gap again and
                 # the reconciler is asked again (it would then say executed), never skipped.
                 return await self._d.dispatch(
                     tool, args, action, how="reconciler: not executed", reserved=reserved
                 )
-            say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
+            say("gap.resolved", how="reconciler: executed")
             metrics.resolution("reconciler_executed")
             ok = self._secrets.scrub(json.loads(canonical(answer, self._d.max_payload)))
             payload = {"ok": ok, "how": "reconciler: executed"}

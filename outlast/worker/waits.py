@@ -144,7 +144,7 @@ class Waits:
                 )
                 if not ok:
                     raise Fenced(self.run_id, self._control.token)
-                self._log.info(f"run {self.run_id} awaits approval {op_id} of {action}")
+                self._log.info("approval.awaited", operation_id=op_id, action=action)
                 raise Suspended()
         return self._decision(op_id, action, decided.data, real)
 

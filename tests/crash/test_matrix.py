@@ -129,7 +129,7 @@ def check_end(world: World, client: Client, point: str, kind: str, rid: str, run
         assert body["how"] == expected
     assert client.wait(rid, timeout=5).result == run.result  # asking again runs nothing
     if point not in ("before_ack", "after_final"):
-        assert f"resuming run {rid}: " in world.logs()
+        assert world.logged("run.resumed", run_id=rid)
 
 
 @pytest.mark.parametrize("point", POINTS)
