@@ -105,3 +105,13 @@ def test_payload_keys_reach_a_log_line_only_with_payloads_on(
         assert line["result"] == {"paid": 5} and line["args"] == {"a": 1}
     else:
         assert "result" not in line and "args" not in line
+
+
+def test_the_docs_table_names_every_event() -> None:
+    from tests.unit.test_docs import load_hooks
+
+    page = ROOT.parent / "docs" / "reference" / "logs.md"
+    assert "<!-- outlast:logs -->" in page.read_text().splitlines()
+    table = load_hooks().logs_reference()
+    for name, what in EVENTS.items():
+        assert f"| `{name}` | {what} |" in table, name
