@@ -100,13 +100,13 @@ class WorkerProcess:
     def last_words(self) -> str:
         return self.events[-1]["event"].strip() if self.events else "(it printed nothing)"
 
-    async def wait_for(self, pred: Callable[[str], bool], what: str) -> str:
+    async def wait_for(self, pred: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
         """The first log line matching ``pred``; fails if the worker exits or time runs out."""
         until = time.monotonic() + STEP_TIMEOUT
         while True:
             for e in self.events:
-                if pred(e["event"]):
-                    return str(e["event"])
+                if pred(e):
+                    return e
             if self.proc.returncode is not None and self._reader.done():
                 raise DemoFailed(
                     f"worker {self.name} exited (code {self.proc.returncode}) before {what}: "
@@ -152,10 +152,11 @@ async def _reset(s: Settings, bank: str) -> None:
 
 async def _final(client: AsyncClient, run_id: str, worker: WorkerProcess) -> dict[str, Any]:
     """Wait for the run to end, and for the worker's line saying so."""
-    line = await worker.wait_for(lambda e: e.startswith(f"run {run_id} "), f"the end of run {run_id}")
+    said = f"the end of run {run_id}"
+    line = await worker.wait_for(lambda e: e["event"] == "run.finished" and e.get("run_id") == run_id, said)
     run = await client.status(run_id)
     if run.state != "succeeded":
-        raise DemoFailed(f"run {run_id} ended {run.state}, not succeeded: {run.reason or line}")
+        raise DemoFailed(f"run {run_id} ended {run.state}, not succeeded: {run.reason or line.get('reason')}")
     result: dict[str, Any] = run.result
     return result
 
@@ -221,7 +222,7 @@ async def _tell(client: AsyncClient, s: Settings, bank: str, workers: list[Worke
     say(f"\n1. Enqueued run {run.id}: pay 120 EUR to alice.")
     say("2. Started worker demo-1, armed to die right after the bank executes the transfer.")
     workers.append(first := await WorkerProcess.start("demo-1", s, failpoints="after_effect:transfer"))
-    await first.wait_for(lambda e: "failpoint after_effect:transfer hit" in e, "the planned crash")
+    await first.wait_for(lambda e: "failpoint after_effect:transfer hit" in e["event"], "the planned crash")
     await asyncio.wait_for(first.proc.wait(), STEP_TIMEOUT)
     say("   ✗ demo-1 died (SIGKILL) after the bank executed the transfer, before outlast recorded")
     say("     the result. For all outlast knows, the money may or may not have moved.")
