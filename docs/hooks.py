@@ -6,7 +6,8 @@ A page asks for a generated part with a marker line of its own:
   (``cli_reference``; ``tests/unit/test_docs.py`` compares it with the real command's output);
 - ``<!-- outlast:settings -->``: the settings declared in ``outlast/settings.py``
   (variable, option, default, what it accepts, help);
-- ``<!-- outlast:api -->``: one mkdocstrings block per public name of ``outlast/__init__.py``.
+- ``<!-- outlast:api -->``: one mkdocstrings block per public name of ``outlast/__init__.py``;
+- ``<!-- outlast:logs -->``: every log event of ``outlast/log_events.py`` and what it means.
 
 The pages other engineers add (``redis-ha.md``, ``postgres-ha.md``, ``dashboard.md``) join the
 navigation here, and only once their file exists (a nav entry to a missing page fails a strict
@@ -136,6 +137,14 @@ def settings_reference() -> str:
     return "\n".join(rows) + "\n"
 
 
+def logs_reference() -> str:
+    from outlast.log_events import EVENTS
+
+    rows = ["| event | what |", "|---|---|"]
+    rows += [f"| `{name}` | {what} |" for name, what in EVENTS.items()]
+    return "\n".join(rows) + "\n"
+
+
 def api_reference() -> str:
     import outlast
 
@@ -146,6 +155,7 @@ GENERATED = {
     "<!-- outlast:cli -->": cli_reference,
     "<!-- outlast:settings -->": settings_reference,
     "<!-- outlast:api -->": api_reference,
+    "<!-- outlast:logs -->": logs_reference,
 }
 
 

@@ -32,6 +32,13 @@ from outlast.status import describe
 
 LEASE = 2.0  # seconds: how long a dead worker's run stays locked before another may take it
 STEP_TIMEOUT = 20.0
+# How the story tells each way a gap is resolved (a ``gap.resolved`` line's ``how``).
+GAP_WORDS = {
+    "read: redone": "a read, redone",
+    "idempotent: same key": "dispatched again with the same idempotency key",
+    "reconciler: not executed": "reconciler says not executed; executing it now",
+    "reconciler: executed": "reconciler says executed; its result is journaled",
+}
 
 
 class DemoFailed(OutlastError):
@@ -93,13 +100,13 @@ class WorkerProcess:
     def last_words(self) -> str:
         return self.events[-1]["event"].strip() if self.events else "(it printed nothing)"
 
-    async def wait_for(self, pred: Callable[[str], bool], what: str) -> str:
+    async def wait_for(self, pred: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
         """The first log line matching ``pred``; fails if the worker exits or time runs out."""
         until = time.monotonic() + STEP_TIMEOUT
         while True:
             for e in self.events:
-                if pred(e["event"]):
-                    return str(e["event"])
+                if pred(e):
+                    return e
             if self.proc.returncode is not None and self._reader.done():
                 raise DemoFailed(
                     f"worker {self.name} exited (code {self.proc.returncode}) before {what}: "
@@ -145,10 +152,11 @@ async def _reset(s: Settings, bank: str) -> None:
 
 async def _final(client: AsyncClient, run_id: str, worker: WorkerProcess) -> dict[str, Any]:
     """Wait for the run to end, and for the worker's line saying so."""
-    line = await worker.wait_for(lambda e: e.startswith(f"run {run_id} "), f"the end of run {run_id}")
+    said = f"the end of run {run_id}"
+    line = await worker.wait_for(lambda e: e["event"] == "run.finished" and e.get("run_id") == run_id, said)
     run = await client.status(run_id)
     if run.state != "succeeded":
-        raise DemoFailed(f"run {run_id} ended {run.state}, not succeeded: {run.reason or line}")
+        raise DemoFailed(f"run {run_id} ended {run.state}, not succeeded: {run.reason or line.get('reason')}")
     result: dict[str, Any] = run.result
     return result
 
@@ -179,6 +187,21 @@ async def _story(settings: Settings, t0: float) -> None:
     say(f"  outlast --schema {s.schema} status {run_id}")
 
 
+def _told(e: dict[str, Any]) -> str:
+    """A takeover's log line, told as the story tells it ("" for a line it leaves out)."""
+    event, op = e["event"], f"{e.get('tool')} ({e.get('operation_id')})"
+    if event == "run.resumed":
+        return f"↻ resuming run {e['run_id']}: {e['entries']} journaled entries re-derived with no effect"
+    if event == "operation.unresolved":
+        return f"  intention without result: {op[:-1]}, key {e['idempotency_key']}): to resolve"
+    if event == "gap.resolved":
+        said = GAP_WORDS.get(str(e.get("how")), str(e.get("how")))
+        return f"{'✓' if e.get('how') == 'reconciler: executed' else '↻'} {op}: {said}"
+    if event == "operation.in_doubt":
+        return f"? {op}: in doubt, not executed again ({e.get('why')})"
+    return ""
+
+
 async def _show_gap(client: AsyncClient, s: Settings, bank: str, run_id: str) -> None:
     """What outlast and the bank know right after the crash."""
     assert s.database_url
@@ -199,7 +222,7 @@ async def _tell(client: AsyncClient, s: Settings, bank: str, workers: list[Worke
     say(f"\n1. Enqueued run {run.id}: pay 120 EUR to alice.")
     say("2. Started worker demo-1, armed to die right after the bank executes the transfer.")
     workers.append(first := await WorkerProcess.start("demo-1", s, failpoints="after_effect:transfer"))
-    await first.wait_for(lambda e: "failpoint after_effect:transfer hit" in e, "the planned crash")
+    await first.wait_for(lambda e: "failpoint after_effect:transfer hit" in e["event"], "the planned crash")
     await asyncio.wait_for(first.proc.wait(), STEP_TIMEOUT)
     say("   ✗ demo-1 died (SIGKILL) after the bank executed the transfer, before outlast recorded")
     say("     the result. For all outlast knows, the money may or may not have moved.")
@@ -210,8 +233,8 @@ async def _tell(client: AsyncClient, s: Settings, bank: str, workers: list[Worke
     workers.append(second := await WorkerProcess.start("demo-2", s))
     result = await _final(client, run.id, second)
     for e in second.events:
-        line = e["event"]
-        if line.lstrip().startswith(("↻", "intention without result", "✓", "?")):
+        line = _told(e)
+        if line:
             say(f"     {line}")
     took, paid = time.monotonic() - t, f"{result['amount']} EUR to {result['to']}"
     say(f"   run {run.id} succeeded after {took:.1f}s: {paid}, receipt {result['receipt']}, notified")

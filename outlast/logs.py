@@ -7,6 +7,32 @@ import sys
 
 import structlog
 
+# The keys of a log line that carry a tool's arguments, its result or a captured request: kept
+# only with ``OUTLAST_LOG_PAYLOADS=on`` (``show_payloads``), dropped from every line otherwise.
+PAYLOAD_KEYS = ("args", "result", "request")
+_payloads = False
+
+
+def show_payloads(on: bool) -> None:
+    """``OUTLAST_LOG_PAYLOADS``: whether log lines may carry tool arguments and results."""
+    global _payloads
+    _payloads = on
+
+
+def payloads() -> bool:
+    """Whether log lines carry payloads: a call site asks before it builds one."""
+    return _payloads
+
+
+def drop_payloads(
+    _logger: object, _name: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    """A processor: with payloads off, no line carries a tool's arguments, result or request."""
+    if not _payloads:
+        for key in PAYLOAD_KEYS:
+            event_dict.pop(key, None)
+    return event_dict
+
 
 def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     """``fmt``: ``json``, ``console`` or ``auto`` (console on a terminal, JSON otherwise)."""
@@ -20,6 +46,7 @@ def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,  # the worker id, bound once per worker
+            drop_payloads,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -300,6 +300,9 @@ class Settings:
     trace_payloads: str = setting(
         "off", "Put tool arguments and results in trace spans.", choices=("off", "on")
     )
+    log_payloads: str = setting(
+        "off", "Put tool arguments (sealed) and results in log lines.", choices=("off", "on")
+    )
     users: str | None = setting(
         None, "The users file (TOML or YAML): who may sign in to the dashboard and API, and their groups."
     )

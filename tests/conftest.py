@@ -7,6 +7,7 @@ this session started it).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -109,6 +110,19 @@ class World:
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.tmp.glob("worker-*.log")))
+
+    def logged(self, event: str, **details: Any) -> list[dict[str, Any]]:
+        """The workers' (JSON) log lines named ``event`` whose details include ``details``."""
+        found = []
+        for line in self.logs().splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict) and e.get("event") == event:
+                if all(e.get(k) == v for k, v in details.items()):
+                    found.append(e)
+        return found
 
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(

@@ -25,6 +25,7 @@ from outlast.settings import check_name
 @option("metrics_port")
 @option("metrics_host")
 @option("trace_payloads")
+@option("log_payloads")
 @click.pass_context
 def worker(
     ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any

@@ -96,12 +96,12 @@ class Gate:
             try:
                 self.users = Users.load(self.path)
             except ConfigError as exc:
-                log.error("users file unreadable: the last good one stays", error=str(exc))
+                log.error("users.unreadable", error=str(exc))  # the last good one stays
                 return self.users
             await self.client.open()
             ended = await self.client.sessions.keep_only(self.users.tokens())
             if ended:
-                log.info("sessions ended: user removed or given a new token", users=ended)
+                log.info("sessions.ended", users=ended)
         return self.users
 
     def where(self, request: Request) -> str:

@@ -75,7 +75,7 @@ class Administration(Admission):
         if row is None:
             raise UnknownSchedule(name)
         who = principal.record() if principal else {}
-        log.info("schedule paused" if paused else "schedule resumed", schedule=name, **who)
+        log.info("schedule.paused", schedule=name, paused=paused, **who)
         return row
 
     async def trigger_schedule(self, name: str, *, principal: Principal | None = None) -> Run:

@@ -166,7 +166,7 @@ class Writer:
                         _fail(w, self._failure(why))
                 if not self._warned:
                     self._warned = True
-                    log.warning(f"writes to Postgres failed, retrying for up to {self.retry_for:g}s: {exc}")
+                    log.warning("store.writes_failing", retry_for=self.retry_for, error=str(exc))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.5)
                 writes = [w for w, _ in failed]
@@ -175,7 +175,7 @@ class Writer:
                 _deliver(w, r)
             if self._warned:
                 self._warned = False
-                log.info("writes to Postgres go through again")
+                log.info("store.writes_recovered")
             deadline, delay = time.monotonic() + self.retry_for, 0.02
 
     def _failure(self, exc: BaseException) -> ServiceUnavailable:

@@ -43,7 +43,7 @@ class Acks:
                 try:
                     await self._all([d for d, _ in batch])
                 except Exception:  # never a stuck acknowledger: these are delivered again
-                    log.exception(f"acknowledging {len(batch)} entries failed")
+                    log.exception("ack.failed", entries=len(batch))
                 finally:
                     for _, done in batch:  # done trying: an entry left is only delivered again
                         if not done.done():
@@ -60,12 +60,12 @@ class Acks:
             except (ServiceUnavailable, RedisError, OSError) as exc:
                 if not self._failing:  # once per outage, not once per entry
                     self._failing = True
-                    log.warning(f"acknowledging entries failed, retrying: {exc}")
+                    log.warning("ack.failing", error=str(exc))
                 await asyncio.sleep(min(0.1 * 2**attempt, 2.0))
                 continue
             if self._failing:
                 self._failing = False
-                log.info("acknowledging entries works again")
+                log.info("ack.recovered")
             return
         ids = ", ".join(d.run_id or "?" for d in batch[:5]) + (", ..." if len(batch) > 5 else "")
-        log.warning(f"runs {ids}: entries left unacknowledged; they will be delivered again")
+        log.warning("ack.given_up", runs=ids)

@@ -50,9 +50,9 @@ class Claims:
             await self.serve_one(d, reclaimed)
         except ServiceUnavailable as exc:
             # Not acknowledged: the entry is reclaimed once idle, the lease expires by itself.
-            log.warning(f"run {d.run_id}: left for later, {exc}")
+            log.warning("run.left_for_later", run_id=d.run_id, error=str(exc))
         except Exception:
-            log.exception(f"run {d.run_id}: unexpected error serving the entry")
+            log.exception("run.serve_failed", run_id=d.run_id)
 
     async def serve_one(self, d: Delivery, reclaimed: bool = False) -> None:
         w, s = self.w, self.w.s
@@ -110,7 +110,7 @@ class Claims:
             w.active.pop(run_id, None)
         failpoints.hit("before_ack")
         await w.acks.ack(d)
-        execution.log.debug("acknowledged", outcome=outcome.value)
+        execution.log.debug("run.acknowledged", outcome=outcome.value)
         for queue, other in execution.hand_out():  # child runs started, a parent woken
             w.later(0.0, queue, other)
         if execution.wake_at is not None:
@@ -132,7 +132,7 @@ class Claims:
             inner.cancel()
             await asyncio.gather(inner, return_exceptions=True)
         if control.lost.is_set():
-            ex.log.warning(f"run {ex.run.id}: lease lost, abandoned to its new owner")
+            ex.log.warning("lease.lost")
             await w.acks.ack(active.delivery)
             return
         if inner.done() and not inner.cancelled() and inner.exception() is None:
@@ -143,13 +143,13 @@ class Claims:
                 "release", w.store.release(ex.run.id, control.token, "worker shutting down")
             )
         except Fenced as exc:
-            ex.log.warning(f"run {ex.run.id}: not handed over ({exc}); its lease runs out instead")
+            ex.log.warning("run.not_handed_over", error=str(exc))  # its lease runs out instead
             released = False
         except Interrupted as exc:
             raise ServiceUnavailable(str(exc)) from exc
         if released:
             await w.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
-            ex.log.info(f"run {ex.run.id}: handed over")
+            ex.log.info("run.handed_over")
         await w.acks.ack(active.delivery)
 
     async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
@@ -199,7 +199,7 @@ class Claims:
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
             if await w.store.refuse_program(run_id, mine, msg, w.s.program_grace):
-                log.warning(msg)
+                log.warning("run.program_changed", run_id=run_id, message=msg)
                 await w.acks.ack(d)
                 return
         if reclaimed and run.state in (RunState.RUNNING, RunState.CANCELLING):
@@ -228,6 +228,6 @@ class Claims:
         return True
 
     async def dead_letter(self, d: Delivery, reason: str) -> None:
-        log.error(f"dead-lettered stream entry {d.entry_id}: {reason}", entry=d.entry_id)
+        log.error("entry.dead_lettered", entry=d.entry_id, reason=reason)
         await self.w.queue.dead_letter(d, reason)
         metrics.dead_lettered(d.queue)

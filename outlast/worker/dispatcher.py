@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from outlast import failpoints, metrics, tracing
+from outlast import failpoints, logs, metrics, tracing
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
@@ -182,12 +182,17 @@ class Dispatcher:
         try:
             # A span holds the arguments as journaled (secrets sealed), never the call's own values.
             # Its result, as journaled: with every secret value the run knows scrubbed out.
-            with tracing.tool_call(tool, action, self._secrets.seal(tool.name, args)) as span:
+            sealed = self._secrets.seal(tool.name, args)  # logged as the span holds them
+            if logs.payloads():
+                self.log.info("operation.dispatched", operation_id=action.operation_id, args=sealed)
+            with tracing.tool_call(tool, action, sealed) as span:
                 result = await self._invoke(tool, args, action, asked)
                 try:
                     ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
                     payload: dict[str, Any] = {"ok": ok}
                     span.result(ok)
+                    if logs.payloads():
+                        self.log.info("operation.returned", operation_id=action.operation_id, result=ok)
                 except Unstorable as exc:
                     payload = {"error": error_payload(exc, self._secrets.scrub(str(exc)))}
                     unknown = f"it returned, but its result cannot be stored ({exc})"
@@ -196,7 +201,7 @@ class Dispatcher:
             payload = {"error": error_payload(exc, message)}
             if isinstance(exc, ToolTimeout):
                 unknown = f"timed out after {tool.timeout:g}s; its effect may still land"
-            self.log.info("tool raised", tool=tool.name, operation_id=action.operation_id, error=message)
+            self.log.info("tool.raised", tool=tool.name, operation_id=action.operation_id, error=message)
         finally:
             self._control.dispatching -= 1
             reset_action(token)
@@ -245,9 +250,7 @@ class Dispatcher:
             except RateLimited as exc:
                 op = action.operation_id
                 self.log.info(
-                    f"{tool.name} ({op}): rate limited, tried again in {exc.retry_after:g}s",
-                    tool=tool.name,
-                    operation_id=op,
+                    "tool.rate_limited", tool=tool.name, operation_id=op, retry_after=exc.retry_after
                 )
                 await self._gate.back_off(tool, op, exc.retry_after)
                 await self._control.lease_proven(f"{tool.name} ({op})")

@@ -106,7 +106,7 @@ class Execution:
                 if queue is not None:
                     self._woken.append((queue, self.run.started_by))
         metrics.run_finished(self.run.workflow, state, self.run.tenant)
-        self.log.info(f"run {self.run.id} {state}", state=str(state), reason=kw.get("reason"))
+        self.log.info("run.finished", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
 
     async def _wait(self, reason: str, message: str) -> Outcome:
@@ -114,7 +114,7 @@ class Execution:
         waiting = self.store.wait(self.run.id, self.control.token, reason, message)
         if not await self.control.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
-        self.log.warning(f"run {self.run.id} waits ({reason}): {message}", reason=reason)
+        self.log.warning("run.waiting", reason=reason, message=message)
         return Outcome.WAITING
 
     def hand_out(self) -> list[tuple[str, str]]:
@@ -130,7 +130,7 @@ class Execution:
             try:
                 outcome = await self._execute()
             except Fenced as exc:
-                self.log.warning(str(exc))
+                self.log.warning("run.fenced", error=str(exc))
                 if not self.control.lost.is_set():  # counted once per run, here or at a heartbeat
                     metrics.lease_lost()
                     self.control.lost.set()
@@ -255,8 +255,9 @@ class Execution:
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
                 said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(
-                    f"run {self.run.id}: the partial handler of '{wf.name}' raised "
-                    f"{self.secrets.scrub(said) if self.secrets else said}; the run ends {state}"
+                    "run.partial_handler_failed",
+                    error=self.secrets.scrub(said) if self.secrets else said,
+                    state=str(state),
                 )
             if result is not None:
                 return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)
@@ -288,13 +289,7 @@ class Execution:
     def _log_resume(self, journal: Journaled) -> None:
         if not journal.entries:
             return
-        self.log.info(
-            f"↻ resuming run {self.run.id}: {journal.length} journaled entries re-derived with no effect",
-            entries=journal.length,
-        )
+        self.log.info("run.resumed", entries=journal.length)
         for op, intent in journal.pending():
-            self.log.info(
-                f"  intention without result: {intent['tool']} ({op}, key {intent['key']}): to resolve",
-                operation_id=op,
-                tool=intent["tool"],
-            )
+            tool, key = intent["tool"], intent["key"]
+            self.log.info("operation.unresolved", operation_id=op, tool=tool, idempotency_key=key)

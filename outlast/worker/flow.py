@@ -187,7 +187,7 @@ class Gate:
                 raise Suspended(wake_at)
             if not waited:
                 waited = True
-                log.info(f"run {c.run_id} waits for {what}", run_id=c.run_id)
+                log.info("run.throttled", run_id=c.run_id, waits_for=what)
                 await c.db(self._store.event(c.run_id, "throttled", {"waits_for": what}))
             await asyncio.sleep(min(nap * random.uniform(1.0, 1.1), LONGEST_NAP))
         if waited:
@@ -206,7 +206,7 @@ class Gate:
             c.fenced("park", self._store.park(c.run_id, c.token, reason, message, wake_at, key))
         ):
             raise Fenced(c.run_id, c.token)
-        log.debug(message, run_id=c.run_id, reason=reason)
+        log.debug("run.parked", run_id=c.run_id, reason=reason, message=message)
         return wake_at
 
 

@@ -63,7 +63,7 @@ class GapTable:
         op = action.operation_id
         why = "abandoned: the run was cancelled and the tool had not returned within its grace"
         if tool.effect == "read" or tool.idempotent:
-            self._d.log.warning(f"{tool.name} ({op}): {why}", tool=tool.name, operation_id=op)
+            self._d.log.warning("operation.abandoned", tool=tool.name, operation_id=op, why=why)
             await self._replayer.append("abandoned", op, {"why": why, **(asked or {})})
         else:
             with contextlib.suppress(InDoubt):
@@ -85,11 +85,11 @@ class GapTable:
             await self.cancelled_again(op)  # given up on at its run's cancellation: never again
         say = self._d.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
-            say(f"↻ {name} ({op}): a read, redone")
+            say("gap.resolved", how="read: redone")
             metrics.resolution("read_redone")
             return await self._d.dispatch(tool, args, action, how="read: redone", reserved=reserved)
         if tool.idempotent:
-            say(f"↻ {name} ({op}): dispatched again with the same idempotency key")
+            say("gap.resolved", how="idempotent: same key")
             metrics.resolution("idempotent_same_key")
             return await self._d.dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
         reconcile = self._reconcilers.get(name)
@@ -109,14 +109,14 @@ class GapTable:
             finally:
                 reset_action(token)
             if answer is NOT_EXECUTED:
-                say(f"↻ {name} ({op}): reconciler says not executed; executing it now")
+                say("gap.resolved", how="reconciler: not executed")
                 metrics.resolution("reconciler_not_executed")
                 # No resolution entry: should this dispatch die too, the op is a gap again and
                 # the reconciler is asked again (it would then say executed), never skipped.
                 return await self._d.dispatch(
                     tool, args, action, how="reconciler: not executed", reserved=reserved
                 )
-            say(f"✓ {name} ({op}): reconciler says executed; its result is journaled")
+            say("gap.resolved", how="reconciler: executed")
             metrics.resolution("reconciler_executed")
             ok = self._secrets.scrub(json.loads(canonical(answer, self._d.max_payload)))
             payload = {"ok": ok, "how": "reconciler: executed"}
@@ -129,11 +129,7 @@ class GapTable:
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
         """Not executed again: the operation is journaled in doubt, and the workflow told so."""
         why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
-        self._d.log.warning(
-            f"? {tool.name} ({action.operation_id}): in doubt, not executed again ({why})",
-            tool=tool.name,
-            operation_id=action.operation_id,
-        )
+        self._d.log.warning("operation.in_doubt", tool=tool.name, operation_id=action.operation_id, why=why)
         await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
         metrics.in_doubt(tool.name)
         self._d.in_doubt.add(tool.name)

@@ -63,7 +63,7 @@ class Intake:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning(f"reading the queue failed, retrying: {exc}")
+                log.warning("queue.read_failing", error=str(exc))
                 await asyncio.sleep(1)
 
     async def _read(self, queue: str, block: int) -> list[Delivery]:

@@ -78,7 +78,8 @@ class Worker:
         self.acks.context = contextvars.copy_context()  # the worker's own, without any run's
         self.log = log
         self.log.info(
-            f"worker {self.name} serving queues {', '.join(self.queues)}",
+            "worker.started",
+            queues=list(self.queues),
             concurrency=self.s.concurrency,
             lease_ttl=self.s.lease_ttl,
         )
@@ -101,7 +102,7 @@ class Worker:
             t.cancel()
         with contextlib.suppress(Exception):  # a record left behind is shown as gone, then swept
             await self.store.forget_worker(self.name)
-        self.log.info(f"worker {self.name} stopped")
+        self.log.info("worker.stopped")
 
     def stop(self) -> None:
         self.stopping.set()
@@ -113,7 +114,7 @@ class Worker:
         def on_signal(sig: int) -> None:
             if self.stopping.is_set():
                 os._exit(1)
-            self.log.info(f"signal {signal.Signals(sig).name}: stopping, grace {self.s.grace}s")
+            self.log.info("worker.stopping", signal=signal.Signals(sig).name, grace=self.s.grace)
             self.stop()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -130,7 +131,7 @@ class Worker:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.log.warning(f"{step.__name__} failed, retrying: {exc}")
+                self.log.warning("worker.step_failing", step=step.__name__, error=str(exc))
             await asyncio.sleep(seconds)
 
     def later(self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> None:
@@ -169,7 +170,7 @@ class Worker:
         """Let running runs finish within the grace period, then hand the rest over at once."""
         if not self.tasks:
             return
-        self.log.info(f"waiting up to {self.s.grace}s for {len(self.tasks)} run(s)")
+        self.log.info("worker.draining", grace=self.s.grace, runs=len(self.tasks))
         _done, pending = await asyncio.wait(set(self.tasks), timeout=self.s.grace)
         for a in list(self.active.values()):
             if a.task is not None and a.task in pending:

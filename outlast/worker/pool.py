@@ -21,7 +21,7 @@ from multiprocessing.synchronize import Event
 
 import structlog
 
-from outlast import failpoints, metrics, tracing
+from outlast import failpoints, logs, metrics, tracing
 from outlast.app import App
 from outlast.errors import ConfigError, OutlastError, WorkersDying
 from outlast.logs import configure
@@ -65,6 +65,7 @@ async def run_worker(
     assert settings.database_url and settings.redis_url
     failpoints.arm(settings.failpoints)
     tracing.configure(settings.trace_payloads == "on")
+    logs.show_payloads(settings.log_payloads == "on")
     if settings.metrics_port:
         metrics.enable(settings.metrics_tenants)
     store = Store.from_settings(settings)
@@ -146,7 +147,7 @@ class Pool:
         if self.stop_signal is not None:  # a second signal: passed on again, the children exit at once
             self.signalled.clear()
         else:
-            log.info(f"signal {signal.Signals(sig).name}: stopping the worker processes")
+            log.info("pool.stopping", signal=signal.Signals(sig).name)
         self.stop_signal = sig
         self._pass_on(sig)
 
@@ -202,8 +203,7 @@ class Pool:
             )
         delay = min(0.25 * 2 ** (place.deaths - 1), MAX_BACKOFF)
         place.restart_at = now + delay
-        when = "" if was_ready else " before it could serve"
-        log.warning(f"worker process {pid} exited with {how}{when}; starting another in {delay:.2f}s")
+        log.warning("pool.process_exited", pid=pid, how=how, served=was_ready, restart_in=round(delay, 2))
 
 
 def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) -> None:

@@ -49,7 +49,7 @@ class Scheduler:
                     row["cron"], row["tz"], row["catch_up"], row["last_tick"], row["db_now"]
                 )
             except (CronSimError, ValueError, KeyError) as exc:  # e.g. a zone this host lacks
-                log.warning(f"schedule {row['name']} cannot tick here: {exc}; fix its declaration")
+                log.warning("schedule.broken", schedule=row["name"], error=str(exc))
                 continue
             if last == row["last_tick"]:
                 continue
@@ -60,8 +60,14 @@ class Scheduler:
             await self.queue.publish_many([(row["queue"], rid, "normal") for rid in fresh])
             await self.store.advance_schedule(row["name"], row["last_tick"], last)
             if fresh or not ticks:
-                skipped = "" if ticks else f", ticks up to {last:%Y-%m-%d %H:%M:%S %Z} missed and skipped"
-                log.info(f"schedule {row['name']}: enqueued {len(fresh)} run(s){skipped}", runs=fresh[:20])
+                skipped = None if ticks else f"{last:%Y-%m-%d %H:%M:%S %Z}"  # ticks up to it missed
+                log.info(
+                    "schedule.enqueued",
+                    schedule=row["name"],
+                    count=len(fresh),
+                    runs=fresh[:20],
+                    skipped_to=skipped,
+                )
 
     async def _enqueue(self, row: dict[str, Any], rid: str) -> bool:
         """Record a tick's run (once: its id is the tick's); True if this call made it."""

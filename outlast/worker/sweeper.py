@@ -49,7 +49,7 @@ class Sweeper:
         gone = await self.queue.lost_data()
         if gone or self._lost:  # a marker gone on a fresh Redis: Postgres knows it was never used
             if gone and await self.store.redis_used(gone):
-                log.warning("Redis lost its data: re-publishing every run Postgres says is due")
+                log.warning("redis.data_lost")
             self._lost = True
             await self.republish(log, after=0.0)
             self._lost = False
@@ -58,7 +58,7 @@ class Sweeper:
         # when no worker did within republish_after (none serves its workflow, its entry lost).
         for run_id, q, priority in await self.store.expire_deadlines(self.s.republish_after):
             if q is None:
-                log.info(f"sweeper: run {run_id} timed out, its deadline passed while nothing ran")
+                log.info("run.timed_out", run_id=run_id)
             else:
                 await self.queue.publish(q, run_id, priority=priority)
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
@@ -83,7 +83,8 @@ class Sweeper:
         pruned = await self.store.prune(before, max_batches=PRUNE_BATCHES, exclusive=True)
         if pruned.runs:
             log.info(
-                f"sweeper pruned {pruned.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S}",
+                "sweeper.pruned",
+                before=f"{before:%Y-%m-%d %H:%M:%S}",
                 **asdict(pruned),
             )
 
@@ -94,7 +95,7 @@ class Sweeper:
             for run_id, q, priority in turns:
                 await self.queue.publish(q, run_id, priority=priority)
             if turns:
-                log.debug(f"sweeper published {len(turns)} held run(s) in their tenant's turn")
+                log.debug("sweeper.turns_published", count=len(turns))
             if len(turns) < limit:
                 return
 
@@ -107,6 +108,6 @@ class Sweeper:
                 await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
             if due:
-                log.info(f"sweeper re-published {len(due)} run(s)", runs=[r for r, _, _ in due[:20]])
+                log.info("sweeper.republished", count=len(due), runs=[r for r, _, _ in due[:20]])
             if len(due) < limit:
                 return

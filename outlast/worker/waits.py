@@ -146,8 +146,13 @@ class Waits:
                 )
                 if not ok:
                     raise Fenced(self.run_id, self._control.token)
-                say = f"run {self.run_id} awaits approval {op_id} of {action}"  # no logger bound per run
-                log.info(say, run_id=self.run_id, fencing_token=self._control.token)
+                log.info(  # no logger bound per run
+                    "approval.awaited",
+                    run_id=self.run_id,
+                    fencing_token=self._control.token,
+                    operation_id=op_id,
+                    action=action,
+                )
                 raise Suspended()
         return self._decision(op_id, action, decided.data, real)
 

@@ -156,7 +156,7 @@ def check_end(world: World, client: Client, point: str, kind: str, rid: str, run
         assert body["how"] == expected
     assert client.wait(rid, timeout=5).result == run.result  # asking again runs nothing
     if journal_at_crash(point, kind):
-        assert f"resuming run {rid}: " in world.logs()
+        assert world.logged("run.resumed", run_id=rid)
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -78,7 +78,7 @@ def test_stale_worker_cannot_commit_after_takeover(world: World) -> None:
             (1,)
         ]
         wait_for(
-            lambda: "stale" in world.logs() or "lease lost" in world.logs(), what="A to know it was fenced"
+            lambda: "stale" in world.logs() or world.logged("lease.lost"), what="A to know it was fenced"
         )
 
 

@@ -85,11 +85,11 @@ def test_a_fresh_redis_raises_no_alarm_a_flushed_one_does(fw: FaultWorld) -> Non
     r.close()
     first = enqueue_many(fw, "chain", [{"tool": "effect", "n": 1}])
     fw.wait_settled(first, timeout=30)
-    assert "lost its data" not in fw.logs(), fw.log_lines("lost its data")
+    assert not fw.logged("redis.data_lost"), fw.log_lines("redis.data_lost")
 
     assert fw.rd is not None
     fw.rd.flushall()
-    wait_for(lambda: "lost its data" in fw.logs(), 30, 0.05, "the worker to warn that Redis lost its data")
+    wait_for(lambda: fw.logged("redis.data_lost"), 30, 0.05, "the worker to warn that Redis lost its data")
     second = enqueue_many(fw, "chain", [{"tool": "effect", "n": 1}])
     fw.wait_settled(second, timeout=30)
     check_every_run_once(fw, first + second, ops=1)

@@ -174,8 +174,8 @@ def test_the_sweeper_applies_outlast_retention(world: World) -> None:
     world.worker(OUTLAST_RETENTION="1d")  # two workers: one prunes, the other skips its pass
     wait_for(lambda: ids(world) == {"young", "live"}, 20, what="the old runs to be pruned")
     assert orphans(world) == 0
-    wait_for(lambda: "sweeper pruned 3 run(s)" in world.logs(), 5, what="the sweeper's report")
-    assert world.logs().count("sweeper pruned") == 1
+    wait_for(lambda: world.logged("sweeper.pruned", runs=3), 5, what="the sweeper's report")
+    assert len(world.logged("sweeper.pruned")) == 1
 
 
 def test_a_bad_retention_is_refused_in_one_line(world: World) -> None:

@@ -276,7 +276,7 @@ def test_a_schedule_that_cannot_tick_holds_up_nothing_else(world: World) -> None
         assert finished(c, run.id).state == RunState.SUCCEEDED  # the sweeper still publishes
     finally:
         c.close()
-    wait_for(lambda: "schedule hourly-all cannot tick here" in world.logs(), 10, what="the warning")
+    wait_for(lambda: world.logged("schedule.broken", schedule="hourly-all"), 10, what="the warning")
     assert tick_runs(world, "hourly-%") == []
 
 

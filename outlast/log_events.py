@@ -1,0 +1,89 @@
+"""The name of every log line outlast writes, and what it means.
+
+A log line's event is one of these constant, dotted names; its details ride as keys
+(``log.info("run.finished", state="completed", reason=None)``), so that a line can be found
+and counted by its name. ``tests/unit/test_log_events.py`` fails on a logging call whose event
+is anything else (an f-string, a variable, a name missing here), and the docs' table of log
+events is written from ``EVENTS``.
+"""
+
+from __future__ import annotations
+
+EVENTS: dict[str, str] = {
+    # A worker's life
+    "worker.started": "A worker serves its queues (`queues`, `concurrency`, `lease_ttl`).",
+    "worker.stopping": "A worker got a `signal`: it stops taking work and hands over within `grace` seconds.",
+    "worker.draining": "A stopping worker waits up to `grace` seconds for its `runs` in flight.",
+    "worker.stopped": "A worker stopped.",
+    "worker.step_failing": "A background `step` failed (`error`); it is tried again.",
+    "pool.stopping": "The process pool got a `signal`: it stops its worker processes.",
+    "pool.process_exited": "A worker process `pid` died (`how`; `served`: whether it had served); "
+    "another starts in `restart_in` seconds.",
+    # A run
+    "run.resumed": "A run resumed: `entries` journaled entries re-derived with no effect.",
+    "run.finished": "A run ended in its final `state` (`reason`).",
+    "run.waiting": "A run waits durably (`reason`, `message`).",
+    "run.throttled": "A run waits in place for room (`waits_for`: a rate window or a slot).",
+    "run.parked": "A run gave its worker back to wait for room (`reason`, `message`).",
+    "run.fenced": "A run's write was refused: another worker holds its lease now (`error`).",
+    "run.partial_handler_failed": (
+        "A run's partial handler raised (`error`); the run ends `state` with nothing partial."
+    ),
+    "run.not_handed_over": "A stopping worker could not release a run (`error`): its lease runs out instead.",
+    "run.handed_over": "A stopping worker released a run's lease and published it for another worker.",
+    "run.acknowledged": "A run's stream entry was acknowledged (`outcome`).",
+    "run.left_for_later": (
+        "A run could not be served (`error`: a server unavailable); its entry is reclaimed later."
+    ),
+    "run.serve_failed": "An unexpected error serving a run's entry (traceback follows).",
+    "run.program_changed": (
+        "A run's program changed since it started and no worker serves it (`message`: the way out)."
+    ),
+    "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
+    "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
+    "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",
+    # An operation (a tool call)
+    "operation.dispatched": (
+        "An operation's tool is called (`args`, secrets sealed; only with log payloads on)."
+    ),
+    "operation.returned": "An operation's tool returned (`result` as journaled; only with log payloads on).",
+    "tool.raised": "A tool raised (`error`, redacted).",
+    "tool.rate_limited": "A tool said it was rate limited; tried again, same key, in `retry_after` seconds.",
+    "operation.unresolved": (
+        "On resume: an intention without result (`tool`, `operation_id`, `idempotency_key`), to resolve."
+    ),
+    "operation.in_doubt": (
+        "An operation's effect is unknown and it is not executed again (`why`); a gap for a person."
+    ),
+    "operation.abandoned": (
+        "A read's or an idempotent tool's call given up on at its run's cancellation (`why`): no result,"
+        " never dispatched again by the run."
+    ),
+    "gap.resolved": (
+        "An intention without result was resolved (`how`: redone read, same key, or a reconciler's answer)."
+    ),
+    # Background work
+    "sweeper.republished": "The sweeper re-published `count` due runs (`runs`: the first 20).",
+    "sweeper.turns_published": "The sweeper published `count` held runs in their tenant's turn.",
+    "sweeper.pruned": "Retention deleted what finished `before` (counts per kind).",
+    "schedule.enqueued": (
+        "A schedule enqueued `count` runs (`skipped_to`: ticks up to it missed and skipped)."
+    ),
+    "schedule.broken": "A schedule cannot tick on this host (`error`); fix its declaration.",
+    "redis.data_lost": "Redis lost its data: every run Postgres says is due is re-published.",
+    "queue.read_failing": "Reading the queue failed (`error`); retrying.",
+    "entry.dead_lettered": "A stream entry that cannot be served was dead-lettered (`entry`, `reason`).",
+    "ack.failing": "Acknowledging entries failed (`error`); retrying.",
+    "ack.recovered": "Acknowledging entries works again.",
+    "ack.given_up": "Entries of `runs` left unacknowledged; they will be delivered again.",
+    "ack.failed": (
+        "Acknowledging `entries` entries failed unexpectedly (traceback follows); they will be "
+        "delivered again."
+    ),
+    "store.writes_failing": "Writes to Postgres failed (`error`); retrying for up to `retry_for` seconds.",
+    "store.writes_recovered": "Writes to Postgres go through again.",
+    # The dashboard and the operators' acts
+    "users.unreadable": "The dashboard's users file cannot be read (`error`): the last good one stays.",
+    "sessions.ended": "The dashboard ended the sessions of `users` removed or given a new token.",
+    "schedule.paused": "An operator paused (`paused` true) or resumed a schedule; who, beside.",
+}
