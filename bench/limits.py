@@ -91,10 +91,13 @@ def _append_batch(c: psycopg.Connection[Any], b: int, seq: int) -> None:
                     "run_id": f"f{i}",
                     "token": 1,
                     "seq": seq,
-                    "kind": "intention" if seq % 2 else "result",
-                    "op_id": f"op{seq // 2}",
-                    "body": f'{{"args":{{"x":{seq}}},"tool":"bump"}}',
                     "hash": f"{i:08x}{seq:056x}",
+                    # one entry per statement, as the worker's append of a single entry
+                    "seqs": [seq],
+                    "kinds": ["intention" if seq % 2 else "result"],
+                    "op_ids": [f"op{seq // 2}"],
+                    "bodies": [f'{{"args":{{"x":{seq}}},"tool":"bump"}}'],
+                    "hashes": [f"{i:08x}{seq:056x}"],
                 },
             )
             for i in range(1, b + 1)
