@@ -12,6 +12,7 @@ import re
 from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import accumulate
 from typing import Any
 
@@ -127,6 +128,14 @@ class Entry:
 
     @property
     def data(self) -> dict[str, Any]:
+        """The body parsed afresh: a copy the caller may keep, change or hand to workflow code."""
+        value: dict[str, Any] = json.loads(self.body)
+        return value
+
+    @cached_property
+    def fields(self) -> Mapping[str, Any]:
+        """The body parsed once and kept: for the engine's own reads (the chain's check, a
+        crossing's tool and arguments hash). Never handed out: ``data`` is the copy to give."""
         value: dict[str, Any] = json.loads(self.body)
         return value
 
@@ -148,7 +157,7 @@ def first_bad_crossing(entries: Iterable[Entry], head: str | None = None) -> int
     for n, e in enumerate(entries, start=1):
         ok = e.seq == n and e.hash == chain(prev, e.body)
         if ok:
-            data = json.loads(e.body)
+            data = e.fields
             ok = data.get("seq") == e.seq and data.get("kind") == e.kind and data.get("op") == e.op_id
         if not ok:
             return n
@@ -175,7 +184,7 @@ def operation_state(entries: Iterable[Entry]) -> tuple[str, Entry | None]:
         elif e.kind in ("in_doubt", "abandoned"):
             state = e.kind
         elif e.kind == "resolution":
-            state = "done" if e.data.get("executed") else "cleared"
+            state = "done" if e.fields.get("executed") else "cleared"
         else:
             continue
         last = e

@@ -18,7 +18,7 @@ async def compensate(app: App, replayer: Replayer, dispatcher: Dispatcher) -> di
     done = []
     for op_id, kinds in replayer.journal.ops.items():
         result, intention = kinds.get("result"), kinds.get("intention") or asked_by_result(kinds)
-        if result is None or intention is None or "error" in result.data or op_id.startswith("undo-"):
+        if result is None or intention is None or "error" in result.fields or op_id.startswith("undo-"):
             continue
         if intention.data["tool"] in app.compensations:
             done.append((result.seq, op_id, intention.data, result.data["ok"]))

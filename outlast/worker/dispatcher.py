@@ -15,7 +15,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -83,7 +83,7 @@ class Dispatcher:
         if self._replayer.journaled(op_id):
             kinds = self._replayer.journal.ops[op_id]
             first = kinds.get("intention") or kinds.get("refused") or asked_by_result(kinds)
-            if first is None or (first.data["tool"], first.data["args_hash"]) != (tool_name, ahash):
+            if first is None or (first.fields["tool"], first.fields["args_hash"]) != (tool_name, ahash):
                 changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
                 raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed, ahash)
             if first.kind == "refused":
@@ -257,7 +257,7 @@ class Dispatcher:
             except Abandoned:  # the run's cancellation outlived its grace while the sync tool ran
                 await self._gaps.abandon(tool, action, asked)  # a read's: what it asked
 
-    def _outcome(self, tool: str, payload: dict[str, Any]) -> Any:
+    def _outcome(self, tool: str, payload: Mapping[str, Any]) -> Any:
         if "error" in payload:
             err = payload["error"]
             raise ToolError(tool, err["type"], err["message"])
@@ -267,7 +267,9 @@ class Dispatcher:
         state, last = operation_state(self._replayer.history(op_id))
         if state == "done" and last is not None:  # a read's result is its own first entry
             if last.kind == "result":
-                return self._outcome(tool.name, last.data)
+                value = self._outcome(tool.name, last.fields)  # raises the tool's error
+                # The workflow may change what it is given: a container is a fresh copy.
+                return last.data["ok"] if isinstance(value, (dict, list)) else value
             return last.data.get("result")  # resolved: it was executed
         if state == "in_doubt":
             self.in_doubt.add(tool.name)

@@ -38,7 +38,7 @@ def asked_by_result(kinds: dict[str, Entry]) -> Entry | None:
     """A read's result, which is its own intention (tool, arguments, hash, start): None if the
     operation has none, or its result is an ordinary one (an intention says what was asked)."""
     result = kinds.get("result") or kinds.get("abandoned")  # or its abandonment, as the result's
-    return result if result is not None and "tool" in result.data else None
+    return result if result is not None and "tool" in result.fields else None
 
 
 def describe(tool: str, args: dict[str, Any]) -> str:

@@ -55,3 +55,15 @@ def test_columns_must_agree_with_the_body() -> None:
     e = entries[1]
     entries[1] = Entry(e.seq, "intention", e.op_id, e.body, e.hash)
     assert first_bad_crossing(entries, entries[-1].hash) == 2
+
+
+def test_an_entry_parses_its_body_once_for_the_engine_and_hands_out_copies() -> None:
+    """``fields`` (the engine's reads: the chain's check, a crossing's tool and hash) is parsed
+    once and kept; ``data`` is a fresh copy each time, so workflow code that changes what it was
+    given never changes the journal a compensation or a status reads next."""
+    e = make_entry("", 1, "result", "op-1", {"ok": {"items": [1, 2]}})
+    assert e.fields is e.fields
+    given = e.data
+    given["ok"]["items"].append(3)
+    assert e.data["ok"] == {"items": [1, 2]} == e.fields["ok"]
+    assert e.data is not e.data
