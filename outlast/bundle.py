@@ -109,17 +109,18 @@ def read(path: Path) -> tuple[Run, list[Entry]]:
     try:
         state = json.loads((path / "last_state.json").read_text(encoding="utf-8"))
         lines = (path / "journal.jsonl").read_text(encoding="utf-8").splitlines()
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"{path} is not a bundle made by `outlast export`: {exc}") from None
-    row = dict(state["run"])
-    for k in _TIMES:
-        if row.get(k):
-            row[k] = datetime.fromisoformat(row[k])
-    entries = []
-    for line in lines:
-        data = json.loads(line)
-        digest_ = data.pop("hash")
-        data.pop("journaled_at", None)
-        body = canonical(data)
-        entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
-    return Run.from_row(row), entries
+        row = dict(state["run"])
+        for k in _TIMES:
+            if row.get(k):
+                row[k] = datetime.fromisoformat(row[k])
+        entries = []
+        for line in lines:
+            data = json.loads(line)
+            digest_ = data.pop("hash")
+            data.pop("journaled_at", None)
+            body = canonical(data)
+            entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
+        return Run.from_row(row), entries
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidInput(f"{path} is not a bundle made by `outlast export`: {what}") from None

@@ -1,7 +1,7 @@
 """The name of every log line outlast writes, and what it means.
 
 A log line's event is one of these constant, dotted names; its details ride as keys
-(``log.info("run.finished", state="completed", reason=None)``), so that a line can be found
+(``log.info("run.finished", state="succeeded", reason=None)``), so that a line can be found
 and counted by its name. ``tests/unit/test_log_events.py`` fails on a logging call whose event
 is anything else (an f-string, a variable, a name missing here), and the docs' table of log
 events is written from ``EVENTS``.

@@ -161,7 +161,7 @@ class Secrets:
             except Exception as exc:  # never store what the hook was meant to clean
                 return f"(message withheld: the redaction hook raised {type(exc).__name__})"
         for value in secrets.values():
-            text = value if isinstance(value, str) else canonical(value)
+            text = _text(value)
             if text:
                 message = message.replace(text, MASK)
         return self.scrub(message)

@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import psycopg
 
 Conn = psycopg.AsyncConnection[dict[str, Any]]
+
+
+def budget_arrays(by_name: Mapping[str, float]) -> tuple[list[str], list[float]]:
+    """Budget amounts (limits, estimates, actual use) as the two arrays a statement unnests: the
+    names, and the amounts all floats (psycopg refuses a list that mixes int and float)."""
+    return list(by_name), [float(v) for v in by_name.values()]
 
 
 class Base:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.store.base import Base
+from outlast.store.base import Base, budget_arrays
 
 
 class Budgets(Base):
@@ -15,13 +15,9 @@ class Budgets(Base):
     ) -> list[dict[str, Any]]:
         """Reserve all the operation's estimates or none (a name it already holds is kept);
         returns the limits that would be exceeded."""
+        names, values = budget_arrays(amounts)
         return await self._write(
-            "reserve",
-            budget_id=budget_id,
-            run_id=run_id,
-            op_id=op_id,
-            names=list(amounts),
-            amounts=[float(v) for v in amounts.values()],  # one type: psycopg refuses int+float lists
+            "reserve", budget_id=budget_id, run_id=run_id, op_id=op_id, names=names, amounts=values
         )
 
     async def settle(
@@ -31,13 +27,14 @@ class Budgets(Base):
         the operation reserved, so nothing is spent unless its reservation is still there to
         settle. Whether the operation's use is settled (now, or by an earlier settle of it: sent
         again after a lost acknowledgement, it says so and spends nothing)."""
+        names, values = budget_arrays(actual)
         rows = await self._write(
             "settle",
             budget_id=budget_id,
             run_id=run_id,
             op_id=op_id,
-            names=list(actual),
-            actual=[float(v) for v in actual.values()],
+            names=names,
+            actual=values,
             expected=expected,
         )
         return bool(rows)

@@ -155,11 +155,17 @@ class Connection(Base):
                 keepalives_count=3,
                 options=f"-c search_path={self.schema}" if direct else None,  # None: not sent
             )
-            if not direct:
-                await conn.execute(_IN_SCHEMA.replace(", true)", ", false)"), {"schema": self.schema})
-            return conn
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc, self.listen_url) from exc
+        if not direct:
+            try:
+                await conn.execute(_IN_SCHEMA.replace(", true)", ", false)"), {"schema": self.schema})
+            except BaseException as exc:  # never a connection left open behind the refusal
+                await conn.close()
+                if isinstance(exc, psycopg.OperationalError):
+                    raise self._unavailable(exc, self.listen_url) from exc
+                raise
+        return conn
 
     @property
     def wakeups(self) -> str:

@@ -60,6 +60,8 @@ class Listing(Base):
         """Up to ``limit`` rows after ``after`` (the key and id a cursor carries), each with its
         ``duration`` (finished minus started, or created)."""
         sql, params = page_statement(query, after, limit)
-        async with self._conn() as conn:  # planned with the values each time: the filter's index
+        # Planned with the values each time (the filter's index); behind a pooler, in a
+        # transaction that sets the schema, as every other read is.
+        async with self._conn() as conn, self._scoped(conn):
             cur = await conn.execute(sql.encode(), params, prepare=False)
             return await cur.fetchall()

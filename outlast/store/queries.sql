@@ -169,7 +169,9 @@ WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
 
 -- name: append_unowned
 -- An entry written by a person or code (a resolution) while no worker holds the run: it must
--- be waiting for exactly that, and the chain must not have moved since it was read.
+-- be waiting for exactly that, and the chain must not have moved since it was read. Run again
+-- after a commit whose acknowledgement was lost, it finds its own entry (same seq, same hash:
+-- chained to the head it was read after, with its own body) and says so instead of failing.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, state = 'queued',
         reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now()
@@ -180,7 +182,10 @@ ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
     SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
     RETURNING seq)
-SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins;
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+UNION ALL
+SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s;
 
 -- name: journal
 SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
@@ -372,9 +377,11 @@ a AS (
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
            %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
-    ON CONFLICT (run_id, op_id) DO NOTHING)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r
-RETURNING run_id;
+    ON CONFLICT (run_id, op_id) DO NOTHING),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL  -- run again after a lost acknowledgement: already waiting under this token
+SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'awaiting_approval', 'approval');
 
 -- name: get_approval
 SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM approvals
@@ -438,7 +445,7 @@ SELECT name, limit_value, spent, reserved, amount FROM over;
 -- The operation's reservation is replaced by the actual use, once: the reservation rows are
 -- deleted here, and a settlement that finds none of the rows it expected (a superseded worker's,
 -- after the new owner settled) spends nothing. The spending writes the operation's `settlements`
--- row (0020): a settle of the same operation run again (after a lost acknowledgement, with or
+-- row (0017): a settle of the same operation run again (after a lost acknowledgement, with or
 -- without an expected reservation) finds it, spends nothing and says settled; a reservation it
 -- finds all the same is released.
 WITH gone AS (

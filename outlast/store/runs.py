@@ -9,7 +9,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast.model import Run
-from outlast.store.base import Base
+from outlast.store.base import Base, budget_arrays
 
 
 class Runs(Base):
@@ -41,6 +41,7 @@ class Runs(Base):
         with ``start_at`` (or ``start_in`` seconds from now, by the database clock) is not
         delivered before then: the sweeper publishes it; ``tenant`` is whose run it is."""
         limits = budget or {}
+        names, values = budget_arrays(limits)
         rows = await self._write(
             "insert_run",
             id=id,
@@ -53,8 +54,8 @@ class Runs(Base):
             deadline_at=deadline_at,
             parent_id=parent_id,
             budget_id=budget_id or (id if limits else None),
-            budget_names=list(limits),
-            budget_limits=[float(v) for v in limits.values()],  # one type: psycopg refuses int+float
+            budget_names=names,
+            budget_limits=values,
             trace_context=None if trace_context is None else Jsonb(trace_context),
             start_at=start_at,
             start_in=start_in,

@@ -155,12 +155,15 @@ class Writer:
                     await self._settle(writes[:half])
                     await self._settle(writes[half:])
                     return
+                failed: list[tuple[_Write, Exception | None]]
                 if self._conn is None or len(writes) == 1:
                     failed = [(w, exc) for w in writes]
                 else:
                     failed = await self._one_by_one(writes)
                 late = time.monotonic() > deadline
                 for w, why in failed:  # each judged by its own failure
+                    if why is None:  # not tried: behind its run's earlier write, tried first
+                        continue
                     w.tries += 1
                     if late or (isinstance(why, _DETERMINISTIC) and w.tries >= _QUICK_TRIES):
                         _fail(w, self._failure(why))
@@ -185,15 +188,21 @@ class Writer:
         err.__cause__ = exc
         return err
 
-    async def _one_by_one(self, writes: list[_Write]) -> list[tuple[_Write, Exception]]:
+    async def _one_by_one(self, writes: list[_Write]) -> list[tuple[_Write, Exception | None]]:
         """One write spoiled the shared transaction: give each its own; return those that fail,
-        each with its own error."""
-        failed: list[tuple[_Write, Exception]] = []
+        each with its own error. A run's writes keep their order: those after one of its writes
+        that failed are not tried now (None), and go after it when it is retried."""
+        failed: list[tuple[_Write, Exception | None]] = []
+        behind: set[str] = set()  # runs whose write failed here
         for i, w in enumerate(writes):
+            if w.key and w.key in behind:
+                failed.append((w, None))
+                continue
             try:
                 _deliver(w, (await self._run([w]))[0])
             except Exception as exc:
                 failed.append((w, exc))
+                behind.add(w.key)
                 if self._conn is None:  # the connection broke: the rest are not tried now
                     failed.extend((rest, exc) for rest in writes[i + 1 :])
                     break
@@ -204,7 +213,12 @@ class Writer:
         their rows. Drops the connection if it broke or stalled."""
         if self._conn is None or self._wire is None or self._conn.closed:
             conn = await asyncio.wait_for(self._connect(), STALL)
-            await asyncio.wait_for(self._bury(conn), STALL)
+            try:
+                await asyncio.wait_for(self._bury(conn), STALL)
+            except BaseException:  # the dead one is still to bury: by the next connection
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 1)
+                raise
             self._conn, self._wire = conn, self._make_wire(conn)
         conn, wire = self._conn, self._wire
         dumped: list[Dumped] = []
@@ -238,16 +252,15 @@ class Writer:
         """Before a write is retried on a new connection, the server process of the dropped one
         must be gone: a transaction it still runs could commit after the retry looked for its
         effect (and the retry would then be refused, or count twice). Behind a pooler, only while
-        it still runs the transaction left under way: the pooler may have handed it on since."""
-        found, self._dead = self._dead, None
-        if found is None:
+        it still runs the transaction left under way: the pooler may have handed it on since.
+        Forgotten only once seen gone: a failure or the caller's time limit keeps it to bury."""
+        if self._dead is None:
             return
-        dead = {"pid": found[0], "began": found[1]}
+        dead = {"pid": self._dead[0], "began": self._dead[1]}
         await conn.execute(_TERMINATE, dead)
-        for _ in range(100):
-            if await (await conn.execute(_RUNNING, dead)).fetchone() is None:
-                return
+        while await (await conn.execute(_RUNNING, dead)).fetchone() is not None:
             await asyncio.sleep(0.05)
+        self._dead = None
 
     async def _drop(self) -> None:
         conn, wire, self._conn, self._wire = self._conn, self._wire, None, None

@@ -37,7 +37,7 @@ def move_clock(conn: Conn, seconds: float) -> list[str]:
 _ADVANCED = b"""
 WITH r AS (
     SELECT id FROM runs
-    WHERE state IN ('queued', 'running', 'waiting', 'awaiting_approval', 'cancelling')
+    WHERE outlast_unfinished(state)
       AND (wake_at IS NOT NULL OR deadline IS NOT NULL OR start_at IS NOT NULL)
     ORDER BY id COLLATE "C"
     FOR NO KEY UPDATE)

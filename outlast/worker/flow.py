@@ -157,7 +157,7 @@ class Gate:
                 await self._windows.back_off(tool.name, seconds)
         await asyncio.sleep(seconds)
         if tool.rates:
-            await self.admit(tool, op_id, _nothing)
+            await self.admit(tool, op_id, no_check)
 
     async def _wait(
         self,
@@ -210,9 +210,7 @@ class Gate:
         return wake_at
 
 
-async def _nothing() -> None:
-    return None
-
-
 async def no_check() -> None:
-    """A resumed operation's intention is journaled: nothing may stop it before its dispatch."""
+    """Nothing to check between tries: a resumed operation's intention is journaled (nothing may
+    stop it before its dispatch), and a dispatch that the tool itself rate limited is admitted
+    again."""

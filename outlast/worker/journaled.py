@@ -47,7 +47,8 @@ def describe(tool: str, args: dict[str, Any]) -> str:
 
 def describe_entry(e: Entry) -> str:
     d = e.data
-    if e.kind in ("intention", "refused") or (e.kind == "result" and "tool" in d):
+    # a read's result, or its abandonment, says what it asked (it has no intention)
+    if e.kind in ("intention", "refused") or (e.kind in ("result", "abandoned") and "tool" in d):
         return describe(d["tool"], d["args"])
     if e.kind == "approval":
         return f"approval of {describe(d['action'], d['args'])}"

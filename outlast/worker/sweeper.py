@@ -47,10 +47,11 @@ class Sweeper:
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()
-        if gone or self._lost:  # a marker gone on a fresh Redis: Postgres knows it was never used
-            if gone and await self.store.redis_used(gone):
+        if gone:
+            self._lost = True  # first: should Postgres fail now, the next sweep still re-publishes
+            if await self.store.redis_used(gone):  # a marker gone on a fresh Redis: never used
                 log.warning("redis.data_lost")
-            self._lost = True
+        if self._lost:
             await self.republish(log, after=0.0)
             self._lost = False
         # A deadline passed while nothing ran: the run is published, and the worker that claims it

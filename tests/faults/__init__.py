@@ -43,6 +43,17 @@ def free_port() -> int:
         return port
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, sig: signal.Signals) -> None:
+    """Stop a server of the test's own with ``sig``, killed if it has not exited within TIMEOUT."""
+    if proc is not None and proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(TIMEOUT)
+
+
 def _children(pid: int) -> list[int]:
     """The direct children of ``pid`` (Linux /proc)."""
     out = []
@@ -229,13 +240,7 @@ class PrivateRedis:
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> None:
         self.resume()
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(TIMEOUT)
+        stop_process(self.proc, sig)
         self.proc = None
 
     def restart(self) -> None:

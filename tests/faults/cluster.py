@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import random
-import shutil
-import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import redis
 
 from tests.conftest import wait_for
 from tests.faults import TIMEOUT, redis_binary
+from tests.faults.servers import RedisProcesses, client, is_master
 
 NODES = 6
 BUS = 10_000  # a node's cluster bus listens on its port + 10000
@@ -41,23 +39,15 @@ def free_cluster_port(taken: list[int]) -> int:
     raise AssertionError("no free port pair for a cluster node")
 
 
-def _client(port: int) -> redis.Redis:
-    return redis.Redis(
-        host="127.0.0.1", port=port, socket_timeout=2, socket_connect_timeout=2, decode_responses=True
-    )
-
-
-class PrivateCluster:
+class PrivateCluster(RedisProcesses):
     """Start, inspect, fail over and destroy a local six-node Redis Cluster."""
 
     def __init__(self, root: Path) -> None:
-        self.exe = str(redis_binary("redis-server"))
+        super().__init__(root)
         self.cli = str(redis_binary("redis-cli"))
-        self.root = root
         self.ports: list[int] = []
         for _ in range(NODES):
             self.ports.append(free_cluster_port(self.ports))
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def url(self) -> str:
@@ -66,16 +56,11 @@ class PrivateCluster:
 
     def start(self) -> None:
         for port in self.ports:
-            d = self.root / str(port)
-            d.mkdir(parents=True)
-            args = [
-                "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "",
-                "--appendonly", "no", "--cluster-enabled", "yes",
-                "--cluster-config-file", str(d / "nodes.conf"), "--cluster-node-timeout", "2000",
-                "--logfile", str(d / "redis.log"),
-            ]  # fmt: skip
-            self.procs[port] = subprocess.Popen(
-                [self.exe, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+            nodes_conf = self.home(port) / "nodes.conf"
+            self.spawn(
+                port,
+                f'save ""\nappendonly no\ncluster-enabled yes\ncluster-config-file {nodes_conf}\n'
+                "cluster-node-timeout 2000\n",
             )
         for port in self.ports:
             wait_for(lambda p=port: self._pings(p), TIMEOUT, 0.02, f"cluster node {port} to answer")
@@ -90,7 +75,7 @@ class PrivateCluster:
         wait_for(self.healthy, TIMEOUT, 0.1, "the cluster to be ok on every node")
 
     def _pings(self, port: int) -> bool:
-        with contextlib.closing(_client(port)) as r:
+        with contextlib.closing(client(port)) as r:
             try:
                 return bool(r.ping())
             except redis.RedisError:
@@ -100,7 +85,7 @@ class PrivateCluster:
         """Every node says cluster_state:ok and knows three masters, each with a replica."""
         try:
             for port in self.ports:
-                with contextlib.closing(_client(port)) as r:
+                with contextlib.closing(client(port)) as r:
                     if r.cluster("info")["cluster_state"] != "ok":
                         return False
             return len(self.replicas()) == NODES // 2
@@ -110,7 +95,7 @@ class PrivateCluster:
     def _nodes(self) -> list[tuple[str, int, str, str]]:
         """(id, port, role, master id) of every node, as the first reachable node sees them."""
         for port in self.ports:
-            with contextlib.closing(_client(port)) as r, contextlib.suppress(redis.RedisError):
+            with contextlib.closing(client(port)) as r, contextlib.suppress(redis.RedisError):
                 text = r.execute_command("CLUSTER", "NODES")
                 out = []
                 for line in text.splitlines():
@@ -123,7 +108,7 @@ class PrivateCluster:
     def master_of(self, key: str) -> int:
         """The port of the master that holds ``key``'s slot now."""
         for port in self.ports:
-            with contextlib.closing(_client(port)) as r, contextlib.suppress(redis.RedisError):
+            with contextlib.closing(client(port)) as r, contextlib.suppress(redis.RedisError):
                 slot = int(r.execute_command("CLUSTER", "KEYSLOT", key))
                 for start, end, master, *_replicas in r.execute_command("CLUSTER", "SLOTS"):
                     if start <= slot <= end:
@@ -140,27 +125,9 @@ class PrivateCluster:
         """``CLUSTER FAILOVER`` on the replica of ``master`` (coordinated: the replica catches up,
         then takes over). Returns the replica's port (the new master)."""
         replica = self.replicas()[master]
-        with contextlib.closing(_client(replica)) as r:
+        with contextlib.closing(client(replica)) as r:
             r.execute_command("CLUSTER", "FAILOVER")
         return replica
 
     def wait_master(self, port: int, timeout: float = TIMEOUT) -> None:
-        def promoted() -> bool:
-            with contextlib.closing(_client(port)) as r:
-                try:
-                    return bool(r.execute_command("ROLE")[0] == "master")
-                except redis.RedisError:
-                    return False
-
-        wait_for(promoted, timeout, 0.02, f"node {port} to become a master")
-
-    def destroy(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-        deadline = time.monotonic() + TIMEOUT
-        for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-        self.procs.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        wait_for(lambda: is_master(port), timeout, 0.02, f"node {port} to become a master")

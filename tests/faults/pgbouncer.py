@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import wait_for
-from tests.faults import TIMEOUT, free_port
+from tests.faults import TIMEOUT, free_port, stop_process
 
 
 def pgbouncer_binary() -> str:
@@ -85,13 +85,7 @@ class PrivatePgBouncer:
         return f.read_text(errors="replace") if f.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)  # shut down at once
-            try:
-                self.proc.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(TIMEOUT)
+        stop_process(self.proc, signal.SIGINT)  # SIGINT: PgBouncer shuts down at once
         self.proc = None
 
     def destroy(self) -> None:

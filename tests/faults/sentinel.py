@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -18,6 +15,7 @@ import redis
 
 from tests.conftest import wait_for
 from tests.faults import TIMEOUT, free_port, redis_binary
+from tests.faults.servers import RedisProcesses, client, is_master
 
 SERVICE = "outlast"
 PASSWORD = "pw of the primary"  # a space: the URL must carry it percent-encoded
@@ -30,38 +28,24 @@ def sentinel_command() -> list[str]:
     return [found] if found else [str(redis_binary("redis-server")), "--sentinel"]
 
 
-class PrivateSentinel:
+class PrivateSentinel(RedisProcesses):
     """Start, inspect, break and destroy the deployment."""
 
     def __init__(self, root: Path) -> None:
-        self.root = root
-        self.exe = str(redis_binary("redis-server"))
+        super().__init__(root)
         self.primary = free_port()
         self.replica = free_port()
         self.sentinels = [free_port() for _ in range(3)]
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{p}" for p in self.sentinels)
         return f"redis+sentinel://:{quote(PASSWORD, safe='')}@{hosts}/{SERVICE}"
 
-    def _spawn(self, port: int, command: list[str], config: str) -> None:
-        d = self.root / str(port)
-        d.mkdir(parents=True)
-        conf = d / "redis.conf"  # a file: a sentinel rewrites its own; a promoted replica its own
-        conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {d}\nlogfile {d / 'redis.log'}\n{config}")
-        self.procs[port] = subprocess.Popen(
-            [*command[:1], str(conf), *command[1:]],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-
     def start(self) -> None:
         data = f'save ""\nappendonly no\nrequirepass "{PASSWORD}"\nmasterauth "{PASSWORD}"\n'
-        self._spawn(self.primary, [self.exe], data)
-        self._spawn(self.replica, [self.exe], f"{data}replicaof 127.0.0.1 {self.primary}\n")
+        self.spawn(self.primary, data)
+        self.spawn(self.replica, f"{data}replicaof 127.0.0.1 {self.primary}\n")
         watch = (
             f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary} 2\n"
             f'sentinel auth-pass {SERVICE} "{PASSWORD}"\n'
@@ -69,15 +53,13 @@ class PrivateSentinel:
             f"sentinel failover-timeout {SERVICE} 10000\n"
         )
         for port in self.sentinels:
-            self._spawn(port, sentinel_command(), watch)
+            self.spawn(port, watch, sentinel_command())
         wait_for(lambda: self.linked(self.replica), TIMEOUT, 0.05, "the replica to sync with the primary")
         wait_for(self.watching, TIMEOUT, 0.1, "each sentinel to know the replica and the two other sentinels")
 
     def client(self, port: int, password: str | None = PASSWORD) -> redis.Redis:
-        return redis.Redis(
-            host="127.0.0.1", port=port, password=password, socket_timeout=2, socket_connect_timeout=2,
-            decode_responses=True,
-        )  # fmt: skip
+        """A client of a server (the primary's password by default) or, with None, a sentinel."""
+        return client(port, password)
 
     def linked(self, replica: int) -> bool:
         with contextlib.closing(self.client(replica)) as r, contextlib.suppress(redis.RedisError):
@@ -127,25 +109,8 @@ class PrivateSentinel:
         with contextlib.closing(self.client(self.replica)) as r:
             r.config_set("masterauth", PASSWORD)
 
-    def kill(self, port: int) -> None:
-        self.procs[port].send_signal(signal.SIGKILL)
-        self.procs[port].wait(TIMEOUT)
-
     def wait_promoted(self, port: int, timeout: float) -> None:
         def promoted() -> bool:
-            with contextlib.closing(self.client(port)) as r, contextlib.suppress(redis.RedisError):
-                return r.execute_command("ROLE")[0] == "master" and self.primary_by_sentinels() == {port}
-            return False
+            return is_master(port, PASSWORD) and self.primary_by_sentinels() == {port}
 
         wait_for(promoted, timeout, 0.05, f"the sentinels to promote the replica ({port})")
-
-    def destroy(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-        deadline = time.monotonic() + TIMEOUT
-        for proc in self.procs.values():
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-        self.procs.clear()
-        shutil.rmtree(self.root, ignore_errors=True)

@@ -11,10 +11,7 @@ first run of queue ``a`` done after it) is measured and printed."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,10 +20,10 @@ import pytest
 from outlast.errors import ConfigError
 from outlast.queue import Queue
 from outlast.settings import Settings
-from tests.apps import faults as faults_app
-from tests.conftest import drop_schemas, migrate_schema, wait_for
+from tests.conftest import wait_for
 from tests.faults import FaultWorld, check_every_run_once, enqueue_many
 from tests.faults.cluster import PrivateCluster
+from tests.faults.servers import redis_world
 
 pytestmark = pytest.mark.slow
 
@@ -40,26 +37,9 @@ REPUBLISH_AFTER = 60
 def cw(services: tuple[str, str], tmp_path: Path) -> Iterator[FaultWorld]:
     """A world whose queue is a private Redis Cluster (``cw.cluster``); outlast's tables and the
     world's effects in schemas of the shared test Postgres."""
-    shared_db, _shared_redis = services
-    root = Path(tempfile.mkdtemp(prefix="outlast-cluster-"))
-    cluster = PrivateCluster(root)
-    tag = uuid.uuid4().hex[:10]
-    w = FaultWorld(
-        shared_db, cluster.url, f"t_{tag}", f"t{tag}", tmp_path,
-        effects_url=shared_db, effects_schema=f"fx_{tag}",
-    )  # fmt: skip
-    w.cluster = cluster  # type: ignore[attr-defined]
-    try:
-        cluster.start()
-
-        migrate_schema(w.database_url, w.schema)
-        faults_app.setup(w.effects_url, w.effects_schema)
+    with redis_world(services, tmp_path, PrivateCluster, "cluster") as (w, cluster):
+        w.cluster = cluster  # type: ignore[attr-defined]
         yield w
-    finally:
-        w.stop_all()
-        cluster.destroy()
-        shutil.rmtree(root, ignore_errors=True)
-        drop_schemas(shared_db, w.schema, w.effects_schema)
 
 
 async def test_a_cluster_url_picks_the_cluster_client() -> None:

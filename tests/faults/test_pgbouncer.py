@@ -124,6 +124,18 @@ def test_workflows_run_through_pgbouncer(pooled: PooledWorld) -> None:
     assert watchers == 0, "a watcher row was left behind"
 
 
+@pytest.mark.parametrize("pooled", MODES[:1], indirect=True, ids=MODE_IDS[:1])
+async def test_the_runs_list_through_pgbouncer(pooled: PooledWorld) -> None:
+    """A page of the runs list (the dashboard's, ``outlast runs``) is composed per query and read
+    on a pooled connection: through a pooler, no startup option set its schema, so its
+    transaction must."""
+    async with AsyncClient(settings=pooled.settings()) as client:
+        made = [await client.enqueue("chain", {"tool": "effect", "n": 1}) for _ in range(3)]
+        page, cursor = await client.runs_page()
+    assert sorted(r.id for r in page) == sorted(r.id for r in made)
+    assert cursor is None
+
+
 # A wait that a cancel does not stop (as a commit waiting for a synchronous standby is not undone by
 # one): PgBouncer cancels the query of a client that left, so only an uncancellable stall shows
 # what a late commit would do. The test holds advisory lock 42 while the write must wait.

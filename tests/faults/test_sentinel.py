@@ -13,19 +13,16 @@ the sweeper's slow re-publication. Postgres is the machine's; the Redis deployme
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.apps import faults as faults_app
-from tests.conftest import drop_schemas, migrate_schema, wait_for
+from tests.conftest import wait_for
 from tests.faults import FaultWorld, check_every_run_once, enqueue_many
 from tests.faults.sentinel import PrivateSentinel
+from tests.faults.servers import redis_world
 
 pytestmark = pytest.mark.slow
 
@@ -40,25 +37,9 @@ REPUBLISH_AFTER = 60
 def sw(services: tuple[str, str], tmp_path: Path) -> Iterator[FaultWorld]:
     """A world whose queue is a private Sentinel deployment (``sw.sentinel``); outlast's tables
     and the world's effects in schemas of the shared test Postgres."""
-    shared_db, _shared_redis = services
-    root = Path(tempfile.mkdtemp(prefix="outlast-sentinel-"))
-    deployment = PrivateSentinel(root)
-    tag = uuid.uuid4().hex[:10]
-    w = FaultWorld(
-        shared_db, deployment.url, f"t_{tag}", f"t{tag}", tmp_path,
-        effects_url=shared_db, effects_schema=f"fx_{tag}",
-    )  # fmt: skip
-    w.sentinel = deployment  # type: ignore[attr-defined]
-    try:
-        deployment.start()
-        migrate_schema(w.database_url, w.schema)
-        faults_app.setup(w.effects_url, w.effects_schema)
+    with redis_world(services, tmp_path, PrivateSentinel, "sentinel") as (w, deployment):
+        w.sentinel = deployment  # type: ignore[attr-defined]
         yield w
-    finally:
-        w.stop_all()
-        deployment.destroy()
-        shutil.rmtree(root, ignore_errors=True)
-        drop_schemas(shared_db, w.schema, w.effects_schema)
 
 
 def succeeded(w: FaultWorld) -> int:

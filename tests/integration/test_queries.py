@@ -4,6 +4,7 @@ inlines each into every statement that calls it: the plan is the one the fact sp
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -38,6 +39,10 @@ def test_each_shared_fact_is_said_once() -> None:
         assert len(callers(fn)) >= 2, f"{fn} is called by {callers(fn)}"
     for text in SPELLED:
         assert not [name for name, q in Q.items() if text in q], text
+    # Nor into SQL written elsewhere in the package (the testing kit's clock, say).
+    package = Path(__file__).resolve().parents[2] / "outlast"
+    for text in SPELLED:
+        assert not [p.name for p in package.rglob("*.py") if text in p.read_text()], text
 
 
 @pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])

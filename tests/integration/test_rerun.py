@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from outlast.store import Store
+from outlast.journal import make_entry
+from outlast.store import OnWait, Store
 from outlast.store.queries import Q
 from outlast.store.wire import Dumped, Row, Wire
 from tests.conftest import World
@@ -215,5 +216,54 @@ async def test_an_event_sent_again_is_added_once(world: World, monkeypatch: pyte
         assert await store.event("r", "throttled", {"waits_for": "a slot of k"}) != event_id
         assert events(world, "r", "throttled") == 2
         assert await store.event("missing", "throttled", {}) is None
+    finally:
+        await store.close()
+
+
+async def test_a_resolution_sent_again_is_journaled_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's entry (an in-doubt resolution) on a run no worker holds: journaled once, and
+    the caller told it was (not that the run changed meanwhile); another resolution of the same
+    crossing, chained to the same head, is still refused."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        intention = make_entry("", 1, "intention", "op-1", {"tool": "pay", "args": {}, "args_hash": "h"})
+        assert await store.append("r", token, intention) is False
+        assert await store.wait("r", token, "in_doubt", "op-1 in doubt")
+        said = {"how": "operator", "executed": False}
+        resolution = make_entry(intention.hash, 2, "resolution", "op-1", said)
+        with ack_lost(monkeypatch, "append_unowned") as lost:
+            assert await store.append("r", OnWait("in_doubt", intention.hash), resolution) is False
+        assert lost.first == [[{"seq": 2, "cancel_requested": False}]]
+        assert world.sql("SELECT count(*) FROM journal WHERE run_id = 'r'") == [(2,)]
+        assert world.sql("SELECT state, journal_len FROM runs WHERE id = 'r'") == [("queued", 2)]
+        other = make_entry(intention.hash, 2, "resolution", "op-1", {"how": "operator", "executed": True})
+        assert await store.append("r", OnWait("in_doubt", intention.hash), other) is None
+    finally:
+        await store.close()
+
+
+async def test_an_approval_request_sent_again_waits_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting for the decision once, one request, one event; the worker told the wait is
+    committed (not that another worker holds the run: it would log a lost lease)."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        asked: dict[str, Any] = {"action": "pay", "args": {}, "args_hash": "h", "policy_version": "1"}
+        with ack_lost(monkeypatch, "await_approval") as lost:
+            assert await store.await_approval("r", token, "op-1", **asked, approvers=["ann"], expires_in=None)
+        assert lost.first == [[{"run_id": "r"}]]
+        assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [
+            ("awaiting_approval", "approval")
+        ]
+        assert world.sql("SELECT count(*) FROM approvals") == [(1,)]
+        assert events(world, "r", "awaiting_approval") == 1
+        assert not await store.await_approval(
+            "r", token - 1, "op-1", **asked, approvers=["ann"], expires_in=None
+        )
     finally:
         await store.close()
