@@ -12,9 +12,10 @@ from typing import Any
 
 from outlast.errors import InvalidInput
 from outlast.model import RunState
+from outlast.queue.entries import LEVELS
 
 SORTS = ("created", "started", "finished")  # newest first; an id prefix lists by id instead
-PRIORITIES = ("high", "normal", "low")
+PRIORITIES = LEVELS  # a queue's levels
 MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)
 PAGE = 50  # the runs a page shows (the dashboard, /api/runs and `outlast runs` by default)
 

@@ -150,20 +150,21 @@ class Runs(ClientCore):
         state, queue = got
         if state == RunState.CANCELLING:
             await self.queue.publish(queue, run_id, priority=run.priority)
-        await self._cancel_children(run_id)
+        await self._cancel_children(run_id, run.priority)
         return await self.status(run_id)
 
-    async def _cancel_children(self, run_id: str) -> None:
+    async def _cancel_children(self, run_id: str, priority: str) -> None:
         """Cancel the unfinished runs ``run_id`` started, level by level: each level is read after
         the cancellation of the one above is committed, and a run whose cancellation is requested
-        starts no child (``insert_child``), so none is missed."""
+        starts no child (``insert_child``), so none is missed. Children have their root's
+        ``priority``, and their entries go to its level."""
         level = [run_id]
         while level:
             below = await self.store.children(level)
             for child in below:
                 got = await self.store.cancel(child, {"by": "parent", "with": run_id})
                 if got is not None and got[0] == RunState.CANCELLING:
-                    await self.queue.publish(got[1], child)
+                    await self.queue.publish(got[1], child, priority=priority)
             level = below
 
     async def resume(

@@ -115,6 +115,8 @@ class RunWatch:
             return False
         try:
             await probe.execute("SELECT pg_notify(%s, 'probe')", [self.channel])
+        except psycopg.Error:
+            return False  # the probe could not be sent: nothing is known to reach this session
         finally:
             await probe.close()
         with contextlib.suppress(TimeoutError):

@@ -76,7 +76,6 @@ class Worker:
         # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
         structlog.contextvars.bind_contextvars(worker=self.name)
         self.acks.context = contextvars.copy_context()  # the worker's own, without any run's
-        self.log = log
         self.log.info(
             "worker.started",
             queues=list(self.queues),
