@@ -257,7 +257,8 @@ async def replay_workflow(
         found = await client.runs(state, MAX_LIST, workflow=workflow, since=since)
         if len(found) == MAX_LIST:
             raise InvalidInput(
-                f"more than {MAX_LIST} runs of '{workflow}' are {state}: replay them in parts with --since"
+                f"{MAX_LIST} or more runs of '{workflow}' are {state}, more than one replay reads: "
+                f"narrow it to the newest with --since (runs created since then)"
             )
         runs += found
     runs.sort(key=lambda r: r.created_at)

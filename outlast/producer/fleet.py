@@ -27,17 +27,19 @@ class Fleet(ClientCore):
         wrong). Needs no ``open`` first: an unreachable server is a finding, not an error."""
         fine: list[str] = []
         wrong: list[str] = []
-        schema_ok = False
+        schema_ok = postgres_ok = False
         try:
             await self.store.open(check=False)
             fine.append("postgres answers")
+            postgres_ok = True
             await self.store.check_schema()
             fine.append(f"schema '{self.settings.schema}' at version {SCHEMA_VERSION}")
             schema_ok = True
         except (ServiceUnavailable, SchemaError) as exc:
             wrong.append(str(exc))
         try:
-            fine.append(await self.store.check_listen())
+            if postgres_ok:  # otherwise the line above says it all
+                fine.append(await self.store.check_listen())
         except ServiceUnavailable as exc:
             wrong.append(f"{exc} (LISTEN: waiting clients poll meanwhile)")
         try:

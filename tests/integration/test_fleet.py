@@ -36,6 +36,7 @@ def test_health_checks_servers_schema_and_a_live_worker(world: World) -> None:
     down = world.cli("--database-url", "postgresql://u:secret@127.0.0.1:1/x", "health")
     _one_line_error(down, 1, "cannot reach Postgres at postgresql://u:***@127.0.0.1:1/x")
     assert "secret" not in down.stderr
+    assert "LISTEN" not in down.stderr  # Postgres down says it all: no second line about LISTEN
     _one_line_error(world.cli("--schema", "t_nothing_here", "health"), 1, "no outlast schema", "migrate")
     old = f"{world.schema}_old"
     migrate_schema(world.database_url, old)
