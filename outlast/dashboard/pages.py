@@ -92,8 +92,8 @@ async def run_page(request: Request, error: str | None = None, status: int = 200
         view = await views.run_view(web.client_of(request), run_id, draw=True)
     except OutlastError as exc:  # a refusal said first, else that the run is not there
         return render(request, "error.html", status if error else web.status_of(exc), error=error or str(exc))
-    me = web.caller_of(request).principal
-    return render(request, "run.html", status, run=view["run"], v=view, me=me, error=error)
+    me, final = web.caller_of(request).principal, RunState(view["run"]["state"]).final
+    return render(request, "run.html", status, run=view["run"], v=view, me=me, final=final, error=error)
 
 
 async def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
