@@ -18,11 +18,12 @@ from outlast.dashboard.views import TREE_DEPTH, TREE_RUNS, children_tree
 from outlast.identity import add_user
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
+from outlast.store.queries import Q
 from tests.conftest import World
 
 KIDS = """
 INSERT INTO runs (id, workflow, input, input_hash, state, started_by, created_at)
-SELECT p.id || '.' || lpad(i::text, 3, '0'), 'kid', '{}', 'h', 'succeeded', p.id,
+SELECT p.id || '.' || lpad(i::text, 4, '0'), 'kid', '{}', 'h', 'succeeded', p.id,
        p.created_at + make_interval(secs => i)
 FROM runs p, generate_series(1, %s) AS i WHERE p.id LIKE %s
 """
@@ -42,7 +43,7 @@ def family(world: World, settings: Settings, root: str, kids: int, grandkids: in
     with Client(settings=settings) as c:
         c.enqueue("parent", {}, run_id=root, queue="nobody")
     world.sql(KIDS, kids, root)
-    world.sql(KIDS, grandkids, root + ".___")  # each child's
+    world.sql(KIDS, grandkids, root + ".____")  # each child's
 
 
 def reads(tc: TestClient, path: str, headers: dict[str, str]) -> int:
@@ -79,16 +80,16 @@ def test_the_tree_keeps_its_bounds_and_its_order(
     below = deep
     for _ in range(6):
         world.sql(KIDS, 1, below)
-        below += ".001"
+        below += ".0001"
 
     async def read(run_id: str) -> list[dict[str, Any]]:
         async with AsyncClient(settings=settings) as c:
             return await children_tree(c, run_id)
 
     tree = asyncio.run(read("r"))
-    assert [k["id"] for k in tree] == [f"r.{i:03}" for i in range(1, 151)]  # every child, by age
+    assert [k["id"] for k in tree] == [f"r.{i:04}" for i in range(1, 151)]  # every child, by age
     grand = [g["id"] for k in tree for g in k["children"]]
-    assert len(grand) == TREE_RUNS - 150 and grand[:3] == ["r.001.001", "r.001.002", "r.002.001"]
+    assert len(grand) == TREE_RUNS - 150 and grand[:3] == ["r.0001.0001", "r.0001.0002", "r.0002.0001"]
     assert all(g["children"] == [] for k in tree for g in k["children"])
     assert {k["state"] for k in tree} == {"succeeded"} and tree[0]["workflow"] == "kid"
 
@@ -97,3 +98,24 @@ def test_the_tree_keeps_its_bounds_and_its_order(
         [node], levels = chain, levels + 1
         chain = node["children"]
     assert levels == TREE_DEPTH
+
+
+def test_a_fan_out_of_thousands_reads_only_the_rows_shown(
+    world: World, site: tuple[TestClient, Settings, dict[str, str]]
+) -> None:
+    _, settings, _ = site
+    family(world, settings, "wide", 3000, 2)  # 3,000 children, 6,000 grandchildren
+    world.sql("ANALYZE runs")
+    values = {"run_id": "'wide'", "depth": str(TREE_DEPTH), "most": str(TREE_RUNS)}
+    sql = re.sub(r"%\((\w+)\)s", lambda m: values[m[1]], Q["children_tree"])
+    [[plan]] = world.sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+    assert plan[0]["Plan"]["Actual Rows"] == TREE_RUNS
+    assert scanned(plan[0]["Plan"]) <= TREE_RUNS + 1, plan  # the recursion stops with the rows fetched
+
+
+def scanned(plan: dict[str, Any]) -> int:
+    """The table rows a plan's scans read: those returned and those a filter threw away."""
+    n = 0
+    if plan["Node Type"] in ("Seq Scan", "Index Scan", "Bitmap Heap Scan"):
+        n = plan["Actual Rows"] * plan["Actual Loops"] + plan.get("Rows Removed by Filter", 0)
+    return n + sum(scanned(p) for p in plan.get("Plans", []))
