@@ -26,15 +26,17 @@ from outlast.dashboard.web import (
     RESUME,
     RETRY,
     SCHEDULE,
-    Refusal,
-    caller_of,
     capped,
     check_role,
-    client_of,
     has_nul,
-    status_of,
     whole,
 )
+
+# Said here too (re-exported): what other modules of the dashboard took from the API's module.
+from outlast.dashboard.web import Refusal as Refusal
+from outlast.dashboard.web import caller_of as caller_of
+from outlast.dashboard.web import client_of as client_of
+from outlast.dashboard.web import status_of as status_of
 from outlast.errors import OutlastError
 from outlast.listing import PAGE
 from outlast.producer import AsyncClient

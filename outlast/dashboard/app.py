@@ -17,9 +17,9 @@ from starlette.staticfiles import StaticFiles
 
 from outlast.app import App
 from outlast.dashboard import api, pages
+from outlast.dashboard.api import status_of
 from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.render import HERE, login_page, render, templates
-from outlast.dashboard.web import status_of
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
