@@ -14,7 +14,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from outlast import fleet
-from outlast.dashboard import api, batch, lists
+from outlast.dashboard import acts, batch, lists, views, web
 from outlast.dashboard.auth import (
     LOGIN_BODY,
     LOGIN_COOKIE,
@@ -54,12 +54,12 @@ def _run_path(run_id: str) -> str:
 async def _form(request: Request) -> dict[str, Any] | None:
     """The posted form, or None when its CSRF token is missing or wrong."""
     form = dict(await request.form())
-    caller = api.caller_of(request)
+    caller = web.caller_of(request)
     return form if same(str(form.get("csrf", "")), caller.csrf) else None
 
 
 async def runs_page(request: Request) -> Response:
-    c, q = api.client_of(request), request.query_params
+    c, q = web.client_of(request), request.query_params
     wanted = q.get("run", "").strip()
     if wanted:
         return _see(request, _run_path(wanted))
@@ -89,18 +89,18 @@ async def runs_page(request: Request) -> Response:
 async def run_page(request: Request, error: str | None = None, status: int = 200) -> Response:
     run_id = request.path_params["run_id"]
     try:
-        view = await api.run_view(api.client_of(request), run_id, draw=True)
+        view = await views.run_view(web.client_of(request), run_id, draw=True)
     except OutlastError as exc:  # a refusal said first, else that the run is not there
-        return render(request, "error.html", status if error else api.status_of(exc), error=error or str(exc))
-    me = api.caller_of(request).principal
-    return render(request, "run.html", status, run=view["run"], v=view, me=me, error=error)
+        return render(request, "error.html", status if error else web.status_of(exc), error=error or str(exc))
+    me, final = web.caller_of(request).principal, RunState(view["run"]["state"]).final
+    return render(request, "run.html", status, run=view["run"], v=view, me=me, final=final, error=error)
 
 
 async def approvals_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    c = api.client_of(request)
+    c = web.client_of(request)
     mark = await c.change_mark()  # first: never ahead of what the page shows
     pending = await c.pending_approvals()
-    me = api.caller_of(request).principal
+    me = web.caller_of(request).principal
     return render(request, "approvals.html", status, pending=pending, me=me, mark=mark, error=error)
 
 
@@ -108,36 +108,36 @@ async def _act(request: Request, act: Act, page: Page, role: tuple[str, str]) ->
     """An act posted by a form (a decision, a resolution, a cancellation...), made as the
     signed-in principal if their role allows it; refused, the page it came from says why."""
     gate: Gate = request.app.state.gate
-    why = gate.refusal(api.caller_of(request), *role)
+    why = gate.refusal(web.caller_of(request), *role)
     if why is not None:
         return await page(request, f"refused: {why}", 403)
     form = await _form(request)
     if form is None:
         return await page(request, STALE, 403)
-    if api.has_nul(form):
+    if web.has_nul(form):
         return await page(request, NUL, 400)
     p = request.path_params
     try:
-        await act(api.client_of(request), api.caller_of(request).principal, p, form)
-    except api.Refusal as exc:
+        await act(web.client_of(request), web.caller_of(request).principal, p, form)
+    except web.Refusal as exc:
         return await page(request, f"refused: {exc}", exc.status)
     except OutlastError as exc:
-        return await page(request, f"refused: {exc}", api.status_of(exc))
+        return await page(request, f"refused: {exc}", web.status_of(exc))
     return _see(request, _run_path(p["run_id"]))
 
 
 async def decide(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
-        await api.decide(c, who, p["run_id"], p["approval_id"], form)
+        await acts.decide(c, who, p["run_id"], p["approval_id"], form)
 
-    return await _act(request, act, approvals_page, api.DECIDE)
+    return await _act(request, act, approvals_page, web.DECIDE)
 
 
 async def in_doubt_page(request: Request, error: str | None = None, status: int = 200) -> Response:
-    c, cursor = api.client_of(request), request.query_params.get("cursor") or None
+    c, cursor = web.client_of(request), request.query_params.get("cursor") or None
     mark = await c.change_mark()  # first: never ahead of what the page shows
     try:
-        runs, after = await api.in_doubt_view(c, cursor)
+        runs, after = await views.in_doubt_view(c, cursor)
     except OutlastError as exc:
         (runs, after), error, status = ([], None), str(exc), 400
     nxt = urlencode({"cursor": after}) if after else None
@@ -146,16 +146,16 @@ async def in_doubt_page(request: Request, error: str | None = None, status: int 
 
 async def resolve(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
-        await api.resolve(c, who, p["run_id"], p["op_id"], form)
+        await acts.resolve(c, who, p["run_id"], p["op_id"], form)
 
-    return await _act(request, act, in_doubt_page, api.RESOLVE)
+    return await _act(request, act, in_doubt_page, web.RESOLVE)
 
 
 async def cancel(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
         await c.cancel(p["run_id"], principal=who)
 
-    return await _act(request, act, run_page, api.CANCEL)
+    return await _act(request, act, run_page, web.CANCEL)
 
 
 async def resume(request: Request) -> Response:
@@ -163,13 +163,13 @@ async def resume(request: Request) -> Response:
         accept = form.get("accept_program_change") == "yes"
         await c.resume(p["run_id"], accept_program_change=accept, principal=who)
 
-    return await _act(request, act, run_page, api.RESUME)
+    return await _act(request, act, run_page, web.RESUME)
 
 
 async def accept_page(request: Request) -> Response:
     """The confirmation of a resume that accepts a program change: the program that admitted the
     run, and what the worker that parked it said changed."""
-    c, run_id = api.client_of(request), request.path_params["run_id"]
+    c, run_id = web.client_of(request), request.path_params["run_id"]
     run = await c.status(run_id)
     if run.state != RunState.WAITING or run.reason != "program_changed":
         return await run_page(request, f"run '{run_id}' is not waiting for a program change", 409)
@@ -188,16 +188,16 @@ async def retry(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
         made.append((await c.continue_run(p["run_id"], principal=who)).id)
 
-    answer = await _act(request, act, run_page, api.RETRY)
+    answer = await _act(request, act, run_page, web.RETRY)
     return _see(request, _run_path(made[0])) if made else answer
 
 
 async def batch_page(request: Request) -> Response:
     """The confirmation of a batch action: how many runs of the list it acts on; posting it acts
     (if the count is still the one shown)."""
-    c, act, q = api.client_of(request), request.path_params["act"], request.query_params
-    role = {"cancel": api.CANCEL, "resume": api.RESUME}.get(act, api.RETRY)
-    why = request.app.state.gate.refusal(api.caller_of(request), *role)
+    c, act, q = web.client_of(request), request.path_params["act"], request.query_params
+    role = {"cancel": web.CANCEL, "resume": web.RESUME}.get(act, web.RETRY)
+    why = request.app.state.gate.refusal(web.caller_of(request), *role)
     message, status, count = None, 200, 0
     try:
         if request.method == "POST" and why is not None:  # the count is anyone's to see
@@ -207,7 +207,7 @@ async def batch_page(request: Request) -> Response:
             if form is None:
                 raise batch.BatchRefused(403, STALE)
             shown = str(form.get("count", ""))
-            who = api.caller_of(request).principal
+            who = web.caller_of(request).principal
             done = await batch.run_batch(c, who, act, q, int(shown) if shown.isdigit() else -1)
             refused = "; ".join(f"{k}: {v}" for k, v in done["refused"].items())
             message = f"{act}: {len(done['done'])} runs done" + (f"; refused {refused}" if refused else "")
@@ -216,47 +216,47 @@ async def batch_page(request: Request) -> Response:
     except batch.BatchRefused as exc:
         message, status = str(exc), exc.status
     except OutlastError as exc:
-        message, status = str(exc), api.status_of(exc)
+        message, status = str(exc), web.status_of(exc)
     keep = urlencode(lists.kept(q))
     said = {"message": message} if status < 400 else {"error": message}
     return render(request, "batch.html", status, act=act, count=count, keep=keep, **said)
 
 
 async def schedules_page(request: Request, message: str | None = None, status: int = 200) -> Response:
-    rows = await api.client_of(request).schedules()
+    rows = await web.client_of(request).schedules()
     return render(request, "schedules.html", status, schedules=rows, message=message)
 
 
 async def schedule(request: Request) -> Response:
     """Pause, resume or trigger a schedule (operators), from its form."""
-    why = request.app.state.gate.refusal(api.caller_of(request), *api.SCHEDULE)
+    why = request.app.state.gate.refusal(web.caller_of(request), *web.SCHEDULE)
     if why is not None:
         return await schedules_page(request, f"refused: {why}", 403)
     if await _form(request) is None:
         return await schedules_page(request, STALE, 403)
-    c, p = api.client_of(request), request.path_params
+    c, p = web.client_of(request), request.path_params
     try:
-        said = await api.schedule_act(c, api.caller_of(request).principal, p["name"], p["act"])
-    except api.Refusal as exc:
+        said = await acts.schedule_act(c, web.caller_of(request).principal, p["name"], p["act"])
+    except web.Refusal as exc:
         return await schedules_page(request, f"refused: {exc}", exc.status)
     except OutlastError as exc:
-        return await schedules_page(request, f"refused: {exc}", api.status_of(exc))
+        return await schedules_page(request, f"refused: {exc}", web.status_of(exc))
     return await schedules_page(request, said)
 
 
 async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
-    view = await api.fleet_view(api.client_of(request))
+    view = await views.fleet_view(web.client_of(request))
     return render(request, "fleet.html", status, f=view, message=message)
 
 
 async def requeue(request: Request) -> Response:
-    why = request.app.state.gate.refusal(api.caller_of(request), *api.REQUEUE)
+    why = request.app.state.gate.refusal(web.caller_of(request), *web.REQUEUE)
     if why is not None:
         return await fleet_page(request, f"refused: {why}", 403)
     form = await _form(request)
     if form is None:
         return await fleet_page(request, STALE, 403)
-    c, queue, entry = api.client_of(request), str(form.get("queue", "")), str(form.get("entry", ""))
+    c, queue, entry = web.client_of(request), str(form.get("queue", "")), str(form.get("entry", ""))
     letters = await c.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
     if not letters:
         return await fleet_page(request, f"no dead letter {entry} on queue '{queue}'", 404)
@@ -271,8 +271,8 @@ async def login(request: Request) -> Response:
     if not await gate.may_try(request):
         return await login_page(request, 429, "too many sign-in attempts from your address: wait a minute")
     try:
-        body = await api.capped(request, LOGIN_BODY)
-    except api.Refusal as exc:
+        body = await web.capped(request, LOGIN_BODY)
+    except web.Refusal as exc:
         return await login_page(request, exc.status, f"refused: {exc} (a sign-in is a token)")
     form = dict(parse_qsl(body.decode("latin-1"), max_num_fields=8))
     nonce = request.cookies.get(LOGIN_COOKIE, "")
@@ -342,7 +342,7 @@ async def _changes(c: AsyncClient, request: Request, seen: int) -> AsyncIterator
 async def live(request: Request) -> Response:
     """Server-sent events: ``change`` whenever something happened (to the run, with ``?run=``)
     since ``after``, what the page showed: what happened before the stream opened counts too."""
-    c, run_id = api.client_of(request), request.query_params.get("run")
+    c, run_id = web.client_of(request), request.query_params.get("run")
     after = request.query_params.get("after", "")
     if run_id:
         events = await c.events(run_id)  # an unknown run: 404, before the stream starts

@@ -96,6 +96,11 @@ class Runs(ClientCore):
         await self.status(run_id)
         return await self.store.children_of(run_id)
 
+    async def children_tree(self, run_id: str, depth: int, most: int) -> list[dict[str, Any]]:
+        """The runs the run started and theirs, breadth first (``depth`` levels, ``most`` runs at
+        most), read in one statement: id, workflow, state, reason, parent, depth."""
+        return await self.store.children_tree(run_id, depth, most)
+
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
         return await self.store.events(run_id, after)

@@ -47,3 +47,8 @@ class Children(Base):
     async def children_of(self, run_id: str) -> list[dict[str, Any]]:
         """Every run ``run_id`` started: id, workflow, state, reason."""
         return await self._rows("children_of", run_id=run_id)
+
+    async def children_tree(self, run_id: str, depth: int, most: int) -> list[dict[str, Any]]:
+        """The runs ``run_id`` started and theirs, breadth first, ``depth`` levels and ``most``
+        runs at most, in one statement: id, workflow, state, reason, parent, depth."""
+        return await self._rows("children_tree", run_id=run_id, depth=depth, most=most)

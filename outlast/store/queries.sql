@@ -891,6 +891,21 @@ ORDER BY id;
 -- Every run this run started, for its status.
 SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
 
+-- name: children_tree
+-- The runs this run started, and theirs, breadth first (the dashboard's tree): %(depth)s levels and
+-- %(most)s runs at most, each run's own by age (runs_children). Postgres computes a recursive query
+-- only as far as its rows are fetched: a fan-out of thousands reads %(most)s rows, in one statement.
+WITH RECURSIVE tree AS (
+    (SELECT id, workflow, state, reason, started_by, 1 AS depth FROM runs
+     WHERE started_by = %(run_id)s ORDER BY created_at, id LIMIT %(most)s)
+    UNION ALL
+    SELECT c.id, c.workflow, c.state, c.reason, c.started_by, tree.depth + 1
+    FROM tree CROSS JOIN LATERAL (
+        SELECT id, workflow, state, reason, started_by FROM runs
+        WHERE started_by = tree.id ORDER BY created_at, id LIMIT %(most)s) c
+    WHERE tree.depth < %(depth)s)
+SELECT id, workflow, state, reason, started_by AS parent, depth FROM tree LIMIT %(most)s;
+
 -- ---------------------------------------------------------------------------------------------
 -- The dashboard's sessions, sign-in attempts and signing key (0019; outlast/store/sessions.py)
 -- ---------------------------------------------------------------------------------------------

@@ -2,14 +2,12 @@
 Postgres and Redis: a person signs in, sees a run waiting in the inbox, approves it with a comment
 and watches it finish without reloading; an action altered after the page loaded is refused with
 the reason shown; an in-doubt operation is resolved from the page and the run continues; a viewer
-cannot decide. Each final page is kept as a screenshot in tests/artifacts/;
-with OUTLAST_UPDATE_DOCS=1 the run page and the inbox are copied to docs/ too, for the README."""
+cannot decide. Each final page is kept as a screenshot in tests/artifacts/ (the docs' screenshots
+are made by tests/shots.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,6 @@ from tests.dashboard import Desk, desk, served
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "tests" / "artifacts"
-DOCS = ROOT / "docs"
 
 pytestmark = [
     pytest.mark.slow,
@@ -65,13 +62,9 @@ def person(browser: sync_api.Browser, site: str, token: str) -> sync_api.Page:
     return page
 
 
-def keep(page: sync_api.Page, name: str, docs: bool = False) -> None:
+def keep(page: sync_api.Page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(shot), full_page=True)
-    if docs and os.environ.get("OUTLAST_UPDATE_DOCS") == "1":
-        DOCS.mkdir(exist_ok=True)
-        shutil.copyfile(shot, DOCS / f"{name}.png")
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def test_approve_in_the_page_and_watch_the_run_finish(d: Desk, site: str, browser: sync_api.Browser) -> None:
@@ -82,7 +75,7 @@ def test_approve_in_the_page_and_watch_the_run_finish(d: Desk, site: str, browse
     card = page.locator(f"#approval-{run.id}-op-1")
     assert "<script>alert(1)</script>" in card.locator(".args").inner_text()  # shown as text, not run
     assert args_hash({"text": run.input["text"]}) in card.inner_text()
-    keep(page, "dashboard-approvals", docs=True)
+    keep(page, "dashboard-approvals")
 
     card.locator("textarea[name=comment]").fill("Checked the text with the release manager")
     card.locator("button.approve").click()
@@ -94,7 +87,7 @@ def test_approve_in_the_page_and_watch_the_run_finish(d: Desk, site: str, browse
     assert "Checked the text with the release manager" in page.locator(".comment").inner_text()
     assert "alice" in page.locator(".decider").inner_text()
     assert page.errors == []  # type: ignore[attr-defined]
-    keep(page, "dashboard-run", docs=True)
+    keep(page, "dashboard-run")
 
 
 def test_the_runs_page_shows_new_runs_without_reloading(

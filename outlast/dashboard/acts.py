@@ -1,0 +1,86 @@
+"""What people do from the pages and the API alike, as the authenticated principal: decide an
+approval, resolve an in-doubt operation, pause, resume or trigger a schedule. The caller's role
+is checked before these are called (``web.check_role``, or the page's own refusal)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from outlast.dashboard.web import Refusal
+from outlast.identity import Principal
+from outlast.producer import AsyncClient
+
+DECISIONS = ("approve", "reject", "revise")
+
+
+async def decide(
+    client: AsyncClient,
+    principal: Principal,
+    run_id: str,
+    approval_id: str,
+    form: dict[str, Any],
+) -> None:
+    """Approve, reject or revise as ``principal``, for the action whose hash the person saw."""
+    decision, comment, args_hash = form.get("decision"), form.get("comment"), form.get("args_hash")
+    if decision not in DECISIONS:
+        raise Refusal(400, f"decision must be one of {', '.join(DECISIONS)}")
+    if not isinstance(args_hash, str) or not args_hash:
+        raise Refusal(400, "args_hash is required: the hash of the arguments you saw")
+    if not isinstance(comment, str) or not comment.strip():
+        raise Refusal(400, "a comment is required: say why")
+    kw: dict[str, Any] = {"principal": principal, "comment": comment, "args_hash": args_hash}
+    if decision == "approve":
+        await client.approve(run_id, approval_id, **kw)
+    elif decision == "reject":
+        await client.reject(run_id, approval_id, **kw)
+    else:
+        args = form.get("args")
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
+        if not isinstance(args, dict):
+            raise Refusal(400, "the revised arguments must be a JSON object")
+        tool = (
+            client.app.tools.get((await client.approval(run_id, approval_id))["action"])
+            if client.app
+            else None
+        )
+        if tool is not None:
+            tool.validate(args)  # InvalidInput naming what is wrong; the worker checks again at the call
+        await client.revise(run_id, approval_id, args=args, **kw)
+
+
+async def resolve(
+    client: AsyncClient, principal: Principal, run_id: str, op_id: str, form: dict[str, Any]
+) -> None:
+    """Resolve an in-doubt operation as ``principal``: executed (with an optional result) or not."""
+    executed, comment = form.get("executed"), form.get("comment")
+    if isinstance(executed, str):
+        executed = {"yes": True, "true": True, "no": False, "false": False}.get(executed)
+    if not isinstance(executed, bool):
+        raise Refusal(400, "executed must be true or false")
+    if not isinstance(comment, str) or not comment.strip():
+        raise Refusal(400, "a comment is required: say why")
+    result = form.get("result")
+    if isinstance(result, str):
+        try:
+            result = json.loads(result) if result.strip() else None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise Refusal(400, f"the result is not JSON: {exc}") from None
+    await client.resolve(
+        run_id, op_id, executed=executed, result=result, principal=principal, comment=comment
+    )
+
+
+async def schedule_act(c: AsyncClient, who: Principal, name: str, act: str) -> str:
+    """Pause, resume or trigger the schedule ``name`` as ``who``; what was done, in words."""
+    if act == "trigger":
+        run = await c.trigger_schedule(name, principal=who)
+        return f"schedule '{name}' triggered: run {run.id}"
+    if act not in ("pause", "resume"):
+        raise Refusal(404, f"no schedule action '{act[:40]}' (pause, resume, trigger)")
+    await c.pause_schedule(name, act == "pause", principal=who)
+    return f"schedule '{name}' {act}d"

@@ -1,0 +1,113 @@
+"""What the pages and the API read: a run (its status, timeline, drawing and children tree), the
+fleet, the runs in doubt, and a run's debug bundle as a zip made in memory."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from typing import Any
+from urllib.parse import quote
+
+from outlast import bundle
+from outlast.dashboard import timeline as drawing
+from outlast.listing import RunQuery
+from outlast.producer import AsyncClient
+from outlast.status import describe
+
+TREE_DEPTH, TREE_RUNS = 4, 200  # the children tree a run page shows, at most
+
+
+async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:
+    """Everything the run page shows: the status, its timeline (events and journal crossings, by
+    time), and its approvals; with ``draw``, the timeline drawn (SVG) and the tree of children."""
+    events = await client.events(run_id)  # first: the mark is never ahead of the status shown
+    info = await describe(client, run_id)
+    times = await client.journal_times(run_id)
+    entries = await client.journal(run_id)
+    timeline: list[dict[str, Any]] = [
+        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]} for e in events
+    ]
+    if draw:
+        bars, markers = drawing.read(entries, times, events)
+        now = max([*times.values(), *(e["at"] for e in events)], default=None)
+        info["drawn"] = drawing.svg(bars, markers, now, _capture_href) if now is not None else ""
+        info["tree"] = await children_tree(client, run_id) if info["children"] else []
+    for e in entries:
+        timeline.append(
+            {
+                "at": times.get(e.seq),
+                "what": "journal",
+                "kind": e.kind,
+                "seq": e.seq,
+                "op": e.op_id,
+                "hash": e.hash,
+                "detail": e.data,
+            }
+        )
+    timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
+    return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
+
+
+def _capture_href(op: str) -> str:
+    return "#capture-" + op
+
+
+async def children_tree(client: AsyncClient, run_id: str) -> list[dict[str, Any]]:
+    """The runs ``run_id`` started, and theirs, as a tree (each with its own ``children``):
+    TREE_DEPTH levels and TREE_RUNS runs at most, nearer levels first, read in one statement
+    however many there are: a page never walks an unbounded fan-out."""
+    rows = await client.children_tree(run_id, TREE_DEPTH, TREE_RUNS)
+    top: list[dict[str, Any]] = []
+    nodes: dict[str, dict[str, Any]] = {}
+    for r in rows:  # breadth first: a run's parent comes before it
+        node = {k: r[k] for k in ("id", "workflow", "state", "reason")} | {"children": []}
+        parent = nodes.get(r["parent"])
+        (top if parent is None else parent["children"]).append(node)
+        nodes[r["id"]] = node
+    return top
+
+
+async def fleet_view(client: AsyncClient) -> dict[str, Any]:
+    """Workers (heartbeat records), queues (stream figures and unfinished runs), dead letters."""
+    queues = await client.queues()
+    letters = {q["queue"]: await client.dead_letters(q["queue"], count=100) for q in queues}
+    return {"workers": await client.workers(), "queues": queues, "dead_letters": letters}
+
+
+async def in_doubt_view(
+    client: AsyncClient, cursor: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the runs waiting on an in-doubt operation (every one, paged: the in-doubt list of
+    ``runs_page``), each with its operations in doubt; and the next page's cursor."""
+    runs, after = await client.runs_page(RunQuery(in_doubt=True), cursor=cursor)
+    out = []
+    for run in runs:
+        info = await describe(client, run.id)
+        out.append({"run": info["run"], "in_doubt": info["in_doubt"]})
+    return out, after
+
+
+def safe_name(run_id: str) -> str:
+    """The run id as a plain file name: ASCII letters, digits and ``_.-`` (others become ``_``),
+    no leading dot; never a path."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", run_id).lstrip(".") or "run"
+
+
+async def bundle_zip(client: AsyncClient, run_id: str) -> bytes:
+    """The run's debug bundle (``outlast export``) as a zip file, made in memory: no file is
+    written, so no run id can aim it anywhere. Its folder is the run id made a safe name."""
+    texts = await bundle.contents(client, run_id)
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in texts.items():
+            z.writestr(f"{safe_name(run_id)}/{name}", text)
+    return data.getvalue()
+
+
+def attachment(run_id: str) -> str:
+    """The download's Content-Disposition: an ASCII name, and the run id itself (RFC 5987)."""
+    return (
+        f'attachment; filename="outlast-{safe_name(run_id)}.zip"; '
+        f"filename*=UTF-8''outlast-{quote(run_id, safe='')}.zip"
+    )
