@@ -18,7 +18,9 @@ POINTS = frozenset(
         "after_effect",
         "after_result",
         "with_result_held",  # a read's or an idempotent tool's result held, not yet written
-        "after_fenced_write",  # name:what (finish, wait, park, slot, reserve, child, release...)
+        # name:what (finish, wait, park, slot, reserve, child, release; cancel, in_doubt: the
+        # journal entries that carry held results)
+        "after_fenced_write",
         "before_ack",
         "after_final",
         "before_child_journaled",  # a child run committed, its start not yet journaled in the parent

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from outlast import failpoints
 from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible
 from outlast.journal import Entry, make_entry
 from outlast.model import Run as RunRecord
@@ -29,6 +30,11 @@ from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 
 __all__ = ["Journaled", "Replayer", "asked_by_result", "describe"]
+
+# The appends that are a fenced write of their own kind (a cancellation, an in-doubt declaration):
+# carrying held entries, they are the crash points ``with_result_held:KIND`` and
+# ``after_fenced_write:KIND``, as the other fenced writes are in ``RunControl.fenced``.
+_CROSSED = frozenset({"cancel", "in_doubt"})
 
 
 class Replayer:
@@ -161,7 +167,11 @@ class Replayer:
             raise JournalEnd(op_id, f"to journal a {kind} entry")
         entry = self._chain(kind, op_id, data)
         held, self._held = self._held, []
-        if held:
+        if held and kind in _CROSSED:  # a crash test's kill points (inert unless armed)
+            failpoints.hit("with_result_held", kind)
+            await self._carry(held, entry)
+            failpoints.hit("after_fenced_write", kind)
+        elif held:
             await self._carry(held, entry)
         else:
             await self._commit(entry, held)
