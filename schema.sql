@@ -1,8 +1,15 @@
--- The whole outlast schema, version 20: what its migrations
+-- The whole outlast schema, version 21: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
 CREATE SCHEMA outlast;
+
+CREATE FUNCTION outlast.outlast_add_counts(a bigint[], b bigint[]) RETURNS bigint[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
+    FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
+$$;
 
 CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -510,6 +517,37 @@ CREATE TABLE outlast.reservations (
     amount numeric NOT NULL
 );
 
+CREATE TABLE outlast.rollup_flushes (
+    id text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+CREATE TABLE outlast.rollup_latency (
+    minute timestamp with time zone NOT NULL,
+    tool text NOT NULL,
+    counts bigint[] NOT NULL
+);
+
+CREATE TABLE outlast.rollup_queues (
+    minute timestamp with time zone NOT NULL,
+    queue text NOT NULL,
+    depth bigint NOT NULL,
+    oldest_age double precision NOT NULL
+);
+
+CREATE TABLE outlast.rollup_runs (
+    minute timestamp with time zone NOT NULL,
+    started integer NOT NULL,
+    finished integer NOT NULL,
+    failed integer NOT NULL
+);
+
+CREATE TABLE outlast.rollup_turn (
+    one boolean DEFAULT true NOT NULL,
+    at timestamp with time zone NOT NULL,
+    CONSTRAINT rollup_turn_one_check CHECK (one)
+);
+
 CREATE TABLE outlast.schedules (
     name text NOT NULL,
     workflow text NOT NULL,
@@ -762,6 +800,21 @@ ALTER TABLE ONLY outlast.outlast_meta
 
 ALTER TABLE ONLY outlast.reservations
     ADD CONSTRAINT reservations_pkey PRIMARY KEY (run_id, op_id, name);
+
+ALTER TABLE ONLY outlast.rollup_flushes
+    ADD CONSTRAINT rollup_flushes_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY outlast.rollup_latency
+    ADD CONSTRAINT rollup_latency_pkey PRIMARY KEY (minute, tool);
+
+ALTER TABLE ONLY outlast.rollup_queues
+    ADD CONSTRAINT rollup_queues_pkey PRIMARY KEY (minute, queue);
+
+ALTER TABLE ONLY outlast.rollup_runs
+    ADD CONSTRAINT rollup_runs_pkey PRIMARY KEY (minute);
+
+ALTER TABLE ONLY outlast.rollup_turn
+    ADD CONSTRAINT rollup_turn_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (id);

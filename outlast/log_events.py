@@ -66,6 +66,11 @@ EVENTS: dict[str, str] = {
     "sweeper.republished": "The sweeper re-published `count` due runs (`runs`: the first 20).",
     "sweeper.turns_published": "The sweeper published `count` held runs in their tenant's turn.",
     "sweeper.pruned": "Retention deleted what finished `before` (counts per kind).",
+    "charts.caught_up": (
+        "The charts' rollup counted the runs of `minutes` minutes at once, from `since` to `until`: "
+        "minutes no worker rolled up (all stopped, Postgres away) caught up."
+    ),
+    "charts.queues_not_sampled": "The charts' rollup sampled no queue this minute: Redis is away (`error`).",
     "schedule.enqueued": (
         "A schedule enqueued `count` runs (`skipped_to`: ticks up to it missed and skipped)."
     ),

@@ -1,7 +1,9 @@
 """Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
 
 Nothing here is imported, made or counted until ``enable()``: without ``--metrics-port`` every hook
-is a call that returns at once, and prometheus-client (the ``metrics`` extra) need not be installed.
+is a call that returns at once (but ``operation``, which also counts the in-memory latency tally of
+the dashboard's charts, ``outlast.latency``), and prometheus-client (the ``metrics`` extra) need not
+be installed.
 Labels are workflows, tools, states, outcomes, kinds and queues: never a run or operation id. A
 run's tenant is a label only when the operator lists it (``OUTLAST_METRICS_TENANTS``): tenants are
 unbounded, a label must not be; the others are ``other``, a run without one ``""``.
@@ -20,9 +22,9 @@ import time
 from typing import Any
 
 from outlast.errors import ConfigError
+from outlast.latency import BOUNDS as LATENCY_BUCKETS
+from outlast.latency import TALLY
 
-# Seconds: from a millisecond-fast read to a tool that runs for minutes.
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 REFRESH = 5.0  # seconds between two refreshes of the gauges read from Redis and Postgres
 
@@ -182,9 +184,13 @@ def run_finished(workflow: str, state: str, tenant: str | None) -> None:
 
 
 def operation(tool: str, outcome: str, started: float) -> None:
-    """An operation ended (``started``: its ``time.perf_counter()`` when it went live)."""
+    """An operation ended (``started``: its ``time.perf_counter()`` when it went live). Counted in
+    the process's latency tally too, metrics or not (the dashboard's charts: ``outlast.latency``),
+    in memory only: nothing is written on an operation's path."""
+    seconds = time.perf_counter() - started
+    TALLY.add(tool, seconds)
     if _m is not None:
-        _m.operations.labels(tool, outcome).observe(time.perf_counter() - started)
+        _m.operations.labels(tool, outcome).observe(seconds)
 
 
 def dispatch_retried(tool: str) -> None:

@@ -320,6 +320,14 @@ class Settings:
         "minute; unset: kept.",
         check=_check_retention,
     )
+    rollup_every: float = setting(
+        60.0,
+        "Seconds between a worker's steps of the dashboard charts' rollup (its latencies added; "
+        "one worker a step counts the runs and samples the queues).",
+        "seconds",
+        ge=0.5,
+        le=3600,
+    )
     tenant_window: int = setting(
         32,
         "Runs of one tenant published and not yet started in a queue; its others wait in Postgres "

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from outlast.app import App
-from outlast.dashboard import api, pages
+from outlast.dashboard import api, charts, pages
 from outlast.dashboard.api import status_of
 from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.render import HERE, login_page, render, templates
@@ -100,6 +100,7 @@ def create_app(
     routes: list[BaseRoute] = [
         *pages.routes(),
         *api.routes(),
+        *charts.routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     site = Starlette(

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from outlast.errors import SchemaError, ServiceUnavailable
+from outlast.latency import BOUNDS, summary
 from outlast.producer.core import ClientCore
 from outlast.queue import run_id_problem
 from outlast.store import SCHEMA_VERSION
@@ -77,6 +78,35 @@ class Fleet(ClientCore):
             figures = asdict(await self.queue.figures(name))
             out.append({**figures, "runs": unfinished.get(name, {})})
         return out
+
+    async def charts(self, seconds: float = 3600.0) -> dict[str, Any]:
+        """The dashboard's charts, read from the rollup the workers' sweepers keep once a minute
+        (never from the runs or the journal): over the last ``seconds``, the runs started,
+        finished and failed per minute (``runs``) and each queue's depth and oldest entry's age
+        at each minute (``queues``); and each tool's operations, p50 and p95 latency in seconds
+        over the last hour and the last day (``latency``)."""
+        await self.open()
+        rows = await self.store.chart_rows(seconds)
+        queues: dict[str, list[dict[str, Any]]] = {}
+        for r in rows["queues"]:
+            queues.setdefault(r["queue"], []).append(
+                {"minute": r["minute"], "depth": r["depth"], "oldest_age": r["oldest_age"]}
+            )
+        size = len(BOUNDS) + 1
+        counts: dict[str, tuple[list[int], list[int]]] = {}
+        for r in rows["latency"]:
+            hour, day = counts.setdefault(r["tool"], ([0] * size, [0] * size))
+            if r["i"] <= size:
+                hour[r["i"] - 1], day[r["i"] - 1] = int(r["recent"] or 0), int(r["whole"] or 0)
+        return {
+            "seconds": seconds,
+            "runs": rows["runs"],
+            "queues": queues,
+            "latency": [
+                {"tool": tool, "hour": summary(hour), "day": summary(day)}
+                for tool, (hour, day) in sorted(counts.items())
+            ],
+        }
 
     async def dead_letters(
         self, queue: str, count: int = 100, entry_id: str | None = None

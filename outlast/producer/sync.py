@@ -116,6 +116,7 @@ class _Administration(_Loop):
     schedules = _blocking(AsyncClient.schedules)
     pause_schedule = _blocking(AsyncClient.pause_schedule)
     trigger_schedule = _blocking(AsyncClient.trigger_schedule)
+    charts = _blocking(AsyncClient.charts)
 
 
 class Client(_Runs, _Decisions, _Administration):

@@ -43,23 +43,36 @@ class Figures(Connection):
         """The queue's streams' length (every level), and the age in seconds (by Redis's clock)
         of the oldest entry not yet delivered to any worker (0 when every entry was delivered).
         For the metrics gauges, every few seconds: up to three round trips a level, each on one key."""
-        length, age = 0, 0.0
-        for level in LEVELS:
-            n, a = await self._backlog(self.stream(queue, level))
-            length, age = length + n, max(age, a)
+        length, _, age = await self._backlogs(queue)
         return length, age
 
-    async def _backlog(self, stream: str) -> tuple[int, float]:
+    async def depth(self, queue: str) -> tuple[int, float]:
+        """The entries of the queue's streams (every level) not yet delivered to any worker (the
+        length less the entries pending: an acknowledged entry is deleted), and the age of the
+        oldest of them, as ``backlog``. For the charts' rollup, once a minute."""
+        length, pending, age = await self._backlogs(queue)
+        return max(length - pending, 0), age
+
+    async def _backlogs(self, queue: str) -> tuple[int, int, float]:
+        length, pending, age = 0, 0, 0.0
+        for level in LEVELS:
+            n, p, a = await self._backlog(self.stream(queue, level))
+            length, pending, age = length + n, pending + p, max(age, a)
+        return length, pending, age
+
+    async def _backlog(self, stream: str) -> tuple[int, int, float]:
         try:
             async with self._gate:
                 length = await self.redis.xlen(stream)
                 groups = await self.redis.xinfo_groups(stream) if length else []
-                last = next((g["last-delivered-id"] for g in groups if to_text(g["name"]) == GROUP), b"0-0")
+                group = next((g for g in groups if to_text(g["name"]) == GROUP), None)
+                last = group["last-delivered-id"] if group is not None else b"0-0"
+                pending = int(group["pending"]) if group is not None else 0
                 first = await self.redis.xrange(stream, min=b"(" + to_bytes(last), count=1) if length else []
                 seconds, micros = await self.redis.time() if first else (0, 0)
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
         if not first:
-            return int(length), 0.0
+            return int(length), pending, 0.0
         added_ms = int(to_text(first[0][0]).split("-")[0])
-        return int(length), max(0.0, seconds + micros / 1e6 - added_ms / 1000)
+        return int(length), pending, max(0.0, seconds + micros / 1e6 - added_ms / 1000)

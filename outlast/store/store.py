@@ -15,6 +15,7 @@ from outlast.store.leases import Leases
 from outlast.store.listing import Listing
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
+from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.sweeps import Sweeps
@@ -48,6 +49,7 @@ class Store(
     Flow,
     Schedules,
     Sweeps,
+    Rollups,
 ):
     """One process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

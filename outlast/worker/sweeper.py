@@ -14,6 +14,7 @@ from outlast.queue import Queue
 from outlast.schedules import Schedule
 from outlast.settings import Settings, duration
 from outlast.store import Store
+from outlast.worker.rollup import Rollup
 from outlast.worker.scheduler import Scheduler
 
 GONE_FOR = 3600.0  # seconds a silent worker's heartbeat record is kept, shown as gone
@@ -23,7 +24,8 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 class Sweeper:
     """Deadlines that passed while nothing ran, the schedules' due ticks, re-publication, names and
-    heartbeat records of workers gone, watchers gone, and retention (``OUTLAST_RETENTION``)."""
+    heartbeat records of workers gone, watchers gone, retention (``OUTLAST_RETENTION``), and the
+    dashboard charts' rollup (``rollup.py``)."""
 
     def __init__(
         self,
@@ -44,6 +46,7 @@ class Sweeper:
         # went through, since lost_data() will not say it again.
         self._lost = False
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
+        self.rollup = Rollup(store, queue, settings.rollup_every)
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()
@@ -76,6 +79,8 @@ class Sweeper:
             await self.store.forget_gone_workers(GONE_FOR)
             await self.store.forget_served_programs(max(GONE_FOR, self.s.program_grace))
             await self.store.forget_watchers()  # of clients' listening connections gone
+        if self.rollup.due():  # the charts, once a minute; last, as it holds up nothing
+            await self.rollup.step(log)
 
     async def prune(self, log: Any) -> None:
         """Retention: delete what finished longer than ``retention`` ago, a bounded amount per
