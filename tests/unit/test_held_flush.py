@@ -44,6 +44,7 @@ UNFENCED = {
     "open", "close", "claim", "renew", "beat_programs", "beat_worker", "forget_worker",
     "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
     "wake_child_waiters", "turns", "prune", "advance_schedule", "declare_schedule", "insert_run",
+    "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run
     "event", "settle", "refuse_program", "wake_parent",
 }  # fmt: skip
