@@ -9,24 +9,61 @@ from typing import Any
 
 from starlette.requests import Request
 
+from outlast import errors as e
 from outlast.dashboard.auth import Caller, Gate
-from outlast.errors import (
-    DecisionRefused,
-    InvalidInput,
-    NotInDoubt,
-    OutlastError,
-    RunChanged,
-    RunFinished,
-    RunNotFinished,
-    RunNotWaiting,
-    UnknownApproval,
-    UnknownRun,
-    UnknownSchedule,
-)
+from outlast.errors import OutlastError
 from outlast.identity import APPROVER, OPERATOR
 from outlast.producer import AsyncClient
 
-REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunFinished, RunNotFinished, RunNotWaiting)
+# The HTTP status of each outlast error: what the refusal says about the request, said once. A
+# class not named here takes its nearest named ancestor's (tests/unit/test_status_of.py checks that
+# every error class has one below the root, so that none falls silently to a server error).
+STATUS: dict[type[OutlastError], int] = {
+    # The request itself cannot be accepted.
+    e.InvalidInput: 400,
+    # What it names is not there.
+    e.UnknownRun: 404,
+    e.UnknownApproval: 404,
+    e.UnknownSchedule: 404,
+    e.UnknownWorkflow: 404,
+    e.UnknownTool: 404,
+    # The caller may not make this decision (not an approver; a declared name, where the workflow
+    # asked for a signed-in decider).
+    e.DecisionForbidden: 403,
+    # The run (or the request) is not in the state the request needs: look again.
+    e.DecisionRefused: 409,
+    e.RunConflict: 409,
+    e.RunFinished: 409,
+    e.RunNotFinished: 409,
+    e.RunNotWaiting: 409,
+    e.RunChanged: 409,
+    e.NotInDoubt: 409,
+    e.Fenced: 409,
+    e.InDoubt: 409,
+    e.ResumeRefused: 409,
+    e.ProgramChanged: 409,
+    e.JournalAltered: 409,
+    e.ResumeImpossible: 409,
+    # A server it needs is out of reach, or not ready for this outlast: try again later.
+    e.ServiceUnavailable: 503,
+    e.SchemaError: 503,
+    # Gave up waiting; the run goes on.
+    e.WaitTimeout: 504,
+    # The dashboard's own failures: its settings, its workers.
+    e.ConfigError: 500,
+    e.WorkersDying: 500,
+    e.DemoFailed: 500,
+    # How a run ended, raised inside a workflow: reaching a request is the dashboard's own failure.
+    e.ChildFailed: 500,
+    e.ToolError: 500,
+    e.ToolTimeout: 500,
+    e.PolicyRefused: 500,
+    e.BudgetExhausted: 500,
+    e.DeadlineExceeded: 500,
+    e.ApprovalRejected: 500,
+    e.ApprovalExpired: 500,
+    e.PartialRefused: 500,
+}
 
 # What each act takes. Resolving an in-doubt operation is an approver's: saying "it did not
 # happen" has the effect dispatched again, a decision about the world as weighty as an approval.
@@ -48,14 +85,12 @@ class Refusal(Exception):
 
 
 def status_of(exc: OutlastError) -> int:
-    """The HTTP status of an outlast refusal."""
-    if isinstance(exc, UnknownRun | UnknownApproval | UnknownSchedule):
-        return 404
-    if isinstance(exc, InvalidInput):
-        return 400
-    if isinstance(exc, REFUSED):
-        return 409
-    return 503
+    """The HTTP status of an outlast refusal: its class's in ``STATUS``, or its nearest named
+    ancestor's; 500 for the root itself (an error no class names is the dashboard's failure)."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
 
 
 def client_of(request: Request) -> AsyncClient:
