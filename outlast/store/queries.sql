@@ -905,8 +905,10 @@ SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])
 ORDER BY id;
 
 -- name: children_of
--- Every run this run started, for its status.
-SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
+-- The first %(most)s runs this run started (by age, runs_children), for its status: a fan-out of
+-- thousands reads %(most)s rows.
+SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id
+LIMIT %(most)s;
 
 -- name: children_tree
 -- The runs this run started, and theirs, breadth first (the dashboard's tree): %(depth)s levels and
