@@ -1,16 +1,18 @@
 """What the dashboard's handlers share, the pages' and the API's: who asks (the client and the
 authenticated caller), how a refusal is said (``Refusal``, the HTTP status of an outlast error,
-the role an act takes), and input bounded before it is read."""
+the role an act takes), input bounded before it is read; and the pages' forms and redirects."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
+from starlette.responses import RedirectResponse
 
 from outlast import errors as e
-from outlast.dashboard.auth import Caller, Gate
+from outlast.dashboard.auth import Caller, Gate, same
 from outlast.errors import OutlastError
 from outlast.identity import APPROVER, OPERATOR
 from outlast.producer import AsyncClient
@@ -74,6 +76,7 @@ RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
 SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
+STALE = "refused: the form's CSRF token is missing or stale; try again"
 
 
 class Refusal(Exception):
@@ -143,3 +146,24 @@ async def capped(request: Request, most: int) -> bytes:
             raise Refusal(413, f"the body is over {most} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def base(request: Request) -> str:
+    """Where the dashboard is mounted (its root path; empty at the root)."""
+    return str(request.scope.get("root_path", ""))
+
+
+def see(request: Request, path: str) -> RedirectResponse:
+    """A page's answer to a form: see ``path`` (303)."""
+    return RedirectResponse(base(request) + path, status_code=303)
+
+
+def run_path(run_id: str) -> str:
+    return "/runs/" + quote(run_id, safe="")
+
+
+async def form_of(request: Request) -> dict[str, Any] | None:
+    """The posted form, or None when its CSRF token is missing or wrong."""
+    form = dict(await request.form())
+    caller = caller_of(request)
+    return form if same(str(form.get("csrf", "")), caller.csrf) else None
