@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from outlast.errors import DecisionRefused, InvalidInput
+from outlast.errors import DecisionForbidden, DecisionRefused, InvalidInput
 from outlast.identity import ASSERTED, Principal, cli_principal
 from outlast.secrets import check_revision
 
@@ -63,7 +63,7 @@ def refuse_unauthenticated(request: dict[str, Any], principal: Principal, where:
     """``DecisionRefused`` when the workflow asked for an authenticated decision
     (``run.approval(..., authenticated=True)``) and ``principal`` only declared a name."""
     if request["authenticated"] and principal.how in ASSERTED:
-        raise DecisionRefused(
+        raise DecisionForbidden(
             f"{where}: the workflow asked for an authenticated decision, which the {principal.how} cannot "
             "make: decide it in the dashboard (outlast dashboard) or the API, signed in as yourself"
         )
@@ -98,12 +98,12 @@ def judge(
     p = proposed.decider
     refuse_unauthenticated(request, p, where)
     if p.how in ASSERTED and proposed.approver not in request["approvers"]:
-        raise DecisionRefused(
+        raise DecisionForbidden(
             f"{where}: '{proposed.approver}' may not decide (approvers: {', '.join(request['approvers'])})"
         )
     if p.how not in ASSERTED and not p.may(request["approvers"]):
         groups = f" (groups: {', '.join(sorted(p.groups))})" if p.groups else " (no groups)"
-        raise DecisionRefused(
+        raise DecisionForbidden(
             f"{where}: {p.name}{groups} may not decide (approvers: {', '.join(request['approvers'])})"
         )
     if proposed.args_hash != request["args_hash"]:

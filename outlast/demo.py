@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from psycopg import sql
 
 from outlast import demo_app
-from outlast.errors import OutlastError
+from outlast.errors import DemoFailed, OutlastError
 from outlast.producer import AsyncClient
 from outlast.services import resolve
 from outlast.settings import Settings
@@ -39,10 +39,6 @@ GAP_WORDS = {
     "reconciler: not executed": "reconciler says not executed; executing it now",
     "reconciler: executed": "reconciler says executed; its result is journaled",
 }
-
-
-class DemoFailed(OutlastError):
-    """The demo could not tell its story; the message says where it stopped."""
 
 
 def say(line: str = "") -> None:

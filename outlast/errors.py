@@ -25,6 +25,10 @@ class WorkersDying(OutlastError):
     """A worker pool's processes keep dying before they serve: the pool stopped."""
 
 
+class DemoFailed(OutlastError):
+    """``outlast demo`` could not tell its story; the message says where it stopped."""
+
+
 class UnknownRun(OutlastError):
     """No run has this id."""
 
@@ -248,6 +252,11 @@ class ApprovalExpired(OutlastError):
 
 class DecisionRefused(OutlastError):
     """A decision that cannot be accepted: wrong approver, altered action, expired, contradictory."""
+
+
+class DecisionForbidden(DecisionRefused):
+    """The decider may not make this decision: not among the request's approvers, or a declared
+    name where the workflow asked for an authenticated decision."""
 
 
 class PartialRefused(OutlastError):

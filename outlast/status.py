@@ -9,6 +9,8 @@ from typing import Any
 from outlast.journal import Entry, first_bad_crossing, operation_state
 from outlast.producer import AsyncClient
 
+CHILDREN_SHOWN = 200  # the child runs a status lists at most (and the dashboard's tree holds)
+
 
 async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     """A run's status as plain data (what ``status --json`` prints)."""
@@ -60,6 +62,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         for a in await client.approvals(run_id)
     ]
     budget = await client.budget(run_id)
+    children = await client.children(run_id, CHILDREN_SHOWN + 1)
     events = await client.events(run_id)
     last_message = next(
         (e["detail"].get("message") for e in reversed(events) if e["detail"].get("message")), None
@@ -75,7 +78,8 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "approvals": approvals,
         "captures": captures,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
-        "children": await client.children(run_id),
+        "children": children[:CHILDREN_SHOWN],  # the first started
+        "children_truncated": len(children) > CHILDREN_SHOWN,  # more than these were started
     }
 
 
@@ -208,6 +212,8 @@ def _lineage(info: dict[str, Any]) -> list[str]:
         why = f" ({c['reason']})" if c["reason"] else ""
         waited = "  <- waited for" if r["state"] == "waiting" and r["waits_for"] == c["id"] else ""
         lines.append(f"  child        {c['id']} {c['workflow']} {c['state']}{why}{waited}")
+    if info["children_truncated"]:
+        lines.append(f"  child        ... and more: the first {CHILDREN_SHOWN} shown")
     return lines
 
 

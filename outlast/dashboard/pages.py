@@ -1,68 +1,38 @@
-"""The pages: runs, a run, the approvals inbox, in-doubt operations, the fleet; sign-in and out;
-and the server-sent events that keep a page current without reloading it."""
+"""The pages: runs, a run and what is done to it, the approvals inbox, in-doubt operations,
+batch acts; and every page's route (schedules and the fleet in ``operate.py``, signing in and out
+in ``signin.py``, the server-sent events in ``live.py``)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from outlast import fleet
 from outlast.dashboard import acts, batch, lists, views, web
-from outlast.dashboard.auth import (
-    LOGIN_BODY,
-    LOGIN_COOKIE,
-    NUL,
-    SESSION_COOKIE,
-    SESSION_SECONDS,
-    Gate,
-    same,
-)
-from outlast.dashboard.render import login_page, render
+from outlast.dashboard.auth import NUL, Gate
+from outlast.dashboard.live import live
+from outlast.dashboard.operate import fleet_page, requeue, schedule, schedules_page
+from outlast.dashboard.render import render
+from outlast.dashboard.signin import login, logout
 from outlast.errors import OutlastError
 from outlast.identity import Principal
 from outlast.listing import SORTS
 from outlast.model import RunState
 from outlast.producer import AsyncClient
 
-LIVE_SECONDS = 300.0  # an event stream ends after this; the browser reconnects by itself
-TICK = 1.0  # seconds between looks while Postgres cannot push (behind a pooler)
-HEARTBEAT = 10.0  # seconds between looks while it pushes: to notice a page closed
-STALE = "refused: the form's CSRF token is missing or stale; try again"
 Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]
 Page = Callable[[Request, str | None, int], Awaitable[Response]]
-
-
-def _base(request: Request) -> str:
-    return str(request.scope.get("root_path", ""))
-
-
-def _see(request: Request, path: str) -> RedirectResponse:
-    return RedirectResponse(_base(request) + path, status_code=303)
-
-
-def _run_path(run_id: str) -> str:
-    return "/runs/" + quote(run_id, safe="")
-
-
-async def _form(request: Request) -> dict[str, Any] | None:
-    """The posted form, or None when its CSRF token is missing or wrong."""
-    form = dict(await request.form())
-    caller = web.caller_of(request)
-    return form if same(str(form.get("csrf", "")), caller.csrf) else None
 
 
 async def runs_page(request: Request) -> Response:
     c, q = web.client_of(request), request.query_params
     wanted = q.get("run", "").strip()
     if wanted:
-        return _see(request, _run_path(wanted))
+        return web.see(request, web.run_path(wanted))
     mark, error, cursor = await c.change_mark(), None, None  # first: never ahead of the page
     try:
         runs, cursor = await lists.page_of(c, q)
@@ -111,9 +81,9 @@ async def _act(request: Request, act: Act, page: Page, role: tuple[str, str]) ->
     why = gate.refusal(web.caller_of(request), *role)
     if why is not None:
         return await page(request, f"refused: {why}", 403)
-    form = await _form(request)
+    form = await web.form_of(request)
     if form is None:
-        return await page(request, STALE, 403)
+        return await page(request, web.STALE, 403)
     if web.has_nul(form):
         return await page(request, NUL, 400)
     p = request.path_params
@@ -123,7 +93,7 @@ async def _act(request: Request, act: Act, page: Page, role: tuple[str, str]) ->
         return await page(request, f"refused: {exc}", exc.status)
     except OutlastError as exc:
         return await page(request, f"refused: {exc}", web.status_of(exc))
-    return _see(request, _run_path(p["run_id"]))
+    return web.see(request, web.run_path(p["run_id"]))
 
 
 async def decide(request: Request) -> Response:
@@ -189,7 +159,7 @@ async def retry(request: Request) -> Response:
         made.append((await c.continue_run(p["run_id"], principal=who)).id)
 
     answer = await _act(request, act, run_page, web.RETRY)
-    return _see(request, _run_path(made[0])) if made else answer
+    return web.see(request, web.run_path(made[0])) if made else answer
 
 
 async def batch_page(request: Request) -> Response:
@@ -203,9 +173,9 @@ async def batch_page(request: Request) -> Response:
         if request.method == "POST" and why is not None:  # the count is anyone's to see
             raise batch.BatchRefused(403, f"refused: {why}")
         if request.method == "POST":
-            form = await _form(request)
+            form = await web.form_of(request)
             if form is None:
-                raise batch.BatchRefused(403, STALE)
+                raise batch.BatchRefused(403, web.STALE)
             shown = str(form.get("count", ""))
             who = web.caller_of(request).principal
             done = await batch.run_batch(c, who, act, q, int(shown) if shown.isdigit() else -1)
@@ -220,142 +190,6 @@ async def batch_page(request: Request) -> Response:
     keep = urlencode(lists.kept(q))
     said = {"message": message} if status < 400 else {"error": message}
     return render(request, "batch.html", status, act=act, count=count, keep=keep, **said)
-
-
-async def schedules_page(request: Request, message: str | None = None, status: int = 200) -> Response:
-    rows = await web.client_of(request).schedules()
-    return render(request, "schedules.html", status, schedules=rows, message=message)
-
-
-async def schedule(request: Request) -> Response:
-    """Pause, resume or trigger a schedule (operators), from its form."""
-    why = request.app.state.gate.refusal(web.caller_of(request), *web.SCHEDULE)
-    if why is not None:
-        return await schedules_page(request, f"refused: {why}", 403)
-    if await _form(request) is None:
-        return await schedules_page(request, STALE, 403)
-    c, p = web.client_of(request), request.path_params
-    try:
-        said = await acts.schedule_act(c, web.caller_of(request).principal, p["name"], p["act"])
-    except web.Refusal as exc:
-        return await schedules_page(request, f"refused: {exc}", exc.status)
-    except OutlastError as exc:
-        return await schedules_page(request, f"refused: {exc}", web.status_of(exc))
-    return await schedules_page(request, said)
-
-
-async def fleet_page(request: Request, message: str | None = None, status: int = 200) -> Response:
-    view = await views.fleet_view(web.client_of(request))
-    return render(request, "fleet.html", status, f=view, message=message)
-
-
-async def requeue(request: Request) -> Response:
-    why = request.app.state.gate.refusal(web.caller_of(request), *web.REQUEUE)
-    if why is not None:
-        return await fleet_page(request, f"refused: {why}", 403)
-    form = await _form(request)
-    if form is None:
-        return await fleet_page(request, STALE, 403)
-    c, queue, entry = web.client_of(request), str(form.get("queue", "")), str(form.get("entry", ""))
-    letters = await c.dead_letters(queue, count=1, entry_id=entry) if fleet.is_entry_id(entry) else []
-    if not letters:
-        return await fleet_page(request, f"no dead letter {entry} on queue '{queue}'", 404)
-    _, message = await c.requeue_dead_letter(queue, letters[0])
-    return await fleet_page(request, message)
-
-
-async def login(request: Request) -> Response:
-    gate: Gate = request.app.state.gate
-    if request.method == "GET":
-        return await login_page(request)
-    if not await gate.may_try(request):
-        return await login_page(request, 429, "too many sign-in attempts from your address: wait a minute")
-    try:
-        body = await web.capped(request, LOGIN_BODY)
-    except web.Refusal as exc:
-        return await login_page(request, exc.status, f"refused: {exc} (a sign-in is a token)")
-    form = dict(parse_qsl(body.decode("latin-1"), max_num_fields=8))
-    nonce = request.cookies.get(LOGIN_COOKIE, "")
-    if not same(form.get("csrf", ""), await gate.login_csrf(nonce)):
-        return await login_page(request, 403, "the sign-in form was stale: try again")
-    sid = await gate.sign_in(form.get("token", "").strip())
-    if sid is None:
-        return await login_page(request, 401, "that token is not in the users file")
-    response = _see(request, "/")
-    response.set_cookie(
-        SESSION_COOKIE,
-        sid,
-        max_age=SESSION_SECONDS,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-        path=_base(request) or "/",
-    )
-    return response
-
-
-async def logout(request: Request) -> Response:
-    form = await _form(request)
-    if form is None:
-        return render(request, "error.html", 403, error="the sign-out form was stale: try again")
-    await request.app.state.gate.sign_out(request)
-    response = _see(request, "/login")
-    response.delete_cookie(SESSION_COOKIE, path=_base(request) or "/")
-    return response
-
-
-def _change(mark: int) -> str:
-    return f"event: change\ndata: {json.dumps({'mark': mark})}\n\n"
-
-
-async def _run_changes(c: AsyncClient, run_id: str, after: int) -> AsyncIterator[str]:
-    """A ``change`` for each event of the run after ``after``, as Postgres pushes them, then
-    ``final`` once the run is final (the page stops listening)."""
-    yield "retry: 2000\n\n"
-    async for event in c.follow(run_id, after):
-        yield _change(int(event["id"]))
-    yield "event: final\ndata: {}\n\n"
-
-
-async def _changes(c: AsyncClient, request: Request, seen: int) -> AsyncIterator[str]:
-    """A ``change`` whenever the events' sequence moved, for LIVE_SECONDS (the browser then
-    connects again). Woken by Postgres (LISTEN on every run's events, 0020); first a ``mode``
-    event says whether that works: behind a transaction pooler notifications do not arrive, and
-    the stream polls every TICK seconds instead, which the page then says."""
-    yield "retry: 2000\n\n"
-    loop = asyncio.get_running_loop()
-    until = loop.time() + LIVE_SECONDS
-    async with c.watch_runs(TICK) as watch:
-        pushed = await watch.hears()
-        yield f"event: mode\ndata: {'pushed' if pushed else 'polling'}\n\n"
-        while loop.time() < until and not await request.is_disconnected():
-            now = await c.change_mark()
-            if now != seen:
-                seen = now
-                yield _change(now)
-            if pushed:  # woken by a change; a look now and then notices a closed page
-                await watch.changed(timeout=min(HEARTBEAT, max(0.0, until - loop.time())))
-            else:
-                await asyncio.sleep(TICK)
-
-
-async def live(request: Request) -> Response:
-    """Server-sent events: ``change`` whenever something happened (to the run, with ``?run=``)
-    since ``after``, what the page showed: what happened before the stream opened counts too."""
-    c, run_id = web.client_of(request), request.query_params.get("run")
-    after = request.query_params.get("after", "")
-    if run_id:
-        events = await c.events(run_id)  # an unknown run: 404, before the stream starts
-        seen = int(after) if _digits(after) else (int(events[-1]["id"]) if events else 0)
-        stream = _run_changes(c, run_id, seen)
-    else:
-        stream = _changes(c, request, int(after) if _digits(after) else await c.change_mark())
-    headers = {"Cache-Control": "no-store"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
-
-
-def _digits(text: str) -> bool:
-    return text.isascii() and text.isdigit() and len(text) < 19
 
 
 def routes() -> list[BaseRoute]:

@@ -13,9 +13,9 @@ from outlast import bundle
 from outlast.dashboard import timeline as drawing
 from outlast.listing import RunQuery
 from outlast.producer import AsyncClient
-from outlast.status import describe
+from outlast.status import CHILDREN_SHOWN, describe
 
-TREE_DEPTH, TREE_RUNS = 4, 200  # the children tree a run page shows, at most
+TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows, at most
 
 
 async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:

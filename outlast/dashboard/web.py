@@ -1,32 +1,71 @@
 """What the dashboard's handlers share, the pages' and the API's: who asks (the client and the
 authenticated caller), how a refusal is said (``Refusal``, the HTTP status of an outlast error,
-the role an act takes), and input bounded before it is read."""
+the role an act takes), input bounded before it is read; and the pages' forms and redirects."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
+from starlette.responses import RedirectResponse
 
-from outlast.dashboard.auth import Caller, Gate
-from outlast.errors import (
-    DecisionRefused,
-    InvalidInput,
-    NotInDoubt,
-    OutlastError,
-    RunChanged,
-    RunFinished,
-    RunNotFinished,
-    RunNotWaiting,
-    UnknownApproval,
-    UnknownRun,
-    UnknownSchedule,
-)
+from outlast import errors as e
+from outlast.dashboard.auth import Caller, Gate, same
+from outlast.errors import OutlastError
 from outlast.identity import APPROVER, OPERATOR
 from outlast.producer import AsyncClient
 
-REFUSED = (DecisionRefused, NotInDoubt, RunChanged, RunFinished, RunNotFinished, RunNotWaiting)
+# The HTTP status of each outlast error: what the refusal says about the request, said once. A
+# class not named here takes its nearest named ancestor's (tests/unit/test_status_of.py checks that
+# every error class has one below the root, so that none falls silently to a server error).
+STATUS: dict[type[OutlastError], int] = {
+    # The request itself cannot be accepted.
+    e.InvalidInput: 400,
+    # What it names is not there.
+    e.UnknownRun: 404,
+    e.UnknownApproval: 404,
+    e.UnknownSchedule: 404,
+    e.UnknownWorkflow: 404,
+    e.UnknownTool: 404,
+    # The caller may not make this decision (not an approver; a declared name, where the workflow
+    # asked for a signed-in decider).
+    e.DecisionForbidden: 403,
+    # The run (or the request) is not in the state the request needs: look again.
+    e.DecisionRefused: 409,
+    e.RunConflict: 409,
+    e.RunFinished: 409,
+    e.RunNotFinished: 409,
+    e.RunNotWaiting: 409,
+    e.RunChanged: 409,
+    e.NotInDoubt: 409,
+    e.Fenced: 409,
+    e.InDoubt: 409,
+    e.ResumeRefused: 409,
+    e.ProgramChanged: 409,
+    e.JournalAltered: 409,
+    e.ResumeImpossible: 409,
+    # A server it needs is out of reach, or not ready for this outlast: try again later.
+    e.ServiceUnavailable: 503,
+    e.SchemaError: 503,
+    # Gave up waiting; the run goes on.
+    e.WaitTimeout: 504,
+    # The dashboard's own failures: its settings, its workers.
+    e.ConfigError: 500,
+    e.WorkersDying: 500,
+    e.DemoFailed: 500,
+    # How a run ended, raised inside a workflow: reaching a request is the dashboard's own failure.
+    e.ChildFailed: 500,
+    e.ToolError: 500,
+    e.ToolTimeout: 500,
+    e.PolicyRefused: 500,
+    e.BudgetExhausted: 500,
+    e.DeadlineExceeded: 500,
+    e.ApprovalRejected: 500,
+    e.ApprovalExpired: 500,
+    e.PartialRefused: 500,
+}
 
 # What each act takes. Resolving an in-doubt operation is an approver's: saying "it did not
 # happen" has the effect dispatched again, a decision about the world as weighty as an approval.
@@ -37,6 +76,7 @@ RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
 SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
+STALE = "refused: the form's CSRF token is missing or stale; try again"
 
 
 class Refusal(Exception):
@@ -48,14 +88,12 @@ class Refusal(Exception):
 
 
 def status_of(exc: OutlastError) -> int:
-    """The HTTP status of an outlast refusal."""
-    if isinstance(exc, UnknownRun | UnknownApproval | UnknownSchedule):
-        return 404
-    if isinstance(exc, InvalidInput):
-        return 400
-    if isinstance(exc, REFUSED):
-        return 409
-    return 503
+    """The HTTP status of an outlast refusal: its class's in ``STATUS``, or its nearest named
+    ancestor's; 500 for the root itself (an error no class names is the dashboard's failure)."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
 
 
 def client_of(request: Request) -> AsyncClient:
@@ -108,3 +146,24 @@ async def capped(request: Request, most: int) -> bytes:
             raise Refusal(413, f"the body is over {most} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def base(request: Request) -> str:
+    """Where the dashboard is mounted (its root path; empty at the root)."""
+    return str(request.scope.get("root_path", ""))
+
+
+def see(request: Request, path: str) -> RedirectResponse:
+    """A page's answer to a form: see ``path`` (303)."""
+    return RedirectResponse(base(request) + path, status_code=303)
+
+
+def run_path(run_id: str) -> str:
+    return "/runs/" + quote(run_id, safe="")
+
+
+async def form_of(request: Request) -> dict[str, Any] | None:
+    """The posted form, or None when its CSRF token is missing or wrong."""
+    form = dict(await request.form())
+    caller = caller_of(request)
+    return form if same(str(form.get("csrf", "")), caller.csrf) else None

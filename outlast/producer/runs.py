@@ -91,10 +91,11 @@ class Runs(ClientCore):
         async with self.store.watch("", poll) as watch:
             yield watch
 
-    async def children(self, run_id: str) -> list[dict[str, Any]]:
-        """The child runs the run started (``run.start``): id, workflow, state, reason."""
+    async def children(self, run_id: str, most: int) -> list[dict[str, Any]]:
+        """The first ``most`` child runs the run started (``run.start``), oldest first: id,
+        workflow, state, reason."""
         await self.status(run_id)
-        return await self.store.children_of(run_id)
+        return await self.store.children_of(run_id, most)
 
     async def children_tree(self, run_id: str, depth: int, most: int) -> list[dict[str, Any]]:
         """The runs the run started and theirs, breadth first (``depth`` levels, ``most`` runs at

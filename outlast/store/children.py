@@ -44,9 +44,9 @@ class Children(Base):
         """The unfinished runs started by any of ``ids``."""
         return [r["id"] for r in await self._rows("children", ids=ids)]
 
-    async def children_of(self, run_id: str) -> list[dict[str, Any]]:
-        """Every run ``run_id`` started: id, workflow, state, reason."""
-        return await self._rows("children_of", run_id=run_id)
+    async def children_of(self, run_id: str, most: int) -> list[dict[str, Any]]:
+        """The first ``most`` runs ``run_id`` started, oldest first: id, workflow, state, reason."""
+        return await self._rows("children_of", run_id=run_id, most=most)
 
     async def children_tree(self, run_id: str, depth: int, most: int) -> list[dict[str, Any]]:
         """The runs ``run_id`` started and theirs, breadth first, ``depth`` levels and ``most``

@@ -484,7 +484,10 @@ SELECT name, limit_value, spent, reserved FROM budgets WHERE budget_id = %(budge
 -- A queued run that never started is cancelled at once, and so is one that waits because it cannot
 -- be resumed (no worker could replay it to run compensations); any other unfinished run is marked,
 -- and one that no worker holds goes to `cancelling` so that a worker runs its compensations.
-WITH r AS (
+-- Run again after a lost acknowledgement, it finds its event by %(write_id)s (drawn once per
+-- request by its caller): nothing is written twice, and the caller is told the run's state now.
+WITH was AS (SELECT id FROM events WHERE run_id = %(id)s AND write_id = %(write_id)s),
+r AS (
     UPDATE runs SET cancel_requested = true, updated_at = now(),
         state = CASE
             WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled'
@@ -503,9 +506,14 @@ WITH r AS (
         published_at = (SELECT at FROM outlast_now())
     WHERE id = %(id)s
       AND NOT outlast_final(state)
+      AND NOT EXISTS (SELECT 1 FROM was)
     RETURNING id, state, queue),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'cancel_requested', %(detail)s FROM r)
-SELECT id, state, queue FROM r;
+e AS (
+    INSERT INTO events (run_id, kind, detail, write_id)
+    SELECT id, 'cancel_requested', %(detail)s, %(write_id)s FROM r)
+SELECT id, state, queue FROM r
+UNION ALL
+SELECT id, state, queue FROM runs WHERE id = %(id)s AND EXISTS (SELECT 1 FROM was);
 
 -- name: journal_times
 SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
@@ -561,13 +569,22 @@ SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at
 -- name: requeue_dead_letter
 -- Postgres first: an unfinished run named by a dead letter is stamped as published now (the
 -- sweeper leaves it be) with an event; a final run is left alone (no row: drop the letter).
-WITH r AS (
+-- Run again after a lost acknowledgement, it finds its event by %(write_id)s and tells where the
+-- run is now, with no second stamp or event (a run final since: no row, as for any final run).
+WITH was AS (SELECT id FROM events WHERE run_id = %(id)s AND write_id = %(write_id)s),
+r AS (
     UPDATE runs SET published_at = (SELECT at FROM outlast_now())
     WHERE id = %(id)s
       AND outlast_unfinished(state)
+      AND NOT EXISTS (SELECT 1 FROM was)
     RETURNING id, queue, state, priority),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'requeued', %(detail)s FROM r)
-SELECT queue, state, priority FROM r;
+e AS (
+    INSERT INTO events (run_id, kind, detail, write_id)
+    SELECT id, 'requeued', %(detail)s, %(write_id)s FROM r)
+SELECT queue, state, priority FROM r
+UNION ALL
+SELECT queue, state, priority FROM runs
+WHERE id = %(id)s AND outlast_unfinished(state) AND EXISTS (SELECT 1 FROM was);
 
 -- The dashboard: counts, the approvals inbox, and a change mark for its live updates.
 
@@ -888,8 +905,10 @@ SELECT id FROM runs WHERE started_by = ANY(%(ids)s::text[])
 ORDER BY id;
 
 -- name: children_of
--- Every run this run started, for its status.
-SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id;
+-- The first %(most)s runs this run started (by age, runs_children), for its status: a fan-out of
+-- thousands reads %(most)s rows.
+SELECT id, workflow, state, reason FROM runs WHERE started_by = %(run_id)s ORDER BY created_at, id
+LIMIT %(most)s;
 
 -- name: children_tree
 -- The runs this run started, and theirs, breadth first (the dashboard's tree): %(depth)s levels and

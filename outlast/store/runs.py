@@ -111,14 +111,19 @@ class Runs(Base):
         return await self._rows("events", run_id=run_id, after=after)
 
     async def cancel(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
-        """Record a cancellation request; returns (state, queue) or None if already final."""
-        rows = await self._write("cancel", id=run_id, detail=Jsonb(detail))
+        """Record a cancellation request; returns (state, queue) or None if already final. Its
+        write id, drawn here once, lets the statement sent again after a lost acknowledgement
+        find the request it recorded (and say the run's state now)."""
+        rows = await self._write("cancel", id=run_id, detail=Jsonb(detail), write_id=uuid.uuid4().hex)
         return (rows[0]["state"], rows[0]["queue"]) if rows else None
 
     async def requeue_dead_letter(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str, str] | None:
         """Stamp an unfinished run as published now, with a 'requeued' event; its (queue,
-        state, priority), or None when the run is final (or missing)."""
-        rows = await self._write("requeue_dead_letter", id=run_id, detail=Jsonb(detail))
+        state, priority), or None when the run is final (or missing). Sent again after a lost
+        acknowledgement, it finds its event by the write id drawn here once."""
+        rows = await self._write(
+            "requeue_dead_letter", id=run_id, detail=Jsonb(detail), write_id=uuid.uuid4().hex
+        )
         return (rows[0]["queue"], rows[0]["state"], rows[0]["priority"]) if rows else None
 
     async def count_by_state(self) -> dict[str, int]:

@@ -19,7 +19,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from outlast import Client
-from outlast.dashboard import create_app, pages
+from outlast.dashboard import create_app, live
 from outlast.identity import add_user
 from outlast.settings import Settings
 from tests.conftest import World, wait_for
@@ -56,8 +56,8 @@ def test_the_lists_are_live(world: World, page: str) -> None:
 
 
 def test_changes_are_pushed_not_polled(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pages, "TICK", 600.0)  # a poll would come after the read times out
-    monkeypatch.setattr(pages, "HEARTBEAT", 600.0)
+    monkeypatch.setattr(live, "TICK", 600.0)  # a poll would come after the read times out
+    monkeypatch.setattr(live, "HEARTBEAT", 600.0)
     settings, headers = people(world)
     with Client(settings=settings) as c, served(settings) as url:
         mark = world.sql("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM events_id_seq")[0][0]
@@ -106,7 +106,7 @@ def pgbouncer(world: World) -> Iterator[str]:
 
 @pytest.mark.skipif(not Path("/usr/sbin/pgbouncer").exists(), reason="pgbouncer is not installed")
 def test_behind_a_pooler_the_stream_polls_and_says_so(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pages, "TICK", 0.3)
+    monkeypatch.setattr(live, "TICK", 0.3)
     settings, headers = people(world)
     with pgbouncer(world) as pooled, Client(settings=settings) as c:
         behind = settings.with_(database_url=pooled)

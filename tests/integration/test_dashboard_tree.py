@@ -119,3 +119,18 @@ def scanned(plan: dict[str, Any]) -> int:
     if plan["Node Type"] in ("Seq Scan", "Index Scan", "Bitmap Heap Scan"):
         n = plan["Actual Rows"] * plan["Actual Loops"] + plan.get("Rows Removed by Filter", 0)
     return n + sum(scanned(p) for p in plan.get("Plans", []))
+
+
+def test_the_run_api_lists_the_first_children_and_says_there_are_more(
+    world: World, site: tuple[TestClient, Settings, dict[str, str]]
+) -> None:
+    """The status lists a run's children up to the tree's bound, the first started, and says
+    when more were started than it lists."""
+    tc, settings, bob = site
+    family(world, settings, "wide", TREE_RUNS + 50, 0)
+    family(world, settings, "few", 3, 0)
+    wide = tc.get("/api/runs/wide", headers=bob).json()
+    assert [k["id"] for k in wide["children"]] == [f"wide.{i:04}" for i in range(1, TREE_RUNS + 1)]
+    assert wide["children_truncated"] is True
+    few = tc.get("/api/runs/few", headers=bob).json()
+    assert len(few["children"]) == 3 and few["children_truncated"] is False

@@ -267,3 +267,49 @@ async def test_an_approval_request_sent_again_waits_once(
         )
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("started", [True, False], ids=["running", "never-started"])
+async def test_cancel_sent_again_requests_once(
+    world: World, monkeypatch: pytest.MonkeyPatch, started: bool
+) -> None:
+    """Requested once, one event, and the caller told what the run is now: still running (the
+    worker stops it), or cancelled at once (never started), not that it finished meanwhile."""
+    store = await opened(world)
+    try:
+        if started:
+            await claimed(store, "r")
+        else:
+            run = {"workflow": "w", "queue": "default", "input": {}, "input_hash": "h"}
+            await store.insert_run(id="r", **run, program=None, deadline_in=None)
+        state = "running" if started else "cancelled"
+        with ack_lost(monkeypatch, "cancel") as lost:
+            assert await store.cancel("r", {"by": "test"}) == (state, "default")
+        assert lost.first == [[{"id": "r", "state": state, "queue": "default"}]]
+        assert world.sql("SELECT state, cancel_requested FROM runs WHERE id = 'r'") == [(state, True)]
+        assert events(world, "r", "cancel_requested") == 1
+        # Another request is another: recorded while the run is unfinished, refused once final.
+        assert await store.cancel("r", {"by": "test"}) == ((state, "default") if started else None)
+        assert events(world, "r", "cancel_requested") == (2 if started else 1)
+    finally:
+        await store.close()
+
+
+async def test_a_dead_letter_requeue_sent_again_requeues_once(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stamped once, one event, and the caller told where to publish the run; a run final since
+    is told as final (its letter dropped)."""
+    store = await opened(world)
+    try:
+        token = await claimed(store, "r")
+        detail = {"dead_letter": "1-0", "queue": "default", "reason": "poison"}
+        with ack_lost(monkeypatch, "requeue_dead_letter") as lost:
+            assert await store.requeue_dead_letter("r", detail) == ("default", "running", "normal")
+        assert lost.first == [[{"queue": "default", "state": "running", "priority": "normal"}]]
+        assert events(world, "r", "requeued") == 1
+        assert await store.finish("r", token, "succeeded", 0)
+        assert await store.requeue_dead_letter("r", detail) is None
+        assert events(world, "r", "requeued") == 1
+    finally:
+        await store.close()
