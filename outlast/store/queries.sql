@@ -7,7 +7,32 @@
 -- database clock plus the schema's offset, moved by tests); audit stamps and heartbeats, as now().
 
 -- name: schema_version
-SELECT value FROM outlast_meta WHERE key = 'schema_version';
+-- The version migrate recorded, and the oldest code (by the version it knows) that may run on it.
+SELECT key, value FROM outlast_meta WHERE key IN ('schema_version', 'oldest_code');
+
+-- name: record_version
+INSERT INTO outlast_meta (key, value) VALUES ('schema_version', %(version)s), ('oldest_code', %(oldest)s)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+
+-- name: lock_timeout
+-- A migration's statements give way after this long waiting for a lock (migrate.LOCK_WAIT).
+SELECT set_config('lock_timeout', %(ms)s, %(local)s);
+
+-- name: invalid_index
+-- An index of the schema that a concurrent build left invalid (it gave way, or its migrate died).
+SELECT 1 AS invalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relname = %(index)s AND NOT i.indisvalid
+  AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
+
+-- name: workers_say_code
+-- Whether the workers' records say which schema version their code knows (0022 on).
+SELECT 1 FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'workers' AND column_name = 'code_version';
+
+-- name: older_workers
+-- Live workers whose code knows fewer migrations than %(needs)s (NULL: code from before 0022).
+SELECT name, code_version FROM workers
+WHERE outlast_live(last_beat, lease_ttl) AND coalesce(code_version, 0) < %(needs)s ORDER BY name;
 
 -- name: insert_run
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
@@ -517,13 +542,14 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
 -- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
 -- from the beat (a worker restarted under a fixed name: a new pid, and started again).
 INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
-                     tool_threads, tool_threads_busy)
+                     tool_threads, tool_threads_busy, code_version)
 VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
-        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
+        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s, %(code_version)s)
 ON CONFLICT (name) DO UPDATE SET
     host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
     concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
     tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
+    code_version = EXCLUDED.code_version,
     started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
                       THEN workers.started_at ELSE now() END,
     last_beat = now();

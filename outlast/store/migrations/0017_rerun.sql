@@ -1,4 +1,5 @@
--- Version 20: the last writes that did not find their own effect when sent again after a commit
+-- compat: expand
+-- Version 17: the last writes that did not find their own effect when sent again after a commit
 -- whose acknowledgement was lost.
 
 -- An operation's use is settled once: `settle` writes this row with the spending, and a settle of

@@ -1,0 +1,13 @@
+-- compat: expand
+-- transaction: none
+-- Version 22: upgrading outlast with runs in flight (docs/upgrading.md). Statement by statement,
+-- outside a transaction: the index is built CONCURRENTLY, while approvals are written.
+
+-- The schema version each worker's code knows (its store's SCHEMA_VERSION, written at every
+-- beat): a contract migration is not applied while a live worker runs code older than it allows.
+-- NULL: a worker of code from before this migration, which does not say.
+ALTER TABLE workers ADD COLUMN IF NOT EXISTS code_version integer;
+
+-- The approvals inbox (the dashboard's, `pending_approvals`) reads the requests still pending,
+-- oldest first: without this index, every approval ever decided of every run kept, at each look.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS approvals_pending ON approvals (created_at) WHERE status = 'pending';
