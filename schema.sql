@@ -1,4 +1,4 @@
--- The whole outlast schema, version 20: what its migrations
+-- The whole outlast schema, version 22: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -565,7 +565,8 @@ CREATE TABLE outlast.workers (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_beat timestamp with time zone DEFAULT now() NOT NULL,
     tool_threads integer DEFAULT 0 NOT NULL,
-    tool_threads_busy integer DEFAULT 0 NOT NULL
+    tool_threads_busy integer DEFAULT 0 NOT NULL,
+    code_version integer
 );
 
 ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p0 FOR VALUES WITH (modulus 16, remainder 0);
@@ -780,6 +781,8 @@ ALTER TABLE ONLY outlast.slots
 
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
+
+CREATE INDEX approvals_pending ON outlast.approvals USING btree (created_at) WHERE (status = 'pending'::text);
 
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
 

@@ -29,9 +29,14 @@ LOCK_WAIT = 3.0
 LOCK_TRIES = 12
 MAX_PAUSE = 10.0
 _GAVE_WAY = (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)
-_XACT_LOCK = "SELECT pg_advisory_xact_lock(hashtext('outlast-migrate'))"
-_LOCK = "SELECT pg_advisory_lock(hashtext('outlast-migrate'))"
-_UNLOCK = "SELECT pg_advisory_unlock(hashtext('outlast-migrate'))"
+# The schema's migrate lock, asked for again every ASK seconds until given, outside a transaction:
+# a waiter that waited in a statement, or in a transaction, would hold a snapshot, which a
+# concurrent index build waits for (a build under the lock, waiting for the migrate waiting for the
+# lock: neither would go on).
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext(%(key)s)) AS ok"
+_TRY_SESSION_LOCK = "SELECT pg_try_advisory_lock(hashtext(%(key)s)) AS ok"
+_UNLOCK = "SELECT pg_advisory_unlock(hashtext(%(key)s))"
+ASK = 0.1
 
 
 class Migrations(Base):
@@ -44,26 +49,48 @@ class Migrations(Base):
         """Bring the schema up to version ``to`` (tests stop short of the newest): each missing
         migration is applied in a transaction of its own, which also records its number (one
         declared ``transaction: none``, statement by statement). Returns the version now recorded.
-        Re-running changes nothing; two at once are safe (each step holds the advisory lock and
-        re-reads the version under it). A statement that waits ``lock_wait`` seconds for a lock
-        gives way and is tried again, ``tries`` times in all (``schema.lock_wait``)."""
+        Re-running changes nothing; two at once are safe (the schema's advisory lock is held
+        throughout, and the version read under it; through a transaction pooler, each step takes it
+        for its transaction). A statement that waits ``lock_wait`` seconds for a lock gives way and
+        is tried again, ``tries`` times in all (``schema.lock_wait``)."""
         if not 0 <= to <= SCHEMA_VERSION:
             raise ValueError(f"no schema version {to}: this outlast knows 0 to {SCHEMA_VERSION}")
+        session = self.pooler != "transaction"  # a session lock would stay on a pooled server connection
         async with self._conn() as conn:
-            while True:
-                found = await self._version(conn)
-                if found >= to:
-                    return found
-                step = MIGRATIONS[found]
-                if step.transactional:
-                    await self._giving_way(step, partial(self._in_transaction, conn, step, lock_wait), tries)
-                else:
-                    await self._outside_transaction(conn, step, lock_wait, tries)
+            if session:
+                await self._lock(conn, _TRY_SESSION_LOCK)
+            try:
+                while True:
+                    found = await self._version(conn, session)
+                    if found >= to:
+                        return found
+                    step = MIGRATIONS[found]
+                    if step.transactional:
+                        attempt = partial(self._in_transaction, conn, step, lock_wait, session)
+                        await self._giving_way(step, attempt, tries)
+                    else:
+                        await self._outside_transaction(conn, step, lock_wait, tries)
+            finally:
+                if session:
+                    await conn.execute(_UNLOCK, self._key())
 
-    async def _version(self, conn: Conn) -> int:
+    def _key(self) -> dict[str, str]:
+        return {"key": f"outlast-migrate:{self.schema}"}
+
+    async def _lock(self, conn: Conn, ask: str = _TRY_LOCK) -> None:
+        """This schema's migrate lock: for the transaction, or (``_TRY_SESSION_LOCK``) until
+        ``_UNLOCK``."""
+        while True:
+            got = await (await conn.execute(ask, self._key())).fetchone()
+            if got and got["ok"]:
+                return
+            await asyncio.sleep(ASK)
+
+    async def _version(self, conn: Conn, session: bool) -> int:
         """The recorded version (0: none yet), read under the advisory lock."""
         async with conn.transaction():
-            await conn.execute(_XACT_LOCK)
+            if not session:
+                await self._lock(conn)
             await self._in_schema(conn, local=True)
             return await self._refuse_newer(conn) or 0
 
@@ -73,11 +100,12 @@ class Migrations(Base):
         how = sql.SQL("SET LOCAL search_path TO {}" if local else "SET search_path TO {}")
         await conn.execute(how.format(schema))
 
-    async def _in_transaction(self, conn: Conn, step: Migration, lock_wait: float) -> None:
+    async def _in_transaction(self, conn: Conn, step: Migration, lock_wait: float, session: bool) -> None:
         """One migration and its record in one transaction, under the advisory lock (waited for
-        without a bound: another migrate), its statements bounded by ``lock_wait``."""
+        without a bound: another migrate of the schema), its statements bounded by ``lock_wait``."""
         async with conn.transaction():
-            await conn.execute(_XACT_LOCK)
+            if not session:
+                await self._lock(conn)
             await self._in_schema(conn, local=True)
             if (await self._refuse_newer(conn) or 0) >= step.version:
                 return  # another migrate applied it meanwhile
@@ -87,8 +115,8 @@ class Migrations(Base):
             await self._record(conn, step)
 
     async def _outside_transaction(self, conn: Conn, step: Migration, lock_wait: float, tries: int) -> None:
-        """A ``transaction: none`` migration: its statements one at a time under the session's
-        advisory lock, each giving way on a lock as a transaction does; a concurrent index build
+        """A ``transaction: none`` migration: its statements one at a time (under the session's
+        advisory lock), each giving way on a lock as a transaction does; a concurrent index build
         left invalid (by an earlier try, or a migrate that died) is dropped and built again."""
         if self.pooler == "transaction":
             raise SchemaError(
@@ -96,11 +124,8 @@ class Migrations(Base):
                 "outlast migrate with OUTLAST_DATABASE_URL reaching Postgres directly (OUTLAST_PG_POOLER="
                 "none) or through a session pooler"
             )
-        await conn.execute(_LOCK)
         try:
             await self._in_schema(conn, local=False)
-            if (await self._refuse_newer(conn) or 0) >= step.version:
-                return
             await self._refuse_older_workers(conn, step)
             await conn.execute(Q["lock_timeout"], {"ms": str(int(lock_wait * 1000)), "local": False})
             for statement in step.statements():
@@ -110,7 +135,6 @@ class Migrations(Base):
         finally:
             await conn.execute("RESET lock_timeout")
             await conn.execute("RESET search_path")
-            await conn.execute(_UNLOCK)
 
     async def _concurrently(self, conn: Conn, step: Migration, statement: str) -> None:
         """One statement of a ``transaction: none`` migration. Before ``CREATE INDEX CONCURRENTLY

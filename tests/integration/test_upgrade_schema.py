@@ -195,3 +195,26 @@ def test_a_contract_waits_for_the_older_workers_to_go(world: World) -> None:
         asyncio.run(refuse(contract))
     world.sql("UPDATE workers SET last_beat = now() - interval '1 hour' WHERE name = 'old-worker'")
     asyncio.run(refuse(contract))  # gone (no beat for three leases): nothing holds the contract back
+
+
+async def test_a_column_added_under_a_running_store_is_no_failure(world: World) -> None:
+    """A statement that returns a table's every column (``SELECT *``, ``RETURNING *``), prepared
+    before a migration adds a column, fails with "cached plan must not change result type": the
+    pooled reads and the writer prepare it afresh and go on."""
+    store = Store(world.database_url, world.schema)
+    await store.open()
+
+    async def serve(k: int) -> None:
+        run = {"workflow": "w", "queue": "default", "input": {}, "input_hash": "h", "program": None}
+        await store.insert_run(id=f"r{k}", deadline_in=None, **run)
+        assert await store.get_run(f"r{k}") is not None
+        assert await store.claim(f"r{k}", "me", 30, {}) is not None
+
+    try:
+        for k in range(8):  # psycopg prepares a read at its fifth use; the writer at its first
+            await serve(k)
+        world.sql("ALTER TABLE runs ADD COLUMN added_by_a_migration integer")
+        for k in range(8, 10):
+            await serve(k)
+    finally:
+        await store.close()
