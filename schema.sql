@@ -553,6 +553,11 @@ CREATE TABLE outlast.watchers (
     since timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE outlast.worker_code (
+    name text NOT NULL,
+    code_version integer NOT NULL
+);
+
 CREATE TABLE outlast.workers (
     name text NOT NULL,
     host text NOT NULL,
@@ -565,8 +570,7 @@ CREATE TABLE outlast.workers (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     last_beat timestamp with time zone DEFAULT now() NOT NULL,
     tool_threads integer DEFAULT 0 NOT NULL,
-    tool_threads_busy integer DEFAULT 0 NOT NULL,
-    code_version integer
+    tool_threads_busy integer DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p0 FOR VALUES WITH (modulus 16, remainder 0);
@@ -779,6 +783,9 @@ ALTER TABLE ONLY outlast.settlements
 ALTER TABLE ONLY outlast.slots
     ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);
 
+ALTER TABLE ONLY outlast.worker_code
+    ADD CONSTRAINT worker_code_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
 
@@ -914,3 +921,6 @@ ALTER TABLE outlast.journal
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.worker_code
+    ADD CONSTRAINT worker_code_name_fkey FOREIGN KEY (name) REFERENCES outlast.workers(name) ON DELETE CASCADE;

@@ -25,14 +25,13 @@ WHERE c.relname = %(index)s AND NOT i.indisvalid
   AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
 
 -- name: workers_say_code
--- Whether the workers' records say which schema version their code knows (0022 on).
-SELECT 1 FROM information_schema.columns
-WHERE table_schema = current_schema() AND table_name = 'workers' AND column_name = 'code_version';
+-- Whether workers say which schema version their code knows (0022 on).
+SELECT 1 AS yes WHERE to_regclass('worker_code') IS NOT NULL;
 
 -- name: older_workers
--- Live workers whose code knows fewer migrations than %(needs)s (NULL: code from before 0022).
-SELECT name, code_version FROM workers
-WHERE outlast_live(last_beat, lease_ttl) AND coalesce(code_version, 0) < %(needs)s ORDER BY name;
+-- Live workers whose code knows fewer migrations than %(needs)s (none said: code before 0022).
+SELECT w.name, c.code_version FROM workers w LEFT JOIN worker_code c USING (name)
+WHERE outlast_live(w.last_beat, w.lease_ttl) AND coalesce(c.code_version, 0) < %(needs)s ORDER BY w.name;
 
 -- name: insert_run
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
@@ -541,18 +540,22 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
 -- name: beat_worker
 -- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
 -- from the beat (a worker restarted under a fixed name: a new pid, and started again).
-INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
-                     tool_threads, tool_threads_busy, code_version)
-VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
-        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s, %(code_version)s)
-ON CONFLICT (name) DO UPDATE SET
-    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
-    concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
-    tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
-    code_version = EXCLUDED.code_version,
-    started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
-                      THEN workers.started_at ELSE now() END,
-    last_beat = now();
+-- With it, the schema version its code knows (0022: a contract waits for older workers to go).
+WITH w AS (
+    INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
+                         tool_threads, tool_threads_busy)
+    VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
+            %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
+    ON CONFLICT (name) DO UPDATE SET
+        host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
+        concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
+        tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
+        started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
+                          THEN workers.started_at ELSE now() END,
+        last_beat = now()
+    RETURNING name)
+INSERT INTO worker_code (name, code_version) SELECT name, %(code_version)s FROM w
+ON CONFLICT (name) DO UPDATE SET code_version = EXCLUDED.code_version;
 
 -- name: forget_worker
 DELETE FROM workers WHERE name = %(worker)s;

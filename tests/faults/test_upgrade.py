@@ -160,7 +160,7 @@ def test_a_rolling_upgrade_under_load_loses_no_run(fw: FaultWorld, tmp_path: Pat
 
     # The rolling upgrade: new workers beside the old ones, new producers, then the old ones go.
     news = [fw.start(f"new-{k}", "-c", "16") for k in range(2)]
-    live_new = "SELECT count(*) FROM workers WHERE code_version = %s AND name LIKE 'new-%%'"
+    live_new = "SELECT count(*) FROM worker_code WHERE code_version = %s AND name LIKE 'new-%%'"
     wait_for(lambda: fw.sql(live_new, SCHEMA_VERSION)[0][0] == 2, 60, 0.2, "the new workers' heartbeats")
     assert producer.wait(120) == 0
     lines = (fw.tmp / "producer-old.txt").read_text().splitlines()

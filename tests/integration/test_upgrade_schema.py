@@ -172,11 +172,12 @@ def test_a_worker_starts_on_a_newer_expanded_schema_not_on_a_contracted_one(worl
 
 def test_a_contract_waits_for_the_older_workers_to_go(world: World) -> None:
     live = (
-        "INSERT INTO workers (name, host, pid, queues, concurrency, lease_ttl, code_version) "
-        "VALUES (%s, 'h', 1, '{default}', 1, 60, %s)"
+        "INSERT INTO workers (name, host, pid, queues, concurrency, lease_ttl) "
+        "VALUES (%s, 'h', 1, '{q}', 1, 9)"
     )
-    world.sql(live, "old-worker", None)  # code from before 0022: it does not say
-    world.sql(live, "new-worker", SCHEMA_VERSION + 1)
+    world.sql(live, "old-worker")  # code from before 0022: it does not say
+    world.sql(live, "new-worker")
+    world.sql("INSERT INTO worker_code (name, code_version) VALUES ('new-worker', %s)", SCHEMA_VERSION + 1)
     ahead = SCHEMA_VERSION + 1
     contract = Migration(ahead, f"{ahead:04d}_drop.sql", "", expand=False, code_from=ahead)
     expand = Migration(ahead, f"{ahead:04d}_add.sql", "")
