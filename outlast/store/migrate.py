@@ -65,7 +65,7 @@ class Migrations(Base):
                     if found >= to:
                         return found
                     step = MIGRATIONS[found]
-                    if step.transactional:
+                    if step.transactional or not session:  # a pooler's: CONCURRENTLY left out
                         attempt = partial(self._in_transaction, conn, step, lock_wait, session)
                         await self._giving_way(step, attempt, tries)
                     else:
@@ -111,19 +111,15 @@ class Migrations(Base):
                 return  # another migrate applied it meanwhile
             await self._refuse_older_workers(conn, step)
             await conn.execute(Q["lock_timeout"], {"ms": str(int(lock_wait * 1000)), "local": True})
-            await conn.execute(step.sql.encode())
+            await conn.execute((step.sql if step.transactional else step.in_one_transaction()).encode())
             await self._record(conn, step)
 
     async def _outside_transaction(self, conn: Conn, step: Migration, lock_wait: float, tries: int) -> None:
         """A ``transaction: none`` migration: its statements one at a time (under the session's
         advisory lock), each giving way on a lock as a transaction does; a concurrent index build
-        left invalid (by an earlier try, or a migrate that died) is dropped and built again."""
-        if self.pooler == "transaction":
-            raise SchemaError(
-                f"migration {step.name} runs outside a transaction and needs a session of its own: run "
-                "outlast migrate with OUTLAST_DATABASE_URL reaching Postgres directly (OUTLAST_PG_POOLER="
-                "none) or through a session pooler"
-            )
+        left invalid (by an earlier try, or a migrate that died) is dropped and built again.
+        Through a transaction pooler (no session to hold the lock, nor to set the schema outside a
+        transaction) it runs in one transaction instead, without CONCURRENTLY."""
         try:
             await self._in_schema(conn, local=False)
             await self._refuse_older_workers(conn, step)

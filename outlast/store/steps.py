@@ -30,6 +30,7 @@ from outlast.errors import SchemaError
 
 _COMPAT = re.compile(r"^-- compat: (expand|contract)(?:, code from (\d+))?$", re.M)
 _NO_TRANSACTION = re.compile(r"^-- transaction: none$", re.M)
+_CONCURRENTLY = re.compile(r"\b(CREATE|DROP) INDEX CONCURRENTLY\b")
 # What can hold a semicolon that does not end a statement: a dollar-quoted body, a string literal,
 # a comment. Anything else's semicolon ends one.
 _TOKENS = re.compile(r"\$(\w*)\$.*?\$\1\$|'(?:[^']|'')*'|--[^\n]*|;", re.S)
@@ -55,6 +56,12 @@ class Migration:
                 start = m.end()
         out.append(self.sql[start:])
         return [body for s in out if (body := _uncommented(s))]
+
+
+    def in_one_transaction(self) -> str:
+        """A ``transaction: none`` migration as one transaction can run it: its indexes built and
+        dropped without CONCURRENTLY (writes to the table wait for them)."""
+        return _CONCURRENTLY.sub(r"\1 INDEX", self.sql)
 
 
 def _uncommented(statement: str) -> str:

@@ -67,3 +67,11 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS i ON t (c);
         "CREATE OR REPLACE FUNCTION f() RETURNS int AS $body$ SELECT 1; $body$ LANGUAGE sql;",
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS i ON t (c);",
     ]
+
+
+def test_through_a_transaction_pooler_the_indexes_are_built_in_the_transaction() -> None:
+    m = parse(
+        "0030_x.sql",
+        "-- compat: expand\n-- transaction: none\nCREATE INDEX CONCURRENTLY IF NOT EXISTS i ON t (c);",
+    )
+    assert m.in_one_transaction().splitlines()[-1] == "CREATE INDEX IF NOT EXISTS i ON t (c);"
