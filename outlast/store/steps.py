@@ -57,7 +57,6 @@ class Migration:
         out.append(self.sql[start:])
         return [body for s in out if (body := _uncommented(s))]
 
-
     def in_one_transaction(self) -> str:
         """A ``transaction: none`` migration as one transaction can run it: its indexes built and
         dropped without CONCURRENTLY (writes to the table wait for them)."""
