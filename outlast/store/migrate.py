@@ -65,7 +65,8 @@ class Migrations(Base):
                     if found >= to:
                         return found
                     step = MIGRATIONS[found]
-                    if step.transactional or not session:  # a pooler's: CONCURRENTLY left out
+                    # CONCURRENTLY only where it is needed and can be: runs to keep writing, a session
+                    if step.transactional or not session or not await self._has_runs(conn):
                         attempt = partial(self._in_transaction, conn, step, lock_wait, session)
                         await self._giving_way(step, attempt, tries)
                     else:
@@ -73,6 +74,13 @@ class Migrations(Base):
             finally:
                 if session:
                     await conn.execute(_UNLOCK, self._key())
+
+    async def _has_runs(self, conn: Conn) -> bool:
+        """Whether the schema holds a run (else a concurrent build would only wait, for nothing)."""
+        async with conn.transaction():
+            await self._in_schema(conn, local=True)
+            row = await (await conn.execute(Q["has_runs"])).fetchone()
+        return bool(row and row["yes"])
 
     def _key(self) -> dict[str, str]:
         return {"key": f"outlast-migrate:{self.schema}"}
@@ -119,7 +127,8 @@ class Migrations(Base):
         advisory lock), each giving way on a lock as a transaction does; a concurrent index build
         left invalid (by an earlier try, or a migrate that died) is dropped and built again.
         Through a transaction pooler (no session to hold the lock, nor to set the schema outside a
-        transaction) it runs in one transaction instead, without CONCURRENTLY."""
+        transaction), or on a schema with no run yet, it runs in one transaction instead, without
+        CONCURRENTLY."""
         try:
             await self._in_schema(conn, local=False)
             await self._refuse_older_workers(conn, step)

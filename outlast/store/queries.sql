@@ -18,6 +18,11 @@ ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
 -- A migration's statements give way after this long waiting for a lock (migrate.LOCK_WAIT).
 SELECT set_config('lock_timeout', %(ms)s, %(local)s);
 
+-- name: has_runs
+-- Whether the schema holds a run: a `transaction: none` migration of a schema with none runs in one
+-- transaction, its indexes built at once (docs/upgrading.md).
+SELECT EXISTS (SELECT 1 FROM runs) AS yes;
+
 -- name: invalid_index
 -- An index of the schema that a concurrent build left invalid (it gave way, or its migrate died).
 SELECT 1 AS invalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid

@@ -105,6 +105,11 @@ def test_a_concurrent_index_build_that_gave_way_is_built_again(schemas: Schemas)
     of `approvals`, gives way, leaves an invalid index, which the next try drops and builds again."""
     name = schemas.new()
     schemas.migrate(name, to=21)
+    with psycopg.connect(schemas.url, autocommit=True, options=f"-c search_path={name}") as c:
+        # A run: on a schema with none, the index would be built at once, in a transaction.
+        c.execute(
+            b"INSERT INTO runs (id, workflow, queue, input, input_hash) VALUES ('r', 'w', 'q', '{}', '')"
+        )
     lock = "LOCK TABLE approvals IN ROW EXCLUSIVE MODE"
     logs, outcome = asyncio.run(_migrate_behind(schemas.url, name, 22, lock, tries=50))
     assert outcome == 22
