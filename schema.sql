@@ -789,8 +789,6 @@ ALTER TABLE ONLY outlast.worker_code
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
 
-CREATE INDEX approvals_pending ON outlast.approvals USING btree (created_at) WHERE (status = 'pending'::text);
-
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
 
 CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);

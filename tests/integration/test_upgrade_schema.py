@@ -43,8 +43,10 @@ def step(name: str) -> Migration:
 
 
 async def _holding(url: str, schema: str, lock: str) -> psycopg.AsyncConnection[Any]:
-    """A writer's transaction left open on ``lock``'s table: it holds ROW EXCLUSIVE until it ends."""
+    """A transaction left open after ``lock``: a writer's holds ROW EXCLUSIVE on its table until it
+    ends; any holds its snapshot (repeatable read), which a concurrent index build waits for."""
     holder = await psycopg.AsyncConnection.connect(url, options=f"-c search_path={schema}")
+    await holder.set_isolation_level(psycopg.IsolationLevel.REPEATABLE_READ)
     await holder.execute(lock.encode())
     return holder
 
@@ -101,26 +103,25 @@ def test_without_the_retry_the_migration_fails_and_applies_nothing(schemas: Sche
 
 
 def test_a_concurrent_index_build_that_gave_way_is_built_again(schemas: Schemas) -> None:
-    """0022 builds its index CONCURRENTLY, outside a transaction: the build waits for the writers
-    of `approvals`, gives way, leaves an invalid index, which the next try drops and builds again."""
+    """0020 builds its indexes CONCURRENTLY, outside a transaction: a build waits for the
+    transactions of the database that hold an older snapshot, gives way, leaves an invalid index,
+    which the next try drops and builds again."""
     name = schemas.new()
-    schemas.migrate(name, to=21)
+    schemas.migrate(name, to=19)
     with psycopg.connect(schemas.url, autocommit=True, options=f"-c search_path={name}") as c:
-        # A run: on a schema with none, the index would be built at once, in a transaction.
-        c.execute(
-            b"INSERT INTO runs (id, workflow, queue, input, input_hash) VALUES ('r', 'w', 'q', '{}', '')"
-        )
-    lock = "LOCK TABLE approvals IN ROW EXCLUSIVE MODE"
-    logs, outcome = asyncio.run(_migrate_behind(schemas.url, name, 22, lock, tries=50))
-    assert outcome == 22
+        # A run: on a schema with none, the indexes would be built at once, in a transaction.
+        one = b"INSERT INTO runs (id, workflow, queue, input, input_hash) VALUES ('r', 'w', 'q', '{}', 'h')"
+        c.execute(one)
+    logs, outcome = asyncio.run(_migrate_behind(schemas.url, name, 20, "SELECT 1", tries=50))
+    assert outcome == 20
     events = [(e["event"], e.get("index")) for e in logs if e["event"].startswith("schema.")]
-    assert ("schema.invalid_index_dropped", "approvals_pending") in events, events
-    assert step("0022").transactional is False
+    assert ("schema.invalid_index_dropped", "runs_by_created") in events, events
+    assert step("0020").transactional is False
     valid = "SELECT bool_and(indisvalid) FROM pg_index WHERE indrelid = %s::regclass"
     with psycopg.connect(schemas.url, autocommit=True) as c:
-        assert c.execute(valid.encode(), (f'"{name}".approvals',)).fetchone() == (True,)
+        assert c.execute(valid.encode(), (f'"{name}".runs',)).fetchone() == (True,)
     fresh = schemas.new()
-    schemas.migrate(fresh, to=22)
+    schemas.migrate(fresh, to=20)
     assert catalog(schemas.url, name) == catalog(schemas.url, fresh)
 
 
