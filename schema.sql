@@ -1,4 +1,4 @@
--- The whole outlast schema, version 21: what its migrations
+-- The whole outlast schema, version 22: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -591,6 +591,11 @@ CREATE TABLE outlast.watchers (
     since timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE outlast.worker_code (
+    name text NOT NULL,
+    code_version integer NOT NULL
+);
+
 CREATE TABLE outlast.workers (
     name text NOT NULL,
     host text NOT NULL,
@@ -831,6 +836,9 @@ ALTER TABLE ONLY outlast.settlements
 ALTER TABLE ONLY outlast.slots
     ADD CONSTRAINT slots_pkey PRIMARY KEY (key, slot);
 
+ALTER TABLE ONLY outlast.worker_code
+    ADD CONSTRAINT worker_code_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
 
@@ -964,3 +972,6 @@ ALTER TABLE outlast.journal
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.worker_code
+    ADD CONSTRAINT worker_code_name_fkey FOREIGN KEY (name) REFERENCES outlast.workers(name) ON DELETE CASCADE;

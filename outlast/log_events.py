@@ -87,6 +87,20 @@ EVENTS: dict[str, str] = {
     ),
     "store.writes_failing": "Writes to Postgres failed (`error`); retrying for up to `retry_for` seconds.",
     "store.writes_recovered": "Writes to Postgres go through again.",
+    # The schema (outlast migrate, and every process's check at start)
+    "schema.lock_wait": (
+        "A statement of `migration` waited a few seconds for a lock (`error`: a transaction holds it) "
+        "and gave way, so that the writers queued behind it go on; it is tried again in `retry_in` "
+        "seconds (`attempt` of `attempts`)."
+    ),
+    "schema.invalid_index_dropped": (
+        "An index of `migration` left invalid by a concurrent build that gave way or died (`index`) "
+        "was dropped, to be built again."
+    ),
+    "schema.newer_compatible": (
+        "The schema is version `found`, newer than this outlast knows (`knows`), and declared "
+        "compatible with it (`oldest_code`): a rolling upgrade under way."
+    ),
     # The dashboard and the operators' acts
     "users.unreadable": "The dashboard's users file cannot be read (`error`): the last good one stays.",
     "sessions.ended": "The dashboard ended the sessions of `users` removed or given a new token.",

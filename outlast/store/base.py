@@ -25,6 +25,7 @@ class Base:
 
     url: str
     schema: str
+    pooler: str  # none, transaction or session (docs/pgbouncer.md)
     tenant_window: int  # a tenant's runs published and not started, per queue (0014_fair)
 
     def _conn(self) -> AbstractAsyncContextManager[Conn]:

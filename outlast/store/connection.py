@@ -233,8 +233,18 @@ class Connection(Base):
             yield
 
     async def _fetch(self, conn: Conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        """One statement's rows. Through a pooler, one implicit transaction in one round trip:
-        the schema set, then the statement, one Sync (``Wire``)."""
+        """One statement's rows; once more after "cached plan must not change result type" (a
+        migration added a column the statement returns, docs/upgrading.md), prepared afresh."""
+        try:
+            return await self._fetch_once(conn, sql, params)
+        except psycopg.errors.FeatureNotSupported:
+            if self.pooler == "none":  # psycopg's prepared statements (the wire forgot its own)
+                await conn.execute("DEALLOCATE ALL")
+            return await self._fetch_once(conn, sql, params)
+
+    async def _fetch_once(self, conn: Conn, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Through a pooler, one implicit transaction in one round trip: the schema set, then the
+        statement, one Sync (``Wire``)."""
         if self.pooler == "none":
             cur = await conn.execute(sql, params)
             return await cur.fetchall() if cur.description else []

@@ -7,6 +7,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast.store.base import Base
+from outlast.store.steps import SCHEMA_VERSION
 
 
 class Fleet(Base):
@@ -14,8 +15,10 @@ class Fleet(Base):
 
     async def beat_worker(self, record: dict[str, Any]) -> None:
         """Upsert a worker's heartbeat record (name, host, pid, queues, programs, concurrency,
-        lease_ttl, runs_held); the database clock stamps the beat."""
-        params = {**record, "programs": Jsonb(record["programs"])}
+        lease_ttl, runs_held), and the schema version this code knows (a contract migration waits
+        for older workers to go: ``Migrations._refuse_older_workers``); the database clock stamps
+        the beat."""
+        params = {**record, "programs": Jsonb(record["programs"]), "code_version": SCHEMA_VERSION}
         params["worker"] = params.pop("name")
         await self._rows("beat_worker", **params)
 

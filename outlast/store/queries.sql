@@ -7,7 +7,36 @@
 -- database clock plus the schema's offset, moved by tests); audit stamps and heartbeats, as now().
 
 -- name: schema_version
-SELECT value FROM outlast_meta WHERE key = 'schema_version';
+-- The version migrate recorded, and the oldest code (by the version it knows) that may run on it.
+SELECT key, value FROM outlast_meta WHERE key IN ('schema_version', 'oldest_code');
+
+-- name: record_version
+INSERT INTO outlast_meta (key, value) VALUES ('schema_version', %(version)s), ('oldest_code', %(oldest)s)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+
+-- name: lock_timeout
+-- A migration's statements give way after this long waiting for a lock (migrate.LOCK_WAIT).
+SELECT set_config('lock_timeout', %(ms)s, %(local)s);
+
+-- name: has_runs
+-- Whether the schema holds a run: a `transaction: none` migration of a schema with none runs in one
+-- transaction, its indexes built at once (docs/upgrading.md).
+SELECT EXISTS (SELECT 1 FROM runs) AS yes;
+
+-- name: invalid_index
+-- An index of the schema that a concurrent build left invalid (it gave way, or its migrate died).
+SELECT 1 AS invalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relname = %(index)s AND NOT i.indisvalid
+  AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = current_schema());
+
+-- name: workers_say_code
+-- Whether workers say which schema version their code knows (0022 on).
+SELECT 1 AS yes WHERE to_regclass('worker_code') IS NOT NULL;
+
+-- name: older_workers
+-- Live workers whose code knows fewer migrations than %(needs)s (none said: code before 0022).
+SELECT w.name, c.code_version FROM workers w LEFT JOIN worker_code c USING (name)
+WHERE outlast_live(w.last_beat, w.lease_ttl) AND coalesce(c.code_version, 0) < %(needs)s ORDER BY w.name;
 
 -- name: insert_run
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
@@ -531,17 +560,22 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
 -- name: beat_worker
 -- One statement per heartbeat: the worker's record, made at its first beat, all of it taken
 -- from the beat (a worker restarted under a fixed name: a new pid, and started again).
-INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
-                     tool_threads, tool_threads_busy)
-VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
-        %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
-ON CONFLICT (name) DO UPDATE SET
-    host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
-    concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
-    tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
-    started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
-                      THEN workers.started_at ELSE now() END,
-    last_beat = now();
+-- With it, the schema version its code knows (0022: a contract waits for older workers to go).
+WITH w AS (
+    INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held,
+                         tool_threads, tool_threads_busy)
+    VALUES (%(worker)s, %(host)s, %(pid)s, %(queues)s, %(programs)s, %(concurrency)s, %(lease_ttl)s,
+            %(runs_held)s, %(tool_threads)s, %(tool_threads_busy)s)
+    ON CONFLICT (name) DO UPDATE SET
+        host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues, programs = EXCLUDED.programs,
+        concurrency = EXCLUDED.concurrency, lease_ttl = EXCLUDED.lease_ttl, runs_held = EXCLUDED.runs_held,
+        tool_threads = EXCLUDED.tool_threads, tool_threads_busy = EXCLUDED.tool_threads_busy,
+        started_at = CASE WHEN (workers.host, workers.pid) = (EXCLUDED.host, EXCLUDED.pid)
+                          THEN workers.started_at ELSE now() END,
+        last_beat = now()
+    RETURNING name)
+INSERT INTO worker_code (name, code_version) SELECT name, %(code_version)s FROM w
+ON CONFLICT (name) DO UPDATE SET code_version = EXCLUDED.code_version;
 
 -- name: forget_worker
 DELETE FROM workers WHERE name = %(worker)s;

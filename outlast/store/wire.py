@@ -134,7 +134,10 @@ class Wire:
         for results in groups[len(sent) :]:  # a failed commit's error comes after the last statement
             error = error or next((r for r in results if r.status == _FATAL_ERROR), None)
         if error is not None:
-            raise psycopg.errors.error_from_result(error, encoding=self._encoding)
+            exc = psycopg.errors.error_from_result(error, encoding=self._encoding)
+            if exc.sqlstate == "0A000":  # "cached plan must not change result type": a migration
+                self._prepared.clear()  # added a column a statement returns; prepare them afresh
+            raise exc
         if len(out) < len(batch):
             raise psycopg.OperationalError("the pipeline was aborted without an error")
         return out

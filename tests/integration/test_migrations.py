@@ -20,6 +20,7 @@ import pytest
 from outlast.errors import SchemaError
 from outlast.store import SCHEMA_VERSION, Store
 from outlast.store.dump import migrated, pg_dump_major
+from outlast.store.steps import oldest_code
 from outlast.store.store import MIGRATIONS
 
 # What the old schema.sql (applied whole, before migrations were files) made: version 4.
@@ -132,7 +133,8 @@ def test_a_database_at_every_earlier_version_migrates_to_the_fresh_schema(
     name = schemas.new()
     assert schemas.migrate(name, to=k) == k  # k = 0: an empty schema
     if k:
-        assert catalog(schemas.url, name)["meta"] == [("schema_version", str(k))]
+        meta = [("oldest_code", str(oldest_code(k))), ("schema_version", str(k))]
+        assert catalog(schemas.url, name)["meta"] == meta
     assert schemas.migrate(name) == SCHEMA_VERSION
     assert catalog(schemas.url, name) == fresh
 
@@ -150,10 +152,12 @@ def test_a_database_made_by_the_old_schema_sql_is_version_4_and_migrates_to_fres
     assert schemas.migrate(old, to=4) == 4  # recognised as 4: nothing applied
     assert catalog(schemas.url, old) == before
 
-    # Migrations 0001..0004 make exactly what the old file made.
+    # Migrations 0001..0004 make exactly what the old file made (which recorded no oldest_code).
     files = schemas.new()
     assert schemas.migrate(files, to=4) == 4
-    assert catalog(schemas.url, files) == before
+    made = catalog(schemas.url, files)
+    assert made.pop("meta") == [("oldest_code", "4"), ("schema_version", "4")]
+    assert made == {k: v for k, v in before.items() if k != "meta"}
 
     assert schemas.migrate(old) == SCHEMA_VERSION
     assert catalog(schemas.url, old) == fresh
@@ -185,8 +189,9 @@ def test_a_newer_recorded_version_is_refused_and_nothing_is_applied(schemas: Sch
     schemas.migrate(name, to=2)
     with psycopg.connect(schemas.url, autocommit=True) as c:
         c.execute(
-            f"UPDATE \"{name}\".outlast_meta SET value = %s WHERE key = 'schema_version'".encode(),
-            (str(SCHEMA_VERSION + 1),),
+            f'UPDATE "{name}".outlast_meta SET value = %s '
+            "WHERE key IN ('schema_version', 'oldest_code')".encode(),
+            (str(SCHEMA_VERSION + 1),),  # a contract this code does not know
         )
     before = catalog(schemas.url, name)
     with pytest.raises(SchemaError, match="newer than this outlast knows"):

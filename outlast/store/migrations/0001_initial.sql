@@ -1,7 +1,11 @@
+-- compat: contract
 -- Version 1: runs, their journal and events; a final state never changes.
--- Each file in this directory is applied once, in its own transaction, inside the configured
--- schema (search_path), by `outlast migrate`, which records its number in outlast_meta. A file
--- that has shipped is never edited: a change to the schema is a new file, numbered next.
+-- Each file in this directory is applied once, in its own transaction (unless it says
+-- `transaction: none`), inside the configured schema (search_path), by `outlast migrate`, which
+-- records its number in outlast_meta. A file that has shipped never changes what it makes: a change
+-- to the schema is a new file, numbered next. Each says whether older code keeps working on it
+-- (`compat: expand`) or not (`compat: contract`): docs/upgrading.md. The files before 0015 were
+-- not reviewed for it and count as contracts.
 
 CREATE TABLE outlast_meta (
     key   text PRIMARY KEY,

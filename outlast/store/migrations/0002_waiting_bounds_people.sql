@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 2: deadlines, cancellation, approvals bound to the action, budgets shared along a
 -- chain of continued runs.
 

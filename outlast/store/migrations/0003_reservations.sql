@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 3: a reservation belongs to one operation, so that a retried dispatch never reserves
 -- twice and a superseded worker cannot settle what the new owner settles.
 

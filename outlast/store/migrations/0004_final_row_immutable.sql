@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 4: a finished run never changes, whoever writes: the whole row. Its input and
 -- workflow are the record of what ran, as its result is. An UPDATE that leaves every column as
 -- it was is let through. (The trigger runs_final_is_final, from 0001, calls this function.)

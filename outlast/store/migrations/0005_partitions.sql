@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 5: ready for growth. The two tables that grow with every operation, `journal` and
 -- `events`, are hash-partitioned by run id (16 partitions each). Every query names its run, so each
 -- touches one partition; indexes and vacuums stay partition-sized. Hash, not time: a time key would

@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 7: the heartbeat record of each worker process, upserted on every heartbeat (one
 -- statement, the database clock) and deleted when the worker stops cleanly. A row whose last
 -- beat is older than three of its lease TTLs is shown as gone; the sweeper deletes it later.

@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 8: who decided, as authenticated. A request the workflow made with
 -- ``authenticated=True`` is decided only by a principal the dashboard or the API authenticated
 -- (never the CLI's asserted name); every decision keeps the decider's record (principal, groups,

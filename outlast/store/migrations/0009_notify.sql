@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 9: readers are woken by NOTIFY instead of polling; finished runs can be pruned.
 
 -- Who waits for a run: the listening connection of a Client.wait or follow (its backend pid),

@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 10: delayed runs and schedules.
 
 -- A delayed run is queued with its start time and is not delivered before it. Its published_at

@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 11: concurrency slots. A cap of N on a key (a workflow, a workflow and its
 -- concurrency key, a tool) is N numbered slots; a slot row is held by one run under its fencing
 -- token until it expires (renewed with the run's lease), so a dead worker's slot frees itself

@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 12: rolling deploys and priorities.
 
 -- Which program identities were served lately, per queue and workflow: upserted by every worker's

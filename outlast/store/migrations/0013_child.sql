@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 13: child runs and tenants (issue 12, items 6 and 7).
 
 -- Whose run it is: given at enqueue, kept by continuations and child runs.

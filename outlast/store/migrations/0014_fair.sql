@@ -1,3 +1,4 @@
+-- compat: contract
 -- Version 14: fair share across tenants within a queue (issue 12, item 7).
 
 -- A queue's stream holds at most a window of each tenant's runs (OUTLAST_TENANT_WINDOW runs

@@ -1,3 +1,4 @@
+-- compat: expand
 -- Version 15: facts that queries.sql spelled several times, each said once here. Every one is a
 -- LANGUAGE sql function that Postgres inlines into the statement that calls it (a scalar one into
 -- the expression, a set-returning one into the FROM list), so each statement's plan is the one it

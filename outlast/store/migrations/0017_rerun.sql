@@ -1,3 +1,4 @@
+-- compat: expand
 -- Version 17: the last writes that did not find their own effect when sent again after a commit
 -- whose acknowledgement was lost.
 

@@ -1,3 +1,4 @@
+-- compat: expand
 -- Version 18: one clock for claims, leases and due times. `outlast_now()` is the database clock
 -- plus this schema's offset, a one-row table that is 0 outside tests: outlast.testing's advance()
 -- moves it, so every due time of the schema comes nearer at once (timers, approval expiries,

@@ -1,3 +1,4 @@
+-- compat: expand
 -- Version 19: the dashboard's sessions, sign-in attempts and signing key live here, so that
 -- several dashboard processes behind one load balancer share them (no sticky sessions) and a
 -- restart signs nobody out.

@@ -1,3 +1,4 @@
+-- compat: expand
 -- Version 21: the dashboard's charts read a rollup of their own, never the runs or the journal.
 -- One row per minute (and per queue, per tool), written by the workers' sweepers once a minute
 -- (OUTLAST_ROLLUP_EVERY), kept eight days: at most minutes x (1 + queues + tools) rows, whatever
