@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import select
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Self, cast
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import psycopg_pool
@@ -21,6 +19,7 @@ from outlast.settings import Settings
 from outlast.store.base import Base, Conn
 from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
+from outlast.store.urls import redact
 from outlast.store.wire import Wire
 from outlast.store.writer import Writer
 
@@ -34,21 +33,6 @@ _WRITER_PRELUDE = (
     "SELECT pg_backend_pid() AS pid, now()::text AS began, set_config('search_path', %(schema)s, true)"
 )
 _GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
-
-
-def redact(url: str) -> str:
-    """The URL without its password (after the user, or a ``password=`` parameter), for messages;
-    never raises, even on a malformed URL."""
-    url = re.sub(r"(?i)\b((?:sentinel_)?password=)[^&\s]*", r"\1***", url)
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # e.g. an unclosed IPv6 bracket: hide whatever sits between user and host
-        return re.sub(r"(//[^/@:]*:)[^/]*@", r"\1***@", url)
-    if password is None:
-        return url
-    netloc = parts.netloc.replace(f":{password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class Connection(Base):

@@ -13,9 +13,9 @@ from psycopg import sql
 
 from outlast.errors import SchemaError
 from outlast.store.base import Base, Conn
-from outlast.store.connection import redact
 from outlast.store.queries import Q
 from outlast.store.steps import MIGRATIONS, SCHEMA_VERSION, Migration, oldest_code, schema_sql
+from outlast.store.urls import redact
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "Migrations", "schema_sql"]
 

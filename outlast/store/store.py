@@ -7,7 +7,7 @@ from __future__ import annotations
 from outlast.store.approvals import Approvals
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
-from outlast.store.connection import Connection, redact
+from outlast.store.connection import Connection
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
 from outlast.store.journal import Journal
@@ -19,6 +19,7 @@ from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.sweeps import Sweeps
+from outlast.store.urls import redact
 
 __all__ = [
     "MIGRATIONS",

@@ -1,5 +1,5 @@
-"""Each migration opens by saying which schema version it makes: the number of its file (branches
-merged under new numbers once left their old ones in these words)."""
+"""Each migration opens (after its directives) by saying which schema version it makes: the
+number of its file (branches merged under new numbers once left their old ones in these words)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ def test_each_migration_names_its_own_version() -> None:
     assert files
     wrong = []
     for f in files:
-        said = re.match(r"-- Version (\d+):", f.read_text().splitlines()[0])
+        # after its directives (``-- compat:``, ``-- transaction:``), the first words say it
+        first = next(
+            line
+            for line in f.read_text().splitlines()
+            if not re.match(r"-- \w+: ", line) or line.startswith("-- Version")
+        )
+        said = re.match(r"-- Version (\d+):", first)
         if said is None or int(said[1]) != int(f.name[:4]):
-            wrong.append(f"{f.name}: {f.read_text().splitlines()[0][:40]}")
+            wrong.append(f"{f.name}: {first[:40]}")
     assert not wrong, wrong
