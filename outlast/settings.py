@@ -244,7 +244,12 @@ class Settings:
     max_attempts: int = setting(5, "Claims without progress before a run fails.", "attempts", ge=1, le=1000)
     sweep_interval: float = setting(1.0, "Seconds between a worker's sweeps.", "seconds", gt=0, le=60)
     republish_after: float = setting(
-        30.0, "Seconds a queued run may go unseen before it is re-published.", "seconds", ge=0.1, le=86400
+        30.0,
+        "Seconds a queued run may go unseen before it is re-published (not while its entry waits in "
+        "its stream).",
+        "seconds",
+        ge=0.1,
+        le=86400,
     )
     grace: float = setting(10.0, "Seconds to finish on SIGTERM.", "seconds", ge=0, le=3600)
     concurrency: int = setting(16, "Runs at once.", "runs", ge=1, le=4096)

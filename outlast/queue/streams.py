@@ -21,6 +21,7 @@ from outlast.queue.entries import GROUP, LEVELS, MAX_RUN_ID, Delivery, QueueFigu
 from outlast.queue.figures import Figures
 from outlast.queue.groups import ConsumerGroup
 from outlast.queue.publishing import Publishing
+from outlast.queue.undelivered import Streams, Waiting
 
 __all__ = [
     "CLUSTER_SCHEMES",
@@ -30,14 +31,16 @@ __all__ = [
     "Delivery",
     "Queue",
     "QueueFigures",
+    "Waiting",
     "is_cluster_url",
     "run_id_problem",
 ]
 
 
-class Queue(Publishing, ConsumerGroup, DeadLetters, Figures):
+class Queue(Publishing, ConsumerGroup, DeadLetters, Figures, Streams):
     """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries: the parts
-    (``connection``, ``publishing``, ``groups``, ``dead``, ``figures``) over one client.
+    (``connection``, ``publishing``, ``groups``, ``dead``, ``figures``,
+    ``undelivered``) over one client.
 
     A ``client`` given must not decode responses (``decode_responses=False``): a decoding
     client fails a whole read on one entry that is not UTF-8."""

@@ -308,13 +308,31 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
 -- the published_at stamp let every worker sweep at once without publishing a run twice.
-WITH due AS (
+-- A queued run whose entry is still in its stream is not due, however long it waited (a long
+-- backlog; queue/undelivered.py): one of %(waiting)s (their entries read around the delivered
+-- point: delivered and not acknowledged yet, or not delivered), or one stamped within its
+-- stream's span: per stream (queue, level), the ages by Redis's clock, read before this
+-- statement, of the newest entry delivered or deleted (since) and of the newest entry added
+-- (last). An entry is added after its run is stamped, so a run stamped since then by this
+-- statement's clock has its entry waiting, if it was ever added; one that was not (a producer's
+-- crash) waits for the group to deliver past it, then is due.
+WITH span AS MATERIALIZED (  -- once, not per run (each run's look a scan of a few rows)
+    SELECT u.queue, u.priority,
+           (SELECT at FROM outlast_now()) - make_interval(secs => u.since) AS since,
+           (SELECT at FROM outlast_now()) - make_interval(secs => u.last) AS last
+    FROM unnest(%(queues)s::text[], %(priorities)s::text[], %(since)s::float8[], %(last)s::float8[])
+         AS u(queue, priority, since, last)),
+near AS (SELECT unnest(%(waiting)s::text[]) AS id),
+due AS (
     SELECT id FROM runs
     WHERE outlast_unfinished(state)
       -- one pass of the sweeper never sees again what it stamped itself
       AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
       AND ((published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)
-            AND (state = 'queued'
+            AND ((state = 'queued' AND runs.id NOT IN (SELECT near.id FROM near) AND NOT EXISTS (
+                     SELECT 1 FROM span
+                     WHERE span.queue = runs.queue AND span.priority = runs.priority
+                       AND runs.published_at > span.since AND runs.published_at < span.last))
                  OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from outlast.store.base import Base
@@ -12,12 +13,29 @@ class Sweeps(Base):
     """The sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
 
     async def due(
-        self, after: float, limit: int = 200, cutoff: datetime | None = None
+        self,
+        after: float,
+        limit: int = 200,
+        cutoff: datetime | None = None,
+        spans: Sequence[tuple[str, str, float, float]] = (),
+        waiting: Sequence[str] = (),
     ) -> list[tuple[str, str, str]]:
         """Runs to re-publish (stamped as published now), each (id, queue, priority); with
         ``cutoff``, only runs last published before it, so that successive pages of one pass never
-        repeat a run."""
-        rows = await self._rows("due", after=after, limit=limit, cutoff=cutoff)
+        repeat a run. Not a queued run whose entry still waits in its stream, as Redis said just
+        before (``Queue.waiting``): one of ``waiting``, or one stamped within its stream's span,
+        each (queue, priority, since, last)."""
+        rows = await self._rows(
+            "due",
+            after=after,
+            limit=limit,
+            cutoff=cutoff,
+            queues=[u[0] for u in spans],
+            priorities=[u[1] for u in spans],
+            since=[u[2] for u in spans],
+            last=[u[3] for u in spans],
+            waiting=list(waiting),
+        )
         return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
     async def turns(self, limit: int = 500) -> list[tuple[str, str, str]]:

@@ -37,7 +37,9 @@ class Intake:
 
     async def read_loop(self) -> None:
         s = self.w.s
-        reclaim_every = max(s.lease_ttl / 4, 0.25)  # a takeover within about TTL + 1 s
+        # A takeover within TTL + 1 s: an orphan's entry can be reclaimed a lease + 0.25 s after its
+        # last touch, and is looked for every half second at most, on time (no read waits past it).
+        reclaim_every = min(max(s.lease_ttl / 4, 0.25), 0.5)
         block = max(50, int(min(1000, reclaim_every * 1000) / len(self.w.queues)))
         next_reclaim = 0.0
         while not self.w.stopping.is_set():  # as in Worker.every: not only cancelled
@@ -55,7 +57,8 @@ class Intake:
                         await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
                 for q in self.w.queues:
-                    for d in await self._read(q, block):
+                    left = int((next_reclaim - time.monotonic()) * 1000 / len(self.w.queues))
+                    for d in await self._read(q, max(50, min(block, left))):
                         if self.room_left() > 0:
                             self.start(d)
                         else:

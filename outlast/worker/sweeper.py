@@ -11,6 +11,7 @@ from typing import Any
 
 from outlast import metrics
 from outlast.queue import Queue
+from outlast.queue.undelivered import Waiting
 from outlast.schedules import Schedule
 from outlast.settings import Settings, duration
 from outlast.store import Store
@@ -45,6 +46,8 @@ class Sweeper:
         # Redis said once that it lost its data (or a failover): kept until the re-publication
         # went through, since lost_data() will not say it again.
         self._lost = False
+        self._seen: set[str] = set()  # queues other workers serve (``streams``)
+        self._next_look = 0.0
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
         self.rollup = Rollup(store, queue, settings.rollup_every)
 
@@ -106,14 +109,27 @@ class Sweeper:
                 return
 
     async def republish(self, log: Any, after: float, limit: int = 500) -> None:
-        """Re-publish, page by page, every run due and unseen for ``after`` seconds."""
+        """Re-publish, page by page, every run due and unseen for ``after`` seconds, but a queued
+        run whose entry still waits in its stream (a long backlog drains slowly): asked of Redis
+        before the statements that compare its clock with Postgres's (``Queue.waiting``). Not when
+        Redis lost its data (``after`` 0): what it says then is not to be trusted."""
         cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
+        waiting = await self.queue.waiting(await self.streams()) if after else Waiting()
         while True:
-            due = await self.store.due(after, limit, cutoff)
+            due = await self.store.due(after, limit, cutoff, waiting.spans, waiting.runs)
             for run_id, q, priority in due:
                 await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
+                self._seen.add(q)  # a queue no worker serves: its streams are read from the next pass
             if due:
                 log.info("sweeper.republished", count=len(due), runs=[r for r, _, _ in due[:20]])
             if len(due) < limit:
                 return
+
+    async def streams(self) -> list[str]:
+        """The queues whose streams ``republish`` reads: this worker's, every other worker's (from
+        their heartbeat records, looked at once a minute) and any whose run it re-published."""
+        if time.monotonic() >= self._next_look:
+            self._next_look = time.monotonic() + 60
+            self._seen.update(q for w in await self.store.workers() for q in w["queues"] or ())
+        return sorted({*self.queues, *self._seen})

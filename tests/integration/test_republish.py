@@ -1,0 +1,126 @@
+"""The sweeper re-publishes a run no stream entry will deliver, and only such a run: during a long
+drain, a queued run whose entry still waits undelivered in its stream is left alone however long it
+waited (re-publishing it costs a second entry and a refused claim, and puts nothing ahead), while a
+run whose entry was deleted, or never added, is re-published after ``republish_after``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+import structlog
+
+from outlast import Client
+from outlast.producer.client import AsyncClient
+from outlast.queue import undelivered
+from outlast.worker.sweeper import Sweeper
+from tests.conftest import World, wait_for
+
+BACKLOG = 40  # slow runs, 0.15 s each, two at a time: a drain of about 3 s
+REPUBLISH_AFTER = 0.5
+
+
+def entries_added(world: World) -> int:
+    """How many entries the queue's stream was ever given (deleted ones included)."""
+    info: dict[str, Any] = world.redis().xinfo_stream(f"{world.prefix}:{{default}}:runs")
+    return int(info["entries-added"])
+
+
+def republished(world: World) -> list[str]:
+    return [rid for e in world.logged("sweeper.republished") for rid in e["runs"]]
+
+
+def test_a_slow_drain_republishes_only_the_run_whose_entry_was_lost(world: World) -> None:
+    r = world.redis()
+    stream = f"{world.prefix}:{{default}}:runs"
+    with Client(settings=world.settings()) as c:
+        lost = c.enqueue("slow", {"seconds": 0.15, "tag": "lost"}).id
+        time.sleep(0.2)  # the backlog is published after the lost entry, in later milliseconds
+        backlog = [run.id for run in c.enqueue_many("slow", [{"seconds": 0.15}] * BACKLOG)]
+        # The first run's entry is lost before any worker saw it (deleted, as a trim would).
+        [entry] = [eid for eid, f in r.xrange(stream) if f["run"] == lost]
+        assert r.xdel(stream, entry) == 1
+        world.worker(
+            "tests.apps.basic:app",
+            "-c",
+            "2",
+            OUTLAST_REPUBLISH_AFTER=str(REPUBLISH_AFTER),
+            OUTLAST_SWEEP_INTERVAL="0.2",
+        )
+        wait_for(
+            lambda: world.sql("SELECT count(*) FROM runs WHERE state = 'succeeded'") == [(BACKLOG + 1,)],
+            timeout=120,
+            what="every run to succeed",
+        )
+    # The backlog waited for seconds past republish_after, each run's entry in the stream all along:
+    # none was re-published. The lost one was, once.
+    extra = [backlog.index(r) if r in backlog else r for r in republished(world)]
+    assert republished(world) == [lost], f"{len(republished(world))} runs re-published: {extra}"
+    assert entries_added(world) == BACKLOG + 2
+    ran = world.sql("SELECT run_id, count(*) FROM executions WHERE left(what, 4) = 'end:' GROUP BY run_id")
+    assert sorted(ran) == sorted((rid, 1) for rid in [lost, *backlog])
+
+
+async def test_a_run_published_after_the_streams_last_entry_has_no_entry(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A producer that died between its commit and its XADD, on an idle queue: every entry was
+    delivered, and the run was stamped after the newest one. Its entry was never added: it is
+    re-published after ``republish_after``, not taken for one still on its way."""
+    s = world.settings(republish_after=0.3)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        await c.queue.ensure_group("default")
+        first = (await c.enqueue("echo", {})).id
+        [delivered] = await c.queue.read("default", "reader", 10, None)
+        assert delivered.run_id == first
+        world.sql("UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = %s", first)
+
+        async def dead_producer(entries: list[tuple[str, str, str]]) -> None:
+            return None
+
+        monkeypatch.setattr(c.queue, "publish_many", dead_producer)
+        await asyncio.sleep(0.1)  # stamped clearly after the newest entry (by more than the clocks' reading)
+        orphan = (await c.enqueue("echo", {})).id
+        monkeypatch.undo()
+        sweeper = Sweeper(c.store, c.queue, s, ["default"])
+        await asyncio.sleep(0.4)
+        await sweeper.sweep(structlog.get_logger())
+        stream = c.queue.stream("default")
+        added = [f[b"run"].decode() for _, f in await c.queue.redis.xrange(stream)]
+        assert added == [first, orphan]
+    finally:
+        await c.close()
+
+
+async def test_runs_past_the_entries_read_are_known_by_the_clock(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a few entries past the delivered point are read (here 3): the runs of the later ones
+    are known to wait by their stamp, later than the delivered entry's by Redis's clock. Those
+    stamped with it (one batch) are known by name, as are those given and not acknowledged."""
+    monkeypatch.setattr(undelivered, "NEAR_MAX", 3)
+    s = world.settings(republish_after=0.3)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        await c.queue.ensure_group("default")
+        batches = []
+        for _ in range(3):
+            batches.append([run.id for run in await c.enqueue_many("echo", [{}] * 5)])
+            await asyncio.sleep(0.2)
+        given = await c.queue.read("default", "reader", 2, None)
+        assert [d.run_id for d in given] == batches[0][:2]
+        done = "UPDATE runs SET state = 'succeeded', finished_at = now() WHERE id = ANY(%s)"
+        world.sql(done, batches[0][:2])
+        waiting = await c.queue.waiting(["default"])
+        # The two given (not acknowledged yet) and the rest of their batch, not the later batches.
+        assert waiting.runs == batches[0]
+        await asyncio.sleep(0.4)
+        await Sweeper(c.store, c.queue, s, ["default"]).sweep(structlog.get_logger())
+        assert await c.queue.redis.xlen(c.queue.stream("default")) == 15  # nothing re-published
+    finally:
+        await c.close()
