@@ -12,6 +12,7 @@ import pytest
 import structlog
 
 from outlast.errors import ServiceUnavailable
+from outlast.queue.undelivered import Waiting
 from outlast.settings import Settings
 from outlast.worker.sweeper import Sweeper
 
@@ -31,6 +32,9 @@ class _Queue:
     async def forget_consumers(self, queue: str, idle_ms: int) -> list[str]:
         return []
 
+    async def waiting(self, queues: list[str]) -> Waiting:
+        return Waiting()  # nothing vouched for: every due run is re-published
+
 
 class _Store:
     def __init__(self) -> None:
@@ -45,13 +49,18 @@ class _Store:
     async def db_now(self) -> datetime:
         return datetime.now(UTC)
 
-    async def due(self, after: float, limit: int, cutoff: datetime) -> list[tuple[str, str, str]]:
+    async def due(
+        self, after: float, limit: int, cutoff: datetime, spans: Any = (), waiting: Any = ()
+    ) -> list[tuple[str, str, str]]:
         return [("lost-run", "default", "normal")] if after == 0.0 else []
 
     async def expire_deadlines(self, grace: float) -> list[Any]:
         return []
 
     async def turns(self, limit: int) -> list[Any]:
+        return []
+
+    async def workers(self) -> list[dict[str, Any]]:
         return []
 
     async def wake_child_waiters(self) -> list[str]:
