@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 log = structlog.get_logger("outlast.worker")
 
 
+async def _let_claims_go() -> None:
+    """Two turns of the event loop: the runs just started send their claims (one turn for their
+    tasks to queue the claim, one for the writer to send it) before the loop reads again. Reading
+    first put a round of XREADGROUPs (~0.1-0.3 ms of CPU) ahead of every claim at light load."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 class Intake:
     """What the worker reads and reclaims, and when each entry starts being served."""
 
@@ -55,11 +63,15 @@ class Intake:
                         await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
                 for q in self.w.queues:
+                    started = False
                     for d in await self._read(q, block):
                         if self.room_left() > 0:
                             self.start(d)
+                            started = True
                         else:
                             self.early.append(d)
+                    if started:
+                        await _let_claims_go()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
