@@ -80,17 +80,18 @@ class Intake:
 
     async def _read(self, queue: str, block: int) -> list[Delivery]:
         """Entries of the queue's priority levels for the room left: each level its weighted share
-        (``priority.Weighted``), what a level leaves unused to the others, highest first; with
+        (``priority.Weighted``; one round trip for all of them), what a level leaves unused to the
+        others, highest first; with
         nothing waiting, one read that waits for any level (up to one entry a level: those past
         the room wait in ``early``, touched by the heartbeat, for the first places free)."""
         room = self.room_left()
         name = self.w.name
         got: list[Delivery] = []
         drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
-        for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
-            read = await self.w.queue.read(queue, name, n, None, priority=level)
+        share = self._levels.setdefault(queue, Weighted()).share(room)
+        for level, read in (await self.w.queue.read_levels(queue, name, share)).items():
             got += read
-            if len(read) < n:
+            if len(read) < share[level]:
                 drained.add(level)
         for level in LEVELS:
             if level not in drained:
