@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import Any
 
 from redis.exceptions import ResponseError
 
@@ -78,11 +79,35 @@ class ConsumerGroup(Connection):
         """Wait up to ``block_ms`` for a new entry of any level: one read, up to one entry a level."""
         return await self._read(queue, consumer, dict.fromkeys(LEVELS, ">"), 1, block_ms)
 
+    async def read_levels(
+        self, queue: str, consumer: str, counts: dict[str, int]
+    ) -> dict[str, list[Delivery]]:
+        """New entries of several levels, up to ``counts[level]`` of each, none waited for: each
+        level's ``read``, in the order given, pipelined into one round trip."""
+        wanted = {level: n for level, n in counts.items() if n > 0}
+        if len(wanted) <= 1:  # one read: no pipeline to build
+            return {lv: await self.read(queue, consumer, n, None, priority=lv) for lv, n in wanted.items()}
+        try:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                for level, n in wanted.items():
+                    p.xreadgroup(GROUP, consumer, {self.stream(queue, level): ">"}, count=n)
+                replies = await p.execute(raise_on_error=False)
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        out: dict[str, list[Delivery]] = {}
+        for (level, _), reply in zip(wanted.items(), replies, strict=True):
+            if isinstance(reply, ResponseError):
+                out[level] = await self._refused(queue, reply)
+            elif isinstance(reply, Exception):
+                raise reply
+            else:
+                out[level] = await self._delivered(queue, reply, {self.stream(queue, level): level})
+        return out
+
     async def _read(
         self, queue: str, consumer: str, levels: dict[str, str], count: int, block_ms: int | None
     ) -> list[Delivery]:
         streams = {self.stream(queue, level): start for level, start in levels.items()}
-        level_of = {self.stream(queue, level): level for level in levels}
         try:
             async with self._gate:
                 reply = await self.redis.xreadgroup(
@@ -91,10 +116,18 @@ class ConsumerGroup(Connection):
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
         except ResponseError as exc:
-            if "UNBLOCKED" in str(exc):  # the node became a replica (a failover): read again
-                return []
-            await self._vanished_group(queue, exc)
+            return await self._refused(queue, exc)
+        return await self._delivered(queue, reply, {self.stream(queue, level): level for level in levels})
+
+    async def _refused(self, queue: str, exc: ResponseError) -> list[Delivery]:
+        """A read refused: none delivered (a vanished group is made again; others raise)."""
+        if "UNBLOCKED" in str(exc):  # the node became a replica (a failover): read again
             return []
+        await self._vanished_group(queue, exc)
+        return []
+
+    async def _delivered(self, queue: str, reply: Any, level_of: dict[str, str]) -> list[Delivery]:
+        """The entries of an XREADGROUP reply; those deleted while pending are acknowledged."""
         out: list[Delivery] = []
         for name, entries in reply or []:
             stream = to_text(name)

@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 log = structlog.get_logger("outlast.worker")
 
 
+async def _let_claims_go() -> None:
+    """Two turns of the event loop: the runs just started send their claims (one turn for their
+    tasks to queue the claim, one for the writer to send it) before the loop reads again. Reading
+    first put a round of XREADGROUPs (~0.1-0.3 ms of CPU) ahead of every claim at light load."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 class Intake:
     """What the worker reads and reclaims, and when each entry starts being served."""
 
@@ -58,11 +66,15 @@ class Intake:
                     continue
                 for q in self.w.queues:
                     left = int((next_reclaim - time.monotonic()) * 1000 / len(self.w.queues))
+                    started = False
                     for d in await self._read(q, max(50, min(block, left))):
                         if self.room_left() > 0:
                             self.start(d)
+                            started = True
                         else:
                             self.early.append(d)
+                    if started:
+                        await _let_claims_go()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -71,17 +83,18 @@ class Intake:
 
     async def _read(self, queue: str, block: int) -> list[Delivery]:
         """Entries of the queue's priority levels for the room left: each level its weighted share
-        (``priority.Weighted``), what a level leaves unused to the others, highest first; with
+        (``priority.Weighted``; one round trip for all of them), what a level leaves unused to the
+        others, highest first; with
         nothing waiting, one read that waits for any level (up to one entry a level: those past
         the room wait in ``early``, touched by the heartbeat, for the first places free)."""
         room = self.room_left()
         name = self.w.name
         got: list[Delivery] = []
         drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
-        for level, n in self._levels.setdefault(queue, Weighted()).share(room).items():
-            read = await self.w.queue.read(queue, name, n, None, priority=level)
+        share = self._levels.setdefault(queue, Weighted()).share(room)
+        for level, read in (await self.w.queue.read_levels(queue, name, share)).items():
             got += read
-            if len(read) < n:
+            if len(read) < share[level]:
                 drained.add(level)
         for level in LEVELS:
             if level not in drained:

@@ -294,3 +294,29 @@ async def test_a_poison_entry_does_not_stop_reclaim_on_the_real_redis(real: Queu
     assert len(await real.read(Q, "gone", 10, 10)) == 2
     got = await real.reclaim(Q, "b", 0, 10)
     assert [(d.run_id, d.problem) for d in got] == [(None, "entry is not UTF-8"), ("r1", None)]
+
+
+# -- the weighted reads of several levels in one round trip ----------------------------------
+
+
+async def test_read_levels_gives_each_level_its_count_and_survives_a_vanished_group(real: Queue) -> None:
+    queue = real  # a vanished stream is refused as Redis refuses it (NOGROUP), unlike fakeredis
+    await queue.ensure_group(Q)
+    for i in range(3):
+        await queue.publish(Q, f"h{i}", priority="high")
+    await queue.publish(Q, "n0")
+    got = await queue.read_levels(Q, "c1", {"high": 2, "normal": 5, "low": 1})
+    assert {lv: [d.run_id for d in ds] for lv, ds in got.items()} == {
+        "high": ["h0", "h1"],
+        "normal": ["n0"],
+        "low": [],
+    }
+    assert all(d.priority == lv for lv, ds in got.items() for d in ds)
+    # One level's stream gone (a flushed key): its read is refused, its group made again and
+    # the loss noted; the other levels' entries are still delivered.
+    await queue.redis.delete(queue.stream(Q, "low"))
+    got = await queue.read_levels(Q, "c1", {"high": 5, "low": 1})
+    assert [d.run_id for d in got["high"]] == ["h2"] and got["low"] == []
+    assert await queue.lost_data() != []
+    await queue.publish(Q, "l0", priority="low")
+    assert [d.run_id for d in (await queue.read_levels(Q, "c1", {"high": 1, "low": 1}))["low"]] == ["l0"]
