@@ -62,7 +62,7 @@ def canonical(value: Any, limit: int | None = None) -> str:
             "the value holds a NUL character (\\u0000) in a string or key, "
             "which Postgres cannot store: remove it"
         )
-    if _SURROGATE.search(text):
+    if not text.isascii() and _SURROGATE.search(text):  # ASCII has none: no scan
         raise Unstorable(
             "the value holds a lone surrogate (\\ud800-\\udfff) in a string, which is not valid Unicode"
         )

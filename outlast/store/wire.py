@@ -59,6 +59,19 @@ def _convert(sql: str) -> tuple[str, tuple[str, ...]]:
     return found
 
 
+def _array_literal(items: list[Any]) -> Any:
+    """A list of texts or of whole numbers as Postgres's array literal, a text of unknown type
+    (the statement's cast, e.g. ``::text[]``, types it), as psycopg sends a list of texts itself,
+    at a tenth of the cost (its dumper escapes each element with a regular expression: 50 µs
+    for a journal append of two entries). Any other list is psycopg's to dump."""
+    kinds = {type(x) for x in items}
+    if kinds == {str}:
+        return "{" + ",".join(['"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"' for x in items]) + "}"
+    if kinds == {int}:
+        return "{" + ",".join(map(str, items)) + "}"
+    return items
+
+
 @dataclass(slots=True)
 class Dumped:
     """One statement's parameters, adapted once (a retry sends the same bytes)."""
@@ -99,7 +112,11 @@ class Wire:
 
     def dump(self, sql: str, params: dict[str, Any]) -> Dumped:
         _, names = _convert(sql)
-        values = self._tx.dump_sequence([params[n] for n in names], [PyFormat.AUTO] * len(names))
+        args = [params[n] for n in names]
+        for i, v in enumerate(args):
+            if type(v) is list and v:
+                args[i] = _array_literal(v)
+        values = self._tx.dump_sequence(args, [PyFormat.AUTO] * len(names))
         size = sum(len(v) for v in values if v is not None)
         return Dumped(sql, values, self._tx.types or (), self._tx.formats or [], size)
 
