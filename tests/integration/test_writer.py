@@ -9,6 +9,7 @@ import pytest
 
 from outlast.errors import ServiceUnavailable
 from outlast.store import Store
+from outlast.store import wire as wire_module
 from outlast.store import writer as writer_module
 from tests.conftest import World
 
@@ -83,3 +84,17 @@ async def test_text_is_sent_in_the_connections_client_encoding(world: World, enc
     rows = await store.writer.write("SELECT %(t)s::text AS t, length(%(t)s::text) AS n", {"t": text})
     assert rows == [{"t": text, "n": len(text)}]
     await store.close()
+
+
+@pytest.mark.parametrize("kind", ["text[]", "integer[]"])
+def test_a_list_sent_as_an_array_literal_arrives_as_it_was(world: World, kind: str) -> None:
+    """The writer sends a list of texts or of whole numbers as Postgres's array literal, built by
+    hand (``wire._array_literal``): every text Postgres can store comes back the same, quotes,
+    backslashes, braces, commas, blanks, 'NULL', the empty text and non-ASCII included."""
+    texts = ['"', "\\", '\\"', "{a,b}", "a,b", " lead", "trail ", "NULL", "null", "", "é — 日本", "}{", "'"]
+    items: list[object] = texts if kind == "text[]" else [0, -1, 2**31 - 1, 7]
+    literal = wire_module._array_literal(items)
+    assert isinstance(literal, str)  # the hand-built path, not psycopg's dumper
+    with psycopg.connect(world.database_url) as c:
+        (back,) = c.execute(f"SELECT %s::{kind}", [literal]).fetchone() or (None,)
+    assert back == items
