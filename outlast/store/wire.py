@@ -87,6 +87,7 @@ class Dumped:
 class _Statement:
     name: bytes
     make_row: Callable[[Sequence[Any]], Row] | None = None  # built from the first result's columns
+    width: int = -1  # how many columns make_row was built for
 
 
 class Wire:
@@ -197,9 +198,11 @@ class Wire:
                     self.server_tx = (int(pid), bytes(began).decode())
 
     def _rows(self, st: _Statement, res: PGresult) -> list[Row]:
-        if st.make_row is None:
+        # An unnamed statement is planned afresh at each use: after a migration added a column,
+        # its `SELECT *` returns one more, and the row maker is built again for it.
+        if st.make_row is None or st.width != res.nfields:
             names = tuple((res.fname(i) or b"").decode(self._encoding) for i in range(res.nfields))
-            st.make_row = lambda values: dict(zip(names, values, strict=True))
+            st.make_row, st.width = (lambda values: dict(zip(names, values, strict=True))), res.nfields
         self._tx.set_pgresult(res)
         return self._tx.load_rows(0, res.ntuples, st.make_row)
 

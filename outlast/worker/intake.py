@@ -48,8 +48,8 @@ class Intake:
         # A takeover within TTL + 1 s: an orphan's entry can be reclaimed a lease + 0.25 s after its
         # last touch, and is looked for every half second at most, on time (no read waits past it).
         reclaim_every = min(max(s.lease_ttl / 4, 0.25), 0.5)
-        block = max(50, int(min(1000, reclaim_every * 1000) / len(self.w.queues)))
-        next_reclaim = 0.0
+        block = max(50, int(reclaim_every * 1000 / len(self.w.queues)))
+        next_reclaim, turn = 0.0, 0
         while not self.w.stopping.is_set():  # as in Worker.every: not only cancelled
             try:
                 if time.monotonic() >= next_reclaim:
@@ -64,7 +64,14 @@ class Intake:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
-                for q in self.w.queues:
+                queues = self.w.queues
+                for i in range(len(queues)):
+                    if time.monotonic() >= next_reclaim:
+                        # Many idle queues: the reclaim is due first; the next pass reads on
+                        # from the queue this one did not reach, so none is left unread.
+                        turn = (turn + i) % len(queues)
+                        break
+                    q = queues[(turn + i) % len(queues)]
                     left = int((next_reclaim - time.monotonic()) * 1000 / len(self.w.queues))
                     started = False
                     for d in await self._read(q, max(50, min(block, left))):

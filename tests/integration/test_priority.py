@@ -150,3 +150,16 @@ async def test_entries_read_past_the_room_go_back_at_once_when_the_worker_stops(
             assert [f["run"] for _, f in r.xrange(stream)] == [f"r-{level}"], level  # a new entry
     finally:
         await c.close()
+
+
+def test_a_worker_serving_many_idle_queues_reads_each_of_them(world: World) -> None:
+    """Twenty queues, each read blocking for at least 50 ms, take longer than the half second
+    between two reclaims: a pass stops for the reclaim, and the next one reads on from the queue it
+    did not reach. A run on the last queue still starts (it never would if each pass began again
+    from the first)."""
+    queues = [f"q{i:02d}" for i in range(20)]
+    world.worker("tests.apps.basic:app", *itertools.chain.from_iterable(("-q", q) for q in queues))
+    with Client(settings=world.settings()) as c:
+        runs = [c.enqueue("echo", {"i": i}, queue=q).id for i, q in enumerate(queues[-3:])]
+        for rid in runs:
+            wait_for(lambda rid=rid: c.status(rid).state == "succeeded", timeout=60, what=f"{rid} to run")

@@ -204,11 +204,13 @@ def test_a_contract_waits_for_the_older_workers_to_go(world: World) -> None:
     asyncio.run(refuse(contract))  # gone (no beat for three leases): nothing holds the contract back
 
 
-async def test_a_column_added_under_a_running_store_is_no_failure(world: World) -> None:
+@pytest.mark.parametrize("prepare", ["on", "off"])
+async def test_a_column_added_under_a_running_store_is_no_failure(world: World, prepare: str) -> None:
     """A statement that returns a table's every column (``SELECT *``, ``RETURNING *``), prepared
     before a migration adds a column, fails with "cached plan must not change result type": the
-    pooled reads and the writer prepare it afresh and go on."""
-    store = Store(world.database_url, world.schema)
+    pooled reads and the writer prepare it afresh and go on. Unprepared (``off``, as through a
+    transaction pooler), the writer's rows are made for the new width."""
+    store = Store(world.database_url, world.schema, prepare=prepare)
     await store.open()
 
     async def serve(k: int) -> None:
