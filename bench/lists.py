@@ -7,8 +7,8 @@ generate_series, its indexes built after), in a schema of its own, dropped at th
     PYTHONPATH=. python bench/lists.py --enqueue [--runs 500 --rounds 5]
 
 ``--enqueue`` measures what 0020's indexes cost a producer instead: the p50 of ``enqueue``, one run
-at a time, on a schema migrated to 19 (the base) and on one migrated to 20 (the list indexes), in
-interleaved rounds.
+at a time, on a schema migrated to 19 (the base) and on one migrated to 20 (the list indexes),
+alternating between the two call by call (a round's drift falls on both alike).
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ async def measure(db: str, schema: str, repeat: int) -> list[tuple[str, float, f
     return out
 
 
-async def enqueue_p50(db: str, schema: str, runs: int) -> float:
-    """The median ``enqueue`` in ms on ``schema`` (its Redis: db 15, a prefix of its own)."""
+async def _client(db: str, schema: str) -> AsyncClient:
+    """A producer on ``schema`` (its Redis: db 15, a prefix of its own)."""
     c = AsyncClient(
         settings=Settings(
             database_url=db, redis_url="redis://127.0.0.1:6379/15", schema=schema, prefix=schema
@@ -69,42 +69,55 @@ async def enqueue_p50(db: str, schema: str, runs: int) -> float:
     )
     await c.store.open(check=False)  # the base schema is one version older than this code
     c._opened = True
-    took = []
+    return c
+
+
+async def enqueue_pairs(db: str, schemas: dict[str, str], runs: int) -> dict[str, list[float]]:
+    """``runs`` enqueues on each schema, one at a time and alternating call by call (the order
+    of each pair swapped every time), so that the machine's drift falls on both alike: the time
+    of each in ms."""
+    clients = {name: await _client(db, schema) for name, schema in schemas.items()}
+    took: dict[str, list[float]] = {name: [] for name in schemas}
     try:
         for i in range(runs):
-            t = time.perf_counter()
-            await c.enqueue("bench", {"customer": f"c-{i}"}, tenant=f"t{i % 7}")
-            took.append((time.perf_counter() - t) * 1000)
+            for name in clients if i % 2 == 0 else reversed(list(clients)):
+                t = time.perf_counter()
+                await clients[name].enqueue("bench", {"customer": f"c-{i}"}, tenant=f"t{i % 7}")
+                took[name].append((time.perf_counter() - t) * 1000)
     finally:
-        await c.close()
-    return statistics.median(took)
+        for c in clients.values():
+            await c.close()
+    return took
 
 
 def compare_enqueue(db: str, runs: int, rounds: int) -> None:
-    schemas = {"base (19)": 19, "0020": 20}  # the version before the list indexes, and theirs
-    got: dict[str, list[float]] = {name: [] for name in schemas}
-    for r in range(rounds):
-        for name, version in schemas.items() if r % 2 == 0 else reversed(schemas.items()):
-            schema = f"bench_{uuid.uuid4().hex[:8]}"
-            drop_schemas(db, schema)
+    versions = {"base (19)": 19, "0020": 20}  # the version before the list indexes, and theirs
+    got: dict[str, list[float]] = {name: [] for name in versions}
+    per_round: list[float] = []
+    for _ in range(rounds):
+        schemas = {name: f"bench_{uuid.uuid4().hex[:8]}" for name in versions}
 
-            async def go(schema: str = schema, version: int = version) -> float:
+        async def go() -> dict[str, list[float]]:
+            for name, schema in schemas.items():
                 s = Store(db, schema)
                 await s.open(check=False)
-                await s.migrate(to=version)
+                await s.migrate(to=versions[name])
                 await s.close()
-                return await enqueue_p50(db, schema, runs)
+            return await enqueue_pairs(db, schemas, runs)
 
-            try:
-                got[name].append(asyncio.run(go()))
-            finally:
-                drop_schemas(db, schema)
+        try:
+            took = asyncio.run(go())
+        finally:
+            drop_schemas(db, *schemas.values())
+        for name, ms in took.items():
+            got[name].extend(ms)
+        per_round.append(statistics.median(took["0020"]) / statistics.median(took["base (19)"]) - 1)
     base, new = statistics.median(got["base (19)"]), statistics.median(got["0020"])
     print(
-        f"enqueue p50, {runs} runs x {rounds} rounds: base {base:.2f} ms, "
-        f"with 0020 {new:.2f} ms ({new / base - 1:+.1%})"
+        f"enqueue p50, {runs} runs x {rounds} rounds, alternating call by call: base {base:.3f} ms, "
+        f"with 0020 {new:.3f} ms ({new / base - 1:+.1%}); per round: median "
+        f"{statistics.median(per_round):+.1%} (min {min(per_round):+.1%}, max {max(per_round):+.1%})"
     )
-    print("rounds:", {k: [round(v, 2) for v in vs] for k, vs in got.items()})
 
 
 def main() -> None:
