@@ -97,7 +97,7 @@ def compare_enqueue(db: str, runs: int, rounds: int) -> None:
     for _ in range(rounds):
         schemas = {name: f"bench_{uuid.uuid4().hex[:8]}" for name in versions}
 
-        async def go() -> dict[str, list[float]]:
+        async def go(schemas: dict[str, str] = schemas) -> dict[str, list[float]]:
             for name, schema in schemas.items():
                 s = Store(db, schema)
                 await s.open(check=False)
