@@ -411,10 +411,13 @@ def test_a_wait_for_rate_is_shown_and_bounded_by_the_runs_deadline(
     ``timed_out``, never dispatched past the limit."""
     world = observed
     with Client(settings=world.settings()) as c:
-        rid = c.enqueue(workflow, {}, deadline=8.0).id
+        # The deadline leaves the wait long enough to be seen on a loaded machine: a worker process
+        # and each `outlast status` start Python (seconds each under load), and the line goes once
+        # the deadline ends the run.
+        rid = c.enqueue(workflow, {}, deadline=20.0).id
         world.worker(APP)
-        wait_for(lambda: shown in world.cli("status", rid).stdout, timeout=8, what=shown)
-        assert c.wait(rid, timeout=30).state == "timed_out"
+        wait_for(lambda: shown in world.cli("status", rid).stdout, timeout=20, what=shown)
+        assert c.wait(rid, timeout=45).state == "timed_out"
     assert world.sql("SELECT count(*) FROM observed WHERE what = 'scarce'") == [(1,)]
 
 
