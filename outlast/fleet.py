@@ -41,7 +41,10 @@ def render_workers(rows: list[dict[str, Any]]) -> str:
             f"{runs:>9} {threads:>9}  {_age(w['beat_age']) + ' ago':<9}  {','.join(w['queues'])}"
         )
         programs = " ".join(f"{k}={v}" for k, v in sorted(w["programs"].items()))
-        lines.append(f"  started {w['started_at']:%Y-%m-%d %H:%M:%S}  programs {programs or '-'}")
+        # The schema version its code knows: in a rolling upgrade, which workers still run old code.
+        code = "before 22" if w.get("code_version") is None else w["code_version"]
+        started = f"{w['started_at']:%Y-%m-%d %H:%M:%S}"
+        lines.append(f"  started {started}  code for schema {code}  programs {programs or '-'}")
     return "\n".join(lines)
 
 

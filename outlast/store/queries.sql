@@ -605,9 +605,10 @@ WHERE last_beat < now() - make_interval(secs => greatest(%(after)s, 10 * lease_t
 RETURNING name;
 
 -- name: workers
-SELECT *, outlast_live(last_beat, lease_ttl) AS live,
-       extract(epoch FROM now() - last_beat) AS beat_age
-FROM workers ORDER BY host, started_at, name;
+-- With the schema version each worker's code knows (none: code older than 0022).
+SELECT w.*, c.code_version, outlast_live(w.last_beat, w.lease_ttl) AS live,
+       extract(epoch FROM now() - w.last_beat) AS beat_age
+FROM workers w LEFT JOIN worker_code c USING (name) ORDER BY w.host, w.started_at, w.name;
 
 -- name: unfinished_by_queue
 -- Unfinished runs per queue and state (the partial index over unfinished runs); and as 'held', the

@@ -9,6 +9,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 from outlast import Client
+from outlast.store import SCHEMA_VERSION
 from tests.conftest import World, drop_schemas, migrate_schema, wait_for
 
 
@@ -71,6 +72,9 @@ def test_each_worker_publishes_a_heartbeat_record_deleted_on_a_clean_stop(world:
     text = world.cli("workers").stdout
     assert str(a.pid) in text and "live" in text and "default,other" in text and "echo=" in text
     assert "THREADS" in text and {"tool_threads", "tool_threads_busy"} <= set(_workers(world)[0])
+    # Which schema version its code knows: in a rolling upgrade, the workers still on old code.
+    assert _workers(world)[0]["code_version"] == SCHEMA_VERSION
+    assert f"code for schema {SCHEMA_VERSION}" in text
 
     a.send_signal(signal.SIGTERM)
     assert a.wait(30) == 0
