@@ -311,6 +311,33 @@ def only_cost(args: argparse.Namespace, mode: Mode, out: Path) -> None:
     print(text)
 
 
+def only_latency(args: argparse.Namespace, mode: Mode) -> None:
+    """The light-load latency probes alone: outlast's, then Celery's and RQ's, once per round,
+    interleaved; each figure's median (min-max) printed, nothing written."""
+    got: dict[str, list[float]] = {}
+    load_before = os.getloadavg()[0]
+    with private_redis() as redis_url:
+        cfg = Config(args.database_url, redis_url, mode.runs, args.concurrency)
+        for i in range(mode.rounds):
+            for name, probe in (
+                ("outlast", lambda: probes.latency(cfg, mode.latency_samples)),
+                (
+                    "celery",
+                    lambda: _prefixed("celery", peers.peer_latency(cfg, "celery", mode.latency_samples)),
+                ),
+                ("rq", lambda: _prefixed("rq", peers.peer_latency(cfg, "rq", mode.latency_samples))),
+            ):
+                for key, v in probe().items():
+                    got.setdefault(key, []).append(v)
+                print(f"  [{i + 1}/{mode.rounds}] {name} latency", file=sys.stderr)
+    print(
+        f"{mode.latency_samples} runs 20 ms apart, {mode.rounds} round(s); "
+        f"load average {load_before:.1f} before"
+    )
+    for key, values in got.items():
+        print(f"- {key}: {report.fmt_spread(values, '.2f', '')}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
@@ -321,9 +348,9 @@ def main() -> None:
     p.add_argument("--no-probes", action="store_true", help="throughput only")
     p.add_argument(
         "--only",
-        choices=["cost"],
+        choices=["cost", "latency"],
         help="one section alone: cost (worker and Postgres CPU per operation, statements and commits "
-        "per run) writes COST.md and cost.json",
+        "per run) writes COST.md and cost.json; latency prints the light-load probes' figures",
     )
     p.add_argument("--out", type=Path, help="where to write RESULTS.md and throughput.png")
     p.add_argument("--database-url", default=os.environ.get("OUTLAST_BENCH_DATABASE_URL", DEFAULT_DB))
@@ -334,6 +361,9 @@ def main() -> None:
     configure("json", logging.WARNING)
     if args.only == "cost":
         only_cost(args, mode, out)
+        return
+    if args.only == "latency":
+        only_latency(args, mode)
         return
     load_before = os.getloadavg()[0]
     started = time.perf_counter()

@@ -39,6 +39,7 @@ class Intake:
         self.room = asyncio.Event()  # set when a run ends: a place is free
         self.early: list[Delivery] = []  # read past the room, started first when places free
         self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
+        self._quiet: set[str] = set()  # queues whose last read waited, and brought at most one entry
 
     def room_left(self) -> int:
         return self.w.s.concurrency - len(self.w.tasks)
@@ -93,20 +94,34 @@ class Intake:
         (``priority.Weighted``; one round trip for all of them), what a level leaves unused to the
         others, highest first; with
         nothing waiting, one read that waits for any level (up to one entry a level: those past
-        the room wait in ``early``, touched by the heartbeat, for the first places free)."""
+        the room wait in ``early``, touched by the heartbeat, for the first places free).
+
+        At light load the read that waits comes at once: when the last read was one that waited
+        and brought at most one entry (one level at most had any), and the worker holds at most
+        the run it gave. The reads that do not wait would mostly find nothing then, at the cost of
+        a round trip (about 0.2 ms of CPU, beside the claim just sent); the read that waits
+        returns at once what came since. A backlog on several levels is never read so (its
+        waiting read brings more than one entry): their shares hold."""
         room = self.room_left()
         name = self.w.name
         got: list[Delivery] = []
-        drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
-        share = self._levels.setdefault(queue, Weighted()).share(room)
-        for level, read in (await self.w.queue.read_levels(queue, name, share)).items():
-            got += read
-            if len(read) < share[level]:
-                drained.add(level)
-        for level in LEVELS:
-            if level not in drained:
-                got += await self.w.queue.read(queue, name, room - len(got), None, priority=level)
-        return got or await self.w.queue.read_any(queue, name, block)
+        if queue not in self._quiet or not len(self.w.tasks) <= 1 < room:
+            drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
+            share = self._levels.setdefault(queue, Weighted()).share(room)
+            for level, read in (await self.w.queue.read_levels(queue, name, share)).items():
+                got += read
+                if len(read) < share[level]:
+                    drained.add(level)
+            for level in LEVELS:
+                if level not in drained:
+                    got += await self.w.queue.read(queue, name, room - len(got), None, priority=level)
+        if not got:
+            got = await self.w.queue.read_any(queue, name, block)
+            if len(got) <= 1:
+                self._quiet.add(queue)
+                return got
+        self._quiet.discard(queue)
+        return got
 
     def start(self, d: Delivery, reclaimed: bool = False) -> None:
         held = self.w.active.get(d.run_id or "")

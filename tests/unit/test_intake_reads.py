@@ -1,0 +1,68 @@
+"""Which reads the worker's intake makes: each level's share without waiting, then one read that
+waits; at light load (the last read waited and brought one entry at most, the worker holds at most
+that run) the read that waits at once."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from outlast.queue import Delivery
+from outlast.worker.intake import Intake
+
+
+class Reads:
+    """A queue that records the reads made of it; only a read that waits brings anything (what
+    ``waited`` holds, the entries of one read each)."""
+
+    def __init__(self, waited: list[list[str]]) -> None:
+        self.calls: list[str] = []
+        self.waited = waited
+
+    async def read_levels(
+        self, queue: str, consumer: str, counts: dict[str, int]
+    ) -> dict[str, list[Delivery]]:
+        self.calls.append("shares")
+        return {level: [] for level, n in counts.items() if n > 0}
+
+    async def read(self, *args: Any, **kw: Any) -> list[Delivery]:
+        self.calls.append("level")
+        return []
+
+    async def read_any(self, queue: str, consumer: str, block_ms: int) -> list[Delivery]:
+        self.calls.append("wait")
+        levels = self.waited.pop(0) if self.waited else []
+        return [Delivery(queue, f"{i}-0", {"run": f"r{i}"}, priority=lv) for i, lv in enumerate(levels)]
+
+
+def reads(concurrency: int, holding: int, waited: list[list[str]], times: int) -> list[str]:
+    """The reads each of ``times`` reads made, in turn, by a worker that holds ``holding`` runs."""
+    queue = Reads(waited)
+    worker: Any = SimpleNamespace(
+        s=SimpleNamespace(concurrency=concurrency), tasks=set(range(holding)), name="w", queue=queue
+    )
+    intake = Intake(worker)
+    made = []
+    for _ in range(times):
+        queue.calls = []
+        asyncio.run(intake._read("default", 50))
+        made.append(queue.calls[0] if queue.calls == ["wait"] else "shares first")
+    return made
+
+
+def test_at_light_load_the_read_that_waits_comes_at_once() -> None:
+    # One entry came to a read that waited; the worker holds that run: no pass of reads that do
+    # not wait (a round trip beside the claim just sent), again and again while it stays so.
+    assert reads(4, 1, [["normal"], ["high"], []], 4) == ["shares first", "wait", "wait", "wait"]
+    assert reads(4, 0, [[], []], 3) == ["shares first", "wait", "wait"]
+
+
+def test_entries_of_several_levels_come_by_shares_next() -> None:
+    # The read that waited brought entries of two levels: a backlog, read by shares (8:3:1).
+    assert reads(4, 1, [["high", "low"], ["normal"]], 4) == ["shares first", "shares first", "wait", "wait"]
+
+
+def test_a_busier_worker_reads_shares_first() -> None:
+    assert reads(4, 2, [["normal"], ["normal"]], 3) == ["shares first"] * 3
+    assert reads(1, 0, [["normal"], ["normal"]], 3) == ["shares first"] * 3  # one place: a share picks it
