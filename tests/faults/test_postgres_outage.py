@@ -58,7 +58,9 @@ def test_postgres_stopped_and_started_mid_load(fw: FaultWorld) -> None:
     # renews before the other worker claims, and keeps its runs; on a loaded machine the other
     # worker may win some of those races. Either way a run changes hands at most once (no run goes
     # back and forth), and the effects above are exactly one per operation.
-    claims = "SELECT count(*) FILTER (WHERE fencing_token > 1), max(fencing_token) FROM runs WHERE id = ANY(%s)"
+    claims = (
+        "SELECT count(*) FILTER (WHERE fencing_token > 1), max(fencing_token) FROM runs WHERE id = ANY(%s)"
+    )
     moved, most = fw.sql(claims, ids)[0]
     print(f"runs claimed more than once: {moved}; the most claims of one run: {most}")
     assert most <= 2
