@@ -311,6 +311,14 @@ def only_cost(args: argparse.Namespace, mode: Mode, out: Path) -> None:
     print(text)
 
 
+def only_memory(args: argparse.Namespace, mode: Mode) -> None:
+    with private_redis() as redis_url:
+        cfg = Config(args.database_url, redis_url, mode.runs, args.concurrency)
+        for _ in range(mode.rounds):
+            got = probes.memory(cfg, mode.memory_runs, mode.hold)
+            print(", ".join(f"{k}: {v:.1f}" for k, v in got.items()))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
@@ -321,9 +329,10 @@ def main() -> None:
     p.add_argument("--no-probes", action="store_true", help="throughput only")
     p.add_argument(
         "--only",
-        choices=["cost"],
+        choices=["cost", "memory"],
         help="one section alone: cost (worker and Postgres CPU per operation, statements and commits "
-        "per run) writes COST.md and cost.json",
+        "per run) writes COST.md and cost.json; memory (the worker's RSS idle and holding 200 runs) "
+        "prints it",
     )
     p.add_argument("--out", type=Path, help="where to write RESULTS.md and throughput.png")
     p.add_argument("--database-url", default=os.environ.get("OUTLAST_BENCH_DATABASE_URL", DEFAULT_DB))
@@ -334,6 +343,9 @@ def main() -> None:
     configure("json", logging.WARNING)
     if args.only == "cost":
         only_cost(args, mode, out)
+        return
+    if args.only == "memory":
+        only_memory(args, mode)
         return
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
