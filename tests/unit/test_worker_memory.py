@@ -1,16 +1,24 @@
 """A worker's memory: what ``outlast worker`` imports (in a fresh interpreter) leaves out what it
 never needs on its path — the dashboard and its web stack, the metrics exporter (``--metrics-port``
-imports it), the OpenTelemetry API when the app traces nothing — and what each held run keeps
-is small (its record is slotted; its signals are flags, not Events with a waiters' queue)."""
+imports it), the OpenTelemetry API when the app traces nothing —, what each held run keeps is
+small (its record is slotted; its signals are flags, not Events with a waiters' queue), and the
+writer keeps no batch (parameters, rows) once it is committed."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import subprocess
 import sys
+import weakref
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
+from outlast.store import writer as writer_module
+from outlast.store.writer import Writer
 from outlast.worker.control import RunControl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +75,44 @@ def test_a_held_run_keeps_slotted_records_and_plain_flags() -> None:
     assert control.cancel.is_set() and not control.stop.is_set() and not control.lost.is_set()
     for signal in (control.stop, control.cancel, control.lost):
         assert not hasattr(signal, "__dict__") and not hasattr(signal, "_waiters")
+
+
+class _Row:
+    """A row the writer hands back: weakly referenced, to see who keeps it."""
+
+
+class _Conn:
+    closed = broken = False
+    pgconn = type("P", (), {"pipeline_status": writer_module.pq.PipelineStatus.OFF})()
+    info = type("I", (), {"transaction_status": writer_module.TransactionStatus.IDLE})()
+
+
+class _Wire:
+    def __init__(self, conn: Any) -> None:
+        self.rows: list[weakref.ref[_Row]] = []
+
+    def dump(self, sql: str, params: dict[str, Any]) -> Any:
+        return type("D", (), {"size": 1})()
+
+    async def transaction(self, batch: list[Any]) -> list[list[Any]]:
+        out = [[_Row()] for _ in batch]
+        self.rows += [weakref.ref(rows[0]) for rows in out]
+        return out
+
+
+async def test_the_writer_keeps_no_batch_once_committed() -> None:
+    wires: list[_Wire] = []
+
+    async def connect() -> Any:
+        return _Conn()
+
+    def make_wire(conn: Any) -> Any:
+        wires.append(_Wire(conn))
+        return wires[-1]
+
+    w = Writer(connect, lambda exc: ServiceUnavailable(str(exc)), 5.0, make_wire=make_wire)
+    await asyncio.gather(*(w.write("claim", {"input": "x" * 100}, key=f"run-{i}") for i in range(20)))
+    await asyncio.sleep(0)  # the writer waits for its next write
+    gc.collect()
+    assert len(wires[-1].rows) == 20 and not [r for r in wires[-1].rows if r() is not None]
+    await w.close()
