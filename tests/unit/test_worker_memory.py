@@ -36,15 +36,31 @@ LAZY = (
 )
 
 
-def test_the_worker_command_leaves_out_what_it_never_needs() -> None:
-    # What `outlast worker` imports before serving: the CLI, the worker, the services' check.
-    code = "import sys, outlast.cli, outlast.worker, outlast.services; print('\\n'.join(sys.modules))"
+def _imported(modules: str) -> set[str]:
+    code = f"import sys, {modules}; print('\\n'.join(sys.modules))"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
     )
-    loaded = set(done.stdout.split())
+    return set(done.stdout.split())
+
+
+def _among(lazy: tuple[str, ...], loaded: set[str]) -> list[str]:
+    return [m for m in lazy if m in loaded or any(x.startswith(m + ".") for x in loaded)]
+
+
+def test_the_worker_command_leaves_out_what_it_never_needs() -> None:
+    # What `outlast worker` imports before serving: the CLI, the worker, the services' check.
+    loaded = _imported("outlast.cli, outlast.worker, outlast.services")
     assert "outlast.worker.loop" in loaded
-    assert not [m for m in LAZY if m in loaded or any(x.startswith(m + ".") for x in loaded)]
+    assert not _among(LAZY, loaded)
+
+
+def test_a_worker_leaves_out_the_producer() -> None:
+    # A worker process (``serve``'s children; a Worker made in code): ``outlast.Client`` and
+    # ``AsyncClient`` are imported on first use (``from outlast import Client`` as before).
+    loaded = _imported("outlast.worker")
+    assert "outlast.worker.loop" in loaded
+    assert not _among((*LAZY, "outlast.producer", "outlast.identity", "outlast.approvals"), loaded)
 
 
 def test_a_held_run_keeps_slotted_records_and_plain_flags() -> None:
