@@ -1,8 +1,9 @@
 """A worker's memory: what ``outlast worker`` imports (in a fresh interpreter) leaves out what it
 never needs on its path — the dashboard and its web stack, the metrics exporter (``--metrics-port``
-imports it), the OpenTelemetry API when the app traces nothing —, what each held run keeps is
-small (its record is slotted; its signals are flags, not Events with a waiters' queue), and the
-writer keeps no batch (parameters, rows) once it is committed."""
+imports it), the OpenTelemetry API when the app traces nothing, the producer, the other families
+of commands —, what each held run keeps is small (its record is slotted; its signals are flags,
+not Events with a waiters' queue), and the writer keeps no batch (parameters, rows) once it is
+committed."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from outlast.cli.group import FAMILIES
 from outlast.errors import ServiceUnavailable
 from outlast.model import Run, RunState
 from outlast.store import writer as writer_module
@@ -48,19 +50,28 @@ def _among(lazy: tuple[str, ...], loaded: set[str]) -> list[str]:
     return [m for m in lazy if m in loaded or any(x.startswith(m + ".") for x in loaded)]
 
 
+# Nor does a worker need the producer (``outlast.Client``, ``AsyncClient``: imported on first use).
+PRODUCER = ("outlast.producer", "outlast.identity", "outlast.approvals")
+OTHER_FAMILIES = tuple(f"outlast.cli.{name}" for name in FAMILIES if name != "worker")
+
+
 def test_the_worker_command_leaves_out_what_it_never_needs() -> None:
     # What `outlast worker` imports before serving: the CLI, the worker, the services' check.
     loaded = _imported("outlast.cli, outlast.worker, outlast.services")
-    assert "outlast.worker.loop" in loaded
-    assert not _among(LAZY, loaded)
+    assert {"outlast.worker.loop", "outlast.cli.worker"} <= loaded
+    assert not _among((*LAZY, *PRODUCER, *OTHER_FAMILIES), loaded)
 
 
 def test_a_worker_leaves_out_the_producer() -> None:
-    # A worker process (``serve``'s children; a Worker made in code): ``outlast.Client`` and
-    # ``AsyncClient`` are imported on first use (``from outlast import Client`` as before).
+    # A worker process (``serve``'s children; a Worker made in code).
     loaded = _imported("outlast.worker")
     assert "outlast.worker.loop" in loaded
-    assert not _among((*LAZY, "outlast.producer", "outlast.identity", "outlast.approvals"), loaded)
+    assert not _among((*LAZY, *PRODUCER), loaded)
+
+
+def test_every_family_of_commands_is_found_on_need() -> None:
+    here = {p.stem for p in (ROOT / "outlast" / "cli").glob("*.py")} - {"__init__", "common", "group"}
+    assert set(FAMILIES) == here
 
 
 def test_a_held_run_keeps_slotted_records_and_plain_flags() -> None:
