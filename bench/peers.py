@@ -21,10 +21,15 @@ from common import Config, Result, flush_redis, host_cpu, percentile, pid_cpu, p
 
 HERE = Path(__file__).resolve().parent
 
-try:
-    import rq
-except ImportError:  # pragma: no cover - the bench extra installs it
-    rq = None
+
+def _rq() -> Any:
+    """rq, imported on use: the outlast worker processes the bench spawns import this module (as
+    part of bench/run.py), and rq at its top would count in their memory."""
+    try:
+        import rq
+    except ImportError:  # pragma: no cover - the bench extra installs it
+        raise RuntimeError("rq is not installed (pip install -e '.[bench]')") from None
+    return rq
 
 
 def _child_env(**extra: str) -> dict[str, str]:
@@ -38,6 +43,7 @@ def _child_env(**extra: str) -> dict[str, str]:
 
 
 def rq_worker_process(redis_url: str, ready: Any, go: MpEvent, out: Any) -> None:
+    rq = _rq()
     conn = redis.Redis.from_url(redis_url)
     w = rq.SimpleWorker([rq.Queue("bench", connection=conn)], connection=conn)
     ready.put(os.getpid())
@@ -49,8 +55,7 @@ def rq_worker_process(redis_url: str, ready: Any, go: MpEvent, out: Any) -> None
 
 def rq_measure(cfg: Config, k: int, processes: int = 1, fork: bool = False) -> Callable[[str], Result]:
     def run(name: str) -> Result:
-        if rq is None:
-            raise RuntimeError("rq is not installed (pip install -e '.[bench]')")
+        rq = _rq()
         flush_redis(cfg.redis_url)
         conn = redis.Redis.from_url(cfg.redis_url)
         q = rq.Queue("bench", connection=conn)
@@ -203,7 +208,7 @@ def peer_latency(cfg: Config, peer: str, samples: int) -> dict[str, float]:
         def send(sent: float) -> None:
             sender.send_task("bench.stamp", args=(sent,), queue="bench")
     else:
-        q = rq.Queue("bench", connection=r)
+        q = _rq().Queue("bench", connection=r)
         cmd = [sys.executable, "-m", "rq.cli", "worker", "--url", cfg.redis_url, "-w", "rq.SimpleWorker"]
         cmd += ["-q", "bench"]
 

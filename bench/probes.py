@@ -21,7 +21,6 @@ import workload
 from common import Config, drop_schema, percentile, rss_mb
 from outlast_runs import Workers, fresh, settings, wait_final
 
-from outlast import AsyncClient
 from outlast.settings import Settings
 
 
@@ -57,6 +56,8 @@ def latency(cfg: Config, samples: int, k: int = 5) -> dict[str, float]:
 
 
 async def _enqueue_spaced(s: Settings, samples: int, k: int) -> list[tuple[str, float, float]]:
+    from outlast import AsyncClient  # on use: the spawned workers import this module too
+
     out = []
     async with AsyncClient(settings=s, app=workload.app) as client:
         await client.enqueue("timed", {"k": 1})  # warm: connections open, worker ready
@@ -101,6 +102,8 @@ def takeover(cfg: Config, ttl: float, backlog: int = 0) -> float:
 async def _enqueue(
     s: Settings, workflow: str, inputs: list[dict[str, Any]], run_id: str | None = None
 ) -> None:
+    from outlast import AsyncClient
+
     async with AsyncClient(settings=s, app=workload.app) as client:
         if run_id is not None:
             await client.enqueue(workflow, inputs[0], run_id=run_id)

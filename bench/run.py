@@ -338,6 +338,14 @@ def only_latency(args: argparse.Namespace, mode: Mode) -> None:
         print(f"- {key}: {report.fmt_spread(values, '.2f', '')}")
 
 
+def only_memory(args: argparse.Namespace, mode: Mode) -> None:
+    with private_redis() as redis_url:
+        cfg = Config(args.database_url, redis_url, mode.runs, args.concurrency)
+        for _ in range(mode.rounds):
+            got = probes.memory(cfg, mode.memory_runs, mode.hold)
+            print(", ".join(f"{k}: {v:.1f}" for k, v in got.items()))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a few seconds per measurement, one round")
@@ -348,9 +356,10 @@ def main() -> None:
     p.add_argument("--no-probes", action="store_true", help="throughput only")
     p.add_argument(
         "--only",
-        choices=["cost", "latency"],
+        choices=["cost", "latency", "memory"],
         help="one section alone: cost (worker and Postgres CPU per operation, statements and commits "
-        "per run) writes COST.md and cost.json; latency prints the light-load probes' figures",
+        "per run) writes COST.md and cost.json; latency prints the light-load probes' figures; memory "
+        "(the worker's RSS idle and holding 200 runs) prints it",
     )
     p.add_argument("--out", type=Path, help="where to write RESULTS.md and throughput.png")
     p.add_argument("--database-url", default=os.environ.get("OUTLAST_BENCH_DATABASE_URL", DEFAULT_DB))
@@ -364,6 +373,9 @@ def main() -> None:
         return
     if args.only == "latency":
         only_latency(args, mode)
+        return
+    if args.only == "memory":
+        only_memory(args, mode)
         return
     load_before = os.getloadavg()[0]
     started = time.perf_counter()

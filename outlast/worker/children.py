@@ -74,8 +74,8 @@ class Children:
         self._one_at_a_time = asyncio.Lock()  # parallel result() crossings: one wait, not several
         self.suspended = False  # a result() crossing committed the run's wait for its child
         self.waiting = 0  # result() crossings under way
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        # Set while no result() crossing is under way; made at the first (most runs have none).
+        self._quiet: asyncio.Event | None = None
         self.started: list[tuple[str, str]] = []  # (queue, id) of the children this attempt created
 
     def position(self) -> str:
@@ -145,17 +145,19 @@ class Children:
     async def quiet(self) -> None:
         """Wait for the result() crossings under way (a sibling of a ``gather`` that raised goes
         on: it journals the child's outcome, or commits the run's wait for it)."""
-        await self._quiet.wait()
+        if self._quiet is not None:
+            await self._quiet.wait()
 
     async def result(self, op_id: str, child: Child) -> Any:
         self.waiting += 1
-        self._quiet.clear()
+        quiet = self._quiet = self._quiet or asyncio.Event()
+        quiet.clear()
         try:
             return await self._result(op_id, child)
         finally:
             self.waiting -= 1
             if self.waiting == 0:
-                self._quiet.set()
+                quiet.set()
 
     async def _result(self, op_id: str, child: Child) -> Any:
         r = self._replayer

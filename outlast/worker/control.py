@@ -92,6 +92,22 @@ class JournalEnd(BaseException):
         self.asks = asks
 
 
+class Flag:
+    """A signal that is looked at, never awaited: ``asyncio.Event``'s ``set``/``is_set`` without
+    its waiters' queue (an Event costs ~0.85 KB; three a held run)."""
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+
 class RunControl:
     """One claimed run's token, lease and signals."""
 
@@ -109,9 +125,9 @@ class RunControl:
         self.token = token
         self.ttl = ttl  # None: no lease to prove (tests that run an execution by hand)
         self.until = sent_at + ttl if ttl is not None and sent_at is not None else math.inf
-        self.stop = asyncio.Event()  # hand over at the next crossing
-        self.cancel = asyncio.Event()  # a cancellation was requested
-        self.lost = asyncio.Event()  # a newer fencing token exists
+        self.stop = Flag()  # hand over at the next crossing
+        self.cancel = Flag()  # a cancellation was requested
+        self.lost = Flag()  # a newer fencing token exists
         if cancel:
             self.cancel.set()
         self.left = False  # the run was left (fenced, interrupted, handed over): dispatch no more

@@ -67,8 +67,8 @@ class Run:
         self._children = Children(record, app, store, control, self._replayer, self.settled, max_payload)
         self._calls = 0  # tool calls under way, parallel ones included
         self._pauses = 0  # timers and approvals under way
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        # Set when the calls under way are over; made by settled() only when it has to wait.
+        self._quiet: asyncio.Event | None = None
 
     @property
     def run_id(self) -> str:
@@ -99,12 +99,11 @@ class Run:
 
         async def counted() -> Any:
             self._calls += 1
-            self._quiet.clear()
             try:
                 return await self._dispatcher.call(op_id, name, kwargs)
             finally:
                 self._calls -= 1
-                if self._calls == 0:
+                if self._calls == 0 and self._quiet is not None:
                     self._quiet.set()
 
         return counted()
@@ -216,6 +215,8 @@ class Run:
         their results are journaled. Looked at again after each wake-up: a branch of a ``gather``
         may start its next call at once, before this waiter runs."""
         while self._calls:
+            if self._quiet is None or self._quiet.is_set():  # set by calls that ended before
+                self._quiet = asyncio.Event()
             await self._quiet.wait()
 
     # -- for the executor ---------------------------------------------------------------
