@@ -3,7 +3,8 @@
 Starting a thread per dispatch cost the event loop about 140 µs a sync call (``Thread.start``
 waits for the new thread to signal it runs). Here a call is a job put on a queue that idle
 threads take. A thread is only started when no thread is idle: a tool that hangs keeps its
-thread, and the next call gets a new one, so hung tools never starve the others. Threads idle
+thread, and the next call gets a new one, so hung tools never starve the others. Results that come
+back while the loop is busy are settled together, by one wake-up of the loop. Threads idle
 for ``RETIRE_AFTER`` seconds beyond the ``base`` kept go away. They are daemon threads: a hung
 tool never keeps the process from exiting (SIGTERM still ends a worker after its grace).
 """
@@ -11,7 +12,6 @@ tool never keeps the process from exiting (SIGTERM still ends a worker after its
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import queue
 import threading
@@ -34,6 +34,9 @@ class _Job:
     done: asyncio.Future[Any]
 
 
+_Result = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+
 class ToolThreads:
     """A pool of daemon threads for sync tools that grows past any number of hung calls."""
 
@@ -44,6 +47,8 @@ class ToolThreads:
         self._lock = threading.Lock()
         self._threads = 0  # alive
         self._free = 0  # idle threads not yet promised a job put on the queue
+        # Results a loop has yet to settle: the first of a batch wakes the loop, the rest join it.
+        self._settling: dict[asyncio.AbstractEventLoop, list[_Result]] = {}
 
     def keep(self, n: int) -> None:
         """Keep at least ``n`` threads once started (a worker keeps as many as its concurrency)."""
@@ -102,20 +107,40 @@ class ToolThreads:
                 value, exc = job.context.run(job.fn, **job.args), None
             except BaseException as e:  # handed to the awaiting coroutine, whatever it is
                 value, exc = None, e
-            with self._lock:  # free before the caller hears back: its next call finds this thread
-                self._free += 1
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-                job.loop.call_soon_threadsafe(_settle, job.done, value, exc)
+                if isinstance(e, StopIteration):  # a Future refuses it: as a coroutine's would be
+                    exc = RuntimeError(f"{getattr(job.fn, '__name__', 'tool')} raised StopIteration")
+                    exc.__cause__ = e
+            self._post(job.loop, (job.done, value, exc))
             del job, value, exc  # an idle thread holds no caller's arguments, result or loop
 
+    def _post(self, loop: asyncio.AbstractEventLoop, result: _Result) -> None:
+        """Hand a result to its loop. Results that arrive before the loop settles them go in one
+        batch: only the first wakes the loop (a write to its self-pipe, and the GIL handed over)."""
+        with self._lock:  # free before the caller hears back: its next call finds this thread
+            self._free += 1
+            batch = self._settling.get(loop)
+            if batch is not None:
+                batch.append(result)
+                return
+            for gone in [other for other in self._settling if other.is_closed()]:
+                del self._settling[gone]  # closed before it settled its batch: nobody waits
+            self._settling[loop] = [result]
+        try:
+            loop.call_soon_threadsafe(self._settle, loop)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            with self._lock:
+                self._settling.pop(loop, None)
 
-def _settle(done: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:
-    if done.done():  # given up on (a timeout, a cancellation, abandoned): its late result refused
-        return
-    if exc is None:
-        done.set_result(value)
-    else:
-        done.set_exception(exc)
+    def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            batch = self._settling.pop(loop)
+        for done, value, exc in batch:
+            if done.done():  # given up on (a timeout, a cancellation, abandoned): late result refused
+                continue
+            if exc is None:
+                done.set_result(value)
+            else:
+                done.set_exception(exc)
 
 
 TOOL_THREADS = ToolThreads()  # the process's: a hung tool holds its thread for the process's life

@@ -35,6 +35,17 @@ async def test_a_call_raises_in_its_caller_and_sees_the_callers_context() -> Non
     else:
         raise AssertionError("the tool's exception was not raised in its caller")
 
+    def stops() -> None:
+        raise StopIteration  # a Future refuses it: the call would never return
+
+    try:
+        await asyncio.wait_for(pool.call(stops, {}), 30)
+    except RuntimeError as exc:  # as a coroutine's StopIteration is
+        assert str(exc) == "stops raised StopIteration"
+        assert isinstance(exc.__cause__, StopIteration)
+    else:
+        raise AssertionError("a StopIteration was not raised in its caller as a RuntimeError")
+
 
 async def test_hung_calls_beyond_the_pool_never_starve_the_next_one() -> None:
     pool = ToolThreads(base=2)
@@ -84,3 +95,40 @@ async def test_idle_threads_beyond_the_base_retire() -> None:
         await asyncio.sleep(0.02)
     assert (pool.count, pool.busy) == (1, 0)  # the base is kept
     assert await pool.call(lambda: 2, {}) == 2
+
+
+async def test_results_that_arrive_together_are_settled_by_one_wake_up_of_the_loop() -> None:
+    pool = ToolThreads(base=8)
+    loop = asyncio.get_running_loop()
+    wake_ups = []
+    threadsafe = loop.call_soon_threadsafe
+
+    def counted(*args: object) -> asyncio.Handle:
+        wake_ups.append(args)
+        return threadsafe(*args)  # type: ignore[arg-type]
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+    try:
+        calls = [asyncio.ensure_future(pool.call(lambda k: k, {"k": k})) for k in range(8)]
+        await asyncio.sleep(0)  # every call handed to a thread
+        deadline = time.monotonic() + 30
+        while pool.busy and time.monotonic() < deadline:  # the loop held: all 8 results come back
+            time.sleep(0.001)
+        assert await asyncio.gather(*calls) == list(range(8))
+    finally:
+        del loop.call_soon_threadsafe
+    assert len(wake_ups) == 1
+
+
+def test_results_a_closed_loop_never_settled_are_dropped() -> None:
+    pool = ToolThreads(base=1)
+    gone = asyncio.new_event_loop()
+    call = gone.create_task(pool.call(lambda: 1, {}))
+    gone.call_soon(gone.stop)
+    gone.run_forever()  # the call is handed to a thread, and the loop stops before its result
+    deadline = time.monotonic() + 30
+    while pool.busy and time.monotonic() < deadline:
+        time.sleep(0.001)
+    gone.close()  # its result waits in a batch the loop will never settle
+    assert asyncio.run(pool.call(lambda: 2, {})) == 2  # another loop's result sweeps it out
+    assert pool._settling == {} and not call.done()
