@@ -179,6 +179,19 @@ class ConsumerGroup(Connection):
         await self._forget_deleted(stream, deleted)
         return out
 
+    async def any_idle(self, queue: str, min_idle_ms: int) -> bool:
+        """Whether an entry of any level has been pending for ``min_idle_ms`` or longer since it
+        was delivered or touched (one round trip; an unknown answer is yes). None: none can be
+        reclaimed sooner than the difference to the reclaim's idle time."""
+        try:
+            async with self._gate, self.redis.pipeline(transaction=False) as p:
+                for level in LEVELS:
+                    p.xpending_range(self.stream(queue, level), GROUP, "-", "+", 1, idle=min_idle_ms)
+                replies = await p.execute(raise_on_error=False)
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        return any(isinstance(r, Exception) or r for r in replies)
+
     async def _forget_deleted(self, stream: str, ids: list[bytes | str]) -> None:
         """Acknowledge pending ids whose entry is gone, so that they stop coming back."""
         if ids:

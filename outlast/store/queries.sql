@@ -305,6 +305,14 @@ SELECT id AS run_id FROM r
 UNION ALL
 SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 
+-- name: unseen
+-- The sweeper, before `due`: the clock its pass stamps by, and whether a queued run went unseen
+-- for %(after)s seconds by it: only such a run may be one whose entry still waits in its stream,
+-- which Redis is asked about (`Queue.waiting`), so it is asked only when there is one.
+SELECT (SELECT at FROM outlast_now()) AS now, EXISTS (
+    SELECT 1 FROM runs WHERE state = 'queued'
+      AND published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)) AS queued;
+
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
 -- the published_at stamp let every worker sweep at once without publishing a run twice.
@@ -315,7 +323,8 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 -- statement, of the newest entry delivered or deleted (since) and of the newest entry added
 -- (last). An entry is added after its run is stamped, so a run stamped since then by this
 -- statement's clock has its entry waiting, if it was ever added; one that was not (a producer's
--- crash) waits for the group to deliver past it, then is due.
+-- crash) waits for the group to deliver past it, then is due. With %(queued)s false (`unseen`
+-- found none, Redis was not asked), no queued run is due by age.
 WITH span AS MATERIALIZED (  -- once, not per run (each run's look a scan of a few rows)
     SELECT u.queue, u.priority,
            (SELECT at FROM outlast_now()) - make_interval(secs => u.since) AS since,
@@ -329,7 +338,7 @@ due AS (
       -- one pass of the sweeper never sees again what it stamped itself
       AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
       AND ((published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)
-            AND ((state = 'queued' AND runs.id NOT IN (SELECT near.id FROM near) AND NOT EXISTS (
+            AND ((state = 'queued' AND %(queued)s AND runs.id NOT IN (SELECT near.id FROM near) AND NOT EXISTS (
                      SELECT 1 FROM span
                      WHERE span.queue = runs.queue AND span.priority = runs.priority
                        AND runs.published_at > span.since AND runs.published_at < span.last))

@@ -19,12 +19,14 @@ class Sweeps(Base):
         cutoff: datetime | None = None,
         spans: Sequence[tuple[str, str, float, float]] = (),
         waiting: Sequence[str] = (),
+        queued: bool = True,
     ) -> list[tuple[str, str, str]]:
         """Runs to re-publish (stamped as published now), each (id, queue, priority); with
         ``cutoff``, only runs last published before it, so that successive pages of one pass never
         repeat a run. Not a queued run whose entry still waits in its stream, as Redis said just
         before (``Queue.waiting``): one of ``waiting``, or one stamped within its stream's span,
-        each (queue, priority, since, last)."""
+        each (queue, priority, since, last). Not ``queued``: no queued run is due by age
+        (``unseen`` said there was none, and Redis was not asked)."""
         rows = await self._rows(
             "due",
             after=after,
@@ -35,6 +37,7 @@ class Sweeps(Base):
             since=[u[2] for u in spans],
             last=[u[3] for u in spans],
             waiting=list(waiting),
+            queued=queued,
         )
         return [(r["id"], r["queue"], r["priority"]) for r in rows]
 
@@ -50,6 +53,12 @@ class Sweeps(Base):
         None, ended here ``timed_out`` (not ended ``grace`` seconds past the deadline)."""
         rows = await self._rows("expire_deadlines", grace=grace, limit=limit)
         return [(r["run_id"], r["queue"], r["priority"]) for r in rows]
+
+    async def unseen(self, after: float) -> tuple[datetime, bool]:
+        """The clock a sweep stamps by (``db_now``), and whether a queued run went unseen for
+        ``after`` seconds by it: only then may ``due`` need to know which entries still wait."""
+        row = (await self._rows("unseen", after=after))[0]
+        return row["now"], row["queued"]
 
     async def db_now(self) -> datetime:
         """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("outlast.worker")
 
+READ_WAIT = 2.0  # seconds an idle read waits at most (the stop's cancellation aside)
+
 
 async def _let_claims_go() -> None:
     """Two turns of the event loop: the runs just started send their claims (one turn for their
@@ -45,19 +47,14 @@ class Intake:
         return self.w.s.concurrency - len(self.w.tasks)
 
     async def read_loop(self) -> None:
-        s = self.w.s
-        # A takeover within TTL + 1 s: an orphan's entry can be reclaimed a lease + 0.25 s after its
-        # last touch, and is looked for every half second at most, on time (no read waits past it).
-        reclaim_every = min(max(s.lease_ttl / 4, 0.25), 0.5)
-        block = max(50, int(reclaim_every * 1000 / len(self.w.queues)))
         next_reclaim, turn = 0.0, 0
         while not self.w.stopping.is_set():  # as in Worker.every: not only cancelled
             try:
                 if time.monotonic() >= next_reclaim:
                     # Orphans first, even with no room: what a dead worker left goes ahead of the
                     # backlog, in a lane of their own.
-                    next_reclaim = time.monotonic() + reclaim_every
-                    await self.reclaim()
+                    looked = time.monotonic()  # before: Redis's idle times are read after it
+                    next_reclaim = looked + await self.reclaim()
                 while self.early and self.room_left() > 0:
                     self.start(self.early.pop(0))
                 if self.room_left() <= 0:
@@ -73,9 +70,9 @@ class Intake:
                         turn = (turn + i) % len(queues)
                         break
                     q = queues[(turn + i) % len(queues)]
-                    left = int((next_reclaim - time.monotonic()) * 1000 / len(self.w.queues))
+                    left = min(next_reclaim - time.monotonic(), READ_WAIT) * 1000 / len(self.w.queues)
                     started = False
-                    for d in await self._read(q, max(50, min(block, left))):
+                    for d in await self._read(q, max(50, int(left))):
                         if self.room_left() > 0:
                             self.start(d)
                             started = True
@@ -136,27 +133,41 @@ class Intake:
 
         task.add_done_callback(done)
 
-    async def reclaim(self) -> None:
-        """Take over entries whose worker went silent. Orphans have a lane of their own: up to
-        ``concurrency`` runs beyond the worker's own, so that a takeover never waits for the
-        backlog (the runs a dead worker held are bounded by its own concurrency). None while
-        Postgres has not answered this worker steadily for a lease (``Heartbeat.settled``): it
-        could not claim them, and reclaiming its own entries would keep them from idling."""
+    async def reclaim(self) -> float:
+        """Take over entries whose worker went silent; returns the seconds until the next look.
+        Orphans have a lane of their own: up to ``concurrency`` runs beyond the worker's own, so
+        that a takeover never waits for the backlog (the runs a dead worker held are bounded by
+        its own concurrency). None while Postgres has not answered this worker steadily for a
+        lease (``Heartbeat.settled``): it could not claim them, and reclaiming its own entries
+        would keep them from idling.
+
+        A takeover within TTL + 1 s: an entry can be reclaimed a lease + 0.25 s after its last
+        touch, and is looked for every half second at most (no read waits past the next look).
+        Entries touched (every third of a lease) are all younger than half a lease: with none
+        older on any queue, none can be reclaimed for half a lease, and the next look waits that
+        long (an idle worker reclaims every 15 s at the default TTL, not every 0.5 s)."""
         s = self.w.s
+        every = min(max(s.lease_ttl / 4, 0.25), 0.5)
         if not self.w.heartbeat.settled():
-            return
+            return every
+        # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
+        # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
+        idle = int(s.lease_ttl * 1000) + 250
+        ahead = s.lease_ttl / 2 if s.lease_ttl / 2 > every else 0.0
+        quiet = True
         for q in self.w.queues:
+            if ahead and not await self.w.queue.any_idle(q, idle - int(ahead * 1000)):
+                continue
+            quiet = False
             room = self.room_left() + s.concurrency
             if room <= 0:
-                return
-            # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
-            # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
+                return every
             for level in LEVELS:
-                idle = int(s.lease_ttl * 1000) + 250
                 for d in await self.w.queue.reclaim(q, self.w.name, idle, room, priority=level):
                     metrics.reclaimed(q)
                     self.start(d, reclaimed=True)
                     room -= 1
+        return ahead if quiet else every
 
     async def return_early(self) -> None:
         """Entries read past the room and never started go back to the queue at once (else they

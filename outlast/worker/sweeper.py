@@ -111,12 +111,14 @@ class Sweeper:
     async def republish(self, log: Any, after: float, limit: int = 500) -> None:
         """Re-publish, page by page, every run due and unseen for ``after`` seconds, but a queued
         run whose entry still waits in its stream (a long backlog drains slowly): asked of Redis
-        before the statements that compare its clock with Postgres's (``Queue.waiting``). Not when
-        Redis lost its data (``after`` 0): what it says then is not to be trusted."""
-        cutoff = await self.store.db_now()  # a run this pass stamps is not due again in it
-        waiting = await self.queue.waiting(await self.streams()) if after else Waiting()
+        before the statements that compare its clock with Postgres's (``Queue.waiting``), and only
+        when a queued run went unseen that long (none: no queued run is due by age in this pass).
+        Not when Redis lost its data (``after`` 0): what it says then is not to be trusted."""
+        cutoff, queued = await self.store.unseen(after)  # a run this pass stamps is not due again in it
+        waiting = await self.queue.waiting(await self.streams()) if after and queued else Waiting()
+        queued = queued or not after
         while True:
-            due = await self.store.due(after, limit, cutoff, waiting.spans, waiting.runs)
+            due = await self.store.due(after, limit, cutoff, waiting.spans, waiting.runs, queued)
             for run_id, q, priority in due:
                 await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)

@@ -124,3 +124,56 @@ async def test_runs_past_the_entries_read_are_known_by_the_clock(
         assert await c.queue.redis.xlen(c.queue.stream("default")) == 15  # nothing re-published
     finally:
         await c.close()
+
+
+async def test_an_idle_sweep_does_not_ask_redis_what_waits(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streams are read (a script a queue) only when a queued run went unseen for
+    ``republish_after``: not on a sweep with nothing due, nor with a run queued a moment ago.
+    Once a run waited that long, they are, and a run whose entry waits is left alone."""
+    s = world.settings(republish_after=0.3)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        await c.queue.ensure_group("default")
+        asked: list[list[str]] = []
+        read = c.queue.waiting
+
+        async def counted(queues: list[str]) -> undelivered.Waiting:
+            asked.append(queues)
+            return await read(queues)
+
+        monkeypatch.setattr(c.queue, "waiting", counted)
+        sweeper = Sweeper(c.store, c.queue, s, ["default"])
+        log = structlog.get_logger()
+        await sweeper.sweep(log)  # nothing at all
+        await c.enqueue("echo", {})
+        await sweeper.sweep(log)  # a run queued a moment ago: not due by age
+        assert asked == []
+        await asyncio.sleep(0.4)
+        await sweeper.sweep(log)  # unseen past republish_after: the streams say its entry waits
+        assert asked == [["default"]]
+        assert await c.queue.redis.xlen(c.queue.stream("default")) == 1  # nothing re-published
+    finally:
+        await c.close()
+
+
+async def test_a_queued_run_is_not_due_by_age_when_none_was_found_unseen(world: World) -> None:
+    """``unseen`` looks before ``due`` stamps: a queued run that went unseen for
+    ``republish_after`` in between is left for the next pass (Redis was not asked about it), not
+    re-published while its entry may still wait."""
+    s = world.settings(republish_after=0.3)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        run = (await c.enqueue("echo", {})).id
+        cutoff, queued = await c.store.unseen(0.3)
+        assert not queued
+        await asyncio.sleep(0.4)
+        assert await c.store.due(0.3, 10, cutoff, queued=False) == []
+        cutoff, queued = await c.store.unseen(0.3)
+        assert queued
+        assert await c.store.due(0.3, 10, cutoff) == [(run, "default", "normal")]
+    finally:
+        await c.close()

@@ -39,7 +39,7 @@ JOURNAL = {"append"}  # the journal's one way in: carries the held entries in it
 UNFENCED = {
     # reads
     "approval", "budget", "cutoff", "db_now", "due", "get_run", "journal", "program_served",
-    "redis_used", "run_gauges", "schedules", "workers",
+    "redis_used", "run_gauges", "schedules", "unseen", "workers",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "claim", "renew", "beat_programs", "beat_worker", "forget_worker",
     "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",

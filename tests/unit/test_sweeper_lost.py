@@ -46,11 +46,17 @@ class _Store:
             raise ServiceUnavailable("cannot reach Postgres at postgresql://h/db: gone for a moment")
         return True
 
-    async def db_now(self) -> datetime:
-        return datetime.now(UTC)
+    async def unseen(self, after: float) -> tuple[datetime, bool]:
+        return datetime.now(UTC), True
 
     async def due(
-        self, after: float, limit: int, cutoff: datetime, spans: Any = (), waiting: Any = ()
+        self,
+        after: float,
+        limit: int,
+        cutoff: datetime,
+        spans: Any = (),
+        waiting: Any = (),
+        queued: bool = True,
     ) -> list[tuple[str, str, str]]:
         return [("lost-run", "default", "normal")] if after == 0.0 else []
 
