@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("outlast.worker")
 
-READ_WAIT = 2.0  # seconds an idle read waits at most (the stop's cancellation aside)
+# Seconds an idle pass over the queues waits at most (the stop's cancellation aside): each queue's
+# read waits its share in turn, so an entry on another queue waits up to a pass. One queue: 2 s
+# (an idle worker wakes less); several: 0.5 s, as long as an entry may wait on the queue after.
+READ_WAIT = 2.0
+PASS_WAIT = 0.5
 
 
 async def _let_claims_go() -> None:
@@ -70,7 +74,8 @@ class Intake:
                         turn = (turn + i) % len(queues)
                         break
                     q = queues[(turn + i) % len(queues)]
-                    left = min(next_reclaim - time.monotonic(), READ_WAIT) * 1000 / len(self.w.queues)
+                    most = READ_WAIT if len(self.w.queues) == 1 else PASS_WAIT
+                    left = min(next_reclaim - time.monotonic(), most) * 1000 / len(self.w.queues)
                     started = False
                     for d in await self._read(q, max(50, int(left))):
                         if self.room_left() > 0:

@@ -66,3 +66,37 @@ def test_entries_of_several_levels_come_by_shares_next() -> None:
 def test_a_busier_worker_reads_shares_first() -> None:
     assert reads(4, 2, [["normal"], ["normal"]], 3) == ["shares first"] * 3
     assert reads(1, 0, [["normal"], ["normal"]], 3) == ["shares first"] * 3  # one place: a share picks it
+
+
+def waits(queues: list[str], lease_ttl: float = 30.0) -> list[int]:
+    """How long (ms) each read of an idle worker's first passes over ``queues`` may wait."""
+    waited: list[int] = []
+
+    class Idle(Reads):
+        async def any_idle(self, queue: str, min_idle_ms: int) -> bool:
+            return False
+
+        async def read_any(self, queue: str, consumer: str, block_ms: int) -> list[Delivery]:
+            waited.append(block_ms)
+            if len(waited) >= 3 * len(queues):
+                worker.stopping.set()
+            return []
+
+    worker: Any = SimpleNamespace(
+        s=SimpleNamespace(concurrency=4, lease_ttl=lease_ttl),
+        tasks=set(),
+        name="w",
+        queue=Idle([]),
+        queues=queues,
+        stopping=asyncio.Event(),
+        heartbeat=SimpleNamespace(settled=lambda: True),
+    )
+    asyncio.run(Intake(worker).read_loop())
+    return waited
+
+
+def test_an_idle_pass_over_several_queues_waits_half_a_second_at_most() -> None:
+    # Each queue's read waits its share of a pass in turn: an entry on another queue waits up to a
+    # pass, so with several queues a pass stays 0.5 s. One queue alone waits up to 2 s.
+    assert max(waits(["a", "b"])) <= 250 and max(waits(["a", "b", "c", "d"])) <= 125
+    assert max(waits(["a"])) == 2000
