@@ -59,6 +59,7 @@ class ConnectionPerWriteWriter:
         self._last: dict[str, asyncio.Future[None]] = {}  # per run: its latest write's end
         self.commits = 0
         self.writes = 0
+        self.busy = 0.0  # read by the worker's metrics step; not measured for this variant
 
     async def write(self, statement: str, params: dict[str, Any], key: str = "") -> list[dict[str, Any]]:
         if not key:
@@ -104,7 +105,7 @@ def make_store(s: Settings, writer: str = "shared", pool: int = 16) -> Store:
 
 def writer_stats(store: Store) -> tuple[int, int, float | None]:
     w = store.writer
-    return w.commits, w.writes, getattr(w, "busy", None)
+    return w.commits, w.writes, None if isinstance(w, ConnectionPerWriteWriter) else w.busy
 
 
 def settings(cfg: Config, **changes: Any) -> Settings:
