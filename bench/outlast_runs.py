@@ -25,6 +25,7 @@ from outlast.logs import configure
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.worker import eventloop
 from outlast.worker.loop import Worker
 
 WRITERS = ("shared", "one-per-commit", "pool")
@@ -210,7 +211,7 @@ def worker_process(
 ) -> None:
     configure("json", logging.WARNING)
     ready.put(os.getpid())
-    out.put(asyncio.run(serve(s, writer, pool, go, stop)))
+    out.put(eventloop.run(serve(s, writer, pool, go, stop), s.event_loop))  # as `outlast worker` does
 
 
 class Workers:
@@ -284,7 +285,8 @@ def measure(
         try:
             enq = asyncio.run(enqueue_all(s, "steps", [{"k": k, "tool": cfg.tool}] * cfg.runs))
             if processes <= 1:
-                seconds, cpu, busy, store = asyncio.run(in_process(s, cfg.runs, writer, cfg.pool))
+                drained = in_process(s, cfg.runs, writer, cfg.pool)
+                seconds, cpu, busy, store = eventloop.run(drained, s.event_loop)
                 commits, writes, wbusy = writer_stats(store)
             else:
                 seconds, cpu, busy, commits, writes, wbusy = in_processes(

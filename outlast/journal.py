@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 from pydantic_core import to_jsonable_python
@@ -29,7 +31,19 @@ _NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 # Built once: ``json.dumps`` with these options builds an encoder on every call (same text).
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# And the C encoder that ``encode`` itself builds on every call, built once and called directly:
+# the same function with the same options, so the same text, without the Python layers above it.
+# No circular check in it: ``to_jsonable_python`` refuses a cycle before it is reached.
+_CHUNKS = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, _ENCODER.default, encode_basestring, None, ":", ",", True, False, False)
+)
+
+
+def _encode(value: Any) -> str:
+    return "".join(_CHUNKS(value, 0)) if _CHUNKS is not None else _ENCODER.encode(value)
 
 
 class Unstorable(InvalidInput, ValueError):
@@ -45,7 +59,7 @@ def canonical(value: Any, limit: int | None = None) -> str:
     with ``limit``, a text longer than ``limit`` bytes.
     """
     try:
-        text = _ENCODE(to_jsonable_python(value))
+        text = _encode(to_jsonable_python(value))
     except RecursionError:
         raise Unstorable(_TOO_DEEP) from None
     except ValueError as exc:

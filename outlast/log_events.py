@@ -11,7 +11,7 @@ from __future__ import annotations
 
 EVENTS: dict[str, str] = {
     # A worker's life
-    "worker.started": "A worker serves its queues (`queues`, `concurrency`, `lease_ttl`).",
+    "worker.started": "A worker serves its queues (`queues`, `concurrency`, `lease_ttl`, `event_loop`).",
     "worker.stopping": "A worker got a `signal`: it stops taking work and hands over within `grace` seconds.",
     "worker.draining": "A stopping worker waits up to `grace` seconds for its `runs` in flight.",
     "worker.stopped": "A worker stopped.",

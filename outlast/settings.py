@@ -253,6 +253,11 @@ class Settings:
     )
     grace: float = setting(10.0, "Seconds to finish on SIGTERM.", "seconds", ge=0, le=3600)
     concurrency: int = setting(16, "Runs at once.", "runs", ge=1, le=4096)
+    event_loop: str = setting(
+        "auto",
+        "The worker's event loop: uvloop, asyncio, or auto (uvloop where it is installed).",
+        choices=("auto", "uvloop", "asyncio"),
+    )
     worker_name: str | None = setting(
         None,
         "Consumer name (default: HOST-PID-XXXX, new at each start).",

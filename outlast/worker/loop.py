@@ -24,6 +24,7 @@ from outlast.queue import Queue, RateWindows
 from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.worker import eventloop
 from outlast.worker.acks import Acks
 from outlast.worker.claims import Active, Claims
 from outlast.worker.heartbeat import Heartbeat
@@ -81,6 +82,7 @@ class Worker:
             queues=list(self.queues),
             concurrency=self.s.concurrency,
             lease_ttl=self.s.lease_ttl,
+            event_loop=eventloop.loop_name(),
         )
         work = [asyncio.create_task(c) for c in (self.intake.read_loop(), self._sweep_loop())]
         if metrics.enabled():

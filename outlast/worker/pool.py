@@ -1,11 +1,10 @@
-"""Starting workers: one asyncio loop per process, ``processes`` processes. With more than one,
+"""Starting workers: one event loop per process, ``processes`` processes. With more than one,
 this process supervises them: a child that dies is replaced (with backoff, and a log line naming
 its exit), SIGTERM/SIGINT is passed on once for the graceful hand-over, and the pool gives up,
 non-zero, when a child keeps dying before it could serve."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import multiprocessing
 import os
@@ -29,6 +28,7 @@ from outlast.queue import Queue
 from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
+from outlast.worker import eventloop
 from outlast.worker.loop import Worker
 
 log = structlog.get_logger("outlast.pool")
@@ -98,7 +98,7 @@ def _child(spec: str, settings: Settings, queues: list[str], ready: Event) -> No
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     configure(settings.log_format)
     try:
-        asyncio.run(run_worker(load_app(spec), settings, queues, ready=ready.set))
+        eventloop.run(run_worker(load_app(spec), settings, queues, ready=ready.set), settings.event_loop)
     except OutlastError as exc:  # one line, as the command would print it; the pool reports the exit
         print(f"outlast: error: worker process {os.getpid()}: {exc}", file=sys.stderr, flush=True)
         sys.exit(1)
@@ -214,6 +214,6 @@ def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) 
     if settings.metrics_port:  # served from here; with processes, before they are spawned
         metrics.serve(settings.metrics_port, processes, settings.metrics_tenants, settings.metrics_host)
     if processes <= 1:
-        asyncio.run(run_worker(app, settings, queues))
+        eventloop.run(run_worker(app, settings, queues), settings.event_loop)
         return
     Pool(spec, settings, queues, processes).run()

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from outlast.journal import Entry, args_hash, canonical, first_bad_crossing, make_entry
 
@@ -22,6 +27,24 @@ def test_canonical_is_order_independent_and_compact() -> None:
     assert args_hash({"x": 1, "y": 2}) == args_hash({"y": 2, "x": 1})
     with pytest.raises(ValueError):
         canonical({"x": float("nan")})
+
+
+# Storable text: no NUL, no lone surrogate (both refused, as their own tests show).
+TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_canonical_text_is_the_standard_encoders_text(value: Any) -> None:
+    # Every hash already journaled rests on this text: the encoder called directly must give
+    # exactly what json.dumps with the same options gives.
+    standard = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical(value) == standard
 
 
 def test_an_intact_chain_verifies() -> None:
