@@ -141,8 +141,15 @@ async def two_scarce(run: Any) -> list[int]:
 
 
 @app.workflow("two_scarce_at_once")
-async def two_scarce_at_once(run: Any) -> list[int]:
-    return list(await asyncio.gather(run.call("scarce", n=1), run.call("scarce", n=2)))
+async def two_scarce_at_once(run: Any) -> list[Any]:
+    # A third call, under way for 8 s, keeps the second's wait for the rate in the worker that
+    # long (with the first call done, it would be alone after a second, and park the run): long
+    # enough for `outlast status` to be seen saying so on a loaded machine.
+    return list(
+        await asyncio.gather(
+            run.call("scarce", n=1), run.call("scarce", n=2), run.call("slow_work", seconds=8)
+        )
+    )
 
 
 @app.tool("scarce_paid", effect="read", rate={"requests": "1/min"}, cost={"usd": 1})
