@@ -108,6 +108,7 @@ class Claims:
                 return
         finally:
             w.active.pop(run_id, None)
+            control.release()  # after the release a hand-over writes, which flushes held entries
         failpoints.hit("before_ack")
         await w.acks.ack(d)
         execution.log.debug("run.acknowledged", outcome=outcome.value)

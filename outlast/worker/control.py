@@ -140,6 +140,11 @@ class RunControl:
         self.sync_calls = SyncCalls(run_id)  # abandoned one heartbeat after a cancellation is seen
         self._grace: asyncio.TimerHandle | None = None
 
+    def release(self) -> None:
+        """This worker let go of the run (ended, waiting, handed over): the replayer's writes of
+        held entries are let go (they refer back here: a cycle the collector would otherwise find)."""
+        self.flush = self.send = _nothing_held
+
     def cancelled(self) -> None:
         """A cancellation was requested: the run ends at its next crossing. The sync calls it
         awaits get a grace of one heartbeat (TTL/3) to return (their results are journaled);

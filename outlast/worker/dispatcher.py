@@ -15,6 +15,7 @@ import asyncio
 import functools
 import json
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -56,7 +57,7 @@ class Dispatcher:
         self.budget_id = record.budget_id
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
-        self.handle: Any = None  # the workflow's ``run``, handed to the policy hook
+        self.handle: Callable[[], Any] = lambda: None  # the workflow's ``run``, for the policy hook
         self.alone: Callable[[], bool] = lambda: False  # no other crossing of the run under way
         self._app = app
         self._store = store
@@ -64,7 +65,7 @@ class Dispatcher:
         self._replayer = replayer
         self._secrets = secrets
         self._gate = gate or Gate(store, None, control, control.ttl)
-        self._gaps = GapTable(self, app.reconcilers, secrets, replayer)
+        self._gaps = GapTable(weakref.proxy(self), app.reconcilers, secrets, replayer)  # no cycle
 
     @functools.cached_property
     def log(self) -> Any:
@@ -133,7 +134,7 @@ class Dispatcher:
         hook = self._app.policy_hook
         if hook is None:
             return
-        verdict = hook(tool, args, self.handle)
+        verdict = hook(tool, args, self.handle())
         if isinstance(verdict, Awaitable):
             verdict = await verdict
         if verdict is None or verdict is True:

@@ -8,9 +8,11 @@ and its cursor), the dispatcher (tool calls and the gap table), the waits (timer
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import random as _random
 import uuid as _uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
@@ -60,15 +62,17 @@ class Run:
         self._replayer = Replayer(record, store, control, journal, db_now, *hold)
         # the executor's: it scrubs the run's end of the secret values its crossings met
         secrets = secrets or Secrets(app, None)
+        # No part holds the run itself, only what it needs of it (the crossings under way, a weak
+        # reference for the policy hook): a finished run's objects then die by reference count,
+        # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
+        self._under_way = UnderWay()
         self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
-        self._dispatcher.handle = self
-        self._dispatcher.alone = self._alone  # a tool's slot or rate wait may park the run
-        self._waits = Waits(store, control, self._replayer, self.settled, secrets, max_payload)
-        self._children = Children(record, app, store, control, self._replayer, self.settled, max_payload)
-        self._calls = 0  # tool calls under way, parallel ones included
-        self._pauses = 0  # timers and approvals under way
-        # Set when the calls under way are over; made by settled() only when it has to wait.
-        self._quiet: asyncio.Event | None = None
+        self._dispatcher.handle = weakref.ref(self)
+        settled = self._under_way.settled
+        self._waits = Waits(store, control, self._replayer, settled, secrets, max_payload)
+        self._children = Children(record, app, store, control, self._replayer, settled, max_payload)
+        # a tool's slot or rate wait may park the run
+        self._dispatcher.alone = functools.partial(_alone, self._under_way, self._children)
 
     @property
     def run_id(self) -> str:
@@ -96,15 +100,14 @@ class Run:
             except TypeError as exc:
                 raise InvalidInput(f"invalid call to tool '{name}': {exc}") from None
         op_id = self._replayer.position()
+        under_way, dispatcher = self._under_way, self._dispatcher
 
         async def counted() -> Any:
-            self._calls += 1
+            under_way.calls += 1
             try:
-                return await self._dispatcher.call(op_id, name, kwargs)
+                return await dispatcher.call(op_id, name, kwargs)
             finally:
-                self._calls -= 1
-                if self._calls == 0 and self._quiet is not None:
-                    self._quiet.set()
+                under_way.call_ended()
 
         return counted()
 
@@ -195,29 +198,17 @@ class Run:
             for r in rows
         }
 
-    def _alone(self) -> bool:
-        """A tool call waiting long for a slot or a rate may park the run only when no other
-        crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
-        or a wait for a child commits the run's wait itself once the calls have settled."""
-        return self._calls == 1 and self._pauses == 0 and self._children.waiting == 0
-
     async def _pausing(self, wait: Awaitable[R]) -> R:
         """A timer or an approval, counted while under way (see ``_alone``)."""
-        self._pauses += 1
+        self._under_way.pauses += 1
         try:
             return await wait
         finally:
-            self._pauses -= 1
+            self._under_way.pauses -= 1
 
     async def settled(self) -> None:
-        """Wait for the calls still under way: a parallel call can outlive the workflow's own
-        await (the siblings of a ``gather`` that raised go on), and the run must not end before
-        their results are journaled. Looked at again after each wake-up: a branch of a ``gather``
-        may start its next call at once, before this waiter runs."""
-        while self._calls:
-            if self._quiet is None or self._quiet.is_set():  # set by calls that ended before
-                self._quiet = asyncio.Event()
-            await self._quiet.wait()
+        """Wait for the calls still under way (``UnderWay.settled``)."""
+        await self._under_way.settled()
 
     # -- for the executor ---------------------------------------------------------------
 
@@ -253,3 +244,38 @@ class Run:
         value = make()
         await replayer.append("value", op_id, {"name": name, "value": value})
         return value
+
+
+class UnderWay:
+    """The crossings of one run under way: tool calls (parallel ones included), and timers and
+    approvals (pauses)."""
+
+    __slots__ = ("_quiet", "calls", "pauses")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.pauses = 0
+        # Set when the calls under way are over; made by settled() only when it has to wait.
+        self._quiet: asyncio.Event | None = None
+
+    def call_ended(self) -> None:
+        self.calls -= 1
+        if self.calls == 0 and self._quiet is not None:
+            self._quiet.set()
+
+    async def settled(self) -> None:
+        """Wait for the calls still under way: a parallel call can outlive the workflow's own
+        await (the siblings of a ``gather`` that raised go on), and the run must not end before
+        their results are journaled. Looked at again after each wake-up: a branch of a ``gather``
+        may start its next call at once, before this waiter runs."""
+        while self.calls:
+            if self._quiet is None or self._quiet.is_set():  # set by calls that ended before
+                self._quiet = asyncio.Event()
+            await self._quiet.wait()
+
+
+def _alone(under_way: UnderWay, children: Children) -> bool:
+    """A tool call waiting long for a slot or a rate may park the run only when no other
+    crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
+    or a wait for a child commits the run's wait itself once the calls have settled."""
+    return under_way.calls == 1 and under_way.pauses == 0 and children.waiting == 0
