@@ -192,6 +192,7 @@ async def serve(s: Settings, writer: str, pool: int, go: MpEvent | None, stop: M
     assert s.redis_url
     queue = Queue(s.redis_url, s.prefix)
     worker = Worker(workload.app, store, queue, s, [s.queue])
+    eventloop.pace_collector()  # as `outlast worker` does
     if go is not None:
         await asyncio.to_thread(go.wait)
     cpu = proc_cpu()
@@ -260,6 +261,7 @@ async def in_process(s: Settings, runs: int, writer: str, pool: int) -> tuple[fl
     assert s.redis_url
     queue = Queue(s.redis_url, s.prefix)
     worker = Worker(workload.app, store, queue, s, [s.queue])
+    eventloop.pace_collector()  # as `outlast worker` does
     with host_cpu() as busy:
         cpu = proc_cpu()
         t0 = time.perf_counter()

@@ -49,10 +49,14 @@ def loop_name() -> str:
 
 
 def run(main: Coroutine[Any, Any, T], choice: str) -> T:
-    """``asyncio.run`` on the chosen loop, in a worker process (the collector paced as above)."""
-    factory = loop_factory(choice)
+    """``asyncio.run`` on the chosen loop, in a worker process."""
+    with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
+        return runner.run(main)
+
+
+def pace_collector() -> None:
+    """The collector paced as above: once the worker is built and its signals are handled (a
+    SIGTERM during the collection here then stops it gracefully), before it serves."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)

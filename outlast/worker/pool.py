@@ -78,6 +78,7 @@ async def run_worker(
             ready()
         if signals:
             worker.install_signals()
+        eventloop.pace_collector()
         await worker.run()
     finally:
         await store.close()

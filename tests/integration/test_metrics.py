@@ -267,6 +267,8 @@ def test_the_endpoint_listens_on_the_loopback_interface_unless_told_otherwise(wo
     worker = world.worker(APP, "--metrics-port", str(port))
     wait_for(lambda: scrape(port), what="the metrics endpoint")
     assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+    # The endpoint is up before the worker handles signals: a SIGTERM then would end it at once.
+    wait_for(lambda: world.sql("SELECT count(*) FROM workers") != [(0,)], what="the worker's heartbeat")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(30) == 0
 

@@ -57,6 +57,7 @@ def test_a_worker_process_freezes_what_it_imported_and_collects_less_often() -> 
         "import gc, asyncio\n"
         "from outlast.worker import eventloop\n"
         "async def main():\n"
+        "    eventloop.pace_collector()\n"
         "    return gc.get_freeze_count(), gc.get_threshold()\n"
         "frozen, thresholds = eventloop.run(main(), 'asyncio')\n"
         "assert frozen > 1000, frozen\n"
