@@ -93,7 +93,6 @@ def _append_batch(c: psycopg.Connection[Any], b: int, seq: int) -> None:
                     "seq": seq,
                     "hash": f"{i:08x}{seq:056x}",
                     # one entry per statement, as the worker's append of a single entry
-                    "seqs": [seq],
                     "kinds": ["intention" if seq % 2 else "result"],
                     "op_ids": [f"op{seq // 2}"],
                     "bodies": [f'{{"args":{{"x":{seq}}},"tool":"bump"}}'],

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -42,6 +43,10 @@ class Base:
 
     async def _write(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """Run statement ``name`` through the shared-commit writer."""
+        raise NotImplementedError
+
+    def _submit(self, name: str, **params: Any) -> asyncio.Future[list[dict[str, Any]]]:
+        """Queue statement ``name`` on the shared-commit writer now; its rows come in the future."""
         raise NotImplementedError
 
     async def _beat_rows(self, name: str, **params: Any) -> list[dict[str, Any]]:

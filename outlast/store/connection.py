@@ -255,8 +255,11 @@ class Connection(Base):
 
     async def _write(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """A write through the shared-commit writer, ordered by the run it locks."""
+        return await self._submit(name, **params)
+
+    def _submit(self, name: str, **params: Any) -> asyncio.Future[list[dict[str, Any]]]:
         key = str(params.get("run_id") or params.get("id") or "")
-        return await self.writer.write(Q[name], params, key=key)
+        return self.writer.submit(Q[name], params, key=key)
 
     async def _beat_rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
         """A statement on the lease renewals' connection of its own: never queued behind reads,

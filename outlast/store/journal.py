@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -45,17 +46,28 @@ class Journal(Base):
                 **_entry_params(entry),
             )
         else:
-            every = [*held, entry]
-            rows = await self._write(
-                "append",
-                run_id=run_id,
-                token=author,
-                seq=entry.seq,
-                hash=entry.hash,
-                seqs=[e.seq for e in every],
-                kinds=[e.kind for e in every],
-                op_ids=[e.op_id for e in every],
-                bodies=[e.body for e in every],
-                hashes=[e.hash for e in every],
-            )
-        return bool(rows[0]["cancel_requested"]) if rows else None
+            rows = await self.submit_append(run_id, author, entry, held)
+        return appended(rows)
+
+    def submit_append(
+        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry] = ()
+    ) -> asyncio.Future[list[dict[str, Any]]]:
+        """The lease holder's ``append``, queued now: its rows (``appended`` reads them) come in
+        the future, and the write is made whether or not anyone still awaits it."""
+        every = [*held, entry]
+        return self._submit(
+            "append",
+            run_id=run_id,
+            token=token,
+            seq=entry.seq,
+            hash=entry.hash,
+            kinds=[e.kind for e in every],
+            op_ids=[e.op_id for e in every],
+            bodies=[e.body for e in every],
+            hashes=[e.hash for e in every],
+        )
+
+
+def appended(rows: list[dict[str, Any]]) -> bool | None:
+    """An append's rows: None if it was refused, else whether a cancellation was requested."""
+    return bool(rows[0]["cancel_requested"]) if rows else None

@@ -175,20 +175,21 @@ FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = 
 -- name: append
 -- The run row keeps the chain's head; entries are written only by the lease holder, in order. One
 -- statement writes one entry, or several (results held for a moment, then the entry that carries
--- them): all of them or none. %(seq)s and %(hash)s are the last entry's.
+-- them): all of them or none, numbered in order up to %(seq)s. %(seq)s and %(hash)s are the last
+-- entry's.
 -- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
 -- same hash, token still held) and says so instead of failing.
 WITH r AS (
     -- a new entry is progress: the claims counted towards max_attempts start again from this one
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
     WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
-      AND journal_len = %(seq)s - cardinality(%(seqs)s::integer[])
+      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
     RETURNING id, cancel_requested),
 ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-    SELECT r.id, e.seq, e.kind, e.op_id, e.body, e.hash
-    FROM r, unnest(%(seqs)s::integer[], %(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[],
-                   %(hashes)s::text[]) AS e(seq, kind, op_id, body, hash)
+    SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash
+    FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
+         WITH ORDINALITY AS e(kind, op_id, body, hash, n)
     RETURNING seq)
 SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
 UNION ALL

@@ -111,11 +111,16 @@ class Writer:
     async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[Row]:
         """Commit one statement (shared with whatever else is due) and return its rows. Raises
         ServiceUnavailable once it could not be committed for ``retry_for`` seconds."""
+        return await self.submit(sql, params, key)
+
+    def submit(self, sql: str, params: dict[str, Any], key: str = "") -> asyncio.Future[list[Row]]:
+        """Queue one statement now; its rows (or the error ``write`` would raise) come in the
+        future. The write is made whether or not anyone still awaits it."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._loop(), name="outlast-writer")
         w = _Write(sql, params, key)
         self._queue.put_nowait(w)
-        return await w.done
+        return w.done
 
     async def close(self) -> None:
         if self._task is not None:

@@ -16,16 +16,18 @@ result never journaled: the read is redone, the idempotent tool dispatched again
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import failpoints
-from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible
+from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible, ServiceUnavailable
 from outlast.journal import Entry, make_entry
 from outlast.model import Run as RunRecord
 from outlast.store import Store
+from outlast.store.journal import appended
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 
@@ -65,10 +67,9 @@ class Replayer:
         self._hold_for = hold_ms / 1000
         self._hold_max = hold_max
         self._held: list[Entry] = []  # chained, not yet sent: written first by the next write
-        self._carriers: list[asyncio.Future[None]] = []  # writes under way that carry held entries
+        self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
         self._broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
-        self._timed: set[asyncio.Task[None]] = set()  # the timer's flushes under way
         control.flush, control.send = self.flush, self.send
         control.journal_len = journal.length
 
@@ -167,14 +168,12 @@ class Replayer:
             raise JournalEnd(op_id, f"to journal a {kind} entry")
         entry = self._chain(kind, op_id, data)
         held, self._held = self._held, []
-        if held and kind in _CROSSED:  # a crash test's kill points (inert unless armed)
+        crossed = held and kind in _CROSSED  # a crash test's kill points (inert unless armed)
+        if crossed:
             failpoints.hit("with_result_held", kind)
-            await self._carry(held, entry)
+        await self._commit(entry, held)
+        if crossed:
             failpoints.hit("after_fenced_write", kind)
-        elif held:
-            await self._carry(held, entry)
-        else:
-            await self._commit(entry, held)
         return entry
 
     async def hold(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
@@ -194,27 +193,18 @@ class Replayer:
         """Write the held entries, and wait for every write under way that carries some: awaited
         before any fenced write of the run other than an append, and before a dispatch to a tool
         whose result is not held. Raises as the write would (``Fenced``, ``Interrupted``)."""
+        self._send_held()
+        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
+            with contextlib.suppress(Exception):  # its failure is kept in _broken, raised below
+                await asyncio.shield(carrier)
         if self._broken is not None:
             raise self._broken
-        if self._held:
-            held, self._held = self._held, []
-            await self._carry(held[:-1], held[-1])
-        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
-            await asyncio.shield(carrier)
 
     def _time_up(self) -> None:
+        """The timer's flush, not waited for: a failure is kept and raised at the run's next write."""
         self._timer = None
-        if self._held:
-            task = asyncio.ensure_future(self._flush_quietly())
-            self._timed.add(task)
-            task.add_done_callback(self._timed.discard)
-
-    async def _flush_quietly(self) -> None:
-        """The timer's flush: a failure is kept (``_commit``) and raised at the run's next write."""
-        try:
-            await self.flush()
-        except BaseException:  # kept in _broken, raised by the run's next write
-            pass
+        with contextlib.suppress(BaseException):
+            self._send_held()
 
     def _chain(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
         """The entry, chained to the head now (a patch marker still to journal goes before it)."""
@@ -230,45 +220,62 @@ class Replayer:
         self._control.journal_len = entry.seq
         return entry
 
-    async def _carry(self, held: list[Entry], entry: Entry) -> None:
-        """A write that carries held entries: under way on its own (a caller that is cancelled, a
-        hand-over, does not stop it), awaited by every flush until it is done."""
-        await asyncio.shield(self._send(held, entry))
-
-    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[None]:
-        carrier = asyncio.ensure_future(self._commit(entry, held))
-        self._carriers.append(carrier)
-        carrier.add_done_callback(self._carried)
-        return carrier
+    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[list[dict[str, Any]]]:
+        written = self._submit(entry, held)
+        self._carriers.append(written)
+        return written
 
     async def send(self) -> None:
         """Queue the held entries' write, not waiting for its commit: a write queued next goes in
         the same shared commit, after it (the final state, which its ``journal_len`` condition
         refuses unless they are written). ``flush`` then waits for it."""
-        if self._broken is not None:
+        self._send_held()
+
+    def _send_held(self) -> None:
+        if self._broken is not None:  # the entries chained after a failed write are void
             raise self._broken
         if self._held:
             held, self._held = self._held, []
             self._send(held[:-1], held[-1])
-            await asyncio.sleep(0)  # the carrier runs up to its write's queueing, first
-
-    def _carried(self, carrier: asyncio.Future[None]) -> None:
-        self._carriers.remove(carrier)
-        if not carrier.cancelled():
-            carrier.exception()  # kept in _broken; awaited by whoever waits for it
 
     async def _commit(self, entry: Entry, held: list[Entry]) -> None:
-        control = self._control
-        try:
-            cancel = await control.db(self._store.append(self.run_id, control.token, entry, held))
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # Interrupted too: the entries chained after these are void
-            self._broken = self._broken or exc
-            raise
-        if cancel is None:
-            self._broken = self._broken or Fenced(self.run_id, control.token)
+        """The append, queued at once. One that carries held entries is made even if its caller is
+        cancelled (a hand-over), and every flush awaits it until it is done."""
+        written = self._send(held, entry) if held else self._submit(entry, held)
+        with contextlib.suppress(Exception):  # its failure as _written kept it: raised below
+            await (asyncio.shield(written) if held else written)
+        self._raise_for(written)
+
+    def _submit(self, entry: Entry, held: list[Entry]) -> asyncio.Future[list[dict[str, Any]]]:
+        """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
+        written = self._store.submit_append(self.run_id, self._control.token, entry, held)
+        written.add_done_callback(self._written)
+        return written
+
+    def _written(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
+        """An append's outcome, read once for the run as soon as it comes (before any awaiter of
+        it resumes): a failure or a refusal voids every entry chained after it (``_broken``); a
+        requested cancellation is noted."""
+        if written in self._carriers:
+            self._carriers.remove(written)
+        if written.cancelled():
+            return
+        control, exc = self._control, written.exception()
+        if exc is None and (cancel := appended(written.result())) is not None:
+            if cancel:
+                control.cancelled()
+            return
+        if isinstance(exc, ServiceUnavailable):  # Postgres out of reach past the bound: left
+            failure: BaseException = control.leave(str(exc))
+            failure.__cause__ = exc
+        elif exc is not None:
+            failure = exc
+        else:  # refused: another worker holds the run now
             control.left = True
-            raise Fenced(self.run_id, control.token)
-        if cancel:
-            control.cancelled()
+            failure = Fenced(self.run_id, control.token)
+        self._broken = self._broken or failure
+
+    def _raise_for(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
+        """Raise as this append failed, if it did: its failure voided the run's writes from it on."""
+        if self._broken is not None and (written.exception() or appended(written.result()) is None):
+            raise self._broken

@@ -31,7 +31,10 @@ FENCED = {
 # redone, and takes its slot again), and an operator's resume of a waiting run (the producer's,
 # keyed by the token of the wait it saw: no worker holds the run then).
 NOT_STEPS = {"release_slots", "requeue"}
-JOURNAL = {"append"}  # the journal's one way in: carries the held entries in its own statement
+# The journal's one way in (the lease holder's, queued at once, is ``submit_append``): an append
+# carries the held entries in its own statement. The worker appends in one place only.
+JOURNAL = {"append", "submit_append"}
+WORKER_APPEND = "submit_append"
 # Every other store method the worker reaches, none a step of the run under its token: reads; the
 # worker's own records and the sweeper's and scheduler's writes (no run held); an event row; a
 # settlement (keyed by the operation, in the commit of its result's append); a refusal of a run not
@@ -54,7 +57,7 @@ FIGURES = {"writer.busy"}  # not a method: read for the metrics, the only use of
 def _token_writes() -> set[str]:
     """Every store method that takes the lease holder's token: a fenced write."""
     found = set()
-    for name, fn in inspect.getmembers(Store, inspect.iscoroutinefunction):
+    for name, fn in inspect.getmembers(Store, inspect.isfunction):
         params = inspect.signature(fn).parameters
         if "token" in params or "author" in params:
             found.add(name)
@@ -62,10 +65,11 @@ def _token_writes() -> set[str]:
 
 
 def _statement_named(node: ast.AST) -> str | None:
-    """The statement a node names: ``self._write("x", ...)`` (``_rows``, ``_beat_rows``) or ``Q["x"]``."""
+    """The statement a node names: ``self._write("x", ...)`` (``_submit``, ``_rows``, ``_beat_rows``)
+    or ``Q["x"]``."""
     what: ast.AST | None = None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
-        if node.func.attr in ("_write", "_rows", "_beat_rows"):
+        if node.func.attr in ("_write", "_submit", "_rows", "_beat_rows"):
             what = node.args[0]
     elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Q":
         what = node.slice
@@ -184,7 +188,7 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
             for call, method in _store_calls(fn):
                 where = f"{path.name}:{call.lineno} {method}"
                 if method in JOURNAL:
-                    assert (path.name, fn.name) == ("replayer.py", "_commit"), (
+                    assert (path.name, fn.name, method) == ("replayer.py", "_submit", WORKER_APPEND), (
                         f"{where}: append outside the replayer"
                     )
                     seen.add(method)
@@ -193,7 +197,7 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
                         f"{where}: not through fenced()"
                     )
                     seen.add(method)
-    assert seen == FENCED | JOURNAL  # every one of them is made somewhere, and was looked at
+    assert seen == FENCED | {WORKER_APPEND}  # every one of them is made somewhere, and was looked at
 
 
 def test_the_failpoints_name_the_held_points() -> None:

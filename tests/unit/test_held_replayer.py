@@ -25,10 +25,14 @@ class Recorder:
         self.writes: list[tuple[str, list[int]]] = []
         self.refuse = refuse
 
-    async def append(self, run_id: str, token: int, entry: Entry, held: list[Entry]) -> bool | None:
+    def submit_append(
+        self, run_id: str, token: int, entry: Entry, held: list[Entry]
+    ) -> asyncio.Future[list[dict[str, Any]]]:
         self.writes.append(("append", [e.seq for e in [*held, entry]]))  # queued, in this order
-        await asyncio.sleep(0)  # a round trip: other tasks run meanwhile
-        return None if self.refuse else False
+        written: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()
+        rows = [] if self.refuse else [{"cancel_requested": False}]
+        asyncio.get_running_loop().call_soon(written.set_result, rows)  # a round trip: others run
+        return written
 
     async def finish(self) -> bool:
         self.writes.append(("finish", []))
