@@ -23,6 +23,7 @@ from pydantic_core import to_jsonable_python
 from outlast.errors import InvalidInput
 
 MAX_DEPTH = 200
+_INT64 = 2**63
 _TOO_DEEP = f"the value is nested deeper than {MAX_DEPTH} levels: flatten it"
 
 # A JSON text escapes NUL as \u0000; preceded by an odd run of backslashes it is a real escape,
@@ -85,6 +86,16 @@ def canonical(value: Any, limit: int | None = None) -> str:
     if limit is not None:
         check_size(text, limit)
     return text
+
+
+def jsonable(value: Any, limit: int | None = None) -> Any:
+    """``value`` as it is stored and read back: ``json.loads(canonical(value, limit))``, refusals
+    included. A boolean, None or a 64-bit whole number is its own; a text or a float is checked only."""
+    kind = type(value)
+    if kind is bool or value is None or (kind is int and -_INT64 <= value < _INT64 and (limit or 20) >= 20):
+        return value  # at most 20 characters of JSON, always storable
+    text = canonical(value, limit)
+    return value if kind is str or kind is float else json.loads(text)
 
 
 def _depth(text: str) -> int:

@@ -64,10 +64,17 @@ def _array_literal(items: list[Any]) -> Any:
     (the statement's cast, e.g. ``::text[]``, types it), as psycopg sends a list of texts itself,
     at a tenth of the cost (its dumper escapes each element with a regular expression: 50 µs
     for a journal append of two entries). Any other list is psycopg's to dump."""
-    kinds = {type(x) for x in items}
-    if kinds == {str}:
-        return "{" + ",".join(['"' + x.replace("\\", "\\\\").replace('"', '\\"') + '"' for x in items]) + "}"
-    if kinds == {int}:
+    if type(items[0]) is str:  # joined in C, then escaped once: no text Postgres stores holds NUL
+        try:
+            text = "\x00".join(items)
+        except TypeError:  # not all texts (a NULL among them)
+            return items
+        if text.count("\x00") != len(items) - 1:
+            return items  # a NUL in a text: psycopg's to refuse
+        if "\\" in text or '"' in text:
+            text = text.replace("\\", "\\\\").replace('"', '\\"')
+        return '{"' + text.replace("\x00", '","') + '"}'
+    if {type(x) for x in items} == {int}:
         return "{" + ",".join(map(str, items)) + "}"
     return items
 
@@ -118,7 +125,7 @@ class Wire:
             if type(v) is list and v:
                 args[i] = _array_literal(v)
         values = self._tx.dump_sequence(args, [PyFormat.AUTO] * len(names))
-        size = sum(len(v) for v in values if v is not None)
+        size = sum(map(len, filter(None, values)))
         return Dumped(sql, values, self._tx.types or (), self._tx.formats or [], size)
 
     async def transaction(self, batch: Sequence[Dumped]) -> list[list[Row]]:

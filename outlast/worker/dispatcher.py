@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,7 +24,7 @@ from outlast import failpoints, logs, metrics, tracing
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
-from outlast.journal import Unstorable, args_hash, canonical, operation_state
+from outlast.journal import Unstorable, args_hash, jsonable, operation_state
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
@@ -189,7 +188,7 @@ class Dispatcher:
             with tracing.tool_call(tool, action, sealed) as span:
                 result = await self._invoke(tool, args, action, asked)
                 try:
-                    ok = self._secrets.scrub(json.loads(canonical(result, self.max_payload)))
+                    ok = self._secrets.scrub(jsonable(result, self.max_payload))
                     payload: dict[str, Any] = {"ok": ok}
                     span.result(ok)
                     if logs.payloads():

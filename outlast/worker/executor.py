@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -27,7 +26,7 @@ from outlast.errors import (
     ResumeRefused,
     ServiceUnavailable,
 )
-from outlast.journal import canonical, first_bad_crossing, storable
+from outlast.journal import first_bad_crossing, jsonable, storable
 from outlast.model import Partial, RunState
 from outlast.model import Run as RunRecord
 from outlast.queue import RateWindows
@@ -235,7 +234,7 @@ class Execution:
                     "partial results; declare it with @app.workflow(..., partial=True)"
                 )
             state, value = RunState.PARTIAL, value.result()
-        return state, json.loads(canonical(value, self.max_payload))
+        return state, jsonable(value, self.max_payload)
 
     async def _stopped(
         self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None
@@ -251,7 +250,7 @@ class Execution:
             try:
                 got = handler(self.run.input, exc)
                 if isinstance(got, Partial):
-                    result = json.loads(canonical(got.result(), self.max_payload))
+                    result = jsonable(got.result(), self.max_payload)
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
                 said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(

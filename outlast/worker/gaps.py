@@ -10,7 +10,6 @@ abandoned when its run's cancellation outlived its grace is settled here too."""
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -19,7 +18,7 @@ from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.journal import canonical, operation_state
+from outlast.journal import jsonable, operation_state
 from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
@@ -118,7 +117,7 @@ class GapTable:
                 )
             say("gap.resolved", how="reconciler: executed")
             metrics.resolution("reconciler_executed")
-            ok = self._secrets.scrub(json.loads(canonical(answer, self._d.max_payload)))
+            ok = self._secrets.scrub(jsonable(answer, self._d.max_payload))
             payload = {"ok": ok, "how": "reconciler: executed"}
             await self._replayer.append("result", op, payload)
             return payload["ok"]

@@ -5,7 +5,6 @@ up takes the run again when it is woken (a due timer, a decision, an expiry).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import structlog
 
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
-from outlast.journal import args_hash, canonical
+from outlast.journal import args_hash, jsonable
 from outlast.model import Decision
 from outlast.secrets import Secrets
 from outlast.store import Store
@@ -77,7 +76,7 @@ class Waits:
         policy_version: str,
         authenticated: bool = False,
     ) -> Decision:
-        real: dict[str, Any] = json.loads(canonical(args, self.max_payload))
+        real: dict[str, Any] = jsonable(args, self.max_payload)
         # An action that is a tool with secret arguments is shown, stored and hashed with them
         # sealed (and any secret value the run knows scrubbed): the hash the approver confirms
         # still binds their values.

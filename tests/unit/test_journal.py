@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from outlast.journal import Entry, args_hash, canonical, first_bad_crossing, make_entry
+from outlast.journal import (
+    Entry,
+    Unstorable,
+    args_hash,
+    canonical,
+    first_bad_crossing,
+    jsonable,
+    make_entry,
+)
 
 
 def chain_of(n: int) -> list[Entry]:
@@ -45,6 +54,26 @@ def test_canonical_text_is_the_standard_encoders_text(value: Any) -> None:
     # exactly what json.dumps with the same options gives.
     standard = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical(value) == standard
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    JSON
+    | st.tuples(JSON, JSON)
+    | st.sampled_from([float("nan"), "a\x00b", "\ud800", 2**63, -(2**63), 10**70, 10**5000])
+)
+def test_jsonable_is_the_value_stored_and_read_back(value: Any) -> None:
+    # The engine's shortcut for what it stores: the same value, or the same refusal, as a round
+    # trip through the canonical text (a tuple comes back a list; NaN, NUL, a surrogate are refused).
+    try:
+        expected = json.loads(canonical(value, 64))
+    except Unstorable as exc:
+        with pytest.raises(Unstorable, match=re.escape(str(exc))):
+            jsonable(value, 64)
+        return
+    got = jsonable(value, 64)
+    assert got == expected and type(got) is type(expected)
+    assert canonical(got) == canonical(expected)
 
 
 def test_an_intact_chain_verifies() -> None:
