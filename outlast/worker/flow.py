@@ -43,6 +43,9 @@ def _never() -> bool:
     return False
 
 
+_FREE: contextlib.AbstractAsyncContextManager[None] = contextlib.nullcontext()
+
+
 def workflow_key(wf: Workflow, run_input: dict[str, Any], tenant: str | None) -> str:
     """The capped key of a run: its workflow, and its concurrency key's value (of the run's input
     and tenant) when declared."""
@@ -90,14 +93,20 @@ class Gate:
             with contextlib.suppress(ServiceUnavailable):
                 await self._store.release_slots(self._control.run_id, self._control.token)
 
-    @contextlib.asynccontextmanager
-    async def operation(
+    def operation(
         self, tool: Tool, op_id: str, check: Check, alone: Alone = _never
-    ) -> AsyncIterator[None]:
+    ) -> contextlib.AbstractAsyncContextManager[None]:
         """Around one dispatch: a slot of the tool and room in its rate windows first (``check``
         between tries: the run's deadline and cancellation), the slot given back at the end.
         ``alone()`` true (no other crossing of the run under way): a wait longer than ``SLOT_WAIT``
-        parks the run instead of holding the worker (``Suspended``)."""
+        parks the run instead of holding the worker (``Suspended``). A tool with neither has
+        nothing around its dispatch (most tools: no generator per operation)."""
+        if tool.max_concurrent is None and not tool.rates:
+            return _FREE
+        return self._limited(tool, op_id, check, alone)
+
+    @contextlib.asynccontextmanager
+    async def _limited(self, tool: Tool, op_id: str, check: Check, alone: Alone) -> AsyncIterator[None]:
         capped = tool.max_concurrent is not None
         if capped:
             await self._wait(
