@@ -154,11 +154,10 @@ class Claims:
         await w.acks.ack(active.delivery)
 
     async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
-        """The run's lease taken, and when the claim was sent. A worker that lost Postgres (an
-        outage every worker saw) claims no reclaimed entry until Postgres has answered it for a
-        whole lease: the runs' owners renew first (an expired lease renews under its unchanged
-        token), so that no run is taken over from a live owner. One that never lost it goes on
-        at once."""
+        """The run's lease taken, and when the claim was sent. A worker claims no reclaimed entry
+        until Postgres has answered it for a whole lease (from its start, or after an outage
+        every worker saw): the runs' owners renew first (an expired lease renews under its
+        unchanged token), so that no run is taken over from a live owner."""
         w, s = self.w, self.w.s
         while reclaimed and not w.heartbeat.settled() and not w.stopping.is_set():
             await asyncio.sleep(s.lease_ttl / 10)

@@ -2,7 +2,8 @@
 token moved on marked *lost* (its task cancelled), a cancellation asked for passed to its run;
 then the entries of the runs whose lease it proved touched in Redis, the worker's heartbeat
 record and the programs it serves. It also says whether Postgres has answered this worker
-steadily for a whole lease (``settled``): a worker that lost it takes over no run until then."""
+steadily for a whole lease (``settled``): a worker that has not (it just started, or lost
+Postgres) takes over no run until then."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ class Heartbeat:
     def __init__(self, worker: Worker) -> None:
         self.w = worker
         self.answered: float | None = None  # monotonic: when Postgres last answered a heartbeat
-        self.since = -math.inf  # since when it has answered every one, with no gap of a lease
+        # Since when Postgres has answered every beat, with no gap of a lease: from the first
+        # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
+        self.since = math.inf
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
 
     async def heartbeat(self) -> None:
@@ -89,12 +92,14 @@ class Heartbeat:
     def _answered(self) -> None:
         now = time.monotonic()
         if self.since == math.inf or (self.answered is not None and now - self.answered > self.w.s.lease_ttl):
-            self.since = now  # after a failure, or a silence of a lease (a stalled server)
+            self.since = now  # the first answer, after a failure, or after a silence of a lease
         self.answered = now
 
     def settled(self) -> bool:
-        """Postgres has answered this worker's heartbeats for a whole lease with no gap (or it
-        never failed it): the owners of runs it could take over have had a lease to renew."""
+        """Postgres has answered this worker's heartbeats for a whole lease with no gap: the
+        owners of runs it could take over have had a lease to renew. Not at first: a worker
+        whose first answer comes just after an outage (a slow start on a loaded machine) would
+        otherwise take over every run whose owner had not renewed yet."""
         now, ttl = time.monotonic(), self.w.s.lease_ttl
         silent = self.answered is not None and now - self.answered > ttl * 2 / 3  # a beat overdue
         return not silent and now >= self.since + ttl

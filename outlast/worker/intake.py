@@ -143,8 +143,8 @@ class Intake:
         Orphans have a lane of their own: up to ``concurrency`` runs beyond the worker's own, so
         that a takeover never waits for the backlog (the runs a dead worker held are bounded by
         its own concurrency). None while Postgres has not answered this worker steadily for a
-        lease (``Heartbeat.settled``): it could not claim them, and reclaiming its own entries
-        would keep them from idling.
+        lease (``Heartbeat.settled``: since it started, or since it lost Postgres): it could not
+        claim them, and reclaiming its own entries would keep them from idling.
 
         A takeover within TTL + 1 s: an entry can be reclaimed a lease + 0.25 s after its last
         touch, and is looked for every half second at most (no read waits past the next look).
