@@ -28,6 +28,7 @@ from outlast.store import Store
 from outlast.worker import eventloop
 from outlast.worker.loop import Worker
 
+Row = dict[str, Any]
 WRITERS = ("shared", "one-per-commit", "pool")
 
 
@@ -61,6 +62,11 @@ class ConnectionPerWriteWriter:
         self.commits = 0
         self.writes = 0
         self.busy = 0.0  # read by the worker's metrics step; not measured for this variant
+
+    def submit(self, statement: str, params: dict[str, Any], key: str = "") -> asyncio.Future[list[Row]]:
+        """Queued now, as the shared writer's ``submit``: tasks start in the order they are made,
+        so each run's writes are queued (and committed) in order."""
+        return asyncio.ensure_future(self.write(statement, params, key))
 
     async def write(self, statement: str, params: dict[str, Any], key: str = "") -> list[dict[str, Any]]:
         if not key:
