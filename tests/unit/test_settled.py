@@ -19,7 +19,7 @@ TTL = 2.0
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     now = [1000.0]
-    monkeypatch.setattr(hb.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(hb, "time", SimpleNamespace(monotonic=lambda: now[0]))  # this module's clock only
     return now
 
 
