@@ -49,6 +49,7 @@ def main() -> None:
     db = os.environ.get("OUTLAST_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     redis = os.environ.get("OUTLAST_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
     s = settings(Config(db, redis, a.runs, concurrency=a.concurrency, tool=a.tool))
+    name = s.worker_name or "bench"  # settings() names every bench worker
     fresh(s)
     out = Path(tempfile.mkdtemp(prefix="outlast-callgrind-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")}
@@ -57,7 +58,7 @@ def main() -> None:
         OUTLAST_REDIS_URL=redis,
         OUTLAST_SCHEMA=s.schema,
         OUTLAST_PREFIX=s.prefix,
-        OUTLAST_WORKER_NAME=s.worker_name or "bench",
+        OUTLAST_WORKER_NAME=name,
         OUTLAST_LOG_FORMAT="json",
         PYTHONPATH=os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(HERE)) if p),
     )
@@ -83,7 +84,7 @@ def main() -> None:
             stderr=stderr,
         )
     try:
-        up(s.database_url or db, s.schema, s.worker_name or "bench", worker)
+        up(db, s.schema, name, worker)
         control("-i", "on", worker.pid)
         asyncio.run(enqueue_all(s, "steps", [{"k": a.k, "tool": a.tool}] * a.runs))
         asyncio.run(wait_final(s, a.runs, timeout=1800))
