@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
@@ -67,6 +68,11 @@ class Tool:
     model: str | None = None  # the model a "model" tool calls (its spans' gen_ai.request.model)
     max_concurrent: int | None = None  # dispatches at once across every worker
     rates: tuple[Rate, ...] = ()  # shared rate limits, across every worker
+
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """Whether ``fn`` is a coroutine function (awaited on the loop; else run on a thread)."""
+        return inspect.iscoroutinefunction(self.fn)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check the call against the tool's type hints before anything is written."""

@@ -5,7 +5,6 @@ declarations themselves are ``outlast.app``'s). A sync tool runs on one of the p
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import TYPE_CHECKING, Any
 
 from outlast import metrics
@@ -34,7 +33,7 @@ async def invoke(tool: Tool, args: dict[str, Any], awaited: SyncCalls | None = N
 
 async def _once(tool: Tool, args: dict[str, Any], awaited: SyncCalls | None) -> Any:
     fn = tool.fn
-    if inspect.iscoroutinefunction(fn):
+    if tool.is_async:
         call = fn(**args)
     elif tool.timeout is not None:
         call = TOOL_THREADS.call(fn, args)
