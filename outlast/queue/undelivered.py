@@ -10,9 +10,11 @@ way from one whose entry was lost: ``Span``. Runs stamped together (one batch, o
 the delivered point, where a clock cannot tell them apart, and a run whose entry was just delivered
 is not claimed yet: the entries still in the stream around that point are read, and their runs
 named (``Waiting.runs``). An entry delivered and not acknowledged is not lost either: it is
-reclaimed once idle for a lease, should its worker die. Redis before 7.0 does not say what it
-deleted: there, no entry counts as waiting (the sweeper re-publishes after ``republish_after``, as
-it always did).
+reclaimed once idle for a lease, should its worker die. Redis before 7.0 (6.2, the embedded
+default) does not say what it deleted: there the group's ``last-delivered-id`` stands in for it,
+since outlast deletes only entries that were delivered (an acknowledgement's ``XDEL``, a dead
+letter's move). An entry deleted by hand before its delivery then counts as waiting until the
+group delivers past its id, and its run is re-published after that.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ NEAR_MS = 1000  # entries added up to this long before and after the delivered p
 NEAR_MAX = 1000  # and at most this many a stream on each side
 
 # KEYS: one queue's streams (one a level, one slot); ARGV: the group, NEAR_MS, NEAR_MAX. Redis's
-# clock (TIME), then for each stream: its group's last-delivered-id, its max-deleted-entry-id, its
-# last-generated-id ('' where unknown: no stream, no group, Redis < 7), and after their count the
+# clock (TIME), then for each stream: its group's last-delivered-id, its max-deleted-entry-id (on
+# Redis < 7, which does not say, the last-delivered-id: outlast deletes delivered entries only), its
+# last-generated-id ('' where unknown: no stream, no group), and after their count the
 # run ids of the entries still there from NEAR_MS before the last-delivered-id (delivered, not yet
 # acknowledged: an acknowledged entry is deleted) to NEAR_MS past the newer of the two ids (not
 # delivered), at most NEAR_MAX on each side. One script: the clock and the ids are one node's,
@@ -44,8 +47,9 @@ for _, key in ipairs(KEYS) do
   local info = redis.pcall('XINFO', 'STREAM', key)
   local groups = redis.pcall('XINFO', 'GROUPS', key)
   if not info['err'] and not groups['err'] then
+    local told = false
     for i = 1, #info, 2 do
-      if info[i] == 'max-deleted-entry-id' then deleted = info[i + 1] end
+      if info[i] == 'max-deleted-entry-id' then deleted, told = info[i + 1], true end
       if info[i] == 'last-generated-id' then last = info[i + 1] end
     end
     for _, g in ipairs(groups) do
@@ -53,6 +57,7 @@ for _, key in ipairs(KEYS) do
       for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
       if f['name'] == ARGV[1] then delivered = f['last-delivered-id'] end
     end
+    if not told then deleted = delivered end
   end
   if delivered ~= '' and deleted ~= '' then
     local from = string.format('%d', math.max(ms(delivered) - tonumber(ARGV[2]), 0))

@@ -6,12 +6,13 @@ user the test connects as, ``auth_type = trust``). Run as ``nobody`` when the te
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
 import tempfile
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -51,7 +52,7 @@ class PrivatePgBouncer:
         ini = self.root / "pgbouncer.ini"
         ini.write_text(
             "[databases]\n"
-            f"* = host={self.server.hostname or '127.0.0.1'} port={self.server.port or 5432}\n"
+            f"* = host={unquote(self.server.hostname or '127.0.0.1')} port={self.server.port or 5432}\n"
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.root / 'userlist.txt'}\n"
@@ -62,7 +63,7 @@ class PrivatePgBouncer:
         command = [pgbouncer_binary(), str(ini)]
         if os.geteuid() == 0:
             os.chmod(self.root, 0o777)
-            command[1:1] = ["-u", "nobody"]
+            command[1:1] = ["-u", self._user()]
         self.proc = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -79,6 +80,14 @@ class PrivatePgBouncer:
             return True
 
         wait_for(answers, TIMEOUT, 0.1, "pgbouncer to answer")
+
+    def _user(self) -> str:
+        """Whom PgBouncer runs as (it refuses root): the owner of the server's socket directory
+        where the server is reached by a socket (the embedded default's is private), else nobody."""
+        host = unquote(self.server.hostname or "")
+        if host.startswith("/") and os.path.isdir(host):
+            return pwd.getpwuid(os.stat(host).st_uid).pw_name
+        return "nobody"
 
     def log(self) -> str:
         f = self.root / "pgbouncer.log"

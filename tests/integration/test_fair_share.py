@@ -9,6 +9,7 @@ import asyncio
 import signal
 import time
 
+import pytest
 import structlog
 
 from outlast import Client
@@ -16,6 +17,8 @@ from outlast.producer.client import AsyncClient
 from outlast.queue.streams import LEVELS
 from outlast.worker.sweeper import Sweeper
 from tests.conftest import World, wait_for
+
+pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
 
 WINDOW = "8"
 

@@ -22,6 +22,8 @@ from outlast.store import Store
 from outlast.worker.flow import workflow_key
 from tests.conftest import World, wait_for
 
+pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
+
 APP = "tests.apps.flowcaps:app"
 
 

@@ -14,6 +14,8 @@ from outlast.producer.client import AsyncClient
 from outlast.worker.sweeper import Sweeper
 from tests.conftest import World
 
+pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
+
 
 async def test_a_failed_republication_after_a_loss_is_tried_again(
     world: World, monkeypatch: pytest.MonkeyPatch

@@ -20,6 +20,8 @@ from outlast.worker.sweeper import Sweeper
 from tests.apps import basic
 from tests.conftest import World, wait_for
 
+pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
+
 
 def starts(world: World) -> list[str]:
     """Each run's level, in the order the runs started."""

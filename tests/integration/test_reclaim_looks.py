@@ -10,10 +10,14 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from outlast.producer.client import AsyncClient
 from outlast.queue import Delivery
 from outlast.worker.intake import Intake
 from tests.conftest import World
+
+pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
 
 TTL = 2.0
 
