@@ -19,6 +19,7 @@ from outlast.settings import Settings
 from outlast.store.base import Base, Conn
 from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
 from outlast.store.queries import Q
+from outlast.store.reach import too_old, unreachable
 from outlast.store.urls import redact
 from outlast.store.wire import Wire
 from outlast.store.writer import Writer
@@ -177,13 +178,15 @@ class Connection(Base):
             await w.close()
 
     def _unavailable(self, exc: BaseException, url: str | None = None) -> ServiceUnavailable:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return ServiceUnavailable(f"cannot reach Postgres at {redact(url or self.url)}: {first}")
+        return unreachable(exc, url or self.url)
 
     async def open(self, check: bool = True) -> None:
         """Connect; with ``check``, refuse a schema that is missing or newer than this code."""
         probe = await self._connect()  # fails fast, with the driver's reason, if unreachable
+        version = probe.info.server_version
         await probe.close()
+        if old := too_old(version, self.url):
+            raise old
         try:
             await self._pool.open(wait=True, timeout=10)
         except psycopg_pool.PoolTimeout as exc:
