@@ -117,6 +117,13 @@ class Gate:
                 return hop
         return hops[0] if hops else peer
 
+    def https(self, request: Request) -> bool:
+        """Whether the client reached the dashboard over HTTPS: its own connection, or the
+        X-Forwarded-Proto of a trusted proxy (its cookies are then marked Secure)."""
+        peer = request.client.host if request.client else ""
+        said = request.headers.get("x-forwarded-proto", "").strip().lower()
+        return request.url.scheme == "https" or (said == "https" and trusted(peer, self.proxies))
+
     async def caller(self, request: Request) -> Caller | None:
         """The authenticated caller, or None."""
         peer = request.client.host if request.client else ""
