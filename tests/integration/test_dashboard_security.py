@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import secrets
 import tempfile
 import time
 import zipfile
@@ -433,3 +434,14 @@ def test_posing_as_an_address_does_not_lock_its_holder_out(world: World) -> None
     with httpx.Client(base_url=base) as poser, httpx.Client(base_url=base, transport=holder) as held:
         assert guesses(poser, *["127.0.0.2"] * (LOGIN_TRIES + 1)) == [401] * LOGIN_TRIES + [429]
         assert guesses(held, "") == [401]  # the poser spent its own address's tries
+
+
+def test_only_an_ip_address_keys_the_limit_and_ipv6_by_its_64(world: World) -> None:
+    base = dashboard_process(world, OUTLAST_USERS=people(world)[0])  # loopback: a trusted proxy
+    with httpx.Client(base_url=base) as near:
+        assert guesses(near, secrets.token_urlsafe(3750)) == [401]  # 5 KB, no address: the peer
+        same_64 = [f"2001:db8::{i:x}" for i in range(1, LOGIN_TRIES + 2)]
+        assert guesses(near, *same_64) == [401] * LOGIN_TRIES + [429]
+        assert guesses(near, "2001:db8:0:1::1") == [401]  # the next /64
+    keys = {row[0] for row in world.sql("SELECT address FROM dashboard_sign_ins")}
+    assert keys == {"client:127.0.0.1", "client:2001:db8::/64", "client:2001:db8:0:1::/64", "proxy:127.0.0.1"}
