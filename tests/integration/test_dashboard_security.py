@@ -1,8 +1,11 @@
-"""What a security probe of the dashboard found, each closed: roles (viewers see and do not act, on
+"""What security probes of the dashboard found, each closed: roles (viewers see and do not act, on
 every route), revocation without a restart, run ids encoded in every URL, a bundle made in memory
 under a quoted name, client addresses from the right-most untrusted hop, a limiter in Postgres that
 is pruned and keyed on the real peer, a capped sign-in body, bad input refused with a 400 that says
-why, users and groups never sharing a name; and several dashboard processes sharing sessions."""
+why, users and groups never sharing a name; several dashboard processes sharing sessions; through
+the real command, no local process passing for a trusted proxy and the limiter keyed on parsed
+addresses only (IPv6 by its /64); and the database's address never shown to a caller not signed
+in."""
 
 from __future__ import annotations
 
@@ -25,9 +28,11 @@ import httpx2 as httpx
 import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
+from structlog.testing import capture_logs
 
 from outlast import bundle
 from outlast.dashboard import create_app
+from outlast.dashboard.app import UNAVAILABLE
 from outlast.dashboard.auth import LOGIN_TRIES, PROXY_TRIES
 from outlast.errors import ConfigError
 from outlast.identity import Users, add_user
@@ -445,3 +450,23 @@ def test_only_an_ip_address_keys_the_limit_and_ipv6_by_its_64(world: World) -> N
         assert guesses(near, "2001:db8:0:1::1") == [401]  # the next /64
     keys = {row[0] for row in world.sql("SELECT address FROM dashboard_sign_ins")}
     assert keys == {"client:127.0.0.1", "client:2001:db8::/64", "client:2001:db8:0:1::/64", "proxy:127.0.0.1"}
+
+
+def test_a_caller_not_signed_in_is_told_only_that_the_dashboard_cannot_answer(world: World) -> None:
+    users, alice = people(world)
+    down = world.settings(database_url="postgresql://postgres:hunter2@127.0.0.1:1/db", users=users)
+    with capture_logs() as logs, TestClient(create_app(down), base_url=URL) as http:
+        page = http.get("/login")
+        form = http.post("/login", data={"csrf": "x", "token": "guess"})
+        http.cookies.set("outlast_session", "x")
+        me = http.get("/api/me")
+        http.cookies.clear()
+        signed_in = http.get("/api/runs", headers=bearer(alice))  # a token needs no Postgres
+    for got in (page, form, me):
+        assert got.status_code == 503, got.text
+        assert UNAVAILABLE in html.unescape(got.text), got.text
+        assert "Postgres" not in got.text and "127.0.0.1" not in got.text and "postgres:" not in got.text
+    reason = "cannot reach Postgres at postgresql://postgres:***@127.0.0.1:1/db"
+    assert signed_in.status_code == 503 and reason in signed_in.json()["error"]
+    logged = [e["error"] for e in logs if e["event"] == "dashboard.unavailable"]
+    assert len(logged) == 3 and all(reason in e for e in logged), logs
