@@ -1,17 +1,21 @@
 """What the dashboard's tests share: the people (a users file with alice of ``ops``, an approver,
 olga of ``oncall``, an operator, and bob of ``viewers``, who may only look), a real worker serving
-tests/apps/desk.py, and the dashboard served by uvicorn on a free port of this machine, against
-the test's own schema and prefix."""
+tests/apps/desk.py, and the dashboard served by uvicorn on a free port of this machine (on a thread, or
+as the ``outlast dashboard`` command in a process of its own), against the test's own schema and
+prefix."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2 as httpx
 import uvicorn
 
 from outlast import Client
@@ -19,7 +23,7 @@ from outlast.dashboard import create_app
 from outlast.identity import add_user
 from outlast.model import Run
 from outlast.settings import Settings
-from tests.conftest import World, wait_for
+from tests.conftest import ROOT, World, wait_for
 
 DESK = "tests.apps.desk:app"
 ROLES = '[roles]\noperator = ["oncall"]\napprover = ["ops"]\n\n'
@@ -73,7 +77,12 @@ def served(settings: Settings) -> Iterator[str]:
     """The dashboard served by uvicorn on a thread of this process; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        proxy_headers=False,  # as the command serves it (outlast/cli/dashboard.py says why)
+        log_level="warning",
+        timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="dashboard", daemon=True)
@@ -84,3 +93,30 @@ def served(settings: Settings) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(15)
+
+
+def dashboard_process(world: World, *args: str, **env: str) -> str:
+    """``outlast dashboard`` (with ``args``) in a process of its own, served by uvicorn as the
+    command serves it; its base URL once it answers. The world stops it at the test's end."""
+    port = free_port()
+    log = world.tmp / f"dashboard-{port}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "outlast", "dashboard", "--port", str(port), *args],
+            env=world.env(**env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
+    world.procs.append(proc)
+    base = f"http://127.0.0.1:{port}"
+
+    def answers() -> httpx.Response | None:
+        assert proc.poll() is None, log.read_text()
+        try:
+            return httpx.get(base + "/login", timeout=2)
+        except httpx.TransportError:
+            return None
+
+    wait_for(answers, 20, what="the dashboard to answer")
+    return base

@@ -71,6 +71,16 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None, ro
     else:
         app = create_app(settings)
     click.echo(f"outlast dashboard on http://{host}:{port}{root_path}/ (schema {settings.schema})", err=True)
+    # Not uvicorn's proxy headers: it would replace a loopback peer's address with the one its
+    # X-Forwarded-For names before the dashboard asks whether the peer is a trusted proxy
+    # (OUTLAST_TRUSTED_PROXIES), so any local process could pass for one. The dashboard reads
+    # X-Forwarded-For and X-Forwarded-Proto itself, from those proxies only.
     uvicorn.run(
-        app, host=host, port=port, root_path=root_path, log_level="warning", timeout_graceful_shutdown=2
+        app,
+        host=host,
+        port=port,
+        root_path=root_path,
+        proxy_headers=False,
+        log_level="warning",
+        timeout_graceful_shutdown=2,
     )

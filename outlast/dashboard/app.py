@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import structlog
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -24,12 +25,15 @@ from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 
+log = structlog.get_logger("outlast.dashboard")
+
 Next = Callable[[Request], Awaitable[Response]]
 OPEN_PATHS = ("/login", "/static/")
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+UNAVAILABLE = "the dashboard cannot answer now: try again later (its log says why)"
 
 
 class Guard(BaseHTTPMiddleware):
@@ -59,7 +63,7 @@ class Guard(BaseHTTPMiddleware):
         try:
             caller = await request.app.state.gate.caller(request)
         except OutlastError as exc:  # Postgres unreachable: the sessions are kept there
-            return JSONResponse({"error": str(exc)}, status_code=503)
+            return JSONResponse({"error": withheld(exc)}, status_code=503)
         if caller is None:
             return await self._refuse(request, path)
         request.state.caller = caller
@@ -75,12 +79,22 @@ class Guard(BaseHTTPMiddleware):
         return await login_page(request, 401)
 
 
+def withheld(exc: Exception) -> str:
+    """What a caller who is not signed in is told of the dashboard's own failure: only that it
+    cannot answer. The reason can name the database's URL, host and indexes; it is logged."""
+    log.error("dashboard.unavailable", error=str(exc))
+    return UNAVAILABLE
+
+
 async def refused(request: Request, exc: Exception) -> Response:
-    """An outlast refusal or an unreachable server, said in one line (JSON for the API)."""
+    """An outlast refusal or an unreachable server, said in one line (JSON for the API); the
+    dashboard's own failures in full only to a signed-in caller."""
     status = status_of(exc) if isinstance(exc, OutlastError) else 500
+    signed_in = getattr(request.state, "caller", None) is not None
+    said = str(exc) if status < 500 or signed_in else withheld(exc)
     if request.url.path.startswith(request.scope.get("root_path", "") + "/api/"):
-        return JSONResponse({"error": str(exc)}, status_code=status)
-    return render(request, "error.html", status, error=str(exc))
+        return JSONResponse({"error": said}, status_code=status)
+    return render(request, "error.html", status, error=said)
 
 
 def create_app(

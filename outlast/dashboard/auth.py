@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import structlog
 from starlette.requests import Request
@@ -37,6 +39,7 @@ PROXY_TRIES = 60  # ... and per trusted proxy (all the clients behind it) ...
 LOGIN_WINDOW = 60.0  # ... per this many seconds
 LOGIN_BODY = 8192  # bytes: a sign-in form is a token and a CSRF token
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 NUL = "a NUL byte is not allowed in a URL, a field or a comment: remove it"
 
 
@@ -57,6 +60,28 @@ def check_bind(host: str, settings: Settings) -> None:
             "with outlast users add NAME --group ops) or OUTLAST_AUTH_HEADER behind a proxy, "
             "or use --host 127.0.0.1"
         )
+
+
+def _address(text: str) -> IPAddress | None:
+    """``text`` as an IP address (an IPv4 one mapped into IPv6 as itself), or None."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
+
+
+def limit_key(where: str) -> str:
+    """What the sign-in limit counts a client's attempts under: its IPv4 address, or the /64 of
+    its IPv6 one (a single host is commonly given a whole /64: per address, it would have
+    2**64 times the tries). Only a parsed address makes a key; anything else is one key, "-"."""
+    address = _address(where)
+    if address is None:
+        return "-"
+    if address.version == 6:
+        return str(ipaddress.ip_network((address, 64), strict=False))
+    return str(address)
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -106,16 +131,28 @@ class Gate:
 
     def where(self, request: Request) -> str:
         """The client's address: the TCP peer, or behind trusted proxies the right-most hop of
-        X-Forwarded-For that is not one of them (those to its left are the client's to write)."""
+        X-Forwarded-For that is not one of them (those to its left are the client's to write). A
+        hop that is not an IP address ends the walk at the last proxy that could be believed."""
         peer = request.client.host if request.client else ""
         if not trusted(peer, self.proxies):
             return peer
         hops = [h.strip() for v in request.headers.getlist("x-forwarded-for") for h in v.split(",")]
-        hops = [h for h in hops if h]
-        for hop in reversed(hops):
-            if not trusted(hop, self.proxies):
-                return hop
-        return hops[0] if hops else peer
+        where = peer
+        for hop in reversed([h for h in hops if h]):
+            address = _address(hop)
+            if address is None:
+                return where
+            where = str(address)
+            if not trusted(where, self.proxies):
+                return where
+        return where
+
+    def https(self, request: Request) -> bool:
+        """Whether the client reached the dashboard over HTTPS: its own connection, or the
+        X-Forwarded-Proto of a trusted proxy (its cookies are then marked Secure)."""
+        peer = request.client.host if request.client else ""
+        said = request.headers.get("x-forwarded-proto", "").strip().lower()
+        return request.url.scheme == "https" or (said == "https" and trusted(peer, self.proxies))
 
     async def caller(self, request: Request) -> Caller | None:
         """The authenticated caller, or None."""
@@ -155,7 +192,7 @@ class Gate:
         peer = request.client.host if request.client else ""
         where = self.where(request)
         await self.client.open()
-        if await self.client.sessions.attempt("client:" + where, self.window) > LOGIN_TRIES:
+        if await self.client.sessions.attempt("client:" + limit_key(where), self.window) > LOGIN_TRIES:
             return False
         if where == peer:
             return True

@@ -36,7 +36,7 @@ async def login(request: Request) -> Response:
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=gate.https(request),
         path=web.base(request) or "/",
     )
     return response

@@ -195,6 +195,9 @@ def test_the_trusted_header_only_from_a_trusted_proxy(d: Desk) -> None:
             # The right-most hop that is not a trusted proxy: those to its left are the client's.
             spoofed = request("10.1.2.3", forwarded=b"203.0.113.9, 192.0.2.7, 10.1.0.5")
             assert gate.where(spoofed) == "192.0.2.7"
+            # A hop that is no address: the walk ends at the last proxy believed.
+            junk = request("10.1.2.3", forwarded=b"192.0.2.7, x" * 99 + b", 10.1.0.5")
+            assert gate.where(junk) == "10.1.0.5"
 
     asyncio.run(check())
 

@@ -1,8 +1,11 @@
-"""What a security probe of the dashboard found, each closed: roles (viewers see and do not act, on
+"""What security probes of the dashboard found, each closed: roles (viewers see and do not act, on
 every route), revocation without a restart, run ids encoded in every URL, a bundle made in memory
 under a quoted name, client addresses from the right-most untrusted hop, a limiter in Postgres that
 is pruned and keyed on the real peer, a capped sign-in body, bad input refused with a 400 that says
-why, users and groups never sharing a name; and several dashboard processes sharing sessions."""
+why, users and groups never sharing a name; several dashboard processes sharing sessions; through
+the real command, no local process passing for a trusted proxy and the limiter keyed on parsed
+addresses only (IPv6 by its /64); and the database's address never shown to a caller not signed
+in."""
 
 from __future__ import annotations
 
@@ -12,8 +15,7 @@ import io
 import json
 import os
 import re
-import subprocess
-import sys
+import secrets
 import tempfile
 import time
 import zipfile
@@ -26,17 +28,19 @@ import httpx2 as httpx
 import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
+from structlog.testing import capture_logs
 
 from outlast import bundle
 from outlast.dashboard import create_app
+from outlast.dashboard.app import UNAVAILABLE
 from outlast.dashboard.auth import LOGIN_TRIES, PROXY_TRIES
 from outlast.errors import ConfigError
 from outlast.identity import Users, add_user
 from outlast.journal import args_hash
 from outlast.producer import AsyncClient
 from outlast.producer.admission import Admission
-from tests.conftest import ROOT, World, wait_for
-from tests.dashboard import Desk, desk, free_port
+from tests.conftest import World, wait_for
+from tests.dashboard import Desk, dashboard_process, desk
 
 URL = "http://127.0.0.1"
 
@@ -357,25 +361,9 @@ def test_two_dashboards_share_a_session_and_a_restart_keeps_it(d: Desk) -> None:
 
 
 def test_the_root_path_for_a_reverse_proxy(d: Desk) -> None:
-    port = free_port()
-    with open(d.world.tmp / "dashboard.log", "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "outlast", "dashboard", "--port", str(port), "--root-path", "/outlast"],
-            env=d.world.env(OUTLAST_USERS=d.settings.users or ""),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    d.world.procs.append(proc)
-    base = f"http://127.0.0.1:{port}"  # the proxy took /outlast off: the dashboard puts it back
-
-    def login() -> httpx.Response | None:
-        try:
-            return httpx.get(base + "/login", timeout=2)
-        except httpx.TransportError:
-            return None
-
-    page = wait_for(login, 20, what="the dashboard to answer")
+    # the proxy took /outlast off: the dashboard puts it back
+    base = dashboard_process(d.world, "--root-path", "/outlast", OUTLAST_USERS=d.settings.users or "")
+    page = httpx.get(base + "/login", timeout=2)
     assert 'action="/outlast/login"' in page.text and 'href="/outlast/static/style.css"' in page.text
     cookies = dict(page.cookies)
     signed = httpx.post(
@@ -386,3 +374,99 @@ def test_the_root_path_for_a_reverse_proxy(d: Desk) -> None:
     )
     assert signed.status_code == 303 and signed.headers["location"] == "/outlast/"
     assert "Path=/outlast" in signed.headers["set-cookie"]
+
+
+# Through the real command (uvicorn, with the options outlast dashboard gives it): what a server's
+# own proxy-header handling would do to the client's address cannot be seen through TestClient.
+
+
+def people(world: World) -> tuple[str, str]:
+    """A users file with alice (ops) and bob (viewers): its path, and alice's token."""
+    users = world.tmp / "people.toml"
+    alice = add_user(users, "alice", ["ops"])
+    add_user(users, "bob", ["viewers"])
+    return str(users), alice
+
+
+def test_a_local_process_cannot_pass_for_a_trusted_proxy(world: World) -> None:
+    users, alice = people(world)
+    base = dashboard_process(
+        world, OUTLAST_USERS=users, OUTLAST_AUTH_HEADER="X-Remote-User", OUTLAST_TRUSTED_PROXIES="10.0.0.5"
+    )
+    posing = httpx.get(base + "/api/me", headers={"X-Remote-User": "bob", "X-Forwarded-For": "10.0.0.5"})
+    assert posing.status_code == 401, posing.text
+    # Nor does the address it writes reach the audit record: its own does.
+    me = httpx.get(base + "/api/me", headers={**bearer(alice), "X-Forwarded-For": "203.0.113.9"})
+    assert (me.json()["principal"], me.json()["where"]) == ("alice", "127.0.0.1")
+
+
+def test_a_trusted_proxy_on_loopback_signs_people_in_by_its_header(world: World) -> None:
+    users, _ = people(world)
+    base = dashboard_process(
+        world, OUTLAST_USERS=users, OUTLAST_AUTH_HEADER="X-Remote-User", OUTLAST_TRUSTED_PROXIES="127.0.0.1"
+    )
+    proxied = {
+        "X-Remote-User": "alice",
+        "X-Forwarded-For": "203.0.113.9, 192.0.2.7",  # the client wrote the first, nginx added its peer
+        "X-Forwarded-Proto": "https",
+    }
+    me = httpx.get(base + "/api/me", headers=proxied)
+    assert me.status_code == 200, me.text
+    assert (me.json()["principal"], me.json()["where"]) == ("alice", "192.0.2.7")
+    # The proxy says the client came over HTTPS: the dashboard's cookies are Secure.
+    assert "secure" in httpx.get(base + "/login", headers=proxied).headers["set-cookie"].lower()
+    assert "secure" not in httpx.get(base + "/login").headers["set-cookie"].lower()
+
+
+def guesses(http: httpx.Client, *forwarded: str) -> list[int]:
+    """The status of a sign-in with a wrong token from each address of ``forwarded`` (in
+    X-Forwarded-For; "": none sent)."""
+    form = {"csrf": csrf_in(http.get("/login").text), "token": "guess"}
+    heads = [{"X-Forwarded-For": h} if h else {} for h in forwarded]
+    return [http.post("/login", data=form, headers=h).status_code for h in heads]
+
+
+def test_a_new_forwarded_address_for_each_guess_meets_the_proxys_limit(world: World) -> None:
+    base = dashboard_process(world, OUTLAST_USERS=people(world)[0])  # loopback: a trusted proxy
+    with httpx.Client(base_url=base) as near:
+        codes = guesses(near, *(f"198.51.100.{i}" for i in range(PROXY_TRIES + 1)))
+    assert codes == [401] * PROXY_TRIES + [429]
+
+
+def test_posing_as_an_address_does_not_lock_its_holder_out(world: World) -> None:
+    base = dashboard_process(world, OUTLAST_USERS=people(world)[0], OUTLAST_TRUSTED_PROXIES="10.0.0.5")
+    holder = httpx.HTTPTransport(local_address="127.0.0.2")
+    with httpx.Client(base_url=base) as poser, httpx.Client(base_url=base, transport=holder) as held:
+        assert guesses(poser, *["127.0.0.2"] * (LOGIN_TRIES + 1)) == [401] * LOGIN_TRIES + [429]
+        assert guesses(held, "") == [401]  # the poser spent its own address's tries
+
+
+def test_only_an_ip_address_keys_the_limit_and_ipv6_by_its_64(world: World) -> None:
+    base = dashboard_process(world, OUTLAST_USERS=people(world)[0])  # loopback: a trusted proxy
+    with httpx.Client(base_url=base) as near:
+        assert guesses(near, secrets.token_urlsafe(3750)) == [401]  # 5 KB, no address: the peer
+        same_64 = [f"2001:db8::{i:x}" for i in range(1, LOGIN_TRIES + 2)]
+        assert guesses(near, *same_64) == [401] * LOGIN_TRIES + [429]
+        assert guesses(near, "2001:db8:0:1::1") == [401]  # the next /64
+    keys = {row[0] for row in world.sql("SELECT address FROM dashboard_sign_ins")}
+    assert keys == {"client:127.0.0.1", "client:2001:db8::/64", "client:2001:db8:0:1::/64", "proxy:127.0.0.1"}
+
+
+def test_a_caller_not_signed_in_is_told_only_that_the_dashboard_cannot_answer(world: World) -> None:
+    users, alice = people(world)
+    down = world.settings(database_url="postgresql://postgres:hunter2@127.0.0.1:1/db", users=users)
+    with capture_logs() as logs, TestClient(create_app(down), base_url=URL) as http:
+        page = http.get("/login")
+        form = http.post("/login", data={"csrf": "x", "token": "guess"})
+        http.cookies.set("outlast_session", "x")
+        me = http.get("/api/me")
+        http.cookies.clear()
+        signed_in = http.get("/api/runs", headers=bearer(alice))  # a token needs no Postgres
+    for got in (page, form, me):
+        assert got.status_code == 503, got.text
+        assert UNAVAILABLE in html.unescape(got.text), got.text
+        assert "Postgres" not in got.text and "127.0.0.1" not in got.text and "postgres:" not in got.text
+    reason = "cannot reach Postgres at postgresql://postgres:***@127.0.0.1:1/db"
+    assert signed_in.status_code == 503 and reason in signed_in.json()["error"]
+    logged = [e["error"] for e in logs if e["event"] == "dashboard.unavailable"]
+    assert len(logged) == 3 and all(reason in e for e in logged), logs
