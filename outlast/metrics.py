@@ -8,6 +8,9 @@ Labels are workflows, tools, states, outcomes, kinds and queues: never a run or 
 run's tenant is a label only when the operator lists it (``OUTLAST_METRICS_TENANTS``): tenants are
 unbounded, a label must not be; the others are ``other``, a run without one ``""``.
 
+The hooks are one-line calls in the loop, executor, dispatcher, sweeper and writer; neither they
+nor ``outlast.tracing``'s spans make a write of their own to Postgres or Redis on an operation's path.
+
 With several processes (``--processes``), the parent serves the endpoint and the children write
 their values to files in a directory of the parent's (prometheus-client's multiprocess mode).
 """

@@ -1,7 +1,7 @@
 """Wake-ups from Postgres instead of polling: a reader LISTENs on one run's channel, on a
-connection of its own, and registers as the run's watcher; the events trigger of migration 0009
-NOTIFYs the channel of a watched run in every commit that gave it an event (every final state
-writes one)."""
+connection of its own, and registers as the run's watcher (a row of ``watchers``); the events
+trigger of migration 0009 NOTIFYs the channel of a watched run only, in every commit that gave it
+an event (every final state writes one). While that connection is lost, the reader polls."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 uvloop, where it is installed, costs less per operation than asyncio's own loop (its callbacks,
 timers and socket reads are in C); ``OUTLAST_EVENT_LOOP`` chooses: auto (uvloop if it imports),
-uvloop (required), or asyncio.
+uvloop (required), or asyncio; the loop chosen is named in the ``worker.started`` log line.
 
 The collector: a draining worker spent about 15% of its CPU in it (gc.callbacks, 2,000 5-op
 runs), half of that re-scanning what the process imported at start, which lives as long as the

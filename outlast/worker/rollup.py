@@ -8,7 +8,8 @@ seconds (a minute), at the same moments in every worker (multiples of it on the 
   finished and failed per minute from the runs' own times, catching up every minute since the
   last counted, and samples each queue's depth and oldest entry's age from Redis.
 
-The charts read only this rollup: at most minutes x (1 + queues + tools) rows, kept eight days.
+The charts read only this rollup (migration 0021): at most minutes x (1 + queues + tools) rows,
+kept eight days.
 """
 
 from __future__ import annotations

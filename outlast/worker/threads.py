@@ -6,7 +6,9 @@ threads take. A thread is only started when no thread is idle: a tool that hangs
 thread, and the next call gets a new one, so hung tools never starve the others. Results that come
 back while the loop is busy are settled together, by one wake-up of the loop. Threads idle
 for ``RETIRE_AFTER`` seconds beyond the ``base`` kept go away. They are daemon threads: a hung
-tool never keeps the process from exiting (SIGTERM still ends a worker after its grace).
+tool never keeps the process from exiting (SIGTERM still ends a worker after its grace). Their
+count (busy, idle) is in the worker's heartbeat record (``outlast workers``) and the
+``outlast_tool_threads`` gauge.
 """
 
 from __future__ import annotations

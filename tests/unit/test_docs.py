@@ -84,7 +84,8 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
 
 
 def test_no_issue_numbers() -> None:
-    for path in [ROOT / "README.md", ROOT / "mkdocs.yml", *PAGES]:
+    top = [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "ARCHITECTURE.md", "mkdocs.yml")]
+    for path in [*top, *PAGES]:
         for n, line in enumerate(path.read_text().splitlines(), 1):
             assert not re.search(r"issue\s*#?\s*\d|#\d", line, re.IGNORECASE), f"{path}:{n}: {line}"
 
@@ -313,6 +314,13 @@ def test_readme_keeps_the_ci_test_command_and_shows_the_example_as_it_is() -> No
     assert f"```python\n{example}```" in readme
     assert len(example.splitlines()) <= 25
     assert len(readme.splitlines()) <= 120
+
+
+def test_contributing_links_lead_somewhere() -> None:
+    for m in LINK.finditer(prose((ROOT / "CONTRIBUTING.md").read_text())):
+        target = m[2].partition("#")[0]
+        if target and "://" not in target:
+            assert (ROOT / target).exists(), f"CONTRIBUTING.md links to {target}, which does not exist"
 
 
 def test_readme_links_lead_somewhere() -> None:
