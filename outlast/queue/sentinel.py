@@ -101,7 +101,7 @@ def sentinel_client(url: str, max_connections: int) -> tuple[aioredis.Redis, Sen
     u = parse_sentinel_url(url)
     asked: dict[str, Any] = {"socket_timeout": 5.0, "socket_connect_timeout": 5.0}
     asked.update(username=u.sentinel_username, password=u.sentinel_password)
-    sentinel = Sentinel(list(u.sentinels), sentinel_kwargs=asked)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(list(u.sentinels), sentinel_kwargs=asked)  # type: ignore[no-untyped-call, unused-ignore]
     primary = sentinel.master_for(
         u.service,
         db=u.db,
