@@ -3,7 +3,8 @@
 events.jsonl (what happened), journal.jsonl (every crossing: its entry, its hash and when it
 was journaled; captured requests among them), last_state.json (the run record, with its workflow,
 input, program and outcome, and its status), tool_calls.csv (ts, tool, operation, input_hash,
-latency_ms, status, error) and env.txt (versions and identities). The files are written 0600, in a
+latency_ms, status, error; a cell that a spreadsheet would take for a formula starts with ``'``)
+and env.txt (versions and identities). The files are written 0600, in a
 directory made 0700 when the export creates it: a bundle is for the people who can read the
 database. ``read`` gives the run record and the journal back, for ``outlast replay``.
 """
@@ -29,6 +30,16 @@ from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
 
 FILES = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
+
+# A spreadsheet takes a cell that starts with one of these for a formula: an error message a
+# tool echoed from elsewhere could run one on the machine of whoever opens the bundle.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: Any) -> Any:
+    """``value`` as a CSV cell that a spreadsheet shows as text: a string that would start a
+    formula gets a leading ``'`` (OWASP's advice on CSV injection); anything else as is."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
 
 def _private(path: Path) -> TextIO:
@@ -84,9 +95,9 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
             latency = round((end - at).total_seconds() * 1000, 1) if at and end else ""
             status = e.kind if e.kind != "result" else ("error" if "error" in d else "ok")
             error = d.get("error", {}).get("message", "") if e.kind == "result" else d.get("why", "")
-            w.writerow([at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error])
+            w.writerow(map(_cell, [at, intent["tool"], e.op_id, intent["args_hash"], latency, status, error]))
     for op, (at, intent) in started.items():
-        w.writerow([at, intent["tool"], op, intent["args_hash"], "", "pending", ""])
+        w.writerow(map(_cell, [at, intent["tool"], op, intent["args_hash"], "", "pending", ""]))
     out["tool_calls.csv"] = f.getvalue()
     run = info["run"]
     out["env.txt"] = (

@@ -157,22 +157,26 @@ async def _retry(request: Request, c: AsyncClient) -> Any:
 
 
 async def _batch_count(request: Request, c: AsyncClient) -> Any:
-    """How many runs of the list (the query string of /api/runs) a batch action would act on."""
-    act = request.path_params["act"]
+    """What a batch action would act on, in the list of the query string (that of /api/runs, and
+    a retry's ``include``): the confirmation, whose ``count`` and ``digest`` the act sends back."""
+    act, q = request.path_params["act"], request.query_params
     try:
-        return {"act": act, "count": len(await batch.targets(c, act, request.query_params))}
+        return (await batch.targets(c, act, q, batch.included(act, q.getlist("include")))).confirmation()
     except batch.BatchRefused as exc:
         raise Refusal(exc.status, str(exc)) from None
 
 
 async def _batch(request: Request, c: AsyncClient) -> Any:
-    """Act on the list's runs; the body's ``count`` is what the confirmation showed."""
-    count = request.state.body.get("count")
-    if isinstance(count, bool) or not isinstance(count, int):
-        raise Refusal(400, 'send the count the confirmation showed: {"count": N}')
+    """Act on the list's runs; the body's ``count`` and ``digest`` are what the confirmation
+    (``GET`` of the same URL) said."""
+    body = request.state.body
+    count, digest = body.get("count"), body.get("digest")
+    if isinstance(count, bool) or not isinstance(count, int) or not isinstance(digest, str):
+        raise Refusal(400, 'send what the confirmation said: {"count": N, "digest": "..."}')
+    act, q = request.url.path.rsplit("/", 1)[-1], request.query_params
     try:
-        act = request.url.path.rsplit("/", 1)[-1]
-        return await batch.run_batch(c, caller_of(request).principal, act, request.query_params, count)
+        include = batch.included(act, q.getlist("include"))
+        return await batch.run_batch(c, caller_of(request).principal, act, q, include, (count, digest))
     except batch.BatchRefused as exc:
         raise Refusal(exc.status, str(exc)) from None
 

@@ -162,34 +162,57 @@ async def retry(request: Request) -> Response:
     return web.see(request, web.run_path(made[0])) if made else answer
 
 
-async def batch_page(request: Request) -> Response:
-    """The confirmation of a batch action: how many runs of the list it acts on; posting it acts
-    (if the count is still the one shown)."""
-    c, act, q = web.client_of(request), request.path_params["act"], request.query_params
+async def _batch_act(request: Request, act: str, include: tuple[str, ...]) -> str:
+    """The confirmed batch action, posted by its form (the count and digest it showed); what
+    was done, in a sentence."""
     role = {"cancel": web.CANCEL, "resume": web.RESUME}.get(act, web.RETRY)
     why = request.app.state.gate.refusal(web.caller_of(request), *role)
-    message, status, count = None, 200, 0
+    if why is not None:  # the confirmation is anyone's to see, the act is not
+        raise batch.BatchRefused(403, f"refused: {why}")
+    form = await web.form_of(request)
+    if form is None:
+        raise batch.BatchRefused(403, web.STALE)
+    shown = str(form.get("count", ""))
+    confirmed = (int(shown) if shown.isdigit() else -1, str(form.get("digest", "")))
+    who, q = web.caller_of(request).principal, request.query_params
+    done = await batch.run_batch(web.client_of(request), who, act, q, include, confirmed)
+    refused = "; ".join(f"{k}: {v}" for k, v in done["refused"].items())
+    return f"{act}: {len(done['done'])} runs done" + (f"; refused {refused}" if refused else "")
+
+
+async def batch_page(request: Request) -> Response:
+    """The confirmation of a batch action: the list's filter, how many runs of each state it acts
+    on and those of the list it leaves out; posting it acts, if the runs are still those shown."""
+    c, act, q = web.client_of(request), request.path_params["act"], request.query_params
+    message, status = None, 200
+    shown: batch.Batch | None = None
+    include: tuple[str, ...] = ()
     try:
-        if request.method == "POST" and why is not None:  # the count is anyone's to see
-            raise batch.BatchRefused(403, f"refused: {why}")
+        include = batch.included(act, q.getlist("include"))
         if request.method == "POST":
-            form = await web.form_of(request)
-            if form is None:
-                raise batch.BatchRefused(403, web.STALE)
-            shown = str(form.get("count", ""))
-            who = web.caller_of(request).principal
-            done = await batch.run_batch(c, who, act, q, int(shown) if shown.isdigit() else -1)
-            refused = "; ".join(f"{k}: {v}" for k, v in done["refused"].items())
-            message = f"{act}: {len(done['done'])} runs done" + (f"; refused {refused}" if refused else "")
+            message = await _batch_act(request, act, include)
         else:
-            count = len(await batch.targets(c, act, q))
+            shown = await batch.targets(c, act, q, include)
     except batch.BatchRefused as exc:
         message, status = str(exc), exc.status
     except OutlastError as exc:
         message, status = str(exc), web.status_of(exc)
-    keep = urlencode(lists.kept(q))
+    listed = lists.kept(q)
+    keep = urlencode(listed | ({"include": ",".join(include)} if include else {}))
     said = {"message": message} if status < 400 else {"error": message}
-    return render(request, "batch.html", status, act=act, count=count, keep=keep, **said)
+    return render(
+        request,
+        "batch.html",
+        status,
+        act=act,
+        batch=shown,
+        listed=listed,
+        include=include,
+        on_request=[str(s) for s in batch.ON_REQUEST],
+        keep=keep,
+        back=urlencode(listed),
+        **said,
+    )
 
 
 def routes() -> list[BaseRoute]:

@@ -123,7 +123,13 @@ class Sweeper:
             for run_id, q, priority in due:
                 await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
-                self._seen.add(q)  # a queue no worker serves: its streams are read from the next pass
+            for q in {q for _, q, _ in due}:
+                # A queue no worker serves has no group, and without one Redis cannot say what
+                # its stream still holds: made here (from the stream's start, as a worker makes
+                # it), the queue's streams are read from the next pass and the run is not
+                # re-published again while its entry waits.
+                await self.queue.ensure_group(q)
+                self._seen.add(q)
             if due:
                 log.info("sweeper.republished", count=len(due), runs=[r for r, _, _ in due[:20]])
             if len(due) < limit:
@@ -131,7 +137,8 @@ class Sweeper:
 
     async def streams(self) -> list[str]:
         """The queues whose streams ``republish`` reads: this worker's, every other worker's (from
-        their heartbeat records, looked at once a minute) and any whose run it re-published."""
+        their heartbeat records, looked at once a minute) and any whose run it re-published (with
+        its group made, should no worker serve it)."""
         if time.monotonic() >= self._next_look:
             self._next_look = time.monotonic() + 60
             self._seen.update(q for w in await self.store.workers() for q in w["queues"] or ())

@@ -211,7 +211,7 @@ def test_the_same_filters_in_outlast_runs(world: World, http: tuple[TestClient, 
     assert wrong.returncode == 2 and "urgent" in wrong.stderr
 
 
-def test_batch_actions_on_a_filtered_list_confirm_the_count(world: World) -> None:
+def test_batch_actions_on_a_filtered_list_confirm_their_runs(world: World) -> None:
     users = world.tmp / "users.toml"
     olga_token = add_user(users, "olga", ["operators"])
     olga = {"Authorization": f"Bearer {olga_token}"}
@@ -220,16 +220,20 @@ def test_batch_actions_on_a_filtered_list_confirm_the_count(world: World) -> Non
     with Client(settings=settings) as c, TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
         seed(world, c)
         wa = {"workflow": "wa"}
-        assert tc.get("/api/batch/cancel", params=wa, headers=olga).json()["count"] == 7
-        assert tc.post("/api/batch/cancel", params=wa, headers=bob, json={"count": 7}).status_code == 403
-        stale = tc.post("/api/batch/cancel", params=wa, headers=olga, json={"count": 6})
+        conf = tc.get("/api/batch/cancel", params=wa, headers=olga).json()
+        assert conf["count"] == 7
+        confirmed = {"count": 7, "digest": conf["digest"]}
+        assert tc.post("/api/batch/cancel", params=wa, headers=bob, json=confirmed).status_code == 403
+        stale = tc.post("/api/batch/cancel", params=wa, headers=olga, json={**confirmed, "count": 6})
         assert stale.status_code == 409 and "7 runs match now" in stale.json()["error"]
-        done = tc.post("/api/batch/cancel", params=wa, headers=olga, json={"count": 7}).json()
+        done = tc.post("/api/batch/cancel", params=wa, headers=olga, json=confirmed).json()
         assert sorted(done["done"]) == [f"a-{i}" for i in range(7)] and done["refused"] == {}
         assert {c.status(f"a-{i}").state for i in range(7)} == {"cancelled"}
         assert tc.get("/api/batch/cancel", params=wa, headers=olga).json()["count"] == 0
-        assert tc.get("/api/batch/retry", params=wa, headers=olga).json()["count"] == 7
-        retried = tc.post("/api/batch/retry", params=wa, headers=olga, json={"count": 7}).json()
+        conf = tc.get("/api/batch/retry", params=wa, headers=olga).json()
+        assert conf["count"] == 7 and conf["states"] == {"cancelled": 7}
+        confirmed = {"count": 7, "digest": conf["digest"]}
+        retried = tc.post("/api/batch/retry", params=wa, headers=olga, json=confirmed).json()
         assert len(retried["done"]) == 7
         kinds = [e for e in c.events("a-3") if e["kind"] in ("cancel_requested", "continued")]
         assert [e["detail"]["principal"] for e in kinds] == ["olga", "olga"]
@@ -244,10 +248,12 @@ def test_batch_actions_on_a_filtered_list_confirm_the_count(world: World) -> Non
         confirm = tc.get("/batch/cancel", params={"queue": "other"})
         assert confirm.status_code == 200 and "5 runs of this list are to cancel" in confirm.text
         csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', confirm.text)
-        assert csrf is not None
-        forged = tc.post("/batch/cancel?queue=other", data={"csrf": "0" * 32, "count": "5"})
+        digest = re.search(r'name="digest" value="([0-9a-f]+)"', confirm.text)
+        assert csrf is not None and digest is not None
+        shown = {"count": "5", "digest": digest.group(1)}
+        forged = tc.post("/batch/cancel?queue=other", data={"csrf": "0" * 32, **shown})
         assert forged.status_code == 403 and {c.status(f"b-{i}").state for i in range(5)} == {"queued"}
-        acted = tc.post("/batch/cancel?queue=other", data={"csrf": csrf.group(1), "count": "5"})
+        acted = tc.post("/batch/cancel?queue=other", data={"csrf": csrf.group(1), **shown})
         assert acted.status_code == 200 and "cancel: 5 runs done" in acted.text
         assert {c.status(f"b-{i}").state for i in range(5)} == {"cancelled"}
 

@@ -180,3 +180,26 @@ async def test_a_queued_run_is_not_due_by_age_when_none_was_found_unseen(world: 
         assert await c.store.due(0.3, 10, cutoff) == [(run, "default", "normal")]
     finally:
         await c.close()
+
+
+async def test_a_run_on_a_queue_no_worker_serves_is_republished_once_not_every_pass(world: World) -> None:
+    """No worker serves the queue, so its stream has no consumer group for Redis to say what it
+    delivered: the sweeper re-publishes the run once (it did not know the queue), makes the group
+    from the stream's start, and from then on the run's entry is seen waiting there, however many
+    times ``republish_after`` passes."""
+    s = world.settings(republish_after=0.3)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        run = (await c.enqueue("echo", {}, queue="nobody")).id
+        sweeper = Sweeper(c.store, c.queue, s, ["default"])
+        log = structlog.get_logger()
+        for _ in range(5):
+            await asyncio.sleep(0.4)
+            await sweeper.sweep(log)
+        stream = c.queue.stream("nobody")
+        added = [f[b"run"].decode() for _, f in await c.queue.redis.xrange(stream)]
+        assert added == [run, run], f"{len(added)} entries for one run"
+        assert (await c.status(run)).state == "queued"
+    finally:
+        await c.close()

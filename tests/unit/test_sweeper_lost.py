@@ -32,6 +32,9 @@ class _Queue:
     async def forget_consumers(self, queue: str, idle_ms: int) -> list[str]:
         return []
 
+    async def ensure_group(self, queue: str) -> None:
+        return None
+
     async def waiting(self, queues: list[str]) -> Waiting:
         return Waiting()  # nothing vouched for: every due run is re-published
 
