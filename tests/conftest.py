@@ -32,12 +32,40 @@ from outlast.settings import Settings
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def services() -> Iterator[tuple[str, str]]:
+def _given() -> tuple[str, str] | None:
     db = os.environ.get("OUTLAST_TEST_DATABASE_URL") or os.environ.get("OUTLAST_DATABASE_URL")
     rd = os.environ.get("OUTLAST_TEST_REDIS_URL") or os.environ.get("OUTLAST_REDIS_URL")
-    if db and rd:
-        yield db, rd
+    return (db, rd) if db and rd else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With several test processes (pytest-xdist), the controller starts the embedded default once
+    and hands its URLs to every process (which then never stops it); it stops it at the end if it
+    started it."""
+    if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput") or _given():
+        return
+    from outlast import embedded
+
+    db, rd, how = embedded.ensure(ROOT / ".outlast")
+    os.environ["OUTLAST_TEST_DATABASE_URL"], os.environ["OUTLAST_TEST_REDIS_URL"] = db, rd
+    config.stash[_STARTED] = "(started)" in how
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.stash.get(_STARTED, False):
+        from outlast import embedded
+
+        embedded.stop(ROOT / ".outlast")
+
+
+_STARTED = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[tuple[str, str]]:
+    given = _given()
+    if given:
+        yield given
         return
     from outlast import embedded
 
