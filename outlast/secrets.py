@@ -116,6 +116,13 @@ def _sealed(value: Any) -> bool:
     return isinstance(value, dict) and str(value.get("secret", "")).startswith(SCHEME)
 
 
+def shown_sealed(asked: Mapping[str, Any], revised: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments a revision gives a seal where the request shows one: not the call's values
+    to type-check (one left as shown is given its value back by the worker, which checks the call
+    then; ``check_revision`` refuses any other)."""
+    return frozenset(k for k, v in asked.items() if _sealed(v) and _sealed(revised.get(k)))
+
+
 def check_revision(asked: Mapping[str, Any], revised: Mapping[str, Any], where: str) -> None:
     """``DecisionRefused`` when a revision gives a sealed argument of the request another value
     than its seal (a value typed in clear would be stored in clear)."""

@@ -91,6 +91,7 @@ async def charge(run: Run, who: str, amount: int) -> dict[str, Any]:
 @app.workflow("approved_charge")
 async def approved_charge(run: Run, amount: int) -> dict[str, Any]:
     key = os.environ["SECRET_API_KEY"]
-    decision = await run.approval("pay", {"api_key": key, "amount": amount}, approvers=["ann"])
+    asked = {"api_key": key, "amount": amount, "run_id": run.id}  # the call of `pay`, whole
+    decision = await run.approval("pay", asked, approvers=["ann"])
     args = decision.args
     return await run.call(pay, api_key=args["api_key"], amount=args["amount"], run_id=run.id)

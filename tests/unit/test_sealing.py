@@ -10,8 +10,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from outlast import App
-from outlast.errors import ConfigError, DecisionRefused
-from outlast.secrets import Secrets, check_revision, forms, require_key
+from outlast.errors import ConfigError, DecisionRefused, InvalidInput
+from outlast.secrets import Secrets, check_revision, forms, require_key, shown_sealed
 
 KEY = "k" * 32
 
@@ -163,3 +163,16 @@ def test_a_plain_value_has_one_form_and_a_value_of_another_type_its_json_and_rep
     assert forms("sk_live_0123456789") == {"sk_live_0123456789"}
     written = {'{"pin":"1234","user":"u1"}', '{"user": "u1", "pin": "1234"}', "{'user': 'u1', 'pin': '1234'}"}
     assert written <= forms({"user": "u1", "pin": "1234"})  # canonical JSON, json.dumps, repr
+
+
+def test_a_revision_that_keeps_a_seal_leaves_it_out_of_the_type_check() -> None:
+    app = make_app()
+    asked = Secrets(app, KEY).seal("call", {"token": "tok-123456", "n": 1})
+    kept = shown_sealed(asked, {**asked, "n": 2})
+    assert kept == {"token"}
+    app.tools["call"].check({**asked, "n": 2}, unchecked=kept)
+    with pytest.raises(InvalidInput, match="token: Input should be a valid string"):
+        app.tools["call"].check({**asked, "n": 2})
+    with pytest.raises(InvalidInput, match="n: Input should be a valid integer"):
+        app.tools["call"].check({**asked, "n": "two"}, unchecked=kept)
+    assert shown_sealed(asked, {"token": "typed in clear", "n": 2}) == set()
