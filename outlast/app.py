@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import pydantic
 import tenacity
+from pydantic_core import ErrorDetails
 
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
@@ -79,11 +80,24 @@ class Tool:
         try:
             model = self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in exc.errors()
-            )
-            raise InvalidInput(f"invalid call to tool '{self.name}': {problems}") from None
+            raise self._invalid(exc.errors()) from None
         return model.model_dump(mode="json")
+
+    def check(self, args: dict[str, Any], unchecked: Collection[str] = ()) -> None:
+        """``InvalidInput`` when ``args`` do not fit the tool's type hints, leaving out the
+        arguments named in ``unchecked``: ones whose value is not the call's own yet (a sealed
+        argument of a revision, which the worker gives its value back before the call is
+        checked)."""
+        try:
+            self.args_model.model_validate(args)
+        except pydantic.ValidationError as exc:
+            errors = [e for e in exc.errors() if not e["loc"] or e["loc"][0] not in unchecked]
+            if errors:
+                raise self._invalid(errors) from None
+
+    def _invalid(self, errors: list[ErrorDetails]) -> InvalidInput:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(args)'}: {e['msg']}" for e in errors)
+        return InvalidInput(f"invalid call to tool '{self.name}': {problems}")
 
 
 Reconciler = Callable[[dict[str, Any], Action], Any]

@@ -12,16 +12,22 @@ they are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land
 result and error, the workflow's result, error and reason, a wait's message, an approval's
 arguments and a decision's revised ones, before any of it is journaled, stored, logged or put in a
 span; a value shorter than ``SHORTEST`` characters is sealed but not searched for in text (it would
-mask ordinary words). An approver cannot type a new value for a sealed argument
-(``check_revision``): nothing could keep it but the store.
+mask ordinary words). A value is searched for in each form it may be written in (``forms``: its
+``repr``, JSON text, percent-encoding...), since a message that quotes a PEM key with ``!r``
+holds ``\\n`` where the key holds a newline; the forms of a value are worked out once, when it is
+sealed. An approver cannot type a new value for a sealed argument (``check_revision``): nothing
+could keep it but the store.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
-from collections.abc import Callable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
+from urllib.parse import quote, quote_plus
 
 from outlast.errors import ConfigError, DecisionRefused
 from outlast.journal import canonical
@@ -36,6 +42,14 @@ SHORTEST = 4  # characters of a known secret value below which text is not searc
 # canary everywhere sealing keeps it out of: never a setting.
 SEALING = True
 T = TypeVar("T")
+# How a text is written between the quotes of its repr, its ascii and its JSON (with and without
+# ensure_ascii): a text with none of their special characters is written as is by each.
+QUOTED: tuple[Callable[[str], str], ...] = (
+    lambda t: repr(t)[1:-1],
+    lambda t: ascii(t)[1:-1],
+    lambda t: json.dumps(t)[1:-1],
+    lambda t: json.dumps(t, ensure_ascii=False)[1:-1],
+)
 
 
 class _Tool(Protocol):
@@ -71,8 +85,42 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else canonical(value)
 
 
+def forms(value: Any) -> frozenset[str]:
+    """Every text ``value`` may be written as in a message or a stored string: as given (a string;
+    anything else as its canonical JSON, its ``json.dumps`` and its ``repr``), without the blanks
+    around it (a line read from a file; unless that leaves fewer than ``SHORTEST`` characters),
+    percent-encoded (in a URL), and each of those as ``repr``, ``ascii`` and ``json.dumps`` (with
+    and without ``ensure_ascii``) write it between their quotes, once or twice over (JSON text
+    quoted by an exception's message). A plain token has one form: itself."""
+    texts = {_text(value)}
+    if isinstance(value, str):
+        if len(value.strip()) >= SHORTEST:
+            texts.add(value.strip())
+    else:
+        texts.add(repr(value))
+        with contextlib.suppress(TypeError, ValueError):  # one json cannot write: canonical() could
+            texts |= {json.dumps(value), json.dumps(value, ensure_ascii=False)}
+    urls = {quote(t, safe="") for t in texts} | {quote_plus(t, safe="") for t in texts if " " in t}
+    for _ in range(2):
+        texts |= {escaped(t) for t in texts for escaped in QUOTED}
+    return frozenset(texts | urls) - {""}  # a percent-encoded text has nothing left to escape
+
+
+def _longest_first(texts: Iterable[str]) -> tuple[str, ...]:
+    """``texts`` in the order they are to be masked in: a longer one first, so that a value
+    holding another is masked whole."""
+    return tuple(sorted(texts, key=len, reverse=True))
+
+
 def _sealed(value: Any) -> bool:
     return isinstance(value, dict) and str(value.get("secret", "")).startswith(SCHEME)
+
+
+def shown_sealed(asked: Mapping[str, Any], revised: Mapping[str, Any]) -> frozenset[str]:
+    """The arguments a revision gives a seal where the request shows one: not the call's values
+    to type-check (one left as shown is given its value back by the worker, which checks the call
+    then; ``check_revision`` refuses any other)."""
+    return frozenset(k for k, v in asked.items() if _sealed(v) and _sealed(revised.get(k)))
 
 
 def check_revision(asked: Mapping[str, Any], revised: Mapping[str, Any], where: str) -> None:
@@ -97,6 +145,7 @@ class Secrets:
         self._app = app
         self._key = (key or "").encode()
         self._known: set[str] = set()  # the clear values sealed, as text
+        self._masks: tuple[str, ...] = ()  # every form of every known value, longest first
 
     def names(self, tool: str) -> tuple[str, ...]:
         """The secret arguments of ``tool`` (none for an unknown name, e.g. an approval's action)."""
@@ -110,8 +159,8 @@ class Secrets:
         if not names or not SEALING:  # most tools: a copy, with no test per argument (3 per operation)
             return dict(args)
         for k in names:
-            if k in args and len(_text(args[k])) >= SHORTEST:
-                self._known.add(_text(args[k]))
+            if k in args:
+                self._learn(args[k])
         return {k: self._hash(v) if k in names else v for k, v in args.items()}
 
     def scrub(self, value: T) -> T:
@@ -120,14 +169,24 @@ class Secrets:
         if not self._known:
             return value
         if isinstance(value, str):
-            for known in sorted(self._known, key=len, reverse=True):  # a longer one first
-                value = value.replace(known, MASK)  # type: ignore[assignment]
+            for form in self._masks:
+                value = value.replace(form, MASK)  # type: ignore[assignment]
             return value
         if isinstance(value, dict):
             return {self.scrub(k): self.scrub(v) for k, v in value.items()}  # type: ignore[return-value]
         if isinstance(value, list | tuple):
             return type(value)(self.scrub(v) for v in value)
         return value
+
+    def _learn(self, value: Any) -> None:
+        """Remember ``value`` as known, and its forms as what ``scrub`` masks (worked out once
+        per value, not per scrub: a run seals the same key at each call)."""
+        text = _text(value)
+        if len(text) < SHORTEST or text in self._known:
+            return
+        self._known.add(text)
+        found = (f for f in forms(value) if len(f) >= SHORTEST)
+        self._masks = _longest_first({*self._masks, *found})
 
     def _hash(self, value: Any) -> dict[str, str]:
         mac = hmac.new(self._key, canonical(value).encode(), hashlib.sha256).hexdigest()
@@ -160,8 +219,10 @@ class Secrets:
                 message = hook(message, secrets)
             except Exception as exc:  # never store what the hook was meant to clean
                 return f"(message withheld: the redaction hook raised {type(exc).__name__})"
-        for value in secrets.values():
-            text = _text(value)
-            if text:
-                message = message.replace(text, MASK)
-        return self.scrub(message)
+        message = self.scrub(message)  # the known values (the call's, once sealed), each masked whole
+        # Then every form of the call's values not known (too short to be): worked out here, on
+        # an error or a capture only.
+        unknown = {f for v in secrets.values() if _text(v) not in self._known for f in forms(v)}
+        for form in _longest_first(unknown):
+            message = message.replace(form, MASK)
+        return message

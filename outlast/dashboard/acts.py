@@ -10,6 +10,7 @@ from typing import Any
 from outlast.dashboard.web import Refusal
 from outlast.identity import Principal
 from outlast.producer import AsyncClient
+from outlast.secrets import shown_sealed
 
 DECISIONS = ("approve", "reject", "revise")
 
@@ -43,13 +44,11 @@ async def decide(
                 raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
         if not isinstance(args, dict):
             raise Refusal(400, "the revised arguments must be a JSON object")
-        tool = (
-            client.app.tools.get((await client.approval(run_id, approval_id))["action"])
-            if client.app
-            else None
-        )
-        if tool is not None:
-            tool.validate(args)  # InvalidInput naming what is wrong; the worker checks again at the call
+        if client.app is not None:
+            asked = await client.approval(run_id, approval_id)
+            tool = client.app.tools.get(asked["action"])
+            if tool is not None:  # InvalidInput naming what is wrong; the worker checks again at the call
+                tool.check(args, unchecked=shown_sealed(asked["args"], args))
         await client.revise(run_id, approval_id, args=args, **kw)
 
 

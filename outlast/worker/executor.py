@@ -38,6 +38,7 @@ from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 
 log = structlog.get_logger("outlast.worker")
+REASON_CHARS = 500  # of a run's reason, as stored
 
 
 class Outcome(Enum):
@@ -91,8 +92,8 @@ class Execution:
         error and reason with the secret values the run knows scrubbed out."""
         if self.secrets is not None:
             kw = self.secrets.scrub(kw)
-        if kw.get("reason"):
-            kw["reason"] = storable(kw["reason"])
+        if kw.get("reason"):  # cut once scrubbed: a secret cut in two would be masked by neither half
+            kw["reason"] = storable(kw["reason"])[:REASON_CHARS]
         length = self.run.journal_len if self.control.journal_len is None else self.control.journal_len
         written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
         if not await self.control.fenced("finish", written, chained=True):
@@ -195,7 +196,7 @@ class Execution:
         except Exception as exc:
             reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
             undone = await ctx.compensate() if "failure" in wf.compensate_on else None
-            return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason[:500])
+            return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason)
         return await self.finish(state, result=result)
 
     async def _held_back(self, wf: Workflow) -> Outcome | None:
@@ -211,7 +212,7 @@ class Execution:
             key = workflow_key(wf, run.input, run.tenant)
         except Exception as exc:
             why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
-            return await self.finish(RunState.FAILED, error=_error(exc), reason=why[:500])
+            return await self.finish(RunState.FAILED, error=_error(exc), reason=why)
         if await self.gate.workflow_slot(key, wf.max_concurrent):
             return None
         return await self._park(wf, key)
@@ -244,7 +245,7 @@ class Execution:
         ``reason`` given: the deadline was found passed before the run went on (no error)."""
         handler = wf.partial
         error = None if reason else _error(exc)
-        reason = reason or str(exc)[:500]
+        reason = reason or str(exc)
         if callable(handler) and isinstance(exc, DeadlineExceeded | BudgetExhausted):
             result = None
             try:

@@ -6,6 +6,7 @@ the test's ``executions`` table only *whether* they were given the right value (
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -40,20 +41,38 @@ def echo(api_key: str) -> str:
     return f"the service echoed {api_key}"
 
 
+@app.tool("dump", effect="read", secret=["api_key"])
+def dump(api_key: str) -> str:
+    """Returns its key as JSON text would write it, escaped, and as ``ascii`` would."""
+    return f"{json.dumps({'key': api_key})} {json.dumps({'key': api_key}, ensure_ascii=False)} {api_key!a}"
+
+
+@app.tool("complain", secret=["api_key"])
+def complain(api_key: str) -> None:
+    raise ValueError(f"bad key {api_key!r}")
+
+
+async def _refused(run: Run, tool: Any, key: str) -> str:
+    try:
+        await run.call(tool, api_key=key)
+    except ToolError as exc:
+        return exc.message
+    return ""
+
+
 @app.workflow("leaky")
 async def leaky(run: Run, fail: bool) -> dict[str, Any]:
-    """Every careless way a workflow has to let its secret out: a tool that returns it, a tool
-    error that quotes it, an exception that quotes it, a result that holds it."""
+    """Every careless way a workflow has to let its secret out: a tool that returns it (as is, or
+    escaped in JSON text), a tool error that quotes it (as is, or its ``repr``), an exception that
+    quotes it, a result that holds it."""
     key = os.environ["SECRET_API_KEY"]
     echoed = await run.call(echo, api_key=key)
-    try:
-        await run.call(refuse, api_key=key)
-        refused = ""
-    except ToolError as exc:
-        refused = exc.message
+    dumped = await run.call(dump, api_key=key)
+    refused = await _refused(run, refuse, key)
+    complained = await _refused(run, complain, key)
     if fail:
-        raise RuntimeError(f"the workflow gave up with key {key}")
-    return {"echoed": echoed, "refused": refused, "key": key}
+        raise RuntimeError(f"the workflow gave up with key {key} ({key!r})")
+    return {"echoed": echoed, "dumped": dumped, "refused": refused, "complained": complained, "key": key}
 
 
 @app.workflow("charge")
@@ -72,6 +91,7 @@ async def charge(run: Run, who: str, amount: int) -> dict[str, Any]:
 @app.workflow("approved_charge")
 async def approved_charge(run: Run, amount: int) -> dict[str, Any]:
     key = os.environ["SECRET_API_KEY"]
-    decision = await run.approval("pay", {"api_key": key, "amount": amount}, approvers=["ann"])
+    asked = {"api_key": key, "amount": amount, "run_id": run.id}  # the call of `pay`, whole
+    decision = await run.approval("pay", asked, approvers=["ann"])
     args = decision.args
     return await run.call(pay, api_key=args["api_key"], amount=args["amount"], run_id=run.id)

@@ -1,8 +1,15 @@
 """The canary: one secret value, passed by workflows to tools as a secret argument and then let
-out every careless way there is (a tool that returns it, a tool error and a workflow exception that
-quote it, a workflow result that holds it, an approver who types it into a revision), is looked
-for in every place a secret could land: the journal, ``runs.result`` and ``runs.error``, the
-events, the approvals, the logs, the spans, the bundle, and the dashboard's pages and API.
+out every careless way there is (a tool that returns it, as is or escaped in JSON text, a tool
+error and a workflow exception that quote it, as is or its ``repr``, a workflow result that holds
+it, an approver who types it into a revision), is looked for in every place a secret could land:
+the journal, ``runs.result``, ``runs.error`` and ``runs.reason``, the events, the approvals, the
+logs, the spans, the bundle, and the dashboard's pages and API.
+
+The canary is a plain value, or one that each serialisation writes otherwise (a PEM key's
+newlines, quotes, backslashes, the newline a line read from a file ends with, letters beyond
+ASCII), around a random core: the core, which every escaped form keeps as is, is what is looked
+for, so that a form written with escapes (``\\n``, ``\\u00e9``, ``%0A``) is found as surely as the
+value itself.
 
 The control is the same test with the sealing turned off (``outlast.secrets.SEALING``): it must
 find the canary in each place, so that the sealed run cannot pass by looking where nothing lands.
@@ -37,6 +44,14 @@ from tests.apps.secret import app
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
 
 KEY = "c" * 40  # OUTLAST_SECRET_KEY
+CANARIES = {  # each around its {core}
+    "plain": "canary-{core}",
+    "pem": "-----BEGIN PRIVATE KEY-----\nMIIEvQ{core}\n" + "MIIB" * 16 * 24 + "\n-----END PRIVATE KEY-----",
+    "quotes": 'it\'s "{core}"',
+    "backslashes": "C:\\keys\\{core}\\",
+    "line-of-a-file": "{core}\n",
+    "non-ascii": "clé-{core}-ключ",
+}
 
 
 @pytest.fixture
@@ -59,16 +74,38 @@ def text(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
+def said(canary: str, sealing: bool) -> dict[str, str]:
+    """What the workflow ``leaky`` returns: with the canary, or (sealed) with each of its forms
+    masked inside its quotes."""
+    q = repr(canary)[0]  # the quote that repr and ascii write it in
+    if sealing:
+        shown = js = ju = secrets.MASK
+        quoted = ascii_ = f"{q}{secrets.MASK}{q}"
+    else:
+        shown, quoted, ascii_ = canary, repr(canary), ascii(canary)
+        js, ju = json.dumps(canary)[1:-1], json.dumps(canary, ensure_ascii=False)[1:-1]
+    return {
+        "echoed": f"the service echoed {shown}",
+        "dumped": f'{{"key": "{js}"}} {{"key": "{ju}"}} {ascii_}',
+        "refused": f"the service refused key {shown} (and said so)",
+        "complained": f"bad key {quoted}",
+        "key": shown,
+    }
+
+
+@pytest.mark.parametrize("form", list(CANARIES))
 @pytest.mark.parametrize("sealing", [True, False], ids=["sealed", "control"])
 def test_the_canary_is_in_no_place_a_secret_could_land(
     sealing: bool,
+    form: str,
     outlast_harness: HarnessFactory,
     spans: InMemorySpanExporter,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
     monkeypatch.setattr(secrets, "SEALING", sealing)
-    canary = f"canary-{uuid.uuid4().hex}"
+    core = uuid.uuid4().hex
+    canary = CANARIES[form].format(core=core)
     monkeypatch.setenv("SECRET_API_KEY", canary)  # the workflows' secret, as a vault would give it
     users = tmp_path / "users.toml"
     token = add_user(users, "alice", ["ops"])
@@ -99,7 +136,7 @@ def test_the_canary_is_in_no_place_a_secret_could_land(
         if sealing:
             with pytest.raises(DecisionRefused, match="secret argument 'api_key' a new value") as refused:
                 h.client.revise(asked, request["op_id"], args=typed, **decide)
-            assert canary not in str(refused.value)
+            assert core not in str(refused.value)
             typed["api_key"] = request["args"]["api_key"]  # kept as shown: sealed
         h.client.revise(asked, request["op_id"], args=typed, **decide)
         done = {rid: h.wait(rid) for rid in (ok, failed, asked)}
@@ -111,12 +148,6 @@ def test_the_canary_is_in_no_place_a_secret_could_land(
     # The runs went as their workflows say, the secret used where it was passed.
     assert [done[r].state for r in (ok, failed, asked)] == ["succeeded", "failed", "succeeded"]
     assert done[asked].result == {"paid": 7, "with": "right key"}
-    shown = canary if not sealing else secrets.MASK
-    assert done[ok].result == {
-        "echoed": f"the service echoed {shown}",
-        "refused": f"the service refused key {shown} (and said so)",
-        "key": shown,
-    }
 
     for rid in done:
         look("the journal", [e.data for e in h.client.journal(rid)])
@@ -129,16 +160,18 @@ def test_the_canary_is_in_no_place_a_secret_could_land(
 
         look("the bundle", "\n".join(f.read_text() for f in asyncio.run(bundle())))
     look("runs.result", h.sql("SELECT result::text FROM runs WHERE id = %s", ok))
-    look("runs.error", h.sql("SELECT error::text, reason FROM runs WHERE id = %s", failed))
+    look("runs.error", h.sql("SELECT error::text FROM runs WHERE id = %s", failed))
+    look("runs.reason", h.sql("SELECT reason FROM runs WHERE id = %s", failed))
     look("the approvals", h.sql("SELECT args::text, new_args::text FROM approvals"))
     look("the logs", logs)
     look("the spans", [dict(s.attributes or {}) for s in spans.get_finished_spans()])
 
-    assert len(places) == 9
-    where = sorted(place for place, found in places.items() if any(canary in f for f in found))
+    assert len(places) == 10
+    where = sorted(place for place, found in places.items() if any(core in f for f in found))
     if sealing:
         assert where == [], f"the canary is in {', '.join(where)}"
         masked = sorted(place for place, found in places.items() if any(secrets.MASK in f for f in found))
-        assert "runs.result" in masked and "runs.error" in masked and "the logs" in masked
+        assert {"runs.result", "runs.error", "runs.reason", "the logs"} <= set(masked)
     else:  # the control: every place the test looks in is one a secret lands in, unsealed
         assert where == sorted(places)
+    assert done[ok].result == said(canary, sealing)

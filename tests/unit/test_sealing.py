@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 
 from outlast import App
-from outlast.errors import ConfigError, DecisionRefused
-from outlast.secrets import Secrets, check_revision, require_key
+from outlast.errors import ConfigError, DecisionRefused, InvalidInput
+from outlast.secrets import Secrets, check_revision, forms, require_key, shown_sealed
 
 KEY = "k" * 32
 
@@ -117,3 +119,60 @@ def test_a_revision_may_not_type_a_sealed_argument() -> None:
     with pytest.raises(DecisionRefused, match="secret argument 'token' a new value") as refused:
         check_revision(asked, {**asked, "token": "tok-999999"}, "run 'r', approval op-1")
     assert "tok-999999" not in str(refused.value) and "run 'r', approval op-1" in str(refused.value)
+
+
+ESCAPED = [  # each holds "k3y-4242", which every form of it keeps as is
+    "-----BEGIN PRIVATE KEY-----\nk3y-4242\nAQAB\n-----END PRIVATE KEY-----\n",
+    'it\'s "k3y-4242"',
+    "C:\\keys\\k3y-4242\\",
+    "k3y-4242\n",
+    "clé k3y-4242 ключ",
+]
+
+
+@pytest.mark.parametrize("value", ESCAPED, ids=["pem", "quotes", "backslashes", "line", "non-ascii"])
+def test_a_known_value_is_masked_in_each_form_it_is_written_in(value: str) -> None:
+    s = Secrets(make_app(), KEY)
+    s.seal("call", {"token": value})
+    written = {
+        "repr": repr(value),
+        "ascii": ascii(value),
+        "json": json.dumps({"key": value}),
+        "json, not ascii": json.dumps({"key": value}, ensure_ascii=False),
+        "json in a repr": repr(json.dumps({"key": value})),
+        "url": f"https://api.example/v1?key={quote(value, safe='')}",
+        "form": f"key={quote_plus(value, safe='')}",
+        "stripped": f"key {value.strip()}.",
+    }
+    for how, text in written.items():
+        assert "k3y-4242" not in s.scrub(f"said {text}"), how
+        assert "k3y-4242" not in s.redact("other", {}, f"said {text}"), how
+    q = repr(value)[0]
+    assert s.scrub(f"bad key {value!r}") == f"bad key {q}[secret]{q}"
+    assert s.scrub(json.dumps({"key": value})) == '{"key": "[secret]"}'
+    assert json.loads(s.scrub(json.dumps({"key": value}))) == {"key": "[secret]"}
+
+
+def test_the_calls_own_values_are_masked_in_each_form_however_short() -> None:
+    s = Secrets(make_app(), KEY)
+    assert s.redact("call", {"token": "a\nb"}, "bad key 'a\\nb'") == "bad key '[secret]'"
+    assert s.scrub("bad key 'a\\nb'") == "bad key 'a\\nb'"  # sealed, but too short to be searched for
+
+
+def test_a_plain_value_has_one_form_and_a_value_of_another_type_its_json_and_repr() -> None:
+    assert forms("sk_live_0123456789") == {"sk_live_0123456789"}
+    written = {'{"pin":"1234","user":"u1"}', '{"user": "u1", "pin": "1234"}', "{'user': 'u1', 'pin': '1234'}"}
+    assert written <= forms({"user": "u1", "pin": "1234"})  # canonical JSON, json.dumps, repr
+
+
+def test_a_revision_that_keeps_a_seal_leaves_it_out_of_the_type_check() -> None:
+    app = make_app()
+    asked = Secrets(app, KEY).seal("call", {"token": "tok-123456", "n": 1})
+    kept = shown_sealed(asked, {**asked, "n": 2})
+    assert kept == {"token"}
+    app.tools["call"].check({**asked, "n": 2}, unchecked=kept)
+    with pytest.raises(InvalidInput, match="token: Input should be a valid string"):
+        app.tools["call"].check({**asked, "n": 2})
+    with pytest.raises(InvalidInput, match="n: Input should be a valid integer"):
+        app.tools["call"].check({**asked, "n": "two"}, unchecked=kept)
+    assert shown_sealed(asked, {"token": "typed in clear", "n": 2}) == set()
