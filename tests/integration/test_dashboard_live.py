@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx2 as httpx
 import psycopg
@@ -24,6 +26,7 @@ from outlast.identity import add_user
 from outlast.settings import Settings
 from tests.conftest import World, wait_for
 from tests.dashboard import free_port, served
+from tests.faults.pgbouncer import pgbouncer_binary
 
 
 def people(world: World) -> tuple[Settings, dict[str, str]]:
@@ -83,20 +86,24 @@ def pgbouncer(world: World) -> Iterator[str]:
     server connection; yields its URL."""
     port = free_port()
     here = Path(tempfile.mkdtemp(prefix="outlast-pgb-"))
-    here.chmod(0o777)  # pgbouncer refuses to run as root: it runs as postgres
+    here.chmod(0o777)  # pgbouncer refuses to run as root: it runs as the server's user
+    server = urlsplit(world.database_url)  # the machine's Postgres, or the embedded one's socket
+    host, database = unquote(server.hostname or "127.0.0.1"), server.path.lstrip("/") or "postgres"
     (here / "users.txt").write_text('"postgres" ""\n')
     (here / "pgbouncer.ini").write_text(
-        f"[databases]\n* = host=127.0.0.1 port=5432 connect_query='SET search_path TO {world.schema}'\n"
+        f"[databases]\n* = host={host} port={server.port or 5432} "
+        f"connect_query='SET search_path TO {world.schema}'\n"
         f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = trust\n"
         f"auth_file = {here}/users.txt\npool_mode = transaction\nunix_socket_dir =\n"
         f"logfile = {here}/pgbouncer.log\nignore_startup_parameters = extra_float_digits,options\n"
     )
     for f in here.iterdir():
         f.chmod(0o666)
-    user = ["-u", "postgres"] if os.geteuid() == 0 else []
-    proc = subprocess.Popen(["/usr/sbin/pgbouncer", *user, str(here / "pgbouncer.ini")])
+    owner = pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else "postgres"
+    user = ["-u", owner] if os.geteuid() == 0 else []
+    proc = subprocess.Popen([pgbouncer_binary(), *user, str(here / "pgbouncer.ini")])
     try:
-        url = f"postgresql://postgres@127.0.0.1:{port}/test"
+        url = f"postgresql://postgres@127.0.0.1:{port}/{database}"
         wait_for(lambda: answers(url), 15, what="pgbouncer to listen")
         yield url
     finally:
