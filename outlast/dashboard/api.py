@@ -54,6 +54,8 @@ async def _body(request: Request) -> dict[str, Any]:
         nul = has_nul(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise Refusal(400, "the body must be a JSON object") from None
+    except ValueError:  # an integer of thousands of digits (Python's int limit)
+        raise Refusal(400, "a number in the body has too many digits: send it as a string") from None
     except RecursionError:
         raise Refusal(400, "the body is nested too deep: a JSON object of plain values") from None
     if not isinstance(body, dict):

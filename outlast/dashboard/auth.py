@@ -38,6 +38,7 @@ LOGIN_TRIES = 5  # per client address ...
 PROXY_TRIES = 60  # ... and per trusted proxy (all the clients behind it) ...
 LOGIN_WINDOW = 60.0  # ... per this many seconds
 LOGIN_BODY = 8192  # bytes: a sign-in form is a token and a CSRF token
+LOGIN_FIELDS = 8  # fields of it at most (a browser may add a few of its own)
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 NUL = "a NUL byte is not allowed in a URL, a field or a comment: remove it"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from outlast.errors import InvalidInput
+from outlast.journal import MAX_DEPTH
 from outlast.listing import PAGE, RunQuery
 from outlast.model import Run
 from outlast.producer import AsyncClient
@@ -35,8 +36,10 @@ def _input(text: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except ValueError:  # not JSON, or a number of thousands of digits
         raise InvalidInput(f"input must be a JSON object to look for, got {text[:40]!r}") from None
+    except RecursionError:
+        raise InvalidInput(f"input is nested too deep: a JSON object of at most {MAX_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise InvalidInput(f'input must be a JSON object (e.g. {{"customer": "c-42"}}), got {text[:40]!r}')
     return value

@@ -10,6 +10,7 @@ in."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import html
 import io
 import json
@@ -320,6 +321,74 @@ def test_bad_input_is_a_400_with_a_reason(d: Desk, http: TestClient) -> None:
     page = http.post(f"/approvals/{run.id}/op-1", data={**body, "comment": "a\x00", "csrf": csrf})
     assert page.status_code == 400 and "NUL" in page.text
     assert d.client.status(run.id).state == "awaiting_approval"
+
+
+def cursor_of(*row: Any) -> str:
+    """A cursor as a forger writes one: the list's own encoding of a row it never gave."""
+    return base64.urlsafe_b64encode(json.dumps(row).encode()).decode().rstrip("=")
+
+
+SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options")
+
+
+def test_hostile_input_is_a_400_with_its_reason_and_the_security_headers(d: Desk) -> None:
+    me = bearer(d.alice)
+    deep = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+    run = d.client.enqueue("post", {"text": "hi"})
+    d.reach(run.id, "awaiting_approval")
+    big = b'{"decision": "approve", "n": ' + b"9" * 5000 + b"}"
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(d.settings), base_url=URL, raise_server_exceptions=False) as http,
+    ):
+        answers = [
+            *(
+                http.get("/api/runs", params={"input": text}, headers=me)
+                for text in ('{"a": NaN}', '{"a": Infinity}', '{"a": "\\u0000"}', '{"a": "\\ud800"}', deep)
+            ),
+            http.get("/", params={"input": deep}, headers=me),
+            *(
+                http.get(
+                    path,
+                    params={"cursor": cursor_of("created_at", "2026-01-01T00:00:00+00:00", bad)},
+                    headers=me,
+                )
+                for bad in ("a\x00b", "a\ud800b")
+                for path in ("/api/runs", "/api/in-doubt", "/in-doubt")
+            ),
+            http.post("/login", data={f"f{i}": "x" for i in range(9)}),
+            http.post(
+                f"/api/approvals/{run.id}/op-1",
+                content=big,
+                headers={**me, "Content-Type": "application/json"},
+            ),
+        ]
+    for got in answers:
+        said = got.json()["error"] if got.headers["content-type"].startswith("application/json") else got.text
+        assert got.status_code == 400, (got.request.url, got.status_code, said[:200])
+        assert all(h in got.headers for h in SECURITY_HEADERS), (got.request.url, got.headers)
+    assert "too many digits" in answers[-1].json()["error"]
+    assert "a token and its CSRF token" in html.unescape(answers[-2].text)
+    assert [e for e in logs if e.get("log_level") in ("error", "exception")] == []
+    assert d.client.status(run.id).state == "awaiting_approval"
+
+
+def test_a_failure_of_the_dashboards_own_is_a_500_with_the_security_headers(
+    d: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(client: AsyncClient) -> Any:
+        raise RuntimeError("a bug, with a detail a caller should not see")
+
+    monkeypatch.setattr("outlast.dashboard.api.fleet_view", broken)
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(d.settings), base_url=URL, raise_server_exceptions=False) as http,
+    ):
+        got = http.get("/api/fleet", headers=bearer(d.bob))
+    assert got.status_code == 500 and "its log says why" in got.json()["error"]
+    assert "a detail" not in got.text
+    assert all(h in got.headers for h in SECURITY_HEADERS), got.headers
+    assert [e["event"] for e in logs if e.get("log_level") == "error"] == ["dashboard.failed"]
 
 
 def test_users_and_groups_never_share_a_name(tmp_path: Path) -> None:
