@@ -101,7 +101,7 @@ async def _runs(request: Request, c: AsyncClient) -> Any:
     """A page of runs: the filters, sort and search of ``lists.py``; ``next`` is the cursor of the
     next page (``?cursor=``), null after the last."""
     q = request.query_params
-    runs, cursor = await lists.page_of(c, q, whole(q.get("limit", ""), "limit", PAGE))
+    runs, cursor = await lists.page_of(c, request.app.state.gate, q, whole(q.get("limit", ""), "limit", PAGE))
     shown = [r.to_dict() | {"duration": lists.duration(r)} for r in runs]
     return {"counts": await c.counts(), "runs": shown, "next": cursor}
 
@@ -115,7 +115,7 @@ async def _approvals(request: Request, c: AsyncClient) -> Any:
 
 
 async def _in_doubt(request: Request, c: AsyncClient) -> Any:
-    runs, after = await in_doubt_view(c, request.query_params.get("cursor") or None)
+    runs, after = await in_doubt_view(c, request.app.state.gate, request.query_params.get("cursor"))
     return {"runs": runs, "next": after}
 
 

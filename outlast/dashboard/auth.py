@@ -98,8 +98,8 @@ def _id_hash(sid: str) -> str:
 
 
 class Gate:
-    """The users file (read again when it changes), and the sessions, sign-in limit and CSRF key
-    kept in Postgres for every dashboard process."""
+    """The users file (read again when it changes), and the sessions, sign-in limit and signing
+    keys kept in Postgres for every dashboard process."""
 
     def __init__(self, settings: Settings, client: AsyncClient) -> None:
         self.path = Path(settings.users) if settings.users else None
@@ -109,7 +109,7 @@ class Gate:
         self.proxies = [p.strip() for p in settings.trusted_proxies.split(",") if p.strip()]
         self.client = client
         self.window = LOGIN_WINDOW
-        self._key: bytes | None = None
+        self._keys: dict[str, bytes] = {}
 
     async def current(self) -> Users | None:
         """The users file, read again if it changed since; a removed user's sessions, and those
@@ -169,7 +169,7 @@ class Gate:
                     return None
                 anyone = Principal(name, how="header", where=where)
                 p = users.named(name, "header", where) if users else anyone
-                return None if p is None else Caller(p, await self._sign("header:" + name))
+                return None if p is None else Caller(p, await self.sign("header:" + name))
         auth = request.headers.get("authorization", "")
         if auth[:7].lower() == "bearer ":
             known = users.by_token(auth[7:].strip(), "token", where) if users else None
@@ -184,7 +184,7 @@ class Gate:
             if found is not None:
                 await self.client.sessions.end(_id_hash(sid))  # removed, or a new token since
             return None
-        return Caller(users.principal(user, "session", where), await self._sign("session:" + sid))
+        return Caller(users.principal(user, "session", where), await self.sign("session:" + sid))
 
     async def may_try(self, request: Request) -> bool:
         """Whether this client may try to sign in now: at most LOGIN_TRIES a window from its
@@ -229,13 +229,16 @@ class Gate:
 
     async def login_csrf(self, nonce: str) -> str:
         """The sign-in form's CSRF token, bound to the nonce in its cookie."""
-        return await self._sign("login:" + nonce)
+        return await self.sign("login:" + nonce)
 
-    async def _sign(self, what: str) -> str:
-        if self._key is None:
+    async def sign(self, what: str, key: str = "csrf") -> str:
+        """``what`` signed (HMAC-SHA256, hex) with the dashboard's key of that name, made once
+        and kept in Postgres for every dashboard process: "csrf" for the forms' tokens, "cursor"
+        for the lists' cursors."""
+        if key not in self._keys:
             await self.client.open()
-            self._key = await self.client.sessions.key("csrf", secrets.token_bytes(32))
-        return hmac.new(self._key, what.encode(), hashlib.sha256).hexdigest()
+            self._keys[key] = await self.client.sessions.key(key, secrets.token_bytes(32))
+        return hmac.new(self._keys[key], what.encode(), hashlib.sha256).hexdigest()
 
 
 def same(a: str | None, b: str | None) -> bool:
