@@ -113,17 +113,20 @@ class Gate:
 
     async def current(self) -> Users | None:
         """The users file, read again if it changed since; a removed user's sessions, and those
-        made with a replaced token, end. A file made unreadable keeps the last good one (logged)."""
+        made with a replaced token, end. A file that is gone lists nobody (every session ends); one
+        that cannot be parsed (half-written) keeps the last good one (both logged)."""
         if self.path is None:
             return None
         now = _stamp(self.path)
         if now != self._seen:
             self._seen = now
             try:
-                self.users = Users.load(self.path)
+                self.users = Users({}, self.path) if now is None else Users.load(self.path)
             except ConfigError as exc:
                 log.error("users.unreadable", error=str(exc))  # the last good one stays
                 return self.users
+            if now is None:
+                log.error("users.gone", path=str(self.path))
             await self.client.open()
             ended = await self.client.sessions.keep_only(self.users.tokens())
             if ended:

@@ -174,6 +174,32 @@ def test_a_removed_user_or_a_new_token_is_refused_without_a_restart(d: Desk, htt
     assert http.get("/api/me", headers=bearer(alice)).status_code == 401
 
 
+def test_a_deleted_users_file_lists_nobody_a_half_written_one_keeps_the_last_good(
+    d: Desk, http: TestClient
+) -> None:
+    users = Path(d.settings.users or "")
+    good = users.read_text()
+    sign_in(http, d.alice)
+    assert http.get("/api/me").json()["principal"] == "alice"
+
+    users.write_text(good[: len(good) // 2] + '\n[users."x\n')  # half-written: not TOML
+    with capture_logs() as logs:
+        assert http.get("/api/me").json()["principal"] == "alice"  # the last good copy stands
+        assert http.get("/api/me", headers=bearer(d.bob)).status_code == 200
+    assert [e["event"] for e in logs if e["event"].startswith("users.")] == ["users.unreadable"]
+
+    users.unlink()  # gone: nobody is listed, every session ends
+    with capture_logs() as logs:
+        assert http.get("/api/me", headers=bearer(d.bob)).status_code == 401
+        assert http.get("/api/me").status_code == 401
+    assert [e["event"] for e in logs if e["event"].startswith("users.")] == ["users.gone"]
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == []
+
+    users.write_text(good)  # back: its users are known again (the ended session stays ended)
+    assert http.get("/api/me", headers=bearer(d.bob)).json()["principal"] == "bob"
+    assert http.get("/api/me").status_code == 401
+
+
 def legacy_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let the test make runs with ids a new run may no longer take ('/', '..'): runs made before
     that rule keep them, and the dashboard must still show and act on them safely."""
