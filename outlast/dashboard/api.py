@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from outlast import fleet
 from outlast.dashboard import batch, lists
 from outlast.dashboard.acts import decide, resolve, schedule_act
-from outlast.dashboard.auth import NUL, same
+from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
 from outlast.dashboard.web import (
     CANCEL,
@@ -46,7 +46,7 @@ API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments
 
 async def _body(request: Request) -> dict[str, Any]:
     caller = caller_of(request)
-    if caller.csrf is not None and not same(request.headers.get("x-csrf-token"), caller.csrf):
+    if caller.csrf is not None and not caller.accepts(request.headers.get("x-csrf-token")):
         raise Refusal(403, "missing or wrong X-CSRF-Token (a session needs it; a bearer token does not)")
     raw = await capped(request, API_BODY)
     try:

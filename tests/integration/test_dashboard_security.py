@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import html
 import io
 import json
@@ -198,6 +199,57 @@ def test_a_deleted_users_file_lists_nobody_a_half_written_one_keeps_the_last_goo
     users.write_text(good)  # back: its users are known again (the ended session stays ended)
     assert http.get("/api/me", headers=bearer(d.bob)).json()["principal"] == "bob"
     assert http.get("/api/me").status_code == 401
+
+
+def test_a_session_row_the_dashboard_did_not_make_is_refused_and_none_outlives_its_lifetime(
+    d: Desk, http: TestClient
+) -> None:
+    alice_hash = Users.load(Path(d.settings.users or "")).users["alice"].token_hash
+    sign_in(http, d.bob)  # a viewer's own session, to be moved to alice
+    assert http.get("/api/me").json()["principal"] == "bob"
+    d.world.sql("UPDATE dashboard_sessions SET principal = 'alice', token_hash = %s", alice_hash)
+    with capture_logs() as logs:
+        assert http.get("/api/me").status_code == 401
+    assert [e["event"] for e in logs if e["event"].startswith("session.")] == ["session.forged"]
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == []  # ended
+
+    sid = secrets.token_urlsafe(32)  # minted: the users file's hash and a row written by hand
+    d.world.sql(
+        "INSERT INTO dashboard_sessions (id_hash, principal, token_hash, expires_at) "
+        "VALUES (%s, 'alice', %s, 'infinity')",
+        hashlib.sha256(sid.encode()).hexdigest(),
+        alice_hash,
+    )
+    for cookie in (sid, sid + "." + "0" * 64):
+        http.cookies.set("outlast_session", cookie)
+        assert http.get("/api/me").status_code == 401, cookie
+    http.cookies.clear()
+
+    sign_in(http, d.alice)  # a real session whose row is made to last for ever
+    d.world.sql("UPDATE dashboard_sessions SET expires_at = 'infinity'")
+    assert http.get("/api/me").json()["principal"] == "alice"
+    http.app.state.gate.lifetime = 1.0  # type: ignore[attr-defined]
+    time.sleep(1.2)
+    assert http.get("/api/me").status_code == 401  # its lifetime from its making has gone by
+
+
+def test_a_proxy_users_csrf_token_changes_with_the_time(d: Desk) -> None:
+    settings = d.settings.with_(auth_header="X-Remote-User", trusted_proxies="127.0.0.1")
+    app = create_app(settings)
+    with TestClient(app, base_url=URL, client=("127.0.0.1", 40000)) as http:
+        app.state.gate.csrf_seconds = 1.0
+        olga = {"X-Remote-User": "olga"}  # an operator
+        token = http.get("/api/me", headers=olga).json()["csrf"]
+        cancel = "/api/runs/no-such-run/cancel"
+        fresh = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": token})
+        assert fresh.status_code == 404, fresh.text  # past the CSRF check: the run is not there
+        time.sleep(2.1)  # two windows on: the token of the one before no longer holds
+        stale = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": token})
+        assert stale.status_code == 403 and "X-CSRF-Token" in stale.json()["error"]
+        now = http.get("/api/me", headers=olga).json()["csrf"]
+        assert now != token
+        again = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": now})
+        assert again.status_code == 404, again.text
 
 
 def legacy_ids(monkeypatch: pytest.MonkeyPatch) -> None:
