@@ -33,6 +33,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+HSTS_SECONDS = 365 * 86400
 UNAVAILABLE = "the dashboard cannot answer now: try again later (its log says why)"
 FAILED = "the dashboard failed to answer this request: its log says why"
 
@@ -63,6 +64,8 @@ class Guard(BaseHTTPMiddleware):
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers.setdefault("Cache-Control", "no-store")
+        if request.app.state.gate.always_secure:  # only HTTPS reaches it: browsers are told so
+            response.headers["Strict-Transport-Security"] = f"max-age={HSTS_SECONDS}"
         return response
 
     async def _authenticated(self, request: Request, path: str, call_next: Next) -> Response:

@@ -118,6 +118,7 @@ class Gate:
         self.users = Users.load(self.path) if self.path else None
         self._seen = _stamp(self.path) if self.path else None
         self.header = settings.auth_header
+        self.always_secure = settings.dashboard_secure_cookies == "on"
         self.proxies = [p.strip() for p in settings.trusted_proxies.split(",") if p.strip()]
         self.client = client
         self.window = LOGIN_WINDOW
@@ -167,10 +168,15 @@ class Gate:
 
     def https(self, request: Request) -> bool:
         """Whether the client reached the dashboard over HTTPS: its own connection, or the
-        X-Forwarded-Proto of a trusted proxy (its cookies are then marked Secure)."""
+        X-Forwarded-Proto of a trusted proxy."""
         peer = request.client.host if request.client else ""
         said = request.headers.get("x-forwarded-proto", "").strip().lower()
         return request.url.scheme == "https" or (said == "https" and trusted(peer, self.proxies))
+
+    def secure_cookies(self, request: Request) -> bool:
+        """Whether the cookies of this answer are marked Secure: always with
+        OUTLAST_DASHBOARD_SECURE_COOKIES=on, else when the client came over HTTPS."""
+        return self.always_secure or self.https(request)
 
     async def caller(self, request: Request) -> Caller | None:
         """The authenticated caller, or None."""

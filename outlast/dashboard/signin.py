@@ -47,7 +47,7 @@ async def login(request: Request) -> Response:
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
-        secure=gate.https(request),
+        secure=gate.secure_cookies(request),
         path=web.base(request) or "/",
     )
     return response

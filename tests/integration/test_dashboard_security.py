@@ -18,6 +18,8 @@ import json
 import os
 import re
 import secrets
+import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -41,7 +43,7 @@ from outlast.identity import Users, add_user
 from outlast.journal import args_hash
 from outlast.producer import AsyncClient
 from outlast.producer.admission import Admission
-from tests.conftest import World, wait_for
+from tests.conftest import ROOT, World, wait_for
 from tests.dashboard import Desk, dashboard_process, desk
 
 URL = "http://127.0.0.1"
@@ -563,6 +565,35 @@ def test_a_trusted_proxy_on_loopback_signs_people_in_by_its_header(world: World)
     # The proxy says the client came over HTTPS: the dashboard's cookies are Secure.
     assert "secure" in httpx.get(base + "/login", headers=proxied).headers["set-cookie"].lower()
     assert "secure" not in httpx.get(base + "/login").headers["set-cookie"].lower()
+
+
+def test_secure_cookies_on_marks_them_secure_whatever_the_proxy_says(world: World) -> None:
+    users, alice = people(world)
+    base = dashboard_process(world, "--secure-cookies", "on", OUTLAST_USERS=users)  # plain HTTP
+    page = httpx.get(base + "/login", timeout=5)
+    assert "secure" in page.headers["set-cookie"].lower()
+    assert page.headers["strict-transport-security"] == "max-age=31536000"
+    signed = httpx.post(
+        base + "/login",
+        data={"csrf": csrf_in(page.text), "token": alice},
+        cookies=dict(page.cookies),
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303 and "secure" in signed.headers["set-cookie"].lower()
+    refused = httpx.get(base + "/api/me", timeout=5)  # an error carries it too
+    assert refused.status_code == 401 and "strict-transport-security" in refused.headers
+    with TestClient(create_app(world.settings(users=users)), base_url=URL) as plain:
+        page = plain.get("/login")  # auto, the default: plain HTTP, no proxy's word
+        assert "secure" not in page.headers["set-cookie"].lower()
+        assert "strict-transport-security" not in page.headers
+    helped = subprocess.run(
+        [sys.executable, "-m", "outlast", "dashboard", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert "--secure-cookies" in helped.stdout and "OUTLAST_DASHBOARD_SECURE_COOKIES" in helped.stdout
 
 
 def guesses(http: httpx.Client, *forwarded: str) -> list[int]:
