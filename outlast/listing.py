@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from outlast.errors import InvalidInput
+from outlast.journal import canonical, storable
 from outlast.model import RunState
 from outlast.queue.entries import LEVELS
 
@@ -48,6 +49,11 @@ class RunQuery:
             raise InvalidInput(f"no sort '{self.sort}' (sorts: {', '.join(SORTS)})")
         if not isinstance(self.input, dict):
             raise InvalidInput(f"an input search is a JSON object, got {type(self.input).__name__}")
+        if self.input:  # what Postgres cannot hold (NaN, NUL, a lone surrogate) it cannot look for
+            try:
+                canonical(self.input)
+            except InvalidInput as exc:
+                raise InvalidInput(f"the input search is refused: {exc}") from None
         for name in ("since", "until"):
             at = getattr(self, name)
             if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
@@ -83,6 +89,8 @@ def after_of(query: RunQuery, cursor: str | None) -> tuple[datetime | None, str 
         raise InvalidInput(
             f"the cursor {cursor[:40]!r} is not one this list gave; start again without it"
         ) from None
-    if key != query.key or not isinstance(run_id, str) or (when is None) != (key == "id"):
+    if not isinstance(run_id, str) or storable(run_id) != run_id:  # a NUL or a lone surrogate
+        raise InvalidInput(f"the cursor {cursor[:40]!r} is not one this list gave; start again without it")
+    if key != query.key or (when is None) != (key == "id"):
         raise InvalidInput("the cursor belongs to another sort or search; start again without it")
     return when, run_id

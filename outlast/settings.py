@@ -324,6 +324,13 @@ class Settings:
         "Addresses or networks (comma-separated) whose auth header is believed.",
         check=_check_networks,
     )
+    dashboard_secure_cookies: str = setting(
+        "auto",
+        "The dashboard's cookies marked Secure: auto (when the request came over HTTPS, by its own "
+        "connection or a trusted proxy's X-Forwarded-Proto), or on (always, and "
+        "Strict-Transport-Security sent: for TLS ended by a proxy whose word is not taken).",
+        choices=("auto", "on"),
+    )
     retention: str = setting(
         "",
         "Finished runs older than this (e.g. 30d) are deleted by the workers' sweeper, every "

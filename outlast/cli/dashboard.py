@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from outlast.cli.common import settings_of, with_client
+from outlast.cli.common import option, settings_of, with_client
 from outlast.cli.group import cli
 from outlast.producer import AsyncClient
 
@@ -42,8 +42,11 @@ from outlast.producer import AsyncClient
     show_envvar=True,
     help="The path prefix a reverse proxy serves the dashboard under (e.g. /outlast).",
 )
+@option("dashboard_secure_cookies", "--secure-cookies")
 @click.pass_context
-def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None, root_path: str) -> None:
+def dashboard(
+    ctx: click.Context, host: str, port: int, app_spec: str | None, root_path: str, secure_cookies: str | None
+) -> None:
     """The web page and JSON API: runs, approvals, in-doubt operations, the fleet. Needs the
     dashboard extra (pip install 'outlast[dashboard]') and users (OUTLAST_USERS) to sign in."""
     try:
@@ -55,7 +58,7 @@ def dashboard(ctx: click.Context, host: str, port: int, app_spec: str | None, ro
         raise click.ClickException(
             f"the dashboard needs {exc.name}: pip install 'outlast[dashboard]'"
         ) from None
-    settings = settings_of(ctx)
+    settings = settings_of(ctx).with_(dashboard_secure_cookies=secure_cookies)
     check_bind(host, settings)
     if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
         raise click.BadParameter("a path like /outlast: a leading /, no trailing /", param_hint="--root-path")

@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 from outlast import fleet
 from outlast.dashboard import batch, lists
 from outlast.dashboard.acts import decide, resolve, schedule_act
-from outlast.dashboard.auth import NUL, same
+from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
 from outlast.dashboard.web import (
     CANCEL,
@@ -46,7 +46,7 @@ API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments
 
 async def _body(request: Request) -> dict[str, Any]:
     caller = caller_of(request)
-    if caller.csrf is not None and not same(request.headers.get("x-csrf-token"), caller.csrf):
+    if caller.csrf is not None and not caller.accepts(request.headers.get("x-csrf-token")):
         raise Refusal(403, "missing or wrong X-CSRF-Token (a session needs it; a bearer token does not)")
     raw = await capped(request, API_BODY)
     try:
@@ -54,6 +54,8 @@ async def _body(request: Request) -> dict[str, Any]:
         nul = has_nul(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise Refusal(400, "the body must be a JSON object") from None
+    except ValueError:  # an integer of thousands of digits (Python's int limit)
+        raise Refusal(400, "a number in the body has too many digits: send it as a string") from None
     except RecursionError:
         raise Refusal(400, "the body is nested too deep: a JSON object of plain values") from None
     if not isinstance(body, dict):
@@ -99,7 +101,7 @@ async def _runs(request: Request, c: AsyncClient) -> Any:
     """A page of runs: the filters, sort and search of ``lists.py``; ``next`` is the cursor of the
     next page (``?cursor=``), null after the last."""
     q = request.query_params
-    runs, cursor = await lists.page_of(c, q, whole(q.get("limit", ""), "limit", PAGE))
+    runs, cursor = await lists.page_of(c, request.app.state.gate, q, whole(q.get("limit", ""), "limit", PAGE))
     shown = [r.to_dict() | {"duration": lists.duration(r)} for r in runs]
     return {"counts": await c.counts(), "runs": shown, "next": cursor}
 
@@ -113,7 +115,7 @@ async def _approvals(request: Request, c: AsyncClient) -> Any:
 
 
 async def _in_doubt(request: Request, c: AsyncClient) -> Any:
-    runs, after = await in_doubt_view(c, request.query_params.get("cursor") or None)
+    runs, after = await in_doubt_view(c, request.app.state.gate, request.query_params.get("cursor"))
     return {"runs": runs, "next": after}
 
 

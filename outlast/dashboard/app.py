@@ -33,30 +33,39 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+HSTS_SECONDS = 365 * 86400
 UNAVAILABLE = "the dashboard cannot answer now: try again later (its log says why)"
+FAILED = "the dashboard failed to answer this request: its log says why"
 
 
 class Guard(BaseHTTPMiddleware):
-    """Every response gets the security headers; every request but the sign-in page and the
-    static files must come from someone authenticated (401 otherwise: JSON for the API, the
-    sign-in form for a page)."""
+    """Every response gets the security headers, a failure of the dashboard's own too (a 500
+    said in one line, its traceback logged); every request but the sign-in page and the static
+    files must come from someone authenticated (401 otherwise: JSON for the API, the sign-in form
+    for a page)."""
 
     async def dispatch(self, request: Request, call_next: Next) -> Response:
         path = request.url.path[len(request.scope.get("root_path", "")) :] or "/"
         response: Response
-        if "\x00" in request.scope["path"] or any(
-            "\x00" in k + v for k, v in request.query_params.multi_items()
-        ):
-            response = JSONResponse({"error": NUL}, status_code=400)
-        elif path.startswith(OPEN_PATHS):
-            response = await call_next(request)
-        else:
-            response = await self._authenticated(request, path, call_next)
+        try:
+            if "\x00" in request.scope["path"] or any(
+                "\x00" in k + v for k, v in request.query_params.multi_items()
+            ):
+                response = JSONResponse({"error": NUL}, status_code=400)
+            elif path.startswith(OPEN_PATHS):
+                response = await call_next(request)
+            else:
+                response = await self._authenticated(request, path, call_next)
+        except Exception:  # a failure of the dashboard's own: said as one, with the headers below
+            log.exception("dashboard.failed", path=path)
+            response = JSONResponse({"error": FAILED}, status_code=500)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
         response.headers.setdefault("Cache-Control", "no-store")
+        if request.app.state.gate.always_secure:  # only HTTPS reaches it: browsers are told so
+            response.headers["Strict-Transport-Security"] = f"max-age={HSTS_SECONDS}"
         return response
 
     async def _authenticated(self, request: Request, path: str, call_next: Next) -> Response:

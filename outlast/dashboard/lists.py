@@ -1,20 +1,26 @@
 """The runs list's query string, shared by the page (``/``) and the API (``/api/runs``): its
-filters, sort and cursor read into a ``RunQuery``, and a page of runs as the API answers it."""
+filters, sort and cursor read into a ``RunQuery``, and a page of runs as the API answers it. The
+cursors the dashboard gives are signed and bound to their list and its filters (``sealed``): a
+cursor of another list, of other filters, or one altered or made up, is refused."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
+from outlast.dashboard.auth import Gate, same
 from outlast.errors import InvalidInput
+from outlast.journal import MAX_DEPTH
 from outlast.listing import PAGE, RunQuery
 from outlast.model import Run
 from outlast.producer import AsyncClient
 
 TEXT = ("state", "workflow", "queue", "tenant", "priority", "parent")
 PARAMS = (*TEXT, "in_doubt", "since", "until", "prefix", "input", "sort")
+SIGNED = 32  # hex digits of a cursor's signature kept: 128 bits
 
 
 def _time(text: str, name: str) -> datetime | None:
@@ -35,8 +41,10 @@ def _input(text: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except ValueError:  # not JSON, or a number of thousands of digits
         raise InvalidInput(f"input must be a JSON object to look for, got {text[:40]!r}") from None
+    except RecursionError:
+        raise InvalidInput(f"input is nested too deep: a JSON object of at most {MAX_DEPTH} levels") from None
     if not isinstance(value, dict):
         raise InvalidInput(f'input must be a JSON object (e.g. {{"customer": "c-42"}}), got {text[:40]!r}')
     return value
@@ -67,5 +75,40 @@ def duration(run: Run) -> float | None:
     return (run.finished_at - (run.started_at or run.created_at)).total_seconds()
 
 
-async def page_of(c: AsyncClient, q: Mapping[str, str], limit: int = PAGE) -> tuple[list[Run], str | None]:
-    return await c.runs_page(run_query(q), limit=limit, cursor=q.get("cursor") or None)
+def bound_to(name: str, query: RunQuery) -> str:
+    """What a cursor is bound to: the list (``runs``, ``in-doubt``) and its query, filters and
+    sort, as one text (a time as ISO 8601, whatever way it was written)."""
+    said = {f.name: getattr(query, f.name) for f in fields(query)}
+    return name + " " + json.dumps(said, sort_keys=True, default=datetime.isoformat)
+
+
+async def sealed(gate: Gate, cursor: str | None, bound: str) -> str | None:
+    """The client's cursor, signed with the dashboard's cursor key together with what it is
+    bound to: ``CURSOR.SIGNATURE``."""
+    if cursor is None:
+        return None
+    return cursor + "." + (await gate.sign(bound + " " + cursor, key="cursor"))[:SIGNED]
+
+
+async def opened(gate: Gate, given: str | None, bound: str) -> str | None:
+    """The client's cursor inside ``given``, or ``InvalidInput`` (a 400) when the dashboard did
+    not give it for this list and these filters."""
+    if not given:
+        return None
+    cursor, _, signature = given.rpartition(".")
+    if not (cursor and same(signature, (await gate.sign(bound + " " + cursor, key="cursor"))[:SIGNED])):
+        raise InvalidInput(
+            f"the cursor {given[:40]!r} was not given by this list with these filters (or was "
+            "altered): start from the first page, without it"
+        )
+    return cursor
+
+
+async def page_of(
+    c: AsyncClient, gate: Gate, q: Mapping[str, str], limit: int = PAGE
+) -> tuple[list[Run], str | None]:
+    """A page of the runs list the query string asks for, and the next page's signed cursor."""
+    query = run_query(q)
+    bound = bound_to("runs", query)
+    runs, cursor = await c.runs_page(query, limit=limit, cursor=await opened(gate, q.get("cursor"), bound))
+    return runs, await sealed(gate, cursor, bound)

@@ -35,7 +35,7 @@ async def runs_page(request: Request) -> Response:
         return web.see(request, web.run_path(wanted))
     mark, error, cursor = await c.change_mark(), None, None  # first: never ahead of the page
     try:
-        runs, cursor = await lists.page_of(c, q)
+        runs, cursor = await lists.page_of(c, request.app.state.gate, q)
     except OutlastError as exc:
         runs, error = [], str(exc)
     keep = lists.kept(q)
@@ -107,7 +107,7 @@ async def in_doubt_page(request: Request, error: str | None = None, status: int 
     c, cursor = web.client_of(request), request.query_params.get("cursor") or None
     mark = await c.change_mark()  # first: never ahead of what the page shows
     try:
-        runs, after = await views.in_doubt_view(c, cursor)
+        runs, after = await views.in_doubt_view(c, request.app.state.gate, cursor)
     except OutlastError as exc:
         (runs, after), error, status = ([], None), str(exc), 400
     nxt = urlencode({"cursor": after}) if after else None

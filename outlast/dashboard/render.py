@@ -83,7 +83,7 @@ async def login_page(request: Request, status: int = 200, error: str | None = No
         nonce,
         httponly=True,
         samesite="strict",
-        secure=gate.https(request),
+        secure=gate.secure_cookies(request),
         path=request.scope.get("root_path", "") + "/login",
     )
     return response

@@ -8,7 +8,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from outlast.dashboard import web
-from outlast.dashboard.auth import LOGIN_BODY, LOGIN_COOKIE, SESSION_COOKIE, SESSION_SECONDS, Gate, same
+from outlast.dashboard.auth import (
+    LOGIN_BODY,
+    LOGIN_COOKIE,
+    LOGIN_FIELDS,
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    Gate,
+    same,
+)
 from outlast.dashboard.render import login_page, render
 
 
@@ -22,7 +30,10 @@ async def login(request: Request) -> Response:
         body = await web.capped(request, LOGIN_BODY)
     except web.Refusal as exc:
         return await login_page(request, exc.status, f"refused: {exc} (a sign-in is a token)")
-    form = dict(parse_qsl(body.decode("latin-1"), max_num_fields=8))
+    try:
+        form = dict(parse_qsl(body.decode("latin-1"), max_num_fields=LOGIN_FIELDS))
+    except ValueError:  # more fields than that
+        return await login_page(request, 400, "refused: a sign-in form is a token and its CSRF token")
     nonce = request.cookies.get(LOGIN_COOKIE, "")
     if not same(form.get("csrf", ""), await gate.login_csrf(nonce)):
         return await login_page(request, 403, "the sign-in form was stale: try again")
@@ -36,7 +47,7 @@ async def login(request: Request) -> Response:
         max_age=SESSION_SECONDS,
         httponly=True,
         samesite="strict",
-        secure=gate.https(request),
+        secure=gate.secure_cookies(request),
         path=web.base(request) or "/",
     )
     return response

@@ -10,7 +10,9 @@ from typing import Any
 from urllib.parse import quote
 
 from outlast import bundle
+from outlast.dashboard import lists
 from outlast.dashboard import timeline as drawing
+from outlast.dashboard.auth import Gate
 from outlast.listing import RunQuery
 from outlast.producer import AsyncClient
 from outlast.status import CHILDREN_SHOWN, describe
@@ -76,16 +78,19 @@ async def fleet_view(client: AsyncClient) -> dict[str, Any]:
 
 
 async def in_doubt_view(
-    client: AsyncClient, cursor: str | None = None
+    client: AsyncClient, gate: Gate, cursor: str | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the runs waiting on an in-doubt operation (every one, paged: the in-doubt list of
-    ``runs_page``), each with its operations in doubt; and the next page's cursor."""
-    runs, after = await client.runs_page(RunQuery(in_doubt=True), cursor=cursor)
+    ``runs_page``), each with its operations in doubt; and the next page's cursor (signed, bound
+    to this list: ``lists.sealed``)."""
+    query = RunQuery(in_doubt=True)
+    bound = lists.bound_to("in-doubt", query)
+    runs, after = await client.runs_page(query, cursor=await lists.opened(gate, cursor, bound))
     out = []
     for run in runs:
         info = await describe(client, run.id)
         out.append({"run": info["run"], "in_doubt": info["in_doubt"]})
-    return out, after
+    return out, await lists.sealed(gate, after, bound)
 
 
 def safe_name(run_id: str) -> str:

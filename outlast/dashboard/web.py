@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 
 from outlast import errors as e
-from outlast.dashboard.auth import Caller, Gate, same
+from outlast.dashboard.auth import Caller, Gate
 from outlast.errors import OutlastError
 from outlast.identity import APPROVER, OPERATOR
 from outlast.producer import AsyncClient
@@ -166,4 +166,4 @@ async def form_of(request: Request) -> dict[str, Any] | None:
     """The posted form, or None when its CSRF token is missing or wrong."""
     form = dict(await request.form())
     caller = caller_of(request)
-    return form if same(str(form.get("csrf", "")), caller.csrf) else None
+    return form if caller.accepts(str(form.get("csrf", ""))) else None

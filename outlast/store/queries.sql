@@ -994,12 +994,15 @@ SELECT id, workflow, state, reason, started_by AS parent, depth FROM tree LIMIT 
 
 -- name: session_create
 INSERT INTO dashboard_sessions (id_hash, principal, token_hash, expires_at)
-VALUES (%(id_hash)s, %(principal)s, %(token_hash)s, now() + make_interval(secs => %(seconds)s));
+VALUES (%(id_hash)s, %(principal)s, %(token_hash)s, now() + make_interval(secs => %(seconds)s))
+RETURNING created_at;
 
 -- name: session_get
--- A live session's user and the token hash it was made with.
-SELECT principal, token_hash FROM dashboard_sessions
-WHERE id_hash = %(id_hash)s AND expires_at > now();
+-- A live session's user, the token hash it was made with and when: never past its lifetime from
+-- then, whatever its expires_at says.
+SELECT principal, token_hash, created_at FROM dashboard_sessions
+WHERE id_hash = %(id_hash)s AND expires_at > now()
+  AND created_at > now() - make_interval(secs => %(seconds)s);
 
 -- name: session_end
 DELETE FROM dashboard_sessions WHERE id_hash = %(id_hash)s;

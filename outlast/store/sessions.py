@@ -4,6 +4,7 @@ dashboard process on one database shares them, and a restart signs nobody out.""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from outlast.store.store import Store
 
@@ -15,16 +16,20 @@ class Sessions:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    async def create(self, id_hash: str, principal: str, token_hash: str, seconds: float) -> None:
+    async def create(self, id_hash: str, principal: str, token_hash: str, seconds: float) -> datetime:
+        """A session of ``seconds``; when it was made (the database's clock)."""
         await self._store._rows("sessions_prune")
-        await self._store._rows(
+        rows = await self._store._rows(
             "session_create", id_hash=id_hash, principal=principal, token_hash=token_hash, seconds=seconds
         )
+        made: datetime = rows[0]["created_at"]
+        return made
 
-    async def get(self, id_hash: str) -> tuple[str, str] | None:
-        """The live session's user and the token hash it was made with, or None."""
-        rows = await self._store._rows("session_get", id_hash=id_hash)
-        return (rows[0]["principal"], rows[0]["token_hash"]) if rows else None
+    async def get(self, id_hash: str, seconds: float) -> tuple[str, str, datetime] | None:
+        """The live session's user, the token hash it was made with and when it was made, or
+        None: past its expiry, or made more than ``seconds`` ago (whatever its expiry says)."""
+        rows = await self._store._rows("session_get", id_hash=id_hash, seconds=seconds)
+        return (rows[0]["principal"], rows[0]["token_hash"], rows[0]["created_at"]) if rows else None
 
     async def end(self, id_hash: str) -> None:
         await self._store._rows("session_end", id_hash=id_hash)

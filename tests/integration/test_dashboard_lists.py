@@ -101,7 +101,7 @@ def test_bad_parameters_are_a_400_naming_them(world: World, http: tuple[TestClie
     _, cursor = ids(tc, limit=2)
     for params, said in (
         ({"cursor": "garbage!"}, "cursor"),
-        ({"cursor": cursor, "sort": "finished"}, "another sort"),
+        ({"cursor": cursor, "sort": "finished"}, "start from the first page"),
         ({"since": "yesterday"}, "since"),
         ({"input": "[1]"}, "JSON object"),
         ({"input": "{"}, "JSON object"),
@@ -112,6 +112,40 @@ def test_bad_parameters_are_a_400_naming_them(world: World, http: tuple[TestClie
     ):
         got = tc.get("/api/runs", params=params, headers=HEADERS)
         assert got.status_code == 400 and said in got.json()["error"], (params, got.text)
+
+
+def test_a_cursor_is_signed_and_bound_to_its_list_and_filters(
+    world: World, http: tuple[TestClient, Client]
+) -> None:
+    tc, c = http
+    seed(world, c)
+    world.sql("UPDATE runs SET state = 'waiting', reason = 'in_doubt' WHERE id IN ('x-0', 'x-1')")
+    _, given = ids(tc, workflow="wa", limit=2)
+    assert given is not None
+    assert ids(tc, workflow="wa", limit=2, cursor=given)[0] == ["a-4", "a-3"]  # its own list
+    assert ids(tc, workflow="wa", since="2000-01-01", limit=2)[1] != given  # the filters change it
+    inner, _, signature = given.rpartition(".")
+    flipped = signature[:-1] + ("0" if signature[-1] != "0" else "1")
+    for path, params in (
+        ("/api/runs", {"tenant": "t1", "cursor": given}),  # the same sort, other filters
+        ("/api/runs", {"workflow": "wb", "cursor": given}),
+        ("/api/runs", {"cursor": given}),
+        ("/api/in-doubt", {"cursor": given}),  # another list
+        ("/api/runs", {"workflow": "wa", "cursor": inner}),  # unsigned, as before
+        ("/api/runs", {"workflow": "wa", "cursor": inner + "." + flipped}),  # altered
+        ("/api/runs", {"workflow": "wa", "cursor": "x" + given}),
+    ):
+        got = tc.get(path, params=params, headers=HEADERS)
+        assert got.status_code == 400, (path, params, got.text)
+        assert "start from the first page" in got.json()["error"], got.text
+    for page in ("/", "/in-doubt"):  # the pages say so too, with a link to the first page
+        got = tc.get(page, params={"cursor": given}, headers=HEADERS)
+        assert got.status_code == 400 and "start from the first page" in got.text
+        assert 'id="first-page"' in got.text
+    page, more = ids(tc, in_doubt="1", limit=1)  # the in-doubt filter of the runs list ...
+    assert page == ["x-1"] and more is not None
+    refused = tc.get("/api/in-doubt", params={"cursor": more}, headers=HEADERS)
+    assert refused.status_code == 400  # ... is another list than the in-doubt page's
 
 
 def test_the_page_filters_and_pages(world: World, http: tuple[TestClient, Client]) -> None:

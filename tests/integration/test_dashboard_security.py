@@ -10,12 +10,16 @@ in."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import html
 import io
 import json
 import os
 import re
 import secrets
+import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -39,7 +43,7 @@ from outlast.identity import Users, add_user
 from outlast.journal import args_hash
 from outlast.producer import AsyncClient
 from outlast.producer.admission import Admission
-from tests.conftest import World, wait_for
+from tests.conftest import ROOT, World, wait_for
 from tests.dashboard import Desk, dashboard_process, desk
 
 URL = "http://127.0.0.1"
@@ -171,6 +175,83 @@ def test_a_removed_user_or_a_new_token_is_refused_without_a_restart(d: Desk, htt
     assert d.world.sql("SELECT principal FROM dashboard_sessions") == []
     assert http.get("/api/me").status_code == 401
     assert http.get("/api/me", headers=bearer(alice)).status_code == 401
+
+
+def test_a_deleted_users_file_lists_nobody_a_half_written_one_keeps_the_last_good(
+    d: Desk, http: TestClient
+) -> None:
+    users = Path(d.settings.users or "")
+    good = users.read_text()
+    sign_in(http, d.alice)
+    assert http.get("/api/me").json()["principal"] == "alice"
+
+    users.write_text(good[: len(good) // 2] + '\n[users."x\n')  # half-written: not TOML
+    with capture_logs() as logs:
+        assert http.get("/api/me").json()["principal"] == "alice"  # the last good copy stands
+        assert http.get("/api/me", headers=bearer(d.bob)).status_code == 200
+    assert [e["event"] for e in logs if e["event"].startswith("users.")] == ["users.unreadable"]
+
+    users.unlink()  # gone: nobody is listed, every session ends
+    with capture_logs() as logs:
+        assert http.get("/api/me", headers=bearer(d.bob)).status_code == 401
+        assert http.get("/api/me").status_code == 401
+    assert [e["event"] for e in logs if e["event"].startswith("users.")] == ["users.gone"]
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == []
+
+    users.write_text(good)  # back: its users are known again (the ended session stays ended)
+    assert http.get("/api/me", headers=bearer(d.bob)).json()["principal"] == "bob"
+    assert http.get("/api/me").status_code == 401
+
+
+def test_a_session_row_the_dashboard_did_not_make_is_refused_and_none_outlives_its_lifetime(
+    d: Desk, http: TestClient
+) -> None:
+    alice_hash = Users.load(Path(d.settings.users or "")).users["alice"].token_hash
+    sign_in(http, d.bob)  # a viewer's own session, to be moved to alice
+    assert http.get("/api/me").json()["principal"] == "bob"
+    d.world.sql("UPDATE dashboard_sessions SET principal = 'alice', token_hash = %s", alice_hash)
+    with capture_logs() as logs:
+        assert http.get("/api/me").status_code == 401
+    assert [e["event"] for e in logs if e["event"].startswith("session.")] == ["session.forged"]
+    assert d.world.sql("SELECT principal FROM dashboard_sessions") == []  # ended
+
+    sid = secrets.token_urlsafe(32)  # minted: the users file's hash and a row written by hand
+    d.world.sql(
+        "INSERT INTO dashboard_sessions (id_hash, principal, token_hash, expires_at) "
+        "VALUES (%s, 'alice', %s, 'infinity')",
+        hashlib.sha256(sid.encode()).hexdigest(),
+        alice_hash,
+    )
+    for cookie in (sid, sid + "." + "0" * 64):
+        http.cookies.set("outlast_session", cookie)
+        assert http.get("/api/me").status_code == 401, cookie
+    http.cookies.clear()
+
+    sign_in(http, d.alice)  # a real session whose row is made to last for ever
+    d.world.sql("UPDATE dashboard_sessions SET expires_at = 'infinity'")
+    assert http.get("/api/me").json()["principal"] == "alice"
+    http.app.state.gate.lifetime = 1.0  # type: ignore[attr-defined]
+    time.sleep(1.2)
+    assert http.get("/api/me").status_code == 401  # its lifetime from its making has gone by
+
+
+def test_a_proxy_users_csrf_token_changes_with_the_time(d: Desk) -> None:
+    settings = d.settings.with_(auth_header="X-Remote-User", trusted_proxies="127.0.0.1")
+    app = create_app(settings)
+    with TestClient(app, base_url=URL, client=("127.0.0.1", 40000)) as http:
+        app.state.gate.csrf_seconds = 1.0
+        olga = {"X-Remote-User": "olga"}  # an operator
+        token = http.get("/api/me", headers=olga).json()["csrf"]
+        cancel = "/api/runs/no-such-run/cancel"
+        fresh = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": token})
+        assert fresh.status_code == 404, fresh.text  # past the CSRF check: the run is not there
+        time.sleep(2.1)  # two windows on: the token of the one before no longer holds
+        stale = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": token})
+        assert stale.status_code == 403 and "X-CSRF-Token" in stale.json()["error"]
+        now = http.get("/api/me", headers=olga).json()["csrf"]
+        assert now != token
+        again = http.post(cancel, json={}, headers={**olga, "X-CSRF-Token": now})
+        assert again.status_code == 404, again.text
 
 
 def legacy_ids(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,6 +403,74 @@ def test_bad_input_is_a_400_with_a_reason(d: Desk, http: TestClient) -> None:
     assert d.client.status(run.id).state == "awaiting_approval"
 
 
+def cursor_of(*row: Any) -> str:
+    """A cursor as a forger writes one: the list's own encoding of a row it never gave."""
+    return base64.urlsafe_b64encode(json.dumps(row).encode()).decode().rstrip("=")
+
+
+SECURITY_HEADERS = ("Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options")
+
+
+def test_hostile_input_is_a_400_with_its_reason_and_the_security_headers(d: Desk) -> None:
+    me = bearer(d.alice)
+    deep = '{"a": ' + "[" * 3000 + "]" * 3000 + "}"
+    run = d.client.enqueue("post", {"text": "hi"})
+    d.reach(run.id, "awaiting_approval")
+    big = b'{"decision": "approve", "n": ' + b"9" * 5000 + b"}"
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(d.settings), base_url=URL, raise_server_exceptions=False) as http,
+    ):
+        answers = [
+            *(
+                http.get("/api/runs", params={"input": text}, headers=me)
+                for text in ('{"a": NaN}', '{"a": Infinity}', '{"a": "\\u0000"}', '{"a": "\\ud800"}', deep)
+            ),
+            http.get("/", params={"input": deep}, headers=me),
+            *(
+                http.get(
+                    path,
+                    params={"cursor": cursor_of("created_at", "2026-01-01T00:00:00+00:00", bad)},
+                    headers=me,
+                )
+                for bad in ("a\x00b", "a\ud800b")
+                for path in ("/api/runs", "/api/in-doubt", "/in-doubt")
+            ),
+            http.post("/login", data={f"f{i}": "x" for i in range(9)}),
+            http.post(
+                f"/api/approvals/{run.id}/op-1",
+                content=big,
+                headers={**me, "Content-Type": "application/json"},
+            ),
+        ]
+    for got in answers:
+        said = got.json()["error"] if got.headers["content-type"].startswith("application/json") else got.text
+        assert got.status_code == 400, (got.request.url, got.status_code, said[:200])
+        assert all(h in got.headers for h in SECURITY_HEADERS), (got.request.url, got.headers)
+    assert "too many digits" in answers[-1].json()["error"]
+    assert "a token and its CSRF token" in html.unescape(answers[-2].text)
+    assert [e for e in logs if e.get("log_level") in ("error", "exception")] == []
+    assert d.client.status(run.id).state == "awaiting_approval"
+
+
+def test_a_failure_of_the_dashboards_own_is_a_500_with_the_security_headers(
+    d: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(client: AsyncClient) -> Any:
+        raise RuntimeError("a bug, with a detail a caller should not see")
+
+    monkeypatch.setattr("outlast.dashboard.api.fleet_view", broken)
+    with (
+        capture_logs() as logs,
+        TestClient(create_app(d.settings), base_url=URL, raise_server_exceptions=False) as http,
+    ):
+        got = http.get("/api/fleet", headers=bearer(d.bob))
+    assert got.status_code == 500 and "its log says why" in got.json()["error"]
+    assert "a detail" not in got.text
+    assert all(h in got.headers for h in SECURITY_HEADERS), got.headers
+    assert [e["event"] for e in logs if e.get("log_level") == "error"] == ["dashboard.failed"]
+
+
 def test_users_and_groups_never_share_a_name(tmp_path: Path) -> None:
     users = tmp_path / "users.toml"
     add_user(users, "alice", ["ops"])
@@ -416,6 +565,35 @@ def test_a_trusted_proxy_on_loopback_signs_people_in_by_its_header(world: World)
     # The proxy says the client came over HTTPS: the dashboard's cookies are Secure.
     assert "secure" in httpx.get(base + "/login", headers=proxied).headers["set-cookie"].lower()
     assert "secure" not in httpx.get(base + "/login").headers["set-cookie"].lower()
+
+
+def test_secure_cookies_on_marks_them_secure_whatever_the_proxy_says(world: World) -> None:
+    users, alice = people(world)
+    base = dashboard_process(world, "--secure-cookies", "on", OUTLAST_USERS=users)  # plain HTTP
+    page = httpx.get(base + "/login", timeout=5)
+    assert "secure" in page.headers["set-cookie"].lower()
+    assert page.headers["strict-transport-security"] == "max-age=31536000"
+    signed = httpx.post(
+        base + "/login",
+        data={"csrf": csrf_in(page.text), "token": alice},
+        cookies=dict(page.cookies),
+        follow_redirects=False,
+    )
+    assert signed.status_code == 303 and "secure" in signed.headers["set-cookie"].lower()
+    refused = httpx.get(base + "/api/me", timeout=5)  # an error carries it too
+    assert refused.status_code == 401 and "strict-transport-security" in refused.headers
+    with TestClient(create_app(world.settings(users=users)), base_url=URL) as plain:
+        page = plain.get("/login")  # auto, the default: plain HTTP, no proxy's word
+        assert "secure" not in page.headers["set-cookie"].lower()
+        assert "strict-transport-security" not in page.headers
+    helped = subprocess.run(
+        [sys.executable, "-m", "outlast", "dashboard", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert "--secure-cookies" in helped.stdout and "OUTLAST_DASHBOARD_SECURE_COOKIES" in helped.stdout
 
 
 def guesses(http: httpx.Client, *forwarded: str) -> list[int]:
