@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from outlast.errors import InvalidInput
-from outlast.listing import PAGE, RunQuery
+from outlast.listing import COUNTED, PAGE, RunQuery
 from outlast.model import Run
 from outlast.producer import AsyncClient
 
@@ -35,7 +35,7 @@ def _input(text: str) -> dict[str, Any]:
         return {}
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what Python parses
         raise InvalidInput(f"input must be a JSON object to look for, got {text[:40]!r}") from None
     if not isinstance(value, dict):
         raise InvalidInput(f'input must be a JSON object (e.g. {{"customer": "c-42"}}), got {text[:40]!r}')
@@ -65,6 +65,20 @@ def duration(run: Run) -> float | None:
     if run.finished_at is None:
         return None
     return (run.finished_at - (run.started_at or run.created_at)).total_seconds()
+
+
+def counts_shown(counts: dict[str, int]) -> dict[str, str]:
+    """Each state's count as the runs page shows it: "10,000+" past what is counted."""
+    return {state: f"{COUNTED:,}+" if n > COUNTED else str(n) for state, n in counts.items()}
+
+
+def counts_answer(counts: dict[str, int]) -> dict[str, Any]:
+    """The counts as /api/runs answers them: ``counts`` up to COUNTED each, and ``counts_capped``
+    the states that have more runs than that."""
+    return {
+        "counts": {state: min(n, COUNTED) for state, n in counts.items()},
+        "counts_capped": sorted(state for state, n in counts.items() if n > COUNTED),
+    }
 
 
 async def page_of(c: AsyncClient, q: Mapping[str, str], limit: int = PAGE) -> tuple[list[Run], str | None]:
