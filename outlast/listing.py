@@ -19,6 +19,8 @@ SORTS = ("created", "started", "finished")  # newest first; an id prefix lists b
 PRIORITIES = LEVELS  # a queue's levels
 MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)
 PAGE = 50  # the runs a page shows (the dashboard, /api/runs and `outlast runs` by default)
+SEARCH_VALUES = 16  # the values an input search names at most (each one more posting list read)
+COUNTED = 10_000  # runs counted per state at most: a larger count is shown as "10,000+"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class RunQuery:
                 canonical(self.input)
             except InvalidInput as exc:
                 raise InvalidInput(f"the input search is refused: {exc}") from None
+        check_search(self.input)
         for name in ("since", "until"):
             at = getattr(self, name)
             if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
@@ -68,6 +71,32 @@ class RunQuery:
         """The filters that narrow the list, by name (the sort aside)."""
         named = (f.name for f in fields(self) if f.name != "sort")
         return {name: getattr(self, name) for name in named if getattr(self, name)}
+
+
+def check_search(wanted: dict[str, Any]) -> None:
+    """Refuse an input search that the index on the runs' input (``runs_by_input``, GIN
+    ``jsonb_path_ops``) cannot serve, or only at the cost of many posting lists: that index finds
+    the runs holding each value the search names, a scalar at the end of its path; an empty
+    object or array names none, and the search would read every run. (``{}`` alone is no search.)"""
+    values, todo = 0, [("", wanted)]  # iterative: a search may nest deeper than Python recurses
+    while todo:
+        path, value = todo.pop()
+        if isinstance(value, dict | list):
+            if not value and path:
+                raise InvalidInput(
+                    f"an input search must end each path in a value (a string, number, true, false "
+                    f"or null), not an empty object or array: {path[:60]} has none, and it would read "
+                    "every run (no index finds it)"
+                )
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            todo.extend((f"{path}.{k}" if path else str(k), v) for k, v in items)
+        else:
+            values += 1
+    if values > SEARCH_VALUES:
+        raise InvalidInput(
+            f"an input search names {SEARCH_VALUES} values at most, got {values}: each is one more "
+            "lookup in the index on the runs' input"
+        )
 
 
 def cursor_of(query: RunQuery, row: dict[str, Any]) -> str:

@@ -331,6 +331,21 @@ class Settings:
         "Strict-Transport-Security sent: for TLS ended by a proxy whose word is not taken).",
         choices=("auto", "on"),
     )
+    live_seconds: float = setting(
+        300.0,
+        "Seconds a dashboard page's live event stream lasts; the browser then opens a new one.",
+        "seconds",
+        ge=1,
+        le=86400,
+    )
+    live_streams: int = setting(
+        16,
+        "Live event streams (one per open dashboard page) one person may hold open at once in a "
+        "dashboard process; past it, a new one is refused (429).",
+        "streams",
+        ge=1,
+        le=10000,
+    )
     retention: str = setting(
         "",
         "Finished runs older than this (e.g. 30d) are deleted by the workers' sweeper, every "

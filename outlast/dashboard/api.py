@@ -103,7 +103,7 @@ async def _runs(request: Request, c: AsyncClient) -> Any:
     q = request.query_params
     runs, cursor = await lists.page_of(c, request.app.state.gate, q, whole(q.get("limit", ""), "limit", PAGE))
     shown = [r.to_dict() | {"duration": lists.duration(r)} for r in runs]
-    return {"counts": await c.counts(), "runs": shown, "next": cursor}
+    return {**lists.counts_answer(await c.counts()), "runs": shown, "next": cursor}
 
 
 async def _run(request: Request, c: AsyncClient) -> Any:

@@ -20,6 +20,7 @@ from outlast.app import App
 from outlast.dashboard import api, charts, pages
 from outlast.dashboard.api import status_of
 from outlast.dashboard.auth import NUL, Gate
+from outlast.dashboard.live import Streams
 from outlast.dashboard.render import HERE, login_page, render, templates
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
@@ -113,7 +114,7 @@ def create_app(
     in an application's own ASGI app (``Mount("/outlast", create_app(settings))``). With the
     ``app``, revised arguments are checked against the tool's signature before they are accepted."""
     s = settings or Settings.from_env()
-    c = client or AsyncClient(settings=s, app=app)
+    c = client or AsyncClient(settings=s, app=app, shared_listening=True)  # one LISTEN connection
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -134,5 +135,6 @@ def create_app(
     )
     site.state.client = c
     site.state.gate = Gate(s, c)
+    site.state.streams = Streams(s.live_streams, s.live_seconds)
     site.state.templates = templates()
     return site

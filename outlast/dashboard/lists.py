@@ -14,7 +14,7 @@ from typing import Any
 from outlast.dashboard.auth import Gate, same
 from outlast.errors import InvalidInput
 from outlast.journal import MAX_DEPTH
-from outlast.listing import PAGE, RunQuery
+from outlast.listing import COUNTED, PAGE, RunQuery
 from outlast.model import Run
 from outlast.producer import AsyncClient
 
@@ -73,6 +73,20 @@ def duration(run: Run) -> float | None:
     if run.finished_at is None:
         return None
     return (run.finished_at - (run.started_at or run.created_at)).total_seconds()
+
+
+def counts_shown(counts: dict[str, int]) -> dict[str, str]:
+    """Each state's count as the runs page shows it: "10,000+" past what is counted."""
+    return {state: f"{COUNTED:,}+" if n > COUNTED else str(n) for state, n in counts.items()}
+
+
+def counts_answer(counts: dict[str, int]) -> dict[str, Any]:
+    """The counts as /api/runs answers them: ``counts`` up to COUNTED each, and ``counts_capped``
+    the states that have more runs than that."""
+    return {
+        "counts": {state: min(n, COUNTED) for state, n in counts.items()},
+        "counts_capped": sorted(state for state, n in counts.items() if n > COUNTED),
+    }
 
 
 def bound_to(name: str, query: RunQuery) -> str:

@@ -49,7 +49,7 @@ async def runs_page(request: Request) -> Response:
         first=urlencode(keep) if q.get("cursor") else None,
         sorts=SORTS,
         mark=mark,
-        counts=await c.counts(),
+        counts=lists.counts_shown(await c.counts()),
         states=list(RunState),
         query=q,
         error=error,

@@ -27,12 +27,15 @@ class ClientCore:
         *,
         app: App | None = None,
         settings: Settings | None = None,
+        shared_listening: bool = False,
     ) -> None:
+        """``shared_listening``: every reader woken by Postgres (``wait``, ``follow``, the
+        dashboard's live pages) listens on one connection, not one each (the dashboard's)."""
         s = (settings or Settings()).with_(database_url=database_url, redis_url=redis_url)
         self.settings, self.note = resolve(s)
         assert self.settings.database_url and self.settings.redis_url
         self.app = app
-        self.store = Store.from_settings(self.settings)
+        self.store = Store.from_settings(self.settings, shared_listening=shared_listening)
         self.queue = Queue(self.settings.redis_url, self.settings.prefix)
         self.sessions = Sessions(self.store)  # the dashboard's sign-ins (0019)
         self._opened = False

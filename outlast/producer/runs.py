@@ -16,7 +16,7 @@ from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
 from outlast.model import Run, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
-from outlast.store.notify import RunWatch
+from outlast.store.notify import Watch
 
 
 class Runs(ClientCore):
@@ -82,7 +82,15 @@ class Runs(ClientCore):
         return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
 
     @contextlib.asynccontextmanager
-    async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[RunWatch]:
+    async def watch_run(self, run_id: str, poll: float = 1.0) -> AsyncIterator[Watch]:
+        """Woken by Postgres whenever the run has an event, for as long as the block lasts: a
+        look after entering and after each ``changed()`` misses nothing (``follow`` reads so)."""
+        await self.status(run_id)
+        async with self.store.watch(run_id, poll) as watch:
+            yield watch
+
+    @contextlib.asynccontextmanager
+    async def watch_runs(self, poll: float = 1.0) -> AsyncIterator[Watch]:
         """Woken by Postgres whenever any run has an event (a live list: see migration 0020),
         for as long as the block lasts. ``hears()`` says whether notifications reach this client
         (not through a transaction pooler); ``changed()`` polls every ``poll`` seconds while they

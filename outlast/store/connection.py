@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
 from outlast.store.base import Base, Conn
-from outlast.store.notify import MAX_LISTENERS, RunWatch, channel
+from outlast.store.notify import MAX_LISTENERS, Listener, RunWatch, SharedWatch, Watch, channel
 from outlast.store.queries import Q
 from outlast.store.reach import too_old, unreachable
 from outlast.store.urls import redact
@@ -49,6 +49,7 @@ class Connection(Base):
         pooler: str = Settings.pg_pooler,
         prepare: str = Settings.pg_prepare,
         listen_url: str | None = Settings.listen_url,
+        shared_listening: bool = False,
     ) -> None:
         self.url = url
         self.schema = schema
@@ -62,7 +63,9 @@ class Connection(Base):
         # A tenant's runs published and not started, per queue; its others are held (0014_fair).
         self.tenant_window = tenant_window
         # Each waiting reader listens on a connection of its own, up to MAX_LISTENERS; more poll.
+        # With ``shared_listening`` (the dashboard's), every reader listens on one connection.
         self._listen_slots = asyncio.Semaphore(MAX_LISTENERS)
+        self._shared = Listener(self._listener) if shared_listening else None
         self._pool = psycopg_pool.AsyncConnectionPool(
             url,
             min_size=1,
@@ -83,7 +86,7 @@ class Connection(Base):
         self.reads = 0  # read round trips, for the cost model's measurements
 
     @classmethod
-    def from_settings(cls, s: Settings, max_size: int = 4) -> Self:
+    def from_settings(cls, s: Settings, max_size: int = 4, shared_listening: bool = False) -> Self:
         """The store a worker or a client of these settings uses."""
         assert s.database_url
         return cls(
@@ -95,6 +98,7 @@ class Connection(Base):
             pooler=s.pg_pooler,
             prepare=s.pg_prepare,
             listen_url=s.listen_url,
+            shared_listening=shared_listening,
         )
 
     def _startup(self, options: str) -> dict[str, Any]:
@@ -168,9 +172,14 @@ class Connection(Base):
         return self.wakeups
 
     @contextlib.asynccontextmanager
-    async def watch(self, run_id: str, poll: float) -> AsyncIterator[RunWatch]:
-        """Listen for the run's changes for as long as the block lasts (see ``RunWatch``)."""
-        w = RunWatch(self._listener, run_id, channel(self.schema, run_id), poll, self._listen_slots)
+    async def watch(self, run_id: str, poll: float) -> AsyncIterator[Watch]:
+        """Listen for the run's changes for as long as the block lasts (see ``Watch``)."""
+        name = channel(self.schema, run_id)
+        w: Watch
+        if self._shared is not None:
+            w = SharedWatch(self._shared, run_id, name, poll)
+        else:
+            w = RunWatch(self._listener, run_id, name, poll, self._listen_slots)
         try:
             await w.start()
             yield w
@@ -195,6 +204,8 @@ class Connection(Base):
             await self.check_schema()
 
     async def close(self) -> None:
+        if self._shared is not None:
+            await self._shared.close()
         if self._beat is not None:
             await self._beat.close()
         await self.writer.close()

@@ -652,7 +652,14 @@ WHERE id = %(id)s AND outlast_unfinished(state) AND EXISTS (SELECT 1 FROM was);
 -- The dashboard: counts, the approvals inbox, and a change mark for its live updates.
 
 -- name: count_by_state
-SELECT state, count(*) AS n FROM runs GROUP BY state;
+-- Runs counted by state, each only up to %(most)s + 1 (a count past %(most)s is shown as more):
+-- at most that many entries of runs_by_state read per state, whatever the table's size. Every
+-- runs page, /api/runs call and live refresh counts: a count of every run read the whole table
+-- (60 ms at 500k runs). Oldest first (the index read backward): their pages are the likeliest to
+-- be all visible, so the count reads the index alone.
+SELECT s AS state,
+       (SELECT count(*) FROM (SELECT FROM runs WHERE state = s ORDER BY created_at, id LIMIT %(most)s + 1) AS f) AS n
+FROM unnest(%(states)s::text[]) AS s;
 
 -- name: pending_approvals
 -- Every request still waiting for a decision, oldest first, with the seconds left before expiry.

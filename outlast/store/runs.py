@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import Run
+from outlast.model import Run, RunState
 from outlast.store.base import Base, budget_arrays
 
 
@@ -126,9 +126,11 @@ class Runs(Base):
         )
         return (rows[0]["queue"], rows[0]["state"], rows[0]["priority"]) if rows else None
 
-    async def count_by_state(self) -> dict[str, int]:
-        """Every run counted by its state."""
-        return {r["state"]: r["n"] for r in await self._rows("count_by_state")}
+    async def count_by_state(self, most: int) -> dict[str, int]:
+        """Runs counted by state, each up to ``most`` + 1: a count past ``most`` means more (a
+        state without runs is left out)."""
+        rows = await self._rows("count_by_state", states=list(RunState), most=most)
+        return {r["state"]: r["n"] for r in rows if r["n"]}
 
     async def unfinished_by_queue(self) -> dict[str, dict[str, int]]:
         """Unfinished runs: queue -> state -> count."""

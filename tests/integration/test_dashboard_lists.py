@@ -4,6 +4,7 @@ search, opaque cursors that page without repeating or skipping a run enqueued me
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -12,8 +13,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from outlast import Client
-from outlast.dashboard import create_app
+from outlast.dashboard import create_app, lists
 from outlast.identity import add_user
+from outlast.producer import admin
 from tests.conftest import World
 
 HEADERS: dict[str, str] = {}
@@ -105,6 +107,10 @@ def test_bad_parameters_are_a_400_naming_them(world: World, http: tuple[TestClie
         ({"since": "yesterday"}, "since"),
         ({"input": "[1]"}, "JSON object"),
         ({"input": "{"}, "JSON object"),
+        ({"input": "[" * 5000 + "]" * 5000}, "JSON object"),  # nested past what Python parses
+        ({"input": '{"x": {}}'}, "not an empty object or array: x has none"),
+        ({"input": '{"a": {"b": []}}'}, "not an empty object or array: a.b has none"),
+        ({"input": json.dumps({f"k{i}": i for i in range(17)})}, "16 values at most, got 17"),
         ({"state": "sleeping"}, "no run state"),
         ({"priority": "urgent"}, "no priority"),
         ({"sort": "name"}, "no sort"),
@@ -146,6 +152,21 @@ def test_a_cursor_is_signed_and_bound_to_its_list_and_filters(
     assert page == ["x-1"] and more is not None
     refused = tc.get("/api/in-doubt", params={"cursor": more}, headers=HEADERS)
     assert refused.status_code == 400  # ... is another list than the in-doubt page's
+
+
+def test_counts_by_state_are_bounded_and_say_so(
+    world: World, http: tuple[TestClient, Client], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each state is counted up to COUNTED runs (10,000): past it, the API lists the state in
+    ``counts_capped`` and the page shows "10,000+"; a count reads no more than that, at any size."""
+    monkeypatch.setattr(admin, "COUNTED", 3)
+    monkeypatch.setattr(lists, "COUNTED", 3)
+    tc, c = http
+    seed(world, c)  # 13 queued, 1 waiting
+    got = tc.get("/api/runs", headers=HEADERS).json()
+    assert got["counts"] == {"queued": 3, "waiting": 1} and got["counts_capped"] == ["queued"]
+    page = tc.get("/", headers={**HEADERS, "Accept": "text/html"}).text
+    assert "queued <b>3+</b>" in page and "waiting <b>1</b>" in page
 
 
 def test_the_page_filters_and_pages(world: World, http: tuple[TestClient, Client]) -> None:

@@ -10,6 +10,7 @@ import os
 import pwd
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +70,99 @@ def test_changes_are_pushed_not_polled(world: World, monkeypatch: pytest.MonkeyP
         c.enqueue("wa", {}, run_id="pushed-1")  # its 'enqueued' event wakes the stream
         name, data = next(stream)
         assert name == "change" and json.loads(data)["mark"] > mark
+
+
+def listening(world: World) -> int:
+    """How many backends listen for this test's schema: each registers its pid as a watcher."""
+    rows = world.sql(
+        "SELECT count(DISTINCT a.pid) FROM pg_stat_activity a JOIN watchers w ON w.pid = a.pid"
+        " WHERE a.application_name = 'outlast-listen'"
+    )
+    return int(rows[0][0])
+
+
+def test_every_stream_of_a_dashboard_shares_one_listening_connection(world: World) -> None:
+    """Open pages cost the database one connection per dashboard process, not one each: else one
+    viewer's tabs took 32 of them, and three dashboards the whole of max_connections."""
+    settings, headers = people(world)
+    with Client(settings=settings) as c:
+        for i in range(6):
+            c.enqueue("wa", {}, run_id=f"watched-{i}")
+    with served(settings) as url:
+        lists = [events(f"{url}/live?after=0", headers, timeout=30.0) for _ in range(6)]
+        runs = [events(f"{url}/live?run=watched-{i}&after=0", headers, timeout=30.0) for i in range(6)]
+        assert all(next(s) == ("mode", "pushed") for s in lists)
+        assert all(next(s)[0] == "change" for s in runs)  # each run's 'enqueued', after its LISTEN
+        assert listening(world) == 1
+        # One connection, and each stream is still woken by its own runs' events.
+        with Client(settings=settings) as c:
+            c.enqueue("wa", {}, run_id="after")
+            c.cancel("watched-3")
+        assert all(next(s)[0] == "change" for s in lists)
+        assert next(runs[3])[0] == "change"
+        for s in lists + runs:
+            s.close()
+        wait_for(lambda: world.sql("SELECT count(*) FROM watchers") == [(0,)], 10, what="the LISTENs undone")
+        assert listening(world) == 0
+
+
+def test_a_killed_shared_listener_is_replaced(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "HEARTBEAT", 600.0)  # only a notification, or the loss, wakes a stream
+    settings, headers = people(world)
+    with served(settings) as url:
+        streams = [events(f"{url}/live?after=0", headers, timeout=30.0) for _ in range(3)]
+        assert all(next(s) == ("mode", "pushed") for s in streams)
+        pid = world.sql("SELECT DISTINCT pid FROM watchers")
+        assert len(pid) == 1
+        world.sql("SELECT pg_terminate_backend(%s)", pid[0][0])
+        wait_for(lambda: listening(world) == 1, 10, what="a new listening connection")
+        with Client(settings=settings) as c:
+            c.enqueue("wa", {}, run_id="after-kill")
+        assert all(next(s)[0] == "change" for s in streams)
+        assert listening(world) == 1
+        for s in streams:
+            s.close()
+
+
+def test_one_person_holds_a_bounded_number_of_streams(world: World) -> None:
+    users = world.tmp / "users.toml"
+    bob = {"Authorization": f"Bearer {add_user(users, 'bob', ['viewers'])}"}
+    alice = {"Authorization": f"Bearer {add_user(users, 'alice', ['viewers'])}"}
+    settings = world.settings(users=str(users), live_streams=2)
+    with served(settings) as url:
+        held = [events(f"{url}/live?after=0", bob, timeout=30.0) for _ in range(2)]
+        assert all(next(s) == ("mode", "pushed") for s in held)
+        third = httpx.get(f"{url}/live?after=0", headers=bob, timeout=10)
+        assert third.status_code == 429
+        assert "too many live pages open: bob may keep 2" in third.json()["error"]
+        assert "OUTLAST_LIVE_STREAMS" in third.json()["error"]
+        other = events(f"{url}/live?after=0", alice, timeout=30.0)  # another person is not refused
+        assert next(other) == ("mode", "pushed")
+        held.pop().close()  # a page closed gives its stream back
+
+        def again() -> bool:
+            with httpx.stream("GET", f"{url}/live?after=0", headers=bob, timeout=10) as r:
+                return r.status_code == 200
+
+        wait_for(again, 10, what="bob's closed stream given back")
+        for s in [*held, other]:
+            s.close()
+
+
+@pytest.mark.parametrize("path", ["/live?after=0", "/live?run=long&after=0"])
+def test_a_stream_ends_after_its_life(world: World, path: str) -> None:
+    """A stream, a run's too (the run never finishes here), ends after OUTLAST_LIVE_SECONDS; the
+    browser then opens a new one."""
+    settings, headers = people(world)
+    settings = settings.with_(live_seconds=1.0)
+    with Client(settings=settings) as c:
+        c.enqueue("wa", {}, run_id="long")
+    with served(settings) as url:
+        t = time.monotonic()
+        got = list(events(f"{url}{path}", headers, timeout=30.0))
+        assert time.monotonic() - t < 5
+        assert ("final", "{}") not in got
+        assert world.sql("SELECT count(*) FROM watchers") == [(0,)]
 
 
 def answers(url: str) -> bool:

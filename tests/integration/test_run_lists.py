@@ -12,11 +12,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from outlast.listing import PAGE, RunQuery, after_of, cursor_of
+from outlast.errors import InvalidInput
+from outlast.listing import COUNTED, PAGE, RunQuery, after_of, cursor_of
+from outlast.model import RunState
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.store.listing import page_statement
+from outlast.store.queries import Q
 from tests.conftest import drop_schemas
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]  # the seed: about a minute, two busy cores
@@ -183,3 +186,42 @@ async def test_paging_while_runs_are_enqueued_neither_repeats_nor_skips(million:
     finally:
         await c.store.execute("DELETE FROM runs WHERE id LIKE 'new-%%'")
         await c.close()
+
+
+def index_entries(plan: dict[str, Any]) -> int:
+    """The index entries a plan's index scans returned, over all their loops."""
+    n = plan["Actual Rows"] * plan["Actual Loops"] if "Index" in plan["Node Type"] else 0
+    return n + sum(index_entries(p) for p in plan.get("Plans", []))
+
+
+def test_the_counts_by_state_read_a_bounded_number_of_index_entries(million: tuple[str, str]) -> None:
+    """Every runs page, /api/runs call and live refresh counts the runs by state: each state is
+    counted up to COUNTED (then shown as more), from its index alone, never the whole table."""
+    db, schema = million
+    params = {"states": list(RunState), "most": COUNTED}
+    with psycopg.connect(db, autocommit=True, options=f"-c search_path={schema}") as c:
+        plan = c.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {Q['count_by_state']}".encode(), params)
+        top = plan.fetchone()[0][0]["Plan"]  # type: ignore[index]
+        counts = dict(c.execute(Q["count_by_state"].encode(), params).fetchall())
+    large = ("succeeded", "failed", "waiting", "queued")
+    assert counts == {s: COUNTED + 1 if s in large else 0 for s in RunState}
+    assert rows_read(top) == 0, json.dumps(top, indent=1)  # the index alone: no row of runs read
+    # Not a million: COUNTED + 1 entries of each large state (rows averaged per loop, rounded).
+    assert index_entries(top) <= len(large) * (COUNTED + 1) + len(RunState), json.dumps(top, indent=1)
+
+
+@pytest.mark.parametrize("search", [{"x": {}}, {"customer": {}}, {"customer": []}, {"a": {"b": []}}])
+def test_an_input_search_no_index_serves_is_refused(million: tuple[str, str], search: dict[str, Any]) -> None:
+    """An empty object or array names no value for the input's index to find: such a search
+    would read every run, on every page. It is refused."""
+    with pytest.raises(InvalidInput, match="not an empty object or array"):
+        RunQuery(input=search)
+    db, schema = million
+    unchecked = RunQuery(input={"customer": "c-42"})
+    object.__setattr__(unchecked, "input", search)  # the page it would have read
+    sql, params = page_statement(unchecked, (None, None), PAGE + 1)
+    with psycopg.connect(db, autocommit=True, options=f"-c search_path={schema}") as c:
+        c.execute("SET max_parallel_workers_per_gather = 0")  # one scan: its rows removed are all
+        plan = c.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}".encode(), params).fetchone()
+    assert plan is not None
+    assert rows_read(plan[0][0]["Plan"]) >= ROWS, json.dumps(plan, indent=1)
