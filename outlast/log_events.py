@@ -103,6 +103,12 @@ EVENTS: dict[str, str] = {
     ),
     # The dashboard and the operators' acts
     "users.unreadable": "The dashboard's users file cannot be read (`error`): the last good one stays.",
+    "users.gone": "The dashboard's users file (`path`) is gone: nobody is a user, every session ends.",
+    "session.forged": "A session row the dashboard did not seal, or one altered since, was refused and "
+    "deleted (`principal`).",
+    "session.unsealed": "A session from before sessions were sealed was ended (`principal`): sign in again.",
+    "dashboard.unavailable": "The dashboard could not answer a caller not signed in (`error`: only here).",
+    "dashboard.failed": "A request failed inside the dashboard (`path`, with the traceback): a 500 was sent.",
     "sessions.ended": "The dashboard ended the sessions of `users` removed or given a new token.",
     "schedule.paused": "An operator paused (`paused` true) or resumed a schedule; who, beside.",
 }
