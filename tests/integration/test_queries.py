@@ -20,7 +20,7 @@ SHARED = (
     "outlast_redone",
     "outlast_now",  # 0018_clock
 )
-# The spellings each function replaced: none may come back into queries.sql.
+# The spellings each function replaced: none may come back into store/sql/*.sql.
 SPELLED = (
     "'succeeded', 'partial', 'failed', 'timed_out', 'exhausted', 'cancelled'",
     "'queued', 'running', 'waiting', 'awaiting_approval', 'cancelling'",
