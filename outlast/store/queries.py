@@ -26,7 +26,7 @@ class Statement(NamedTuple):
 
 def statements() -> list[Statement]:
     """Every named statement of ``sql/*.sql``, by file name, then in each file's order. A name
-    given twice is listed twice."""
+    given twice is listed twice (``tests/unit/test_queries_files.py`` refuses it)."""
     out: list[Statement] = []
     folder = resources.files("outlast.store").joinpath("sql")
     for f in sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name):
