@@ -1,10 +1,12 @@
 """Named SQL statements, parsed once from ``sql/*.sql``: one file per family, beside its mixin
 (``sql/leases.sql`` holds the statements ``leases.py`` runs), each opening with what it owns.
 
-Writes about a run that a worker owns carry its fencing token (``fencing_token = %(token)s``).
-Facts several statements share are functions of migration 0015, inlined by Postgres (a plan is the
-one the fact spelled out would have): outlast_final, outlast_unfinished (states), outlast_live (a
-worker), outlast_window (a tenant's window), outlast_redone (a lost-ack re-check). Claims, leases
+Writes about a run that a worker owns are fenced by its token
+(``outlast_held_by(fencing_token, state, %(token)s)``). Facts several statements share are SQL
+functions, inlined by Postgres (a plan is the one the fact spelled out would have): of 0015,
+outlast_final, outlast_unfinished (states), outlast_live (a worker), outlast_window (a tenant's
+window), outlast_redone (a lost-ack re-check); of 0023, outlast_leased (the states a lease is held
+in) and outlast_held_by (the lease holder's condition). Claims, leases
 and due times read the time as ``(SELECT at FROM outlast_now())`` (0018_clock: the database clock
 plus the schema's offset, moved by tests); audit stamps and heartbeats, as ``now()``.
 """

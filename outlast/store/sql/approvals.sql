@@ -10,7 +10,7 @@ WITH r AS (
         wake_at = coalesce(
             (SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
             (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s))
-    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 a AS (
     INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,

@@ -11,7 +11,7 @@
 -- for its tenant's turn (0014_fair), like a run enqueued.
 WITH p AS (
     SELECT id, deadline, budget_id, tenant, priority, cancel_requested FROM runs
-    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     FOR SHARE),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, budget_id, tenant,
@@ -44,7 +44,7 @@ SELECT (SELECT count(*) FROM p) = 1 AS held,
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
         lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
-    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r

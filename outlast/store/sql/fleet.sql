@@ -76,7 +76,7 @@ SELECT EXISTS (
 FROM runs r
 WHERE r.id = %(id)s AND r.program IS NOT NULL
   AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= (SELECT at FROM outlast_now())))
-       OR (r.state IN ('running', 'cancelling') AND r.lease_expires_at < (SELECT at FROM outlast_now()))
+       OR (outlast_leased(r.state) AND r.lease_expires_at < (SELECT at FROM outlast_now()))
        OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
        OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= (SELECT at FROM outlast_now())))
        OR (r.state = 'awaiting_approval' AND r.wake_at <= (SELECT at FROM outlast_now())));

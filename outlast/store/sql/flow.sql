@@ -7,8 +7,8 @@
 -- expired slot picked at random. A slot another holder took meanwhile fails the insert's
 -- condition: nothing is returned and the caller tries again later.
 WITH r AS (
-    SELECT id FROM runs WHERE id = %(run_id)s AND fencing_token = %(token)s
-      AND state IN ('running', 'cancelling')),
+    SELECT id FROM runs WHERE id = %(run_id)s
+      AND outlast_held_by(fencing_token, state, %(token)s)),
 mine AS (
     UPDATE slots SET token = %(token)s, expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
     FROM r WHERE slots.key = %(key)s AND slots.run_id = r.id AND slots.holder = %(holder)s
@@ -53,7 +53,7 @@ WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, slot_key = %(slot_key)s, owner = NULL,
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()),
         updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r

@@ -12,7 +12,7 @@
 WITH r AS (
     -- a new entry is progress: the claims counted towards max_attempts start again from this one
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
-    WHERE id = %(run_id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
     RETURNING id, cancel_requested),
 ins AS (

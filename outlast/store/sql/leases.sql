@@ -1,8 +1,8 @@
 -- The leases family (leases.py): the claim that takes a run's lease (a new fencing token), its
 -- renewal, and every change of a held run's state by its lease holder (finish, wait, release), each
--- fenced by `fencing_token = %(token)s` and finding its own effect when run again after a lost
--- acknowledgement (outlast_redone); a worker's refusal of a run whose program it does not serve, and
--- an operator's resume of a waiting run.
+-- fenced by `outlast_held_by(fencing_token, state, %(token)s)` (0023) and finding its own effect
+-- when run again after a lost acknowledgement (outlast_redone); a worker's refusal of a run whose
+-- program it does not serve, and an operator's resume of a waiting run.
 
 -- name: claim
 -- One conditional UPDATE takes the lease: a queued run, one whose lease expired, one that
@@ -25,7 +25,7 @@ WITH c AS (
     WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
-           OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
            OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= (SELECT at FROM outlast_now())))
            OR (state = 'awaiting_approval' AND wake_at <= (SELECT at FROM outlast_now()))
@@ -56,8 +56,8 @@ FROM c LEFT JOIN released ON true;
 WITH held AS (
     SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(id, token)),
 mine AS (
-    SELECT runs.id FROM runs JOIN held ON runs.id = held.id AND runs.fencing_token = held.token
-    WHERE runs.state IN ('running', 'cancelling')
+    SELECT runs.id FROM runs JOIN held ON runs.id = held.id
+    WHERE outlast_held_by(runs.fencing_token, runs.state, held.token)
     ORDER BY runs.id COLLATE "C"  -- the writer's order (code points), whatever the database's
     FOR NO KEY UPDATE OF runs),
 renewed AS (
@@ -81,7 +81,7 @@ FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = 
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = %(reason)s, result = %(result)s, error = %(error)s,
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND journal_len = %(journal_len)s
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
@@ -94,7 +94,7 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, %(state)s, %(reason)s);
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
         attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
 SELECT id AS run_id FROM r
@@ -135,7 +135,7 @@ WITH r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         owner = NULL, lease_expires_at = NULL,
         attempts = greatest(attempts - 1, 0), published_at = (SELECT at FROM outlast_now()), updated_at = now()
-    WHERE id = %(id)s AND fencing_token = %(token)s AND state IN ('running', 'cancelling')
+    WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND lease_expires_at IS NOT NULL
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r)

@@ -106,7 +106,7 @@ SELECT id, state, queue FROM runs WHERE id = %(id)s AND EXISTS (SELECT 1 FROM wa
 -- entry, never a lease renewal). Both read through runs_by_state.
 SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt') AS in_doubt,
        coalesce(extract(epoch FROM now() - (
-           SELECT min(updated_at) FROM runs WHERE state IN ('running', 'cancelling'))), 0) AS stalled;
+           SELECT min(updated_at) FROM runs WHERE outlast_leased(state))), 0) AS stalled;
 
 -- name: unfinished_by_queue
 -- Unfinished runs per queue and state (the partial index over unfinished runs); and as 'held', the

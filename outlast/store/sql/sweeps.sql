@@ -39,7 +39,7 @@ due AS (
                      SELECT 1 FROM span
                      WHERE span.queue = runs.queue AND span.priority = runs.priority
                        AND runs.published_at > span.since AND runs.published_at < span.last))
-                 OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
+                 OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))
            -- a delayed run came due (its published_at is its start until this stamps it)
@@ -89,7 +89,7 @@ WITH late AS (
     SELECT id, deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s) AS overdue FROM runs
     WHERE deadline < (SELECT at FROM outlast_now())
       AND (state IN ('queued', 'waiting', 'awaiting_approval')
-           OR (state IN ('running', 'cancelling') AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
            OR (state = 'cancelling' AND lease_expires_at IS NULL))
       AND (published_at IS NULL OR published_at < deadline
            OR deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s))
