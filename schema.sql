@@ -1,4 +1,4 @@
--- The whole outlast schema, version 22: what its migrations
+-- The whole outlast schema, version 23: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -28,6 +28,18 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+
+CREATE FUNCTION outlast.outlast_held_by(fencing_token bigint, state text, token bigint) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT fencing_token = token AND outlast_leased(state)
+$$;
+
+CREATE FUNCTION outlast.outlast_leased(state text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT state IN ('running', 'cancelling')
+$$;
 
 CREATE FUNCTION outlast.outlast_live(last_beat timestamp with time zone, lease_ttl double precision) RETURNS boolean
     LANGUAGE sql STABLE PARALLEL SAFE

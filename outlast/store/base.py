@@ -22,7 +22,7 @@ def budget_arrays(by_name: Mapping[str, float]) -> tuple[list[str], list[float]]
 class Base:
     """The connection's side of every family, declared so that each family type-checks on its own:
     ``Connection`` gives the reads and writes, ``Migrations`` the schema check. A family names the
-    statement (``queries.sql``) and its parameters; it never opens a connection itself."""
+    statement (``sql/<family>.sql``) and its parameters; it never opens a connection itself."""
 
     url: str
     schema: str

@@ -1,6 +1,6 @@
 """The runs list family: a page of runs for a ``RunQuery``, composed from the named fragments of
-``queries.sql`` (only the filters given, so each list reads the one index made for it, 0020): the
-page's ids are found first by an index-only scan of the filter's index, then their rows read."""
+``sql/listing.sql`` (only the filters given, so each list reads the one index made for it, 0020):
+the page's ids are found first by an index-only scan of the filter's index, then their rows read."""
 
 from __future__ import annotations
 

@@ -1,19 +1,42 @@
-"""Named SQL statements, parsed once from ``queries.sql``."""
+"""Named SQL statements, parsed once from ``sql/*.sql``: one file per family, beside its mixin
+(``sql/leases.sql`` holds the statements ``leases.py`` runs), each opening with what it owns.
+
+Writes about a run that a worker owns are fenced by its token
+(``outlast_held_by(fencing_token, state, %(token)s)``). Facts several statements share are SQL
+functions, inlined by Postgres (a plan is the one the fact spelled out would have): of 0015,
+outlast_final, outlast_unfinished (states), outlast_live (a worker), outlast_window (a tenant's
+window), outlast_redone (a lost-ack re-check); of 0023, outlast_leased (the states a lease is held
+in) and outlast_held_by (the lease holder's condition). Claims, leases
+and due times read the time as ``(SELECT at FROM outlast_now())`` (0018_clock: the database clock
+plus the schema's offset, moved by tests); audit stamps and heartbeats, as ``now()``.
+"""
 
 from __future__ import annotations
 
 import re
 from importlib import resources
+from typing import NamedTuple
 
 
-def _load() -> dict[str, str]:
-    text = resources.files("outlast.store").joinpath("queries.sql").read_text()
-    out: dict[str, str] = {}
-    for block in re.split(r"^-- name: ", text, flags=re.M)[1:]:
-        name, _, sql = block.partition("\n")
-        body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
-        out[name.strip()] = body.strip().rstrip(";")
+class Statement(NamedTuple):
+    """One named statement, and the file of ``sql/`` that holds it."""
+
+    file: str
+    name: str
+    sql: str
+
+
+def statements() -> list[Statement]:
+    """Every named statement of ``sql/*.sql``, by file name, then in each file's order. A name
+    given twice is listed twice (``tests/unit/test_queries_files.py`` refuses it)."""
+    out: list[Statement] = []
+    folder = resources.files("outlast.store").joinpath("sql")
+    for f in sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name):
+        for block in re.split(r"^-- name: ", f.read_text(), flags=re.M)[1:]:
+            name, _, sql = block.partition("\n")
+            body = "\n".join(ln for ln in sql.splitlines() if not ln.lstrip().startswith("--"))
+            out.append(Statement(f.name, name.strip(), body.strip().rstrip(";")))
     return out
 
 
-Q = _load()
+Q = {s.name: s.sql for s in statements()}

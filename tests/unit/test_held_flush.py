@@ -79,7 +79,7 @@ def _statement_named(node: ast.AST) -> str | None:
 
 
 def _statements_of_store() -> dict[str, set[str]]:
-    """Each store method, and the named statements (``queries.sql``) it runs."""
+    """Each store method, and the named statements (``store/sql/*.sql``) it runs."""
     found: dict[str, set[str]] = {}
     for name, fn in inspect.getmembers(Store, inspect.isfunction):
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))

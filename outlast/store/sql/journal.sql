@@ -1,0 +1,54 @@
+-- The journal family (journal.py): a run's hash-chained entries. `append` is the one way in for
+-- the lease holder (fenced), `append_unowned` for a resolution while no worker holds the run; the run
+-- row keeps the chain's head.
+
+-- name: append
+-- The run row keeps the chain's head; entries are written only by the lease holder, in order. One
+-- statement writes one entry, or several (results held for a moment, then the entry that carries
+-- them): all of them or none, numbered in order up to %(seq)s. %(seq)s and %(hash)s are the last
+-- entry's.
+-- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
+-- same hash, token still held) and says so instead of failing.
+WITH r AS (
+    -- a new entry is progress: the claims counted towards max_attempts start again from this one
+    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
+    RETURNING id, cancel_requested),
+ins AS (
+    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
+    SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash
+    FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
+         WITH ORDINALITY AS e(kind, op_id, body, hash, n)
+    RETURNING seq)
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+UNION ALL
+SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
+  AND runs.fencing_token = %(token)s;
+
+-- name: append_unowned
+-- An entry written by a person or code (a resolution) while no worker holds the run: it must
+-- be waiting for exactly that, and the chain must not have moved since it was read. Run again
+-- after a commit whose acknowledgement was lost, it finds its own entry (same seq, same hash:
+-- chained to the head it was read after, with its own body) and says so instead of failing.
+WITH r AS (
+    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, state = 'queued',
+        reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+    WHERE id = %(run_id)s AND state = 'waiting' AND reason = %(reason)s
+      AND journal_len = %(seq)s - 1 AND journal_head = %(prev)s
+    RETURNING id, cancel_requested),
+ins AS (
+    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
+    SELECT id, %(seq)s, %(kind)s, %(op_id)s, %(body)s, %(hash)s FROM r
+    RETURNING seq)
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+UNION ALL
+SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s;
+
+-- name: journal
+SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
+
+-- name: journal_times
+SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;

@@ -1,0 +1,174 @@
+-- The sweeper's family (sweeps.py): the clock it stamps by, the runs due again that no stream
+-- entry may deliver, tenants' turns (0014_fair), deadlines passed while nothing ran, and retention's
+-- prune (`outlast prune` and OUTLAST_RETENTION).
+
+-- name: unseen
+-- The sweeper, before `due`: the clock its pass stamps by, and whether a queued run went unseen
+-- for %(after)s seconds by it: only such a run may be one whose entry still waits in its stream,
+-- which Redis is asked about (`Queue.waiting`), so it is asked only when there is one.
+SELECT (SELECT at FROM outlast_now()) AS now, EXISTS (
+    SELECT 1 FROM runs WHERE state = 'queued'
+      AND published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)) AS queued;
+
+-- name: due
+-- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
+-- the published_at stamp let every worker sweep at once without publishing a run twice.
+-- A queued run whose entry is still in its stream is not due, however long it waited (a long
+-- backlog; queue/undelivered.py): one of %(waiting)s (their entries read around the delivered
+-- point: delivered and not acknowledged yet, or not delivered), or one stamped within its
+-- stream's span: per stream (queue, level), the ages by Redis's clock, read before this
+-- statement, of the newest entry delivered or deleted (since) and of the newest entry added
+-- (last). An entry is added after its run is stamped, so a run stamped since then by this
+-- statement's clock has its entry waiting, if it was ever added; one that was not (a producer's
+-- crash) waits for the group to deliver past it, then is due. With %(queued)s false (`unseen`
+-- found none, Redis was not asked), no queued run is due by age.
+WITH span AS MATERIALIZED (  -- once, not per run (each run's look a scan of a few rows)
+    SELECT u.queue, u.priority,
+           (SELECT at FROM outlast_now()) - make_interval(secs => u.since) AS since,
+           (SELECT at FROM outlast_now()) - make_interval(secs => u.last) AS last
+    FROM unnest(%(queues)s::text[], %(priorities)s::text[], %(since)s::float8[], %(last)s::float8[])
+         AS u(queue, priority, since, last)),
+near AS (SELECT unnest(%(waiting)s::text[]) AS id),
+due AS (
+    SELECT id FROM runs
+    WHERE outlast_unfinished(state)
+      -- one pass of the sweeper never sees again what it stamped itself
+      AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
+      AND ((published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)
+            AND ((state = 'queued' AND %(queued)s AND runs.id NOT IN (SELECT near.id FROM near) AND NOT EXISTS (
+                     SELECT 1 FROM span
+                     WHERE span.queue = runs.queue AND span.priority = runs.priority
+                       AND runs.published_at > span.since AND runs.published_at < span.last))
+                 OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
+                 OR (state = 'cancelling' AND lease_expires_at IS NULL)
+                 OR (state = 'waiting' AND reason = 'program_changed')))
+           -- a delayed run came due (its published_at is its start until this stamps it)
+           OR (state = 'queued' AND start_at <= (SELECT at FROM outlast_now()) AND published_at <= start_at)
+           -- a timer or an approval's expiry came due: wake it at once, then again while unseen
+           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= (SELECT at FROM outlast_now())
+               AND published_at < greatest(wake_at, (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s))))
+    ORDER BY published_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM due WHERE runs.id = due.id
+RETURNING runs.id, runs.queue, runs.priority;
+
+-- name: turns
+-- The sweeper tops up every tenant's window (0014_fair): a tenant's held runs are published while
+-- it has fewer than %(window)s runs published and not started in that queue (a claim's own
+-- release lost with its worker, a window emptied by cancellations, a larger window configured).
+-- A %(window)s of 0 (fair share off) publishes every held run.
+WITH RECURSIVE lanes AS (
+    -- the (queue, tenant) pairs with held runs, one index probe each (not a scan of every held run)
+    (SELECT queue, tenant FROM runs WHERE state = 'queued' AND published_at IS NULL
+     ORDER BY queue, tenant LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.tenant FROM lanes l CROSS JOIN LATERAL (
+        SELECT queue, tenant FROM runs
+        WHERE state = 'queued' AND published_at IS NULL AND (queue, tenant) > (l.queue, l.tenant)
+        ORDER BY queue, tenant LIMIT 1) n),
+turn AS (
+    SELECT h.id FROM lanes l CROSS JOIN LATERAL (
+        SELECT id FROM runs h
+        WHERE h.state = 'queued' AND h.published_at IS NULL AND h.queue = l.queue
+          AND h.tenant = l.tenant
+        ORDER BY CASE h.priority WHEN 'high' THEN 0 WHEN 'normal' THEN 1 ELSE 2 END, h.created_at
+        LIMIT CASE WHEN %(window)s = 0 THEN NULL ELSE greatest(0, %(window)s - (
+            SELECT used FROM outlast_window(l.queue, l.tenant, %(window)s, NULL))) END
+        FOR UPDATE SKIP LOCKED) h
+    LIMIT %(limit)s)
+UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
+RETURNING runs.id, runs.queue, runs.priority;
+
+-- name: expire_deadlines
+-- A deadline that passed while nothing ran: the run is stamped published, to be published at once
+-- (queue, priority), so that a worker claims it and ends it through the executor (its partial
+-- handler runs); one still not ended %(grace)s seconds past its deadline (no worker serves its
+-- workflow, or its entry was lost) is ended here, timed_out (queue NULL).
+WITH late AS (
+    SELECT id, deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s) AS overdue FROM runs
+    WHERE deadline < (SELECT at FROM outlast_now())
+      AND (state IN ('queued', 'waiting', 'awaiting_approval')
+           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (state = 'cancelling' AND lease_expires_at IS NULL))
+      AND (published_at IS NULL OR published_at < deadline
+           OR deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s))
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
+ended AS (
+    UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
+        lease_expires_at = NULL, finished_at = now(), updated_at = now()
+    FROM late WHERE runs.id = late.id AND late.overdue
+    RETURNING runs.id),
+e AS (INSERT INTO events (run_id, kind, detail)
+      SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM ended),
+published AS (
+    UPDATE runs SET published_at = (SELECT at FROM outlast_now())
+    FROM late WHERE runs.id = late.id AND NOT late.overdue
+    RETURNING runs.id, runs.queue, runs.priority)
+SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
+UNION ALL
+SELECT id, queue, priority FROM published;
+
+-- name: db_now
+-- The clock of claims, leases and due times (0018_clock), and the database's own (audit stamps).
+SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
+
+-- name: prune
+-- One batch of finished runs deleted with everything that is theirs, in one statement (one
+-- transaction). A run that another run continues stays until that one is gone (batches go from
+-- the newest of a chain up), so a budget goes only with the last run sharing it. With
+-- %(exclusive)s one pruner of this schema at a time: the others find nothing to do.
+WITH doomed AS (
+    SELECT id FROM runs r
+    WHERE finished_at < %(before)s
+      AND outlast_final(state)
+      AND (%(state)s::text IS NULL OR state = %(state)s)
+      AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
+      -- a child whose parent is not final yet: the parent may still read its result
+      AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = r.started_by
+                      AND outlast_unfinished(p.state))
+      AND (NOT %(exclusive)s
+           OR (SELECT pg_try_advisory_xact_lock(hashtext(current_schema() || ':outlast-prune'))))
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED),
+j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
+r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
+b AS (
+    DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
+      AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = budgets.budget_id
+                      AND o.id NOT IN (SELECT id FROM r))
+    RETURNING budget_id)
+SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) AS journal,
+       (SELECT count(*) FROM e) AS events, (SELECT count(*) FROM a) AS approvals,
+       (SELECT count(*) FROM v) AS reservations, (SELECT count(DISTINCT budget_id) FROM b) AS budgets;
+
+-- name: prune_count
+-- What `prune` would delete, counted: the finished runs of the cutoff and state, but not one
+-- continued by a run that stays, nor (up the chain) what that one continues.
+WITH RECURSIVE candidate AS (
+    SELECT id, parent_id FROM runs
+    WHERE finished_at < %(before)s
+      AND outlast_final(state)
+      AND (%(state)s::text IS NULL OR state = %(state)s)
+      AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.id = runs.started_by
+                      AND outlast_unfinished(p.state))),
+kept (id) AS (
+    SELECT parent_id FROM runs WHERE parent_id IS NOT NULL AND id NOT IN (SELECT id FROM candidate)
+    UNION
+    SELECT c.parent_id FROM candidate c JOIN kept ON c.id = kept.id WHERE c.parent_id IS NOT NULL),
+doomed AS (SELECT id FROM candidate WHERE id NOT IN (SELECT id FROM kept))
+SELECT (SELECT count(*) FROM doomed) AS runs,
+       (SELECT count(*) FROM journal WHERE run_id IN (SELECT id FROM doomed)) AS journal,
+       (SELECT count(*) FROM events WHERE run_id IN (SELECT id FROM doomed)) AS events,
+       (SELECT count(*) FROM approvals WHERE run_id IN (SELECT id FROM doomed)) AS approvals,
+       (SELECT count(*) FROM reservations WHERE run_id IN (SELECT id FROM doomed)) AS reservations,
+       (SELECT count(DISTINCT d.budget_id) FROM runs d
+        WHERE d.id IN (SELECT id FROM doomed) AND d.budget_id IS NOT NULL
+          AND EXISTS (SELECT 1 FROM budgets WHERE budgets.budget_id = d.budget_id)
+          AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = d.budget_id
+                          AND o.id NOT IN (SELECT id FROM doomed))) AS budgets;
