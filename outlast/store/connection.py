@@ -17,7 +17,8 @@ from psycopg.rows import dict_row
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
 from outlast.store.base import Base, Conn
-from outlast.store.notify import MAX_LISTENERS, Listener, RunWatch, SharedWatch, Watch, channel
+from outlast.store.listener import Listener, SharedWatch
+from outlast.store.notify import MAX_LISTENERS, RunWatch, Watch, channel, open_listening
 from outlast.store.queries import Q
 from outlast.store.reach import too_old, unreachable
 from outlast.store.urls import redact
@@ -126,35 +127,14 @@ class Connection(Base):
             raise self._unavailable(exc) from exc
 
     async def _listener(self) -> Conn:
-        """A connection of its own for LISTEN; TCP keepalives notice a silent network loss. A
-        ``listen_url`` is direct; the database URL through a session pooler keeps its session."""
+        """A connection of its own for LISTEN (``notify.open_listening``)."""
         if self.listen_url is None:
             raise ServiceUnavailable("no LISTEN through a transaction pooler: set OUTLAST_LISTEN_URL")
         direct = self.listen_url != self.url or self.pooler == "none"
         try:
-            conn = await psycopg.AsyncConnection.connect(
-                self.listen_url,
-                connect_timeout=5,
-                autocommit=True,
-                row_factory=dict_row,
-                application_name="outlast-listen",
-                keepalives=1,
-                keepalives_idle=10,
-                keepalives_interval=5,
-                keepalives_count=3,
-                options=f"-c search_path={self.schema}" if direct else None,  # None: not sent
-            )
+            return await open_listening(self.listen_url, self.schema, direct, _IN_SCHEMA)
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc, self.listen_url) from exc
-        if not direct:
-            try:
-                await conn.execute(_IN_SCHEMA.replace(", true)", ", false)"), {"schema": self.schema})
-            except BaseException as exc:  # never a connection left open behind the refusal
-                await conn.close()
-                if isinstance(exc, psycopg.OperationalError):
-                    raise self._unavailable(exc, self.listen_url) from exc
-                raise
-        return conn
 
     @property
     def wakeups(self) -> str:
