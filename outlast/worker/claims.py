@@ -94,14 +94,16 @@ class Claims:
         run, db_now, turn = claimed
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
             self._later(0.0, turn[1], turn[0], priority=turn[2])
-        control = RunControl(run.id, run.fencing_token, s.lease_ttl, sent, run.cancel_requested)
+        control = RunControl(
+            run_id=run.id, token=run.fencing_token, ttl=s.lease_ttl, sent_at=sent, cancel=run.cancel_requested
+        )
         execution = Execution(
-            run,
-            self.app,
-            self.store,
-            db_now,
-            control,
-            s.max_payload,
+            run=run,
+            app=self.app,
+            store=self.store,
+            db_now=db_now,
+            control=control,
+            max_payload=s.max_payload,
             secret_key=s.secret_key,
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
@@ -126,7 +128,6 @@ class Claims:
                 return
         finally:
             self.state.active.pop(run_id, None)
-            control.release()  # after the release a hand-over writes, which flushes held entries
         failpoints.hit("before_ack")
         await self._ack(d)
         execution.log.debug("run.acknowledged", outcome=outcome.value)
@@ -157,7 +158,7 @@ class Claims:
             await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
         try:  # the run's held entries first: on failure no release, its lease runs out instead
-            released = await control.fenced(
+            released = await ex.writes.fenced(
                 "release", self.store.release(ex.run.id, control.token, "worker shutting down")
             )
         except Fenced as exc:
