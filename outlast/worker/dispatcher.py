@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,7 +31,7 @@ from outlast.worker.admission import Admission
 from outlast.worker.captures import journal_capture
 from outlast.worker.control import Abandoned, JournalEnd, RunControl
 from outlast.worker.flow import Gate, no_check
-from outlast.worker.gaps import GapTable, holds
+from outlast.worker.gaps import GapTable, Reconciled, Redo, holds
 from outlast.worker.replayer import Replayer, asked_by_result, describe
 from outlast.worker.tools import error_payload, invoke
 from outlast.worker.writes import JournalWrites
@@ -80,7 +79,13 @@ class Dispatcher:
             secrets=secrets,
             handle=handle,
         )
-        self._gaps = GapTable(weakref.proxy(self), app.reconcilers, secrets, replayer)  # no cycle
+        self._gaps = GapTable(
+            control=control,
+            reconcilers=app.reconcilers,
+            secrets=secrets,
+            replayer=replayer,
+            in_doubt=self.in_doubt,
+        )
 
     @functools.cached_property
     def log(self) -> Any:
@@ -283,4 +288,11 @@ class Dispatcher:
             metrics.resolution("resolved_not_executed")
             how = "resolved not executed: run once"
             return await self.dispatch(tool, args, action, how=how, reserved=reserved)
-        return await self._gaps.resolve(tool, args, action, reserved)
+        decision = await self._gaps.resolve(tool, args, action)
+        if isinstance(decision, Redo):
+            return await self.dispatch(tool, args, action, how=decision.how, reserved=reserved)
+        if isinstance(decision, Reconciled):
+            ok = self._secrets.scrub(jsonable(decision.value, self.max_payload))
+            await self._replayer.append("result", op_id, {"ok": ok, "how": "reconciler: executed"})
+            return ok
+        return await self._gaps.declare_in_doubt(tool, action, decision.why, decision.traceback)
