@@ -12,11 +12,9 @@ from typing import Any
 
 from outlast.errors import InvalidInput
 from outlast.journal import canonical, storable
-from outlast.model import RunState
-from outlast.queue.entries import LEVELS
+from outlast.model import PRIORITIES, RunState
 
 SORTS = ("created", "started", "finished")  # newest first; an id prefix lists by id instead
-PRIORITIES = LEVELS  # a queue's levels
 MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)
 PAGE = 50  # the runs a page shows (the dashboard, /api/runs and `outlast runs` by default)
 SEARCH_VALUES = 16  # the values an input search names at most (each one more posting list read)

@@ -9,6 +9,9 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
+# A run's priority levels, highest first: a queue has one stream for each (``queue.entries``).
+PRIORITIES = ("high", "normal", "low")
+
 
 class RunState(StrEnum):
     QUEUED = "queued"

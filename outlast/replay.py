@@ -42,8 +42,10 @@ from outlast.producer.checks import MAX_LIST
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
+from outlast.worker.flow import Gate
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
+from outlast.worker.writes import JournalWrites
 
 UNFINISHED = tuple(s for s in RunState if s not in FINAL_STATES)  # the runs a deploy would resume
 _FAR = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
@@ -147,9 +149,21 @@ async def replay_run(
     if bad is not None:
         where = f"the journal's chain breaks at crossing #{bad}; inspect it with: outlast verify {record.id}"
         return Report(**facts, verdict=Verdict.ALTERED, where=where)
-    control = RunControl(record.id, record.fencing_token, offline=True)
+    control = RunControl(run_id=record.id, token=record.fencing_token, offline=True)
     secrets = Secrets(app, secret_key)
-    ctx = Run(record, app, cast(Store, _Bundled()), control, Journaled(entries), secrets=secrets)
+    store = cast(Store, _Bundled())
+    writes = JournalWrites(store=store, control=control)  # never reached: nothing is written offline
+    gate = Gate(store=store, windows=None, control=control, writes=writes)
+    ctx = Run(
+        record=record,
+        app=app,
+        store=store,
+        control=control,
+        writes=writes,
+        journal=Journaled(entries),
+        gate=gate,
+        secrets=secrets,
+    )
     end = len(entries) + 1
     try:
         state, result, error = await _ending(wf, ctx, record.input)

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from outlast.errors import ConfigError
+from outlast.urls import parse_sentinel_url
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -195,8 +196,6 @@ def check_url(value: object, schemes: tuple[str, ...]) -> str:
         if scheme.startswith("postgres"):
             _check_postgres(value)
         elif scheme == "redis+sentinel":
-            from outlast.queue.sentinel import parse_sentinel_url
-
             parse_sentinel_url(value)
         elif scheme == "unix" and not urlsplit(value).path:
             raise ValueError("a unix:// URL needs the socket's path, e.g. unix:///run/redis.sock")

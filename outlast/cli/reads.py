@@ -12,7 +12,8 @@ import click
 
 from outlast.cli.common import parse_since, queue_name, with_client
 from outlast.cli.group import cli
-from outlast.listing import MAX_PAGE, PRIORITIES, SORTS, RunQuery
+from outlast.listing import MAX_PAGE, SORTS, RunQuery
+from outlast.model import PRIORITIES
 from outlast.producer import AsyncClient
 
 

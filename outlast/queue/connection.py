@@ -22,7 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from outlast.errors import ServiceUnavailable
 from outlast.queue.sentinel import is_sentinel_url, sentinel_client
-from outlast.store import redact
+from outlast.urls import redact
 
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
 # also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).

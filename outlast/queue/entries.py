@@ -9,12 +9,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from outlast.model import PRIORITIES
+
 GROUP = "workers"
 MAX_RUN_ID = 200
 
 # A queue's priority levels, highest first: one stream each (``normal`` is the queue's stream of
 # old, ``outlast:{default}:runs``; the others ``outlast:{default}:runs:high``, ``...:low``).
-LEVELS = ("high", "normal", "low")
+LEVELS = PRIORITIES
 # Unicode's control characters (category Cc: C0, DEL and C1), in one C scan of a run id.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 

@@ -21,9 +21,9 @@ from outlast.store.listener import Listener, SharedWatch
 from outlast.store.notify import MAX_LISTENERS, RunWatch, Watch, channel, open_listening
 from outlast.store.queries import Q
 from outlast.store.reach import too_old, unreachable
-from outlast.store.urls import redact
 from outlast.store.wire import Wire
 from outlast.store.writer import Writer
+from outlast.urls import redact
 
 # Behind a pooler, what a startup option set for the session is set in each transaction instead
 # (docs/pgbouncer.md): the first statement of the same Sync, local to the transaction.

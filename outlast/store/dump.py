@@ -19,7 +19,7 @@ import psycopg
 
 from outlast.store.migrate import SCHEMA_VERSION
 from outlast.store.store import Store
-from outlast.store.urls import redact
+from outlast.urls import redact
 
 _DROPPED = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\restrict|\\unrestrict)")
 

@@ -61,7 +61,7 @@ class Leases(Base):
         reason: str | None = None,
     ) -> bool:
         """Commit a final state (fenced) on a journal of ``journal_len`` entries (written with it:
-        see ``RunControl.fenced``). False if the token is stale or the journal not that long."""
+        see ``JournalWrites.fenced``). False if the token is stale or the journal not that long."""
         rows = await self._write(
             "finish",
             id=run_id,

@@ -9,7 +9,7 @@ A failure not recognised keeps the driver's words alone.
 from __future__ import annotations
 
 from outlast.errors import ServiceUnavailable
-from outlast.store.urls import redact
+from outlast.urls import redact
 
 OLDEST_SERVER = 140000  # Postgres 14: the oldest release this outlast supports (tested on 15, 16)
 

@@ -19,7 +19,7 @@ from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.sweeps import Sweeps
-from outlast.store.urls import redact
+from outlast.urls import redact
 
 __all__ = [
     "MIGRATIONS",

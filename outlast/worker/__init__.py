@@ -30,21 +30,23 @@ read is redone, an idempotent tool dispatched again with the same key, a reconci
 anything else is in doubt.
 
 Held results (``gaps.holds``: a read, or an idempotent tool with no cost, rates or cap). The result
-is chained at once and kept by the replayer (``Replayer.hold``) for at most ``OUTLAST_HOLD_MS`` and
-``OUTLAST_HOLD_MAX`` entries while the workflow goes on; a read journals no intention (its result
-names tool, arguments, hash and start: ``replayer.asked_by_result``). The held entries are written
-first in the run's next append (``Replayer.append``: one ``append`` statement, all or none, whose
+is chained at once by the replayer (``Replayer.hold``) and kept by the run's ``JournalWrites``
+(``writes.py``) for at most ``OUTLAST_HOLD_MS`` and ``OUTLAST_HOLD_MAX`` entries while the workflow
+goes on; a read journals no intention (its result names tool, arguments, hash and start:
+``replayer.asked_by_result``). The held entries are written first in the run's next append
+(``Replayer.append``, ``JournalWrites.commit``: one ``append`` statement, all or none, whose
 ``journal_len`` condition keeps the chain's order; queued on the writer at once, ``submit_append``,
 so it is made even if its caller is cancelled, its outcome read by a callback,
-``Replayer._written``), by the timer, or by ``Replayer.flush``. Every other fenced write awaits that
-flush first through ``RunControl.fenced(what, write)`` (finish, wait, park, slot, reserve, child,
-child wait, approval, release), and so does ``Dispatcher.call`` before a tool whose result is not
-held goes live (the write tells it of a cancellation first). The final state goes in the same
-shared commit, after the held entries (``fenced(..., chained=True)``: ``Replayer.send`` queues them
-without waiting), and the ``finish`` statement's ``journal_len`` condition refuses it unless they
-were written. A flush that failed (fenced, Postgres gone) is kept and raised by the run's next
-write: nothing chained after it is ever written. ``tests/unit/test_held_flush.py`` finds each
-fenced write in this package; ``tests/crash/test_held_crash.py`` kills a worker at each.
+``JournalWrites._written``), by the timer, or by ``JournalWrites.flush``. Every other fenced write
+awaits that flush first through ``JournalWrites.fenced(what, write)`` (finish, wait, park, slot,
+reserve, child, child wait, approval, release), and so does ``Dispatcher.call`` before a tool whose
+result is not held goes live (the write tells it of a cancellation first). The final state goes in
+the same shared commit, after the held entries (``fenced(..., chained=True)``:
+``JournalWrites.send`` queues them without waiting), and the ``finish`` statement's
+``journal_len`` condition refuses it unless they were written. A flush that failed (fenced,
+Postgres gone) is kept and raised by the run's next write: nothing chained after it is ever
+written. ``tests/unit/test_held_flush.py`` finds each fenced write in this package;
+``tests/crash/test_held_crash.py`` kills a worker at each.
 """
 
 from outlast.worker.executor import Execution, Outcome

@@ -20,7 +20,7 @@ log = structlog.get_logger("outlast.worker")
 class Acks:
     """The worker's acknowledger: one batching task at a time, started by the first ``ack``."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, *, queue: Queue) -> None:
         self.queue = queue
         self.context = contextvars.copy_context()  # the worker's own, without any run's
         self.task: asyncio.Task[None] | None = None  # the acknowledger, while entries wait

@@ -26,6 +26,7 @@ from outlast.settings import check_name
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
+from outlast.worker.writes import JournalWrites
 
 # A child ending so gives its result to the parent (a partial one: {"output", "unfinished"}).
 _DELIVERED = (RunState.SUCCEEDED, RunState.PARTIAL)
@@ -55,10 +56,12 @@ class Children:
 
     def __init__(
         self,
+        *,
         record: RunRecord,
         app: App,
         store: Store,
         control: RunControl,
+        writes: JournalWrites,
         replayer: Replayer,
         settled: Callable[[], Awaitable[None]],
         max_payload: int | None = None,
@@ -68,6 +71,7 @@ class Children:
         self._app = app
         self._store = store
         self._control = control
+        self._writes = writes
         self._replayer = replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
         self._max_payload = max_payload
@@ -117,7 +121,7 @@ class Children:
             "trace_context": tracing.carrier(),
         }
         got = await self._control.db(
-            self._control.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
+            self._writes.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
         )
         if not got.held:
             self._control.left = True
@@ -182,7 +186,7 @@ class Children:
             await r.go_live(op_id)
             message = f"waiting for child run {child.id} ({child.workflow}, {found.state})"
             waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
-            if not await self._control.db(self._control.fenced("wait", waiting)):
+            if not await self._control.db(self._writes.fenced("wait", waiting)):
                 raise Fenced(self.run_id, self._control.token)
             self.suspended = True
             raise Suspended()

@@ -10,40 +10,58 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
 
 from outlast import failpoints, metrics
+from outlast.app import App
 from outlast.errors import Fenced, ServiceUnavailable
 from outlast.model import Run, RunState
-from outlast.queue import Delivery
-from outlast.store import Claimed
+from outlast.queue import Delivery, Queue, RateWindows
+from outlast.settings import Settings
+from outlast.store import Claimed, Store
 from outlast.worker.control import Interrupted, RunControl
 from outlast.worker.executor import Execution
-
-if TYPE_CHECKING:
-    from outlast.worker.loop import Worker
+from outlast.worker.state import Active, WorkerState
 
 log = structlog.get_logger("outlast.worker")
 
 
-@dataclass
-class Active:
-    """A run this worker holds: its delivery and what executes it (``execution.control`` is the
-    hold itself: the token, the lease, and the stop, cancel and lost signals)."""
+class Later(Protocol):
+    """``Worker.later``: publish a run's id after ``delay`` seconds."""
 
-    delivery: Delivery
-    execution: Execution
-    task: asyncio.Task[None] | None = None
+    def __call__(
+        self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal"
+    ) -> None: ...
 
 
 class Claims:
     """From a delivered entry to a held run, and from a held run back to the queue."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(
+        self,
+        *,
+        state: WorkerState,
+        settings: Settings,
+        app: App,
+        store: Store,
+        queue: Queue,
+        windows: RateWindows,
+        ack: Callable[[Delivery], Awaitable[None]],
+        later: Later,
+        settled: Callable[[], bool],
+    ) -> None:
+        self.state = state
+        self.s = settings
+        self.app = app
+        self.store = store
+        self.queue = queue
+        self.windows = windows  # shared rate limits of tools (outlast.worker.flow)
+        self._ack = ack
+        self._later = later
+        self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
 
     async def serve(self, d: Delivery, reclaimed: bool) -> None:
         try:
@@ -55,47 +73,49 @@ class Claims:
             log.exception("run.serve_failed", run_id=d.run_id)
 
     async def serve_one(self, d: Delivery, reclaimed: bool = False) -> None:
-        w, s = self.w, self.w.s
+        s = self.s
         run_id = d.run_id
         if d.problem is not None or run_id is None:
             await self.dead_letter(d, d.problem or f"unparseable entry {d.fields!r}: no run id")
             return
-        if run_id in w.active:
-            await w.acks.ack(d)  # a duplicate of a run this worker is running
+        if run_id in self.state.active:
+            await self._ack(d)  # a duplicate of a run this worker is running
             return
         claimed, sent = await self._claim(d, run_id, reclaimed)
         if claimed is None:
-            found = await w.store.get_run(run_id)
+            found = await self.store.get_run(run_id)
             if found is None or not self._ours(found):
                 await self._not_claimed(d, run_id, found, reclaimed)
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
-            claimed = Claimed(found, await w.store.db_now())
+            claimed = Claimed(found, await self.store.db_now())
             sent = time.monotonic() - s.lease_ttl
         run, db_now, turn = claimed
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
-            w.later(0.0, turn[1], turn[0], priority=turn[2])
-        control = RunControl(run.id, run.fencing_token, s.lease_ttl, sent, run.cancel_requested)
+            self._later(0.0, turn[1], turn[0], priority=turn[2])
+        control = RunControl(
+            run_id=run.id, token=run.fencing_token, ttl=s.lease_ttl, sent_at=sent, cancel=run.cancel_requested
+        )
         execution = Execution(
-            run,
-            w.app,
-            w.store,
-            db_now,
-            control,
-            s.max_payload,
+            run=run,
+            app=self.app,
+            store=self.store,
+            db_now=db_now,
+            control=control,
+            max_payload=s.max_payload,
             secret_key=s.secret_key,
-            windows=w.windows,
+            windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"
             await execution.finish(RunState.FAILED, reason=reason)
-            await w.acks.ack(d)
+            await self._ack(d)
             return
         active = Active(d, execution)
-        w.active[run_id] = active
+        self.state.active[run_id] = active
         try:
             active.task = asyncio.current_task()
             inner = asyncio.create_task(execution.execute())
@@ -107,21 +127,19 @@ class Claims:
                 await self._after_cancel(active, inner)
                 return
         finally:
-            w.active.pop(run_id, None)
-            control.release()  # after the release a hand-over writes, which flushes held entries
+            self.state.active.pop(run_id, None)
         failpoints.hit("before_ack")
-        await w.acks.ack(d)
+        await self._ack(d)
         execution.log.debug("run.acknowledged", outcome=outcome.value)
         for queue, other in execution.hand_out():  # child runs started, a parent woken
-            w.later(0.0, queue, other)
+            self._later(0.0, queue, other)
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
-            w.later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
+            self._later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""
-        w = self.w
         ex = active.execution
         control = ex.control
         if not inner.done():
@@ -129,19 +147,19 @@ class Claims:
             if control.lost.is_set() or control.dispatching == 0:
                 inner.cancel()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(inner, return_exceptions=True), w.s.grace)
+                await asyncio.wait_for(asyncio.gather(inner, return_exceptions=True), self.s.grace)
             inner.cancel()
             await asyncio.gather(inner, return_exceptions=True)
         if control.lost.is_set():
             ex.log.warning("lease.lost")
-            await w.acks.ack(active.delivery)
+            await self._ack(active.delivery)
             return
         if inner.done() and not inner.cancelled() and inner.exception() is None:
-            await w.acks.ack(active.delivery)  # it got to a final state or a wait after all
+            await self._ack(active.delivery)  # it got to a final state or a wait after all
             return
         try:  # the run's held entries first: on failure no release, its lease runs out instead
-            released = await control.fenced(
-                "release", w.store.release(ex.run.id, control.token, "worker shutting down")
+            released = await ex.writes.fenced(
+                "release", self.store.release(ex.run.id, control.token, "worker shutting down")
             )
         except Fenced as exc:
             ex.log.warning("run.not_handed_over", error=str(exc))  # its lease runs out instead
@@ -149,44 +167,45 @@ class Claims:
         except Interrupted as exc:
             raise ServiceUnavailable(str(exc)) from exc
         if released:
-            await w.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
+            await self.queue.publish(active.delivery.queue, ex.run.id, priority=ex.run.priority)
             ex.log.info("run.handed_over")
-        await w.acks.ack(active.delivery)
+        await self._ack(active.delivery)
 
     async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
         """The run's lease taken, and when the claim was sent. A worker claims no reclaimed entry
         until Postgres has answered it for a whole lease (from its start, or after an outage
         every worker saw): the runs' owners renew first (an expired lease renews under its
         unchanged token), so that no run is taken over from a live owner."""
-        w, s = self.w, self.w.s
-        while reclaimed and not w.heartbeat.settled() and not w.stopping.is_set():
+        s = self.s
+        while reclaimed and not self._settled() and not self.state.stopping.is_set():
             await asyncio.sleep(s.lease_ttl / 10)
         # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
         # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
         give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
         while True:
             sent = time.monotonic()
-            claimed = await w.store.claim(run_id, w.name, s.lease_ttl, w.programs, d.queue)
-            if claimed is not None or time.monotonic() >= give_up or w.stopping.is_set():
+            claimed = await self.store.claim(
+                run_id, self.state.name, s.lease_ttl, self.state.programs, d.queue
+            )
+            if claimed is not None or time.monotonic() >= give_up or self.state.stopping.is_set():
                 return claimed, sent
             await asyncio.sleep(s.lease_ttl / 5)
 
     def _ours(self, run: Run) -> bool:
         return (
-            run.owner == self.w.name
+            run.owner == self.state.name
             and run.state in (RunState.RUNNING, RunState.CANCELLING)
-            and run.id not in self.w.active
+            and run.id not in self.state.active
         )
 
     async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None, reclaimed: bool = False) -> None:
-        w = self.w
         if run is None:
             await self.dead_letter(d, f"no run '{run_id}'")
             return
         if run.queue != d.queue:
             await self.dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
             return
-        mine = w.programs.get(run.workflow)
+        mine = self.state.programs.get(run.workflow)
         unserved = run.program is not None and mine != run.program
         if unserved and await self._hand_back(d, run):
             return
@@ -198,9 +217,9 @@ class Claims:
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
-            if await w.store.refuse_program(run_id, mine, msg, w.s.program_grace):
+            if await self.store.refuse_program(run_id, mine, msg, self.s.program_grace):
                 log.warning("run.program_changed", run_id=run_id, message=msg)
-                await w.acks.ack(d)
+                await self._ack(d)
                 return
         if reclaimed and run.state in (RunState.RUNNING, RunState.CANCELLING):
             # Reclaimed while its owner's lease was not proven, and proven again since: never
@@ -209,7 +228,7 @@ class Claims:
             return
         # Leased by a live worker (a duplicate: that worker holds an entry of its own, reclaimed
         # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
-        await w.acks.ack(d)
+        await self._ack(d)
 
     async def _hand_back(self, d: Delivery, run: Run) -> bool:
         """A rolling deploy: a run of a program this worker does not serve goes back to the queue
@@ -217,17 +236,16 @@ class Claims:
         ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
         bounced between workers of the new program does not spin; a hop lost with this worker
         is re-published by the sweeper (Postgres says the run is due)."""
-        w = self.w
-        if not await w.store.program_served(run.id, w.s.program_grace):
+        if not await self.store.program_served(run.id, self.s.program_grace):
             return False
         hops = d.fields.get("hops", "0")
         hops_before = min(int(hops), 10) if hops.isdigit() else 0
-        await w.acks.ack(d)
-        w.later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1, run.priority)
+        await self._ack(d)
+        self._later(min(0.05 * 2**hops_before, 2.0), d.queue, run.id, hops_before + 1, run.priority)
         metrics.handed_back(d.queue)
         return True
 
     async def dead_letter(self, d: Delivery, reason: str) -> None:
         log.error("entry.dead_lettered", entry=d.entry_id, reason=reason)
-        await self.w.queue.dead_letter(d, reason)
+        await self.queue.dead_letter(d, reason)
         metrics.dead_lettered(d.queue)

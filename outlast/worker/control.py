@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from outlast import failpoints
 from outlast.errors import ServiceUnavailable
 
 T = TypeVar("T")
@@ -47,7 +46,7 @@ class SyncCalls:
     would hold the run for ever). ``abandon`` fails every one still awaited with ``Abandoned``;
     none starts after it."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, *, run_id: str) -> None:
         self.run_id = run_id
         self.over = False  # abandoned: no call starts from now on
         self._calls: set[asyncio.Future[Any]] = set()
@@ -113,6 +112,7 @@ class RunControl:
 
     def __init__(
         self,
+        *,
         run_id: str,
         token: int,
         ttl: float | None = None,
@@ -132,18 +132,8 @@ class RunControl:
             self.cancel.set()
         self.left = False  # the run was left (fenced, interrupted, handed over): dispatch no more
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
-        # Writes the run's held journal entries (the replayer's flush): before any fenced write.
-        self.flush: Callable[[], Awaitable[None]] = _nothing_held
-        self.send: Callable[[], Awaitable[None]] = _nothing_held  # queues them, not waiting
-        # The journal's length as this worker chained it, held entries included (None: as claimed).
-        self.journal_len: int | None = None
-        self.sync_calls = SyncCalls(run_id)  # abandoned one heartbeat after a cancellation is seen
+        self.sync_calls = SyncCalls(run_id=run_id)  # abandoned one heartbeat after a cancellation is seen
         self._grace: asyncio.TimerHandle | None = None
-
-    def release(self) -> None:
-        """This worker let go of the run (ended, waiting, handed over): the replayer's writes of
-        held entries are let go (they refer back here: a cycle the collector would otherwise find)."""
-        self.flush = self.send = _nothing_held
 
     def cancelled(self) -> None:
         """A cancellation was requested: the run ends at its next crossing. The sync calls it
@@ -180,26 +170,6 @@ class RunControl:
         except ServiceUnavailable as exc:
             raise self.leave(str(exc)) from exc
 
-    async def fenced(self, what: str, pending: Awaitable[T], *, chained: bool = False) -> T:
-        """Await a fenced write of the run other than a journal append (a final state, a wait,
-        a park, a slot, a reservation, a child, a release): the run's held entries are written
-        first (``flush``), so that no such write is ever committed ahead of them. The write's own
-        errors are the caller's, as without this (wrap it in ``db`` to leave the run on them).
-        ``chained``: a write that is refused unless the journal is as long as ``journal_len`` (the
-        final state) goes in the same shared commit as the held entries, after them."""
-        failpoints.hit("with_result_held", what)
-        try:
-            await (self.send() if chained else self.flush())
-        except BaseException:
-            if isinstance(pending, Coroutine):
-                pending.close()  # never sent: the write is not made
-            raise
-        done = await pending
-        if chained:
-            await self.flush()  # the held entries' own outcome (written, if the write was)
-        failpoints.hit("after_fenced_write", what)
-        return done
-
     async def lease_proven(self, what: str) -> None:
         """Dispatch only with a lease proven for at least a third of its TTL more (a heartbeat
         was missed otherwise: this worker may be paused, or its link slow); wait up to one TTL
@@ -214,7 +184,3 @@ class RunControl:
             if time.monotonic() > give_up or self.lost.is_set():
                 raise self.leave(f"lease not proven before dispatching {what}; left for another worker")
             await asyncio.sleep(0.05)
-
-
-async def _nothing_held() -> None:
-    """No replayer yet (the claim, the checks before the workflow): nothing is held."""

@@ -14,8 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -23,17 +22,19 @@ import structlog
 from outlast import failpoints, logs, metrics, tracing
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
-from outlast.errors import BudgetExhausted, InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
+from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, jsonable, operation_state
 from outlast.model import Run as RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
+from outlast.worker.admission import Admission
 from outlast.worker.captures import journal_capture
 from outlast.worker.control import Abandoned, JournalEnd, RunControl
 from outlast.worker.flow import Gate, no_check
-from outlast.worker.gaps import GapTable, holds
+from outlast.worker.gaps import GapTable, Reconciled, Redo, holds
 from outlast.worker.replayer import Replayer, asked_by_result, describe
 from outlast.worker.tools import error_payload, invoke
+from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.run")
 
@@ -43,28 +44,48 @@ class Dispatcher:
 
     def __init__(
         self,
+        *,
         record: RunRecord,
         app: App,
         store: Store,
         control: RunControl,
+        writes: JournalWrites,
         replayer: Replayer,
         secrets: Secrets,
+        gate: Gate,
+        handle: Callable[[], Any],
+        alone: Callable[[], bool],
         max_payload: int | None = None,
-        gate: Gate | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
-        self.handle: Callable[[], Any] = lambda: None  # the workflow's ``run``, for the policy hook
-        self.alone: Callable[[], bool] = lambda: False  # no other crossing of the run under way
+        self.alone = alone  # no other crossing of the run under way: a long wait may park it
         self._app = app
         self._store = store
         self._control = control
+        self._writes = writes
         self._replayer = replayer
         self._secrets = secrets
-        self._gate = gate or Gate(store, None, control, control.ttl)
-        self._gaps = GapTable(weakref.proxy(self), app.reconcilers, secrets, replayer)  # no cycle
+        self._gate = gate
+        self._admission = Admission(
+            record=record,
+            app=app,
+            store=store,
+            control=control,
+            writes=writes,
+            replayer=replayer,
+            secrets=secrets,
+            handle=handle,
+        )
+        self._gaps = GapTable(
+            control=control,
+            reconcilers=app.reconcilers,
+            secrets=secrets,
+            replayer=replayer,
+            in_doubt=self.in_doubt,
+        )
 
     @functools.cached_property
     def log(self) -> Any:
@@ -91,14 +112,14 @@ class Dispatcher:
             return await self.replay(op_id, tool, clean)
         with tracing.operation(self.run_id, op_id, tool_name, self._control.token):
             if not holds(tool):  # its held results written, a cancellation is known before it
-                await self._replayer.flush()
+                await self._writes.flush()
             await self._replayer.go_live(op_id, lambda: describe(tool_name, sealed))
-            await self._check_policy(op_id, tool_name, clean, sealed, ahash)
+            await self._admission.policy(op_id, tool_name, clean, sealed, ahash)
             check = functools.partial(self._replayer.go_live, op_id)
             async with self._gate.operation(tool, op_id, check, self.alone):
                 # Reserved once admitted: a wait for a slot or a rate that ends the run (a
                 # cancellation, the deadline, a park) leaves no reservation behind.
-                reserved = await self._reserve(op_id, tool)
+                reserved = await self._admission.reserve(op_id, tool)
                 return await self.dispatch_new(op_id, tool, clean, ahash, reserved)
 
     async def dispatch_new(
@@ -127,35 +148,6 @@ class Dispatcher:
         failpoints.hit("after_intention", tool.name)
         return await self.dispatch(tool, args, action, reserved=reserved, started=started)
 
-    async def _check_policy(
-        self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
-    ) -> None:
-        hook = self._app.policy_hook
-        if hook is None:
-            return
-        verdict = hook(tool, args, self.handle())
-        if isinstance(verdict, Awaitable):
-            verdict = await verdict
-        if verdict is None or verdict is True:
-            return
-        # The hook saw the call's own values: its words are stored and raised only redacted.
-        reason = "refused by policy"
-        if isinstance(verdict, str):
-            reason = self._secrets.redact(tool, args, verdict)
-        await self._replayer.append(
-            "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
-        )
-        raise PolicyRefused(self.run_id, tool, reason)
-
-    async def _reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
-        if self.budget_id is None or not tool.cost:
-            return {}
-        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
-        over = await self._control.db(self._control.fenced("reserve", reserve))
-        if over:
-            raise BudgetExhausted(self.run_id, tool.name, over)
-        return dict(tool.cost)
-
     def _action(self, op_id: str, tool: str) -> Action:
         return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self._control.token)
 
@@ -172,7 +164,7 @@ class Dispatcher:
         started = time.perf_counter() if started is None else started  # live: before the intention
         held = holds(tool) and not how
         if not held:  # nothing goes to a plain or reconciled tool while a result is held
-            await self._replayer.flush()
+            await self._writes.flush()
         # Checked again here, after the intention's commit (which may have waited out an outage),
         # and on every re-dispatch of a gap: never dispatch on a lease not proven.
         await self._control.lease_proven(f"{tool.name} ({action.operation_id})")
@@ -296,4 +288,11 @@ class Dispatcher:
             metrics.resolution("resolved_not_executed")
             how = "resolved not executed: run once"
             return await self.dispatch(tool, args, action, how=how, reserved=reserved)
-        return await self._gaps.resolve(tool, args, action, reserved)
+        decision = await self._gaps.resolve(tool, args, action)
+        if isinstance(decision, Redo):
+            return await self.dispatch(tool, args, action, how=decision.how, reserved=reserved)
+        if isinstance(decision, Reconciled):
+            ok = self._secrets.scrub(jsonable(decision.value, self.max_payload))
+            await self._replayer.append("result", op_id, {"ok": ok, "how": "reconciler: executed"})
+            return ok
+        return await self._gaps.declare_in_doubt(tool, action, decision.why, decision.traceback)

@@ -36,6 +36,7 @@ from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import Gate, workflow_key
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
+from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.worker")
 REASON_CHARS = 500  # of a run's reason, as stored
@@ -60,22 +61,26 @@ class Execution:
 
     def __init__(
         self,
+        *,
         run: RunRecord,
         app: App,
         store: Store,
         db_now: datetime | None = None,
         control: RunControl | None = None,
         max_payload: int | None = None,
-        *,
         secret_key: str | None = None,
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.run = run
         self.secret_key = secret_key
-        self.control = control or RunControl(run.id, run.fencing_token, cancel=run.cancel_requested)
+        self.control = control or RunControl(
+            run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
+        )
+        # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
+        self.writes = JournalWrites(store=store, control=self.control, hold=hold)
+        self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload = max_payload
-        self.hold = hold  # (ms, entries) a held result waits at most: Replayer.hold
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
@@ -83,7 +88,7 @@ class Execution:
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app = app
         self.store = store
-        self.gate = Gate(store, windows, self.control, self.control.ttl)
+        self.gate = Gate(store=store, windows=windows, control=self.control, writes=self.writes)
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
@@ -94,9 +99,9 @@ class Execution:
             kw = self.secrets.scrub(kw)
         if kw.get("reason"):  # cut once scrubbed: a secret cut in two would be masked by neither half
             kw["reason"] = storable(kw["reason"])[:REASON_CHARS]
-        length = self.run.journal_len if self.control.journal_len is None else self.control.journal_len
+        length = self.run.journal_len if self.journal is None else self.journal.length  # as chained here
         written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
-        if not await self.control.fenced("finish", written, chained=True):
+        if not await self.writes.fenced("finish", written, chained=True):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
@@ -112,7 +117,7 @@ class Execution:
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
         waiting = self.store.wait(self.run.id, self.control.token, reason, message)
-        if not await self.control.fenced("wait", waiting):
+        if not await self.writes.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning("run.waiting", reason=reason, message=message)
         return Outcome.WAITING
@@ -157,20 +162,20 @@ class Execution:
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
-        journal = Journaled(entries)  # indexed once: logged here, served from by the replayer
+        self.journal = journal = Journaled(entries)  # indexed once: logged here, served by the replayer
         self._log_resume(journal)
         self.secrets = Secrets(self.app, self.secret_key)
         ctx = Run(
-            run,
-            self.app,
-            self.store,
-            self.control,
-            journal,
-            self.db_now,
-            self.max_payload,
-            self.secrets,
-            self.gate,
-            self.hold,
+            record=run,
+            app=self.app,
+            store=self.store,
+            control=self.control,
+            writes=self.writes,
+            journal=journal,
+            gate=self.gate,
+            db_now=self.db_now,
+            max_payload=self.max_payload,
+            secrets=self.secrets,
         )
         self._started = ctx.children_started
         try:

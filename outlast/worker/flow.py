@@ -27,6 +27,7 @@ from outlast.errors import ConfigError, Fenced, ServiceUnavailable
 from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
+from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.run")
 
@@ -58,12 +59,13 @@ class Gate:
     """One claimed run's slots and rate admissions."""
 
     def __init__(
-        self, store: Store, windows: RateWindows | None, control: RunControl, ttl: float | None
+        self, *, store: Store, windows: RateWindows | None, control: RunControl, writes: JournalWrites
     ) -> None:
         self._store = store
         self._windows = windows
         self._control = control
-        self._ttl = ttl or 30.0  # a run executed by hand has no lease: its slots outlive it a while
+        self._writes = writes  # its slot and park writes go behind the run's held entries
+        self._ttl = control.ttl or 30.0  # a run executed by hand has no lease: its slots outlive it a while
         self._members: dict[str, str] = {}  # op id -> its admission in the rate windows
         self._admissions = 0
         self.holds = False  # a slot was taken in this execution: released at its end
@@ -72,7 +74,9 @@ class Gate:
         self.holds = True
         c = self._control
         slot = await c.db(
-            c.fenced("slot", self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder))
+            self._writes.fenced(
+                "slot", self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder)
+            )
         )
         return slot is not None
 
@@ -212,7 +216,7 @@ class Gate:
         wake_at = await c.db(self._store.db_now()) + timedelta(seconds=seconds)
         message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S} at the latest"
         if not await c.db(
-            c.fenced("park", self._store.park(c.run_id, c.token, reason, message, wake_at, key))
+            self._writes.fenced("park", self._store.park(c.run_id, c.token, reason, message, wake_at, key))
         ):
             raise Fenced(c.run_id, c.token)
         log.debug("run.parked", run_id=c.run_id, reason=reason, message=message)

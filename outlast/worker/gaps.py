@@ -5,25 +5,33 @@ is **in doubt**: journaled as such and never dispatched again by the run.
 
 For the same reasons a read's or an idempotent tool's result may be **held** (``holds``): one lost
 with its worker is a gap, or nothing journaled at all, and is resolved the same way. A sync call
-abandoned when its run's cancellation outlived its grace is settled here too."""
+abandoned when its run's cancellation outlived its grace is settled here too.
+
+The table decides (``resolve`` returns a ``Decision``: ``Redo``, ``Reconciled`` or ``Doubtful``);
+the dispatcher carries the decision out (a dispatch, a result journaled, an in-doubt declaration).
+Nothing here dispatches, so nothing here imports the dispatcher."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import traceback
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, NoReturn
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import structlog
 
 from outlast import metrics
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.journal import jsonable, operation_state
+from outlast.journal import operation_state
 from outlast.secrets import Secrets
+from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer
 
-if TYPE_CHECKING:
-    from outlast.worker.dispatcher import Dispatcher
+log = structlog.get_logger("outlast.run")
 
 
 def holds(tool: Tool) -> bool:
@@ -38,20 +46,55 @@ def holds(tool: Tool) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Redo:
+    """Dispatch the operation again, with its own idempotency key (``how``: a read redone, an
+    idempotent tool with the same key, or a reconciler that says it was not executed)."""
+
+    how: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """The reconciler says the operation was executed, and what it returned: journaled as its result."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Doubtful:
+    """Nothing can tell whether the effect landed: the operation is declared in doubt."""
+
+    why: str
+    traceback: str = ""
+
+
+Decision = Redo | Reconciled | Doubtful
+
+
 class GapTable:
-    """One run's resolutions of its gaps; dispatches and in-doubt declarations are its dispatcher's."""
+    """One run's decisions on its gaps, and its in-doubt and abandoned declarations; the dispatcher
+    carries the decisions out."""
 
     def __init__(
         self,
-        dispatcher: Dispatcher,
+        *,
+        control: RunControl,
         reconcilers: dict[str, Reconciler],
         secrets: Secrets,
         replayer: Replayer,
+        in_doubt: set[str],
     ) -> None:
-        self._d = dispatcher
+        self._control = control
         self._reconcilers = reconcilers
         self._secrets = secrets
         self._replayer = replayer
+        self._in_doubt = in_doubt  # the dispatcher's: tools with an operation declared in doubt
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The run's logger, bound on first use (few runs have a gap)."""
+        return log.bind(run_id=self._control.run_id, fencing_token=self._control.token)
 
     async def abandon(self, tool: Tool, action: Action, asked: dict[str, Any] | None = None) -> NoReturn:
         """A sync call given up on because its run's cancellation outlived its grace (its thread
@@ -62,7 +105,7 @@ class GapTable:
         op = action.operation_id
         why = "abandoned: the run was cancelled and the tool had not returned within its grace"
         if tool.effect == "read" or tool.idempotent:
-            self._d.log.warning("operation.abandoned", tool=tool.name, operation_id=op, why=why)
+            self.log.warning("operation.abandoned", tool=tool.name, operation_id=op, why=why)
             await self._replayer.append("abandoned", op, {"why": why, **(asked or {})})
         else:
             with contextlib.suppress(InDoubt):
@@ -75,61 +118,52 @@ class GapTable:
         await self._replayer.go_live(op_id)
         raise Cancelled()
 
-    async def resolve(
-        self, tool: Tool, args: dict[str, Any], action: Action, reserved: dict[str, float] | None
-    ) -> Any:
-        """An intention with no result: resolve it as DESIGN.md's table says."""
+    async def resolve(self, tool: Tool, args: dict[str, Any], action: Action) -> Decision:
+        """An intention with no result: what the tool promised decides (the module's words). One
+        abandoned at its run's cancellation is never dispatched again: the cancellation is raised."""
         op, name = action.operation_id, tool.name
         if operation_state(self._replayer.history(op))[0] == "abandoned":
             await self.cancelled_again(op)  # given up on at its run's cancellation: never again
-        say = self._d.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
+        say = self.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
         if tool.effect == "read":
             say("gap.resolved", how="read: redone")
             metrics.resolution("read_redone")
-            return await self._d.dispatch(tool, args, action, how="read: redone", reserved=reserved)
+            return Redo("read: redone")
         if tool.idempotent:
             say("gap.resolved", how="idempotent: same key")
             metrics.resolution("idempotent_same_key")
-            return await self._d.dispatch(tool, args, action, how="idempotent: same key", reserved=reserved)
+            return Redo("idempotent: same key")
         reconcile = self._reconcilers.get(name)
-        if reconcile is not None:
-            token = set_action(action)
-            try:
-                answer = reconcile(args, action)
-                if isinstance(answer, Awaitable):
-                    answer = await answer
-            except Exception as exc:
-                metrics.resolution("reconciler_raised")
-                redact = self._secrets.redact
-                why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
-                return await self.declare_in_doubt(
-                    tool, action, why, redact(name, args, traceback.format_exc())
-                )
-            finally:
-                reset_action(token)
-            if answer is NOT_EXECUTED:
-                say("gap.resolved", how="reconciler: not executed")
-                metrics.resolution("reconciler_not_executed")
-                # No resolution entry: should this dispatch die too, the op is a gap again and
-                # the reconciler is asked again (it would then say executed), never skipped.
-                return await self._d.dispatch(
-                    tool, args, action, how="reconciler: not executed", reserved=reserved
-                )
-            say("gap.resolved", how="reconciler: executed")
-            metrics.resolution("reconciler_executed")
-            ok = self._secrets.scrub(jsonable(answer, self._d.max_payload))
-            payload = {"ok": ok, "how": "reconciler: executed"}
-            await self._replayer.append("result", op, payload)
-            return payload["ok"]
-        metrics.resolution("in_doubt")
-        why = "no idempotency key promise and no reconciler"
-        return await self.declare_in_doubt(tool, action, why, "")
+        if reconcile is None:
+            metrics.resolution("in_doubt")
+            return Doubtful("no idempotency key promise and no reconciler")
+        token = set_action(action)
+        try:
+            answer = reconcile(args, action)
+            if isinstance(answer, Awaitable):
+                answer = await answer
+        except Exception as exc:
+            metrics.resolution("reconciler_raised")
+            redact = self._secrets.redact
+            why = redact(name, args, f"reconciler raised {type(exc).__name__}: {exc}")
+            return Doubtful(why, redact(name, args, traceback.format_exc()))
+        finally:
+            reset_action(token)
+        if answer is NOT_EXECUTED:
+            say("gap.resolved", how="reconciler: not executed")
+            metrics.resolution("reconciler_not_executed")
+            # No resolution entry: should this dispatch die too, the op is a gap again and
+            # the reconciler is asked again (it would then say executed), never skipped.
+            return Redo("reconciler: not executed")
+        say("gap.resolved", how="reconciler: executed")
+        metrics.resolution("reconciler_executed")
+        return Reconciled(answer)
 
     async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
         """Not executed again: the operation is journaled in doubt, and the workflow told so."""
         why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
-        self._d.log.warning("operation.in_doubt", tool=tool.name, operation_id=action.operation_id, why=why)
+        self.log.warning("operation.in_doubt", tool=tool.name, operation_id=action.operation_id, why=why)
         await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
         metrics.in_doubt(tool.name)
-        self._d.in_doubt.add(tool.name)
-        raise InDoubt(self._d.run_id, action.operation_id, tool.name)
+        self._in_doubt.add(tool.name)
+        raise InDoubt(self._control.run_id, action.operation_id, tool.name)

@@ -13,24 +13,27 @@ import math
 import os
 import socket
 import time
-from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
 from outlast import metrics
 from outlast.errors import ServiceUnavailable
+from outlast.queue import Queue
+from outlast.settings import Settings
+from outlast.store import Store
 from outlast.store.records import Lease
+from outlast.worker.state import WorkerState
 from outlast.worker.threads import TOOL_THREADS
-
-if TYPE_CHECKING:
-    from outlast.worker.loop import Worker
 
 
 class Heartbeat:
     """The worker's proof of life: its leases, its entries and its record."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, *, state: WorkerState, settings: Settings, store: Store, queue: Queue) -> None:
+        self.state = state
+        self.s = settings
+        self.store = store
+        self.queue = queue
         self.answered: float | None = None  # monotonic: when Postgres last answered a heartbeat
         # Since when Postgres has answered every beat, with no gap of a lease: from the first
         # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
@@ -38,8 +41,8 @@ class Heartbeat:
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
 
     async def heartbeat(self) -> None:
-        w = self.w
-        controls = [a.execution.control for a in w.active.values()]
+        state = self.state
+        controls = [a.execution.control for a in state.active.values()]
         held = {c.run_id: c.token for c in controls if not c.lost.is_set()}
         sent = time.monotonic()
         try:
@@ -48,7 +51,7 @@ class Heartbeat:
             self.since = math.inf  # not settled until Postgres has answered again for a lease
             raise
         for rid, lease in leases.items():
-            a = w.active.get(rid)
+            a = state.active.get(rid)
             if a is None:
                 continue
             control = a.execution.control
@@ -64,16 +67,18 @@ class Heartbeat:
         # Only the entries of runs whose lease this beat proved (or a claim since) are kept from
         # idling: a worker cut off from Postgres lets them go with their leases, and another
         # worker reclaims them once idle for a lease, as their leases expire.
-        proven = [a.delivery for a in w.active.values() if a.execution.control.until >= sent + w.s.lease_ttl]
+        proven = [
+            a.delivery for a in state.active.values() if a.execution.control.until >= sent + self.s.lease_ttl
+        ]
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
-            await w.queue.touch(proven + w.intake.early, w.name)
+            await self.queue.touch(proven + state.early, state.name)
         try:
-            await w.store.beat_worker(self.record())  # after the leases: they come first
+            await self.store.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
             self.since = math.inf
             raise
         self._answered()
-        await w.store.beat_programs(w.queues, w.programs)  # kept after this worker stops
+        await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
         """The leases renewed, within two thirds of a lease (answered later, a renewal proves
@@ -82,8 +87,8 @@ class Heartbeat:
         sent while it hangs (it keeps the renewals' connection; its late answer is not used)."""
         if self._renewal is not None and not self._renewal.done():
             raise ServiceUnavailable("Postgres has not answered the last lease renewal yet")
-        wait = self.w.s.lease_ttl * 2 / 3
-        self._renewal = task = asyncio.create_task(self.w.store.renew(held, self.w.s.lease_ttl))
+        wait = self.s.lease_ttl * 2 / 3
+        self._renewal = task = asyncio.create_task(self.store.renew(held, self.s.lease_ttl))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a late failure: seen
         if not (await asyncio.wait({task}, timeout=wait))[0]:
             raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")
@@ -91,7 +96,7 @@ class Heartbeat:
 
     def _answered(self) -> None:
         now = time.monotonic()
-        if self.since == math.inf or (self.answered is not None and now - self.answered > self.w.s.lease_ttl):
+        if self.since == math.inf or (self.answered is not None and now - self.answered > self.s.lease_ttl):
             self.since = now  # the first answer, after a failure, or after a silence of a lease
         self.answered = now
 
@@ -100,22 +105,22 @@ class Heartbeat:
         owners of runs it could take over have had a lease to renew. Not at first: a worker
         whose first answer comes just after an outage (a slow start on a loaded machine) would
         otherwise take over every run whose owner had not renewed yet."""
-        now, ttl = time.monotonic(), self.w.s.lease_ttl
+        now, ttl = time.monotonic(), self.s.lease_ttl
         silent = self.answered is not None and now - self.answered > ttl * 2 / 3  # a beat overdue
         return not silent and now >= self.since + ttl
 
     def record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""
-        w = self.w
+        state = self.state
         return {
-            "name": w.name,
+            "name": state.name,
             "host": socket.gethostname(),
             "pid": os.getpid(),
-            "queues": w.queues,
-            "programs": w.programs,
-            "concurrency": w.s.concurrency,
-            "lease_ttl": w.s.lease_ttl,
-            "runs_held": len(w.active),
+            "queues": state.queues,
+            "programs": state.programs,
+            "concurrency": self.s.concurrency,
+            "lease_ttl": self.s.lease_ttl,
+            "runs_held": len(state.active),
             "tool_threads": TOOL_THREADS.count,  # the process's, hung ones included
             "tool_threads_busy": TOOL_THREADS.busy,
         }

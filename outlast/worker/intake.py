@@ -8,17 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import structlog
 
 from outlast import metrics
-from outlast.queue import Delivery
+from outlast.queue import Delivery, Queue
 from outlast.queue.streams import LEVELS
+from outlast.settings import Settings
 from outlast.worker.priority import Weighted
-
-if TYPE_CHECKING:
-    from outlast.worker.loop import Worker
+from outlast.worker.state import WorkerState
 
 log = structlog.get_logger("outlast.worker")
 
@@ -40,33 +40,46 @@ async def _let_claims_go() -> None:
 class Intake:
     """What the worker reads and reclaims, and when each entry starts being served."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(
+        self,
+        *,
+        state: WorkerState,
+        settings: Settings,
+        queue: Queue,
+        serve: Callable[[Delivery, bool], Coroutine[Any, Any, None]],
+        settled: Callable[[], bool],
+        ack: Callable[[Delivery], Awaitable[None]],
+    ) -> None:
+        self.state = state
+        self.s = settings
+        self.queue = queue
+        self._serve = serve  # Claims.serve: the entry claimed, executed and acknowledged
+        self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
+        self._ack = ack
         self.room = asyncio.Event()  # set when a run ends: a place is free
-        self.early: list[Delivery] = []  # read past the room, started first when places free
         self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
         self._quiet: set[str] = set()  # queues whose last read waited, and brought at most one entry
 
     def room_left(self) -> int:
-        return self.w.s.concurrency - len(self.w.tasks)
+        return self.s.concurrency - len(self.state.tasks)
 
     async def read_loop(self) -> None:
         next_reclaim, turn = 0.0, 0
-        while not self.w.stopping.is_set():  # as in Worker.every: not only cancelled
+        while not self.state.stopping.is_set():  # as in Worker.every: not only cancelled
             try:
                 if time.monotonic() >= next_reclaim:
                     # Orphans first, even with no room: what a dead worker left goes ahead of the
                     # backlog, in a lane of their own.
                     looked = time.monotonic()  # before: Redis's idle times are read after it
                     next_reclaim = looked + await self.reclaim()
-                while self.early and self.room_left() > 0:
-                    self.start(self.early.pop(0))
+                while self.state.early and self.room_left() > 0:
+                    self.start(self.state.early.pop(0))
                 if self.room_left() <= 0:
                     self.room.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
                     continue
-                queues = self.w.queues
+                queues = self.state.queues
                 for i in range(len(queues)):
                     if time.monotonic() >= next_reclaim:
                         # Many idle queues: the reclaim is due first; the next pass reads on
@@ -74,15 +87,15 @@ class Intake:
                         turn = (turn + i) % len(queues)
                         break
                     q = queues[(turn + i) % len(queues)]
-                    most = READ_WAIT if len(self.w.queues) == 1 else PASS_WAIT
-                    left = min(next_reclaim - time.monotonic(), most) * 1000 / len(self.w.queues)
+                    most = READ_WAIT if len(self.state.queues) == 1 else PASS_WAIT
+                    left = min(next_reclaim - time.monotonic(), most) * 1000 / len(self.state.queues)
                     started = False
                     for d in await self._read(q, max(50, int(left))):
                         if self.room_left() > 0:
                             self.start(d)
                             started = True
                         else:
-                            self.early.append(d)
+                            self.state.early.append(d)
                     if started:
                         await _let_claims_go()
             except asyncio.CancelledError:
@@ -105,20 +118,20 @@ class Intake:
         returns at once what came since. A backlog on several levels is never read so (its
         waiting read brings more than one entry): their shares hold."""
         room = self.room_left()
-        name = self.w.name
+        name = self.state.name
         got: list[Delivery] = []
-        if queue not in self._quiet or not len(self.w.tasks) <= 1 < room:
+        if queue not in self._quiet or not len(self.state.tasks) <= 1 < room:
             drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
             share = self._levels.setdefault(queue, Weighted()).share(room)
-            for level, read in (await self.w.queue.read_levels(queue, name, share)).items():
+            for level, read in (await self.queue.read_levels(queue, name, share)).items():
                 got += read
                 if len(read) < share[level]:
                     drained.add(level)
             for level in LEVELS:
                 if level not in drained:
-                    got += await self.w.queue.read(queue, name, room - len(got), None, priority=level)
+                    got += await self.queue.read(queue, name, room - len(got), None, priority=level)
         if not got:
-            got = await self.w.queue.read_any(queue, name, block)
+            got = await self.queue.read_any(queue, name, block)
             if len(got) <= 1:
                 self._quiet.add(queue)
                 return got
@@ -126,14 +139,14 @@ class Intake:
         return got
 
     def start(self, d: Delivery, reclaimed: bool = False) -> None:
-        held = self.w.active.get(d.run_id or "")
+        held = self.state.active.get(d.run_id or "")
         if held is not None and held.delivery.entry_id == d.entry_id:
             return  # our own entry, still being served
-        task = asyncio.create_task(self.w.claims.serve(d, reclaimed))
-        self.w.tasks.add(task)
+        task = asyncio.create_task(self._serve(d, reclaimed))
+        self.state.tasks.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
-            self.w.tasks.discard(t)
+            self.state.tasks.discard(t)
             self.room.set()
 
         task.add_done_callback(done)
@@ -151,24 +164,24 @@ class Intake:
         Entries touched (every third of a lease) are all younger than half a lease: with none
         older on any queue, none can be reclaimed for half a lease, and the next look waits that
         long (an idle worker reclaims every 15 s at the default TTL, not every 0.5 s)."""
-        s = self.w.s
+        s = self.s
         every = min(max(s.lease_ttl / 4, 0.25), 0.5)
-        if not self.w.heartbeat.settled():
+        if not self._settled():
             return every
         # Untouched for a whole lease: its worker's heartbeats (every third of a lease) have
         # stopped; a lease not yet expired is waited for at the claim. Every level, highest first.
         idle = int(s.lease_ttl * 1000) + 250
         ahead = s.lease_ttl / 2 if s.lease_ttl / 2 > every else 0.0
         quiet = True
-        for q in self.w.queues:
-            if ahead and not await self.w.queue.any_idle(q, idle - int(ahead * 1000)):
+        for q in self.state.queues:
+            if ahead and not await self.queue.any_idle(q, idle - int(ahead * 1000)):
                 continue
             quiet = False
             room = self.room_left() + s.concurrency
             if room <= 0:
                 return every
             for level in LEVELS:
-                for d in await self.w.queue.reclaim(q, self.w.name, idle, room, priority=level):
+                for d in await self.queue.reclaim(q, self.state.name, idle, room, priority=level):
                     metrics.reclaimed(q)
                     self.start(d, reclaimed=True)
                     room -= 1
@@ -177,10 +190,10 @@ class Intake:
     async def return_early(self) -> None:
         """Entries read past the room and never started go back to the queue at once (else they
         would wait to be reclaimed, once idle for a lease)."""
-        early, self.early = self.early, []
+        early, self.state.early = self.state.early, []
         for d in early:
             if d.run_id is None:
                 continue  # reclaimed and dead-lettered by another worker
             with contextlib.suppress(Exception):  # then reclaimed once idle
-                await self.w.queue.publish(d.queue, d.run_id, priority=d.priority)
-                await self.w.acks.ack(d)
+                await self.queue.publish(d.queue, d.run_id, priority=d.priority)
+                await self._ack(d)

@@ -2,9 +2,10 @@
 and acknowledge the entry only once the run's state is committed. Heartbeats, reclaiming and
 sweeping run beside it; SIGTERM hands runs over at once instead of waiting for the TTL.
 
-``Worker`` holds what its rooms share (its name, the runs it holds, its life) and composes them:
-``Intake`` (reading and reclaiming entries), ``Claims`` (claiming, hand-backs, what a stop leaves),
-``Acks`` (acknowledgements) and ``Heartbeat`` (leases, entries touched, the heartbeat record)."""
+``Worker`` composes its parts, each given only what it uses (``WorkerState``: its name, the runs it
+holds, its stop; and the callables it needs of the others): ``Intake`` (reading and reclaiming
+entries), ``Claims`` (claiming, hand-backs, what a stop leaves), ``Acks`` (acknowledgements) and
+``Heartbeat`` (leases, entries touched, the heartbeat record). None of them imports this module."""
 
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop
 from outlast.worker.acks import Acks
-from outlast.worker.claims import Active, Claims
+from outlast.worker.claims import Claims
 from outlast.worker.heartbeat import Heartbeat
 from outlast.worker.intake import Intake
+from outlast.worker.state import Active, WorkerState
 from outlast.worker.sweeper import Sweeper
 from outlast.worker.threads import TOOL_THREADS
 
@@ -46,22 +48,48 @@ class Worker:
         self.queue = queue
         self.s = settings
         self.queues = queues
-        self.name = ""
-        self.active: dict[str, Active] = {}
-        self.tasks: set[asyncio.Task[None]] = set()  # one per entry being served
-        self.stopping = asyncio.Event()
+        self.programs = app.programs()
+        self.state = WorkerState(queues=queues, programs=self.programs)
+        # The state's own objects (never replaced), under the names the worker has always had.
+        self.active, self.tasks, self.stopping = self.state.active, self.state.tasks, self.state.stopping
         self._timers: set[asyncio.Task[None]] = set()
         self._done = asyncio.Event()
-        self.programs = app.programs()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
-        self.intake = Intake(self)
-        self.claims = Claims(self)
-        self.acks = Acks(queue)
-        self.heartbeat = Heartbeat(self)
+        # Built in the order they need one another: each is given the others' methods it uses.
+        self.acks = Acks(queue=queue)
+        self.heartbeat = Heartbeat(state=self.state, settings=settings, store=store, queue=queue)
+        self.claims = Claims(
+            state=self.state,
+            settings=settings,
+            app=app,
+            store=store,
+            queue=queue,
+            windows=self.windows,
+            ack=self.acks.ack,
+            later=self.later,
+            settled=self.heartbeat.settled,
+        )
+        self.intake = Intake(
+            state=self.state,
+            settings=settings,
+            queue=queue,
+            serve=self.claims.serve,
+            settled=self.heartbeat.settled,
+            ack=self.acks.ack,
+        )
         self.log = log
+
+    @property
+    def name(self) -> str:
+        """The worker's consumer name: set when it starts (``run``)."""
+        return self.state.name
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self.state.name = name
 
     # -- life ---------------------------------------------------------------------------
 

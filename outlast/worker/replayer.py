@@ -7,35 +7,33 @@ past the journal goes live, once cancellation and the deadline have had their sa
 the worker writes is appended here, chained to the one before.
 
 A **held** entry (a read's or an idempotent tool's result, ``hold``) is chained at once and kept
-in memory for at most ``hold_ms`` and ``hold_max`` entries: it is written by the run's next
-append, chained first in the same fenced statement, or by ``flush``, which every other fenced
-write of the run awaits first (``RunControl.fenced``). A held entry lost with its worker is a
-result never journaled: the read is redone, the idempotent tool dispatched again with its key.
+by the run's ``JournalWrites`` (``writes.py``) for at most ``hold_ms`` and ``hold_max`` entries: it
+is written by the run's next append, chained first in the same fenced statement, or by its
+``flush``, which every other fenced write of the run awaits first (``JournalWrites.fenced``). A
+held entry lost with its worker is a result never journaled: the read is redone, the idempotent
+tool dispatched again with its key.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import failpoints
-from outlast.errors import Cancelled, DeadlineExceeded, Fenced, ResumeImpossible, ServiceUnavailable
+from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
 from outlast.journal import Entry, make_entry
 from outlast.model import Run as RunRecord
-from outlast.store import Store
-from outlast.store.journal import appended
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
+from outlast.worker.writes import JournalWrites
 
 __all__ = ["Journaled", "Replayer", "asked_by_result", "describe"]
 
 # The appends that are a fenced write of their own kind (a cancellation, an in-doubt declaration):
 # carrying held entries, they are the crash points ``with_result_held:KIND`` and
-# ``after_fenced_write:KIND``, as the other fenced writes are in ``RunControl.fenced``.
+# ``after_fenced_write:KIND``, as the other fenced writes are in ``JournalWrites.fenced``.
 _CROSSED = frozenset({"cancel", "in_doubt"})
 
 
@@ -44,19 +42,18 @@ class Replayer:
 
     def __init__(
         self,
+        *,
         record: RunRecord,
-        store: Store,
         control: RunControl,
+        writes: JournalWrites,
         journal: Journaled,
         db_now: datetime | None = None,
-        hold_ms: float = 0.0,
-        hold_max: int = 0,
     ) -> None:
         self.run_id = record.id
         self.deadline = record.deadline
         self.journal = journal
-        self._store = store
         self._control = control
+        self._writes = writes  # the run's appends, held entries first
         self._clock = (db_now, time.monotonic())
         self._next = 0
         self._served: set[str] = set()
@@ -64,14 +61,6 @@ class Replayer:
         self._last = max((int(op[3:]) for op in journal.ops if op.startswith("op-")), default=0)
         self._patches: dict[str, bool] = {}
         self._marks: list[tuple[str, dict[str, Any]]] = []  # patch markers not yet journaled
-        self._hold_for = hold_ms / 1000
-        self._hold_max = hold_max
-        self._held: list[Entry] = []  # chained, not yet sent: written first by the next write
-        self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
-        self._broken: BaseException | None = None  # a flush that failed: the run cannot go on
-        self._timer: asyncio.TimerHandle | None = None
-        control.flush, control.send = self.flush, self.send
-        control.journal_len = journal.length
 
     def position(self) -> str:
         """The next operation id: fixed when a crossing is *made*, so that parallel calls keep
@@ -167,11 +156,10 @@ class Replayer:
         if self._control.offline:  # never reached past go_live; a write is refused all the same
             raise JournalEnd(op_id, f"to journal a {kind} entry")
         entry = self._chain(kind, op_id, data)
-        held, self._held = self._held, []
-        crossed = held and kind in _CROSSED  # a crash test's kill points (inert unless armed)
+        crossed = kind in _CROSSED and self._writes.held  # a crash test's kill points (inert unless armed)
         if crossed:
             failpoints.hit("with_result_held", kind)
-        await self._commit(entry, held)
+        await self._writes.commit(entry)
         if crossed:
             failpoints.hit("after_fenced_write", kind)
         return entry
@@ -179,103 +167,23 @@ class Replayer:
     async def hold(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
         """Chain an entry now and write it with the run's next write (see the module's words), or
         after ``hold_ms``, or once ``hold_max`` entries are held; with no holding, append it."""
-        if self._hold_max <= 0:
+        writes = self._writes
+        if writes.hold_max <= 0:
             return await self.append(kind, op_id, data)
         entry = self._chain(kind, op_id, data)
-        self._held.append(entry)
-        if len(self._held) >= self._hold_max:
-            await self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self._hold_for, self._time_up)
+        if writes.keep(entry):
+            await writes.flush()
         return entry
-
-    async def flush(self) -> None:
-        """Write the held entries, and wait for every write under way that carries some: awaited
-        before any fenced write of the run other than an append, and before a dispatch to a tool
-        whose result is not held. Raises as the write would (``Fenced``, ``Interrupted``)."""
-        self._send_held()
-        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
-            with contextlib.suppress(Exception):  # its failure is kept in _broken, raised below
-                await asyncio.shield(carrier)
-        if self._broken is not None:
-            raise self._broken
-
-    def _time_up(self) -> None:
-        """The timer's flush, not waited for: a failure is kept and raised at the run's next write."""
-        self._timer = None
-        with contextlib.suppress(BaseException):
-            self._send_held()
 
     def _chain(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
         """The entry, chained to the head now (a patch marker still to journal goes before it)."""
-        if self._broken is not None:
-            raise self._broken
+        if self._writes.broken is not None:
+            raise self._writes.broken
         marks, self._marks = self._marks, []
         for mark_op, mark in marks:  # journaled with the entry that follows it, in its statement
-            self._held.append(self._chain("patch", mark_op, mark))
+            self._writes.held.append(self._chain("patch", mark_op, mark))
         j = self.journal
         entry = make_entry(j.head, j.length + 1, kind, op_id, data)
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
-        self._control.journal_len = entry.seq
         return entry
-
-    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[list[dict[str, Any]]]:
-        written = self._submit(entry, held)
-        self._carriers.append(written)
-        return written
-
-    async def send(self) -> None:
-        """Queue the held entries' write, not waiting for its commit: a write queued next goes in
-        the same shared commit, after it (the final state, which its ``journal_len`` condition
-        refuses unless they are written). ``flush`` then waits for it."""
-        self._send_held()
-
-    def _send_held(self) -> None:
-        if self._broken is not None:  # the entries chained after a failed write are void
-            raise self._broken
-        if self._held:
-            held, self._held = self._held, []
-            self._send(held[:-1], held[-1])
-
-    async def _commit(self, entry: Entry, held: list[Entry]) -> None:
-        """The append, queued at once. One that carries held entries is made even if its caller is
-        cancelled (a hand-over), and every flush awaits it until it is done."""
-        written = self._send(held, entry) if held else self._submit(entry, held)
-        with contextlib.suppress(Exception):  # its failure as _written kept it: raised below
-            await (asyncio.shield(written) if held else written)
-        self._raise_for(written)
-
-    def _submit(self, entry: Entry, held: list[Entry]) -> asyncio.Future[list[dict[str, Any]]]:
-        """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
-        written = self._store.submit_append(self.run_id, self._control.token, entry, held)
-        written.add_done_callback(self._written)
-        return written
-
-    def _written(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
-        """An append's outcome, read once for the run as soon as it comes (before any awaiter of
-        it resumes): a failure or a refusal voids every entry chained after it (``_broken``); a
-        requested cancellation is noted."""
-        if written in self._carriers:
-            self._carriers.remove(written)
-        if written.cancelled():
-            return
-        control, exc = self._control, written.exception()
-        if exc is None and (cancel := appended(written.result())) is not None:
-            if cancel:
-                control.cancelled()
-            return
-        if isinstance(exc, ServiceUnavailable):  # Postgres out of reach past the bound: left
-            failure: BaseException = control.leave(str(exc))
-            failure.__cause__ = exc
-        elif exc is not None:
-            failure = exc
-        else:  # refused: another worker holds the run now
-            control.left = True
-            failure = Fenced(self.run_id, control.token)
-        self._broken = self._broken or failure
-
-    def _raise_for(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
-        """Raise as this append failed, if it did: its failure voided the run's writes from it on."""
-        if self._broken is not None and (written.exception() or appended(written.result()) is None):
-            raise self._broken

@@ -7,7 +7,6 @@ and its cursor), the dispatcher (tool calls and the gap table), the waits (timer
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import random as _random
@@ -29,7 +28,9 @@ from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import Gate
 from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.underway import UnderWay, alone
 from outlast.worker.waits import Waits
+from outlast.worker.writes import JournalWrites
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -41,16 +42,17 @@ class Run:
 
     def __init__(
         self,
+        *,
         record: RunRecord,
         app: App,
         store: Store,
         control: RunControl,
+        writes: JournalWrites,
         journal: Journaled,
+        gate: Gate,
         db_now: datetime | None = None,
         max_payload: int | None = None,
         secrets: Secrets | None = None,
-        gate: Gate | None = None,
-        hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.id = record.id
         self.input = record.input
@@ -59,20 +61,52 @@ class Run:
         self._store = store
         self._control = control
         self._budget_id = record.budget_id
-        self._replayer = Replayer(record, store, control, journal, db_now, *hold)
+        # Each part is built whole, in the order they need one another: the replayer (the journal,
+        # its appends through ``writes``), what is under way, the waits, the children, then the
+        # dispatcher, given what it asks of the others (whether the run is alone, the run itself).
+        replayer = self._replayer = Replayer(
+            record=record, control=control, writes=writes, journal=journal, db_now=db_now
+        )
         # the executor's: it scrubs the run's end of the secret values its crossings met
         secrets = secrets or Secrets(app, None)
         # No part holds the run itself, only what it needs of it (the crossings under way, a weak
         # reference for the policy hook): a finished run's objects then die by reference count,
         # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
         self._under_way = UnderWay()
-        self._dispatcher = Dispatcher(record, app, store, control, self._replayer, secrets, max_payload, gate)
-        self._dispatcher.handle = weakref.ref(self)
         settled = self._under_way.settled
-        self._waits = Waits(store, control, self._replayer, settled, secrets, max_payload)
-        self._children = Children(record, app, store, control, self._replayer, settled, max_payload)
-        # a tool's slot or rate wait may park the run
-        self._dispatcher.alone = functools.partial(_alone, self._under_way, self._children)
+        self._waits = Waits(
+            store=store,
+            control=control,
+            writes=writes,
+            replayer=replayer,
+            settled=settled,
+            secrets=secrets,
+            max_payload=max_payload,
+        )
+        self._children = Children(
+            record=record,
+            app=app,
+            store=store,
+            control=control,
+            writes=writes,
+            replayer=replayer,
+            settled=settled,
+            max_payload=max_payload,
+        )
+        self._dispatcher = Dispatcher(
+            record=record,
+            app=app,
+            store=store,
+            control=control,
+            writes=writes,
+            replayer=replayer,
+            secrets=secrets,
+            gate=gate,
+            handle=weakref.ref(self),
+            # a tool's slot or rate wait may park the run
+            alone=functools.partial(alone, self._under_way, self._children),
+            max_payload=max_payload,
+        )
 
     @property
     def run_id(self) -> str:
@@ -199,7 +233,7 @@ class Run:
         }
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
-        """A timer or an approval, counted while under way (see ``_alone``)."""
+        """A timer or an approval, counted while under way (see ``underway.alone``)."""
         self._under_way.pauses += 1
         try:
             return await wait
@@ -244,38 +278,3 @@ class Run:
         value = make()
         await replayer.append("value", op_id, {"name": name, "value": value})
         return value
-
-
-class UnderWay:
-    """The crossings of one run under way: tool calls (parallel ones included), and timers and
-    approvals (pauses)."""
-
-    __slots__ = ("_quiet", "calls", "pauses")
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.pauses = 0
-        # Set when the calls under way are over; made by settled() only when it has to wait.
-        self._quiet: asyncio.Event | None = None
-
-    def call_ended(self) -> None:
-        self.calls -= 1
-        if self.calls == 0 and self._quiet is not None:
-            self._quiet.set()
-
-    async def settled(self) -> None:
-        """Wait for the calls still under way: a parallel call can outlive the workflow's own
-        await (the siblings of a ``gather`` that raised go on), and the run must not end before
-        their results are journaled. Looked at again after each wake-up: a branch of a ``gather``
-        may start its next call at once, before this waiter runs."""
-        while self.calls:
-            if self._quiet is None or self._quiet.is_set():  # set by calls that ended before
-                self._quiet = asyncio.Event()
-            await self._quiet.wait()
-
-
-def _alone(under_way: UnderWay, children: Children) -> bool:
-    """A tool call waiting long for a slot or a rate may park the run only when no other
-    crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
-    or a wait for a child commits the run's wait itself once the calls have settled."""
-    return under_way.calls == 1 and under_way.pauses == 0 and children.waiting == 0

@@ -18,6 +18,7 @@ from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
+from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.run")
 # What an approval is bound to; ``authenticated`` is journaled only when true (an entry without it
@@ -30,8 +31,10 @@ class Waits:
 
     def __init__(
         self,
+        *,
         store: Store,
         control: RunControl,
+        writes: JournalWrites,
         replayer: Replayer,
         settled: Callable[[], Awaitable[None]],
         secrets: Secrets,
@@ -41,6 +44,7 @@ class Waits:
         self.max_payload = max_payload  # the largest approval arguments stored
         self._store = store
         self._control = control
+        self._writes = writes
         self._replayer = replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
         self._secrets = secrets
@@ -62,7 +66,7 @@ class Waits:
         await self._settled()  # calls made in parallel journal their results before the run lets go
         await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
         waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
-        if not await self._control.db(self._control.fenced("wait", waiting)):
+        if not await self._control.db(self._writes.fenced("wait", waiting)):
             raise Fenced(self.run_id, self._control.token)
         raise Suspended(due)
 
@@ -127,7 +131,7 @@ class Waits:
                 await self._settled()  # as in _sleep: parallel calls journal their results first
                 await self._replayer.go_live(op_id, lambda: f"the decision on approval {op_id} of {action}")
                 ok = await self._control.db(
-                    self._control.fenced(
+                    self._writes.fenced(
                         "wait",
                         self._store.await_approval(
                             self.run_id,

@@ -137,8 +137,8 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
         got = await store.claim("r", "w1", 30, app.programs())
         assert got is not None
         run = got[0]
-        control = RunControl(run.id, run.fencing_token, ttl=3.0, sent_at=time.monotonic())
-        first = asyncio.create_task(Execution(run, app, store, control=control).execute())
+        control = RunControl(run_id=run.id, token=run.fencing_token, ttl=3.0, sent_at=time.monotonic())
+        first = asyncio.create_task(Execution(run=run, app=app, store=store, control=control).execute())
         await asyncio.to_thread(wait_for, lambda: calls == ["hang_read"], 30, what="the read to hang")
         async with AsyncClient(settings=world.settings()) as client:
             await client.cancel("r")
@@ -153,7 +153,7 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
 
         got = await store.claim("r", "w2", 30, app.programs())
         assert got is not None and got[0].cancel_requested
-        assert await Execution(got[0], app, store).execute() == Outcome.FINAL
+        assert await Execution(run=got[0], app=app, store=store).execute() == Outcome.FINAL
         done = await store.get_run("r")
         assert done is not None and done.state == "cancelled"
         assert op_kinds(world, "r") == ["abandoned", "cancel"]

@@ -37,7 +37,7 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
     got = await store.claim("r", "w1", 30, app.programs())
     assert got is not None
     run = got[0]
-    first = Execution(run, app, store)
+    first = Execution(run=run, app=app, store=store)
     current.append(first)
     commits, writes = store.writer.commits, store.writer.writes
     try:
@@ -53,7 +53,7 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
     assert got is not None
     run2 = got[0]
     assert run2.journal_len == 20
-    second = Execution(run2, app, store)
+    second = Execution(run=run2, app=app, store=store)
     current.append(second)
     reads, writes = store.reads, store.writer.writes
     assert await second.execute() == Outcome.FINAL

@@ -241,10 +241,10 @@ def test_a_fenced_write_counts_a_lease_not_already_counted(monkeypatch: pytest.M
     row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
     row |= {"id": "r-fenced", "workflow": "gone", "input": {}, "fencing_token": 1, "attempts": 1}
     row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
-    first = Execution(RunRecord(**row), App(), cast(Store, Superseded()))
+    first = Execution(run=RunRecord(**row), app=App(), store=cast(Store, Superseded()))
     assert asyncio.run(first.execute()) == Outcome.FENCED
     assert counted == ["lost"] and first.control.lost.is_set()
-    second = Execution(RunRecord(**row), App(), cast(Store, Superseded()))
+    second = Execution(run=RunRecord(**row), app=App(), store=cast(Store, Superseded()))
     second.control.lost.set()  # a heartbeat found the newer token first, and counted it
     assert asyncio.run(second.execute()) == Outcome.FENCED
     assert counted == ["lost"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from outlast.producer.client import AsyncClient
 from outlast.queue import Delivery
 from outlast.worker.intake import Intake
+from outlast.worker.state import WorkerState
 from tests.conftest import World
 
 pytestmark = pytest.mark.both_redis  # the queue layer: on Redis 6.2 (embedded) and 7 (PATH)
@@ -41,17 +41,11 @@ async def test_an_idle_worker_looks_for_orphans_every_half_lease(world: World) -
         async def serve(d: Delivery, reclaimed: bool) -> None:
             taken.append((d, reclaimed, time.monotonic()))
 
-        worker: Any = SimpleNamespace(
-            s=s,
-            queue=c.queue,
-            queues=["default"],
-            name="survivor",
-            tasks=set(),
-            active={},
-            heartbeat=SimpleNamespace(settled=lambda: True),
-            claims=SimpleNamespace(serve=serve),
-        )
-        intake = Intake(worker)
+        async def ack(d: Delivery) -> None:
+            return None
+
+        state = WorkerState(queues=["default"], programs={}, name="survivor")
+        intake = Intake(state=state, settings=s, queue=c.queue, serve=serve, settled=lambda: True, ack=ack)
         assert await intake.reclaim() == TTL / 2  # nothing pending: the next look in half a lease
         run = (await c.enqueue("echo", {})).id
         [orphan] = await c.queue.read("default", "dead", 1, None)  # its worker dies at once

@@ -210,7 +210,7 @@ def test_a_run_left_for_later_is_not_an_error(spans: InMemorySpanExporter) -> No
     row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
     row |= {"id": "r-left", "workflow": "left", "input": {}, "fencing_token": 1, "attempts": 1}
     row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
-    execution = Execution(RunRecord(**row), left_app, cast(Store, None))  # no store reached
+    execution = Execution(run=RunRecord(**row), app=left_app, store=cast(Store, None))  # no store reached
     with pytest.raises(ServiceUnavailable):
         asyncio.run(execution.execute())
     [attempt] = named(spans, "run ", "r-left")

@@ -1,4 +1,4 @@
-"""Held results: every fenced write the worker makes for a run goes through ``RunControl.fenced``,
+"""Held results: every fenced write the worker makes for a run goes through ``JournalWrites.fenced``,
 which writes the run's held entries first; the journal's own appends carry them in their
 statement. Read from the source, so that a write path added later without the flush fails here."""
 
@@ -188,8 +188,8 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
             for call, method in _store_calls(fn):
                 where = f"{path.name}:{call.lineno} {method}"
                 if method in JOURNAL:
-                    assert (path.name, fn.name, method) == ("replayer.py", "_submit", WORKER_APPEND), (
-                        f"{where}: append outside the replayer"
+                    assert (path.name, fn.name, method) == ("writes.py", "_submit", WORKER_APPEND), (
+                        f"{where}: append outside the run's journal writes (writes.py)"
                     )
                     seen.add(method)
                 elif method in FENCED:

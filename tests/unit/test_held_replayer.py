@@ -16,6 +16,7 @@ from outlast.model import Run as RunRecord
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.writes import JournalWrites
 
 
 class Recorder:
@@ -39,26 +40,27 @@ class Recorder:
         return True
 
 
-def replayer(store: Recorder, hold_ms: float = 60000, hold_max: int = 16) -> tuple[Replayer, RunControl]:
+def replayer(store: Recorder, hold_ms: float = 60000, hold_max: int = 16) -> tuple[Replayer, JournalWrites]:
     now = datetime.now(UTC)
     row: dict[str, Any] = {f.name: None for f in fields(RunRecord)}
     row |= {"id": "r", "workflow": "w", "input": {}, "fencing_token": 1, "attempts": 1}
     row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
-    control = RunControl("r", 1)
-    r = Replayer(RunRecord(**row), cast(Store, store), control, Journaled([]), None, hold_ms, hold_max)
-    return r, control
+    control = RunControl(run_id="r", token=1)
+    writes = JournalWrites(store=cast(Store, store), control=control, hold=(hold_ms, hold_max))
+    r = Replayer(record=RunRecord(**row), control=control, writes=writes, journal=Journaled([]))
+    return r, writes
 
 
 def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -> None:
     async def go() -> list[tuple[str, list[int]]]:
         store = Recorder()
-        r, control = replayer(store)
+        r, writes = replayer(store)
         await r.hold("result", "op-1", {"ok": 1})
         await r.hold("result", "op-2", {"ok": 2})
         assert store.writes == []  # held: nothing written yet
         await r.append("intention", "op-3", {})
         await r.hold("result", "op-3", {"ok": 3})
-        assert await control.fenced("finish", store.finish())
+        assert await writes.fenced("finish", store.finish())
         return store.writes
 
     assert asyncio.run(go()) == [("append", [1, 2, 3]), ("append", [4]), ("finish", [])]
@@ -67,10 +69,10 @@ def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -
 def test_the_final_state_is_queued_right_after_the_held_entries() -> None:
     async def go() -> tuple[list[tuple[str, list[int]]], int | None]:
         store = Recorder()
-        r, control = replayer(store)
+        r, writes = replayer(store)
         await r.hold("result", "op-1", {"ok": 1})
-        assert await control.fenced("finish", store.finish(), chained=True)
-        return store.writes, control.journal_len  # the length the final state is committed on
+        assert await writes.fenced("finish", store.finish(), chained=True)
+        return store.writes, r.journal.length  # the length the final state is committed on
 
     assert asyncio.run(go()) == ([("append", [1]), ("finish", [])], 1)
 
@@ -91,12 +93,12 @@ def test_the_timer_and_the_cap_write_what_is_held() -> None:
 def test_a_refused_flush_voids_what_follows_and_no_other_write_is_made() -> None:
     async def go() -> Recorder:
         store = Recorder(refuse=True)
-        r, control = replayer(store, hold_ms=5)
+        r, writes = replayer(store, hold_ms=5)
         await r.hold("result", "op-1", {"ok": 1})
         await asyncio.sleep(0.1)  # the timer's flush is refused (another fencing token)
-        assert control.left
+        assert writes._control.left
         with pytest.raises(Fenced):
-            await control.fenced("finish", store.finish())
+            await writes.fenced("finish", store.finish())
         with pytest.raises(Fenced):
             await r.hold("result", "op-2", {"ok": 2})
         return store

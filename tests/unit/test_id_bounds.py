@@ -50,6 +50,8 @@ class Control:
     async def db(self, aw: Any) -> Any:
         return await aw
 
+
+class Writes:
     async def fenced(self, what: str, write: Any) -> Any:  # no result held here: the write itself
         return await write
 
@@ -64,7 +66,15 @@ def children(run_id: str) -> tuple[Children, Replayer, Store]:
     replayer, store = Replayer(), Store()
     record = cast(Any, SimpleNamespace(id=run_id, queue="default"))
     settled = cast(Any, None)
-    made = Children(record, app, cast(Any, store), cast(Any, Control()), cast(Any, replayer), settled)
+    made = Children(
+        record=record,
+        app=app,
+        store=cast(Any, store),
+        control=cast(Any, Control()),
+        writes=cast(Any, Writes()),
+        replayer=cast(Any, replayer),
+        settled=settled,
+    )
     return made, replayer, store
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from outlast.queue import Delivery
 from outlast.worker.intake import Intake
+from outlast.worker.state import WorkerState
 
 
 class Reads:
@@ -36,13 +37,22 @@ class Reads:
         return [Delivery(queue, f"{i}-0", {"run": f"r{i}"}, priority=lv) for i, lv in enumerate(levels)]
 
 
+def intake_of(state: WorkerState, settings: Any, queue: Any) -> Intake:
+    """An intake of ``state`` that serves, acknowledges nothing, and is settled."""
+
+    async def nothing(*args: Any) -> None:
+        return None
+
+    return Intake(
+        state=state, settings=settings, queue=queue, serve=nothing, settled=lambda: True, ack=nothing
+    )
+
+
 def reads(concurrency: int, holding: int, waited: list[list[str]], times: int) -> list[str]:
     """The reads each of ``times`` reads made, in turn, by a worker that holds ``holding`` runs."""
     queue = Reads(waited)
-    worker: Any = SimpleNamespace(
-        s=SimpleNamespace(concurrency=concurrency), tasks=set(range(holding)), name="w", queue=queue
-    )
-    intake = Intake(worker)
+    state = WorkerState(queues=["default"], programs={}, name="w", tasks=cast(Any, set(range(holding))))
+    intake = intake_of(state, SimpleNamespace(concurrency=concurrency), queue)
     made = []
     for _ in range(times):
         queue.calls = []
@@ -79,19 +89,11 @@ def waits(queues: list[str], lease_ttl: float = 30.0) -> list[int]:
         async def read_any(self, queue: str, consumer: str, block_ms: int) -> list[Delivery]:
             waited.append(block_ms)
             if len(waited) >= 3 * len(queues):
-                worker.stopping.set()
+                state.stopping.set()
             return []
 
-    worker: Any = SimpleNamespace(
-        s=SimpleNamespace(concurrency=4, lease_ttl=lease_ttl),
-        tasks=set(),
-        name="w",
-        queue=Idle([]),
-        queues=queues,
-        stopping=asyncio.Event(),
-        heartbeat=SimpleNamespace(settled=lambda: True),
-    )
-    asyncio.run(Intake(worker).read_loop())
+    state = WorkerState(queues=queues, programs={}, name="w")
+    asyncio.run(intake_of(state, SimpleNamespace(concurrency=4, lease_ttl=lease_ttl), Idle([])).read_loop())
     return waited
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -29,12 +29,13 @@ def beat(h: Heartbeat, clock: list[float], every: float = 0.5, times: int = 1) -
         h._answered()
 
 
-def worker() -> Any:
-    return SimpleNamespace(s=SimpleNamespace(lease_ttl=TTL))
+def heartbeat() -> Heartbeat:
+    parts: Any = {"state": None, "store": None, "queue": None}  # settled() reads none of them
+    return Heartbeat(settings=cast(Any, SimpleNamespace(lease_ttl=TTL)), **parts)
 
 
 def test_a_new_worker_is_not_settled_before_a_lease_of_answers(clock: list[float]) -> None:
-    h = Heartbeat(worker())
+    h = heartbeat()
     assert not h.settled()  # no answer yet: it knows nothing of an outage just over
     beat(h, clock)
     assert not h.settled()  # its first answer: the owners may not have renewed yet
@@ -45,7 +46,7 @@ def test_a_new_worker_is_not_settled_before_a_lease_of_answers(clock: list[float
 
 
 def test_a_failure_or_a_silence_unsettles_it_for_a_lease(clock: list[float]) -> None:
-    h = Heartbeat(worker())
+    h = heartbeat()
     beat(h, clock, times=5)
     assert h.settled()
     h.since = math.inf  # what a failed beat does

@@ -98,7 +98,7 @@ def test_a_held_run_keeps_slotted_records_and_plain_flags() -> None:
     )
     assert not hasattr(record, "__dict__")  # 34 fields: past the dict key sharing, ~1.3 KB more
     assert record.to_dict()["created_at"] == at.isoformat()
-    control = RunControl("r", 1, cancel=True)
+    control = RunControl(run_id="r", token=1, cancel=True)
     assert control.cancel.is_set() and not control.stop.is_set() and not control.lost.is_set()
     for signal in (control.stop, control.cancel, control.lost):
         assert not hasattr(signal, "__dict__") and not hasattr(signal, "_waiters")

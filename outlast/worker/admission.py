@@ -1,0 +1,72 @@
+"""What an operation must pass before it goes live, beside its slot and rate (``flow.Gate``) and its
+lease: the app's policy hook (a refusal is journaled, and raised as ``PolicyRefused``) and the
+run's budget (the tool's declared cost reserved, fenced; ``BudgetExhausted`` when over)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from outlast.app import App, Tool
+from outlast.errors import BudgetExhausted, PolicyRefused
+from outlast.model import Run as RunRecord
+from outlast.secrets import Secrets
+from outlast.store import Store
+from outlast.worker.control import RunControl
+from outlast.worker.replayer import Replayer
+from outlast.worker.writes import JournalWrites
+
+
+class Admission:
+    """One run's policy verdicts and budget reservations."""
+
+    def __init__(
+        self,
+        *,
+        record: RunRecord,
+        app: App,
+        store: Store,
+        control: RunControl,
+        writes: JournalWrites,
+        replayer: Replayer,
+        secrets: Secrets,
+        handle: Callable[[], Any],
+    ) -> None:
+        self.run_id = record.id
+        self.budget_id = record.budget_id
+        self._app = app
+        self._store = store
+        self._control = control
+        self._writes = writes
+        self._replayer = replayer
+        self._secrets = secrets
+        self._handle = handle  # the workflow's ``run`` (a weak reference), for the policy hook
+
+    async def policy(
+        self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
+    ) -> None:
+        hook = self._app.policy_hook
+        if hook is None:
+            return
+        verdict = hook(tool, args, self._handle())
+        if isinstance(verdict, Awaitable):
+            verdict = await verdict
+        if verdict is None or verdict is True:
+            return
+        # The hook saw the call's own values: its words are stored and raised only redacted.
+        reason = "refused by policy"
+        if isinstance(verdict, str):
+            reason = self._secrets.redact(tool, args, verdict)
+        await self._replayer.append(
+            "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
+        )
+        raise PolicyRefused(self.run_id, tool, reason)
+
+    async def reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
+        if self.budget_id is None or not tool.cost:
+            return {}
+        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        over = await self._control.db(self._writes.fenced("reserve", reserve))
+        if over:
+            raise BudgetExhausted(self.run_id, tool.name, over)
+        return dict(tool.cost)

@@ -1,0 +1,150 @@
+"""One run's writes, in order: its journal appends (held entries first) and its other fenced
+writes behind them.
+
+A **held** entry (a read's or an idempotent tool's result, ``Replayer.hold``) is chained at once
+and kept here for at most ``hold_ms`` and ``hold_max`` entries: it is written by the run's next
+append, first in the same fenced statement, or by ``flush``, which every other fenced write of the
+run awaits first (``fenced``). A write that fails voids every entry chained after it: it is kept
+(``broken``) and raised by the run's next write.
+
+Built with the run's ``RunControl`` (whose signals an append's outcome sets) before any part that
+writes: the replayer, the dispatcher, the waits, the children, the gate and the executor are each
+given it. Nothing refers back here, so a finished run's writes die by reference count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
+
+from outlast import failpoints
+from outlast.errors import Fenced, ServiceUnavailable
+from outlast.journal import Entry
+from outlast.store import Store
+from outlast.store.journal import appended
+from outlast.worker.control import RunControl
+
+T = TypeVar("T")
+
+
+class JournalWrites:
+    """The run's held entries, the appends under way that carry some, and the fenced writes that
+    wait for them."""
+
+    def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
+        self.run_id = control.run_id
+        self._store = store
+        self._control = control
+        self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
+        self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
+        self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
+        self.broken: BaseException | None = None  # a flush that failed: the run cannot go on
+        self._timer: asyncio.TimerHandle | None = None
+
+    def keep(self, entry: Entry) -> bool:
+        """Hold a chained entry; True once ``hold_max`` are held (flush them now). The first one
+        held starts the timer that writes them after ``hold_ms``."""
+        self.held.append(entry)
+        if len(self.held) >= self.hold_max:
+            return True
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.hold_for, self._time_up)
+        return False
+
+    async def flush(self) -> None:
+        """Write the held entries, and wait for every write under way that carries some: awaited
+        before any fenced write of the run other than an append, and before a dispatch to a tool
+        whose result is not held. Raises as the write would (``Fenced``, ``Interrupted``)."""
+        self._send_held()
+        for carrier in list(self._carriers):  # a done one may still be listed: never spin on it
+            with contextlib.suppress(Exception):  # its failure is kept in broken, raised below
+                await asyncio.shield(carrier)
+        if self.broken is not None:
+            raise self.broken
+
+    async def send(self) -> None:
+        """Queue the held entries' write, not waiting for its commit: a write queued next goes in
+        the same shared commit, after it (the final state, which its ``journal_len`` condition
+        refuses unless they are written). ``flush`` then waits for it."""
+        self._send_held()
+
+    async def fenced(self, what: str, pending: Awaitable[T], *, chained: bool = False) -> T:
+        """Await a fenced write of the run other than a journal append (a final state, a wait,
+        a park, a slot, a reservation, a child, a release): the run's held entries are written
+        first (``flush``), so that no such write is ever committed ahead of them. The write's own
+        errors are the caller's, as without this (wrap it in ``RunControl.db`` to leave the run on
+        them). ``chained``: a write that is refused unless the journal is as long as the run
+        chained it (the final state) goes in the same shared commit as the held entries, after
+        them."""
+        failpoints.hit("with_result_held", what)
+        try:
+            await (self.send() if chained else self.flush())
+        except BaseException:
+            if isinstance(pending, Coroutine):
+                pending.close()  # never sent: the write is not made
+            raise
+        done = await pending
+        if chained:
+            await self.flush()  # the held entries' own outcome (written, if the write was)
+        failpoints.hit("after_fenced_write", what)
+        return done
+
+    async def commit(self, entry: Entry) -> None:
+        """Append ``entry`` with the held entries before it, in one statement, queued at once. One
+        that carries held entries is made even if its caller is cancelled (a hand-over), and every
+        flush awaits it until it is done."""
+        held, self.held = self.held, []
+        written = self._send(held, entry) if held else self._submit(entry, held)
+        with contextlib.suppress(Exception):  # its failure as _written kept it: raised below
+            await (asyncio.shield(written) if held else written)
+        if self.broken is not None and (written.exception() or appended(written.result()) is None):
+            raise self.broken  # this append failed: its failure voided the run's writes from it on
+
+    def _time_up(self) -> None:
+        """The timer's flush, not waited for: a failure is kept and raised at the run's next write."""
+        self._timer = None
+        with contextlib.suppress(BaseException):
+            self._send_held()
+
+    def _send_held(self) -> None:
+        if self.broken is not None:  # the entries chained after a failed write are void
+            raise self.broken
+        if self.held:
+            held, self.held = self.held, []
+            self._send(held[:-1], held[-1])
+
+    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[list[dict[str, Any]]]:
+        written = self._submit(entry, held)
+        self._carriers.append(written)
+        return written
+
+    def _submit(self, entry: Entry, held: list[Entry]) -> asyncio.Future[list[dict[str, Any]]]:
+        """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
+        written = self._store.submit_append(self.run_id, self._control.token, entry, held)
+        written.add_done_callback(self._written)
+        return written
+
+    def _written(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
+        """An append's outcome, read once for the run as soon as it comes (before any awaiter of
+        it resumes): a failure or a refusal voids every entry chained after it (``broken``); a
+        requested cancellation is noted."""
+        if written in self._carriers:
+            self._carriers.remove(written)
+        if written.cancelled():
+            return
+        control, exc = self._control, written.exception()
+        if exc is None and (cancel := appended(written.result())) is not None:
+            if cancel:
+                control.cancelled()
+            return
+        if isinstance(exc, ServiceUnavailable):  # Postgres out of reach past the bound: left
+            failure: BaseException = control.leave(str(exc))
+            failure.__cause__ = exc
+        elif exc is not None:
+            failure = exc
+        else:  # refused: another worker holds the run now
+            control.left = True
+            failure = Fenced(self.run_id, control.token)
+        self.broken = self.broken or failure
