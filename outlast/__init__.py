@@ -42,8 +42,7 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Partial, RunState
-from outlast.model import Run as RunRecord
+from outlast.model import Decision, Partial, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run

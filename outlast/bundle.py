@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from outlast.errors import InvalidInput
 from outlast.journal import Entry, canonical
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
@@ -113,7 +113,7 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
 _TIMES = ("lease_expires_at", "deadline", "created_at", "updated_at", "finished_at", "start_at", "started_at")
 
 
-def read(path: Path) -> tuple[Run, list[Entry]]:
+def read(path: Path) -> tuple[RunRecord, list[Entry]]:
     """The run record and the journal a bundle holds (``path``: its directory). Each entry's
     body is rebuilt from its line; ``first_bad_crossing`` then says whether the bundle's journal
     is the one its run journaled (its hashes, and the run's chain head)."""
@@ -131,7 +131,7 @@ def read(path: Path) -> tuple[Run, list[Entry]]:
             data.pop("journaled_at", None)
             body = canonical(data)
             entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
-        return Run.from_row(row), entries
+        return RunRecord.from_row(row), entries
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
         raise InvalidInput(f"{path} is not a bundle made by `outlast export`: {what}") from None

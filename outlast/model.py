@@ -44,7 +44,7 @@ FINAL_STATES = frozenset(
 
 
 @dataclass(frozen=True, slots=True)  # slots: 34 fields are past the dict key sharing (1.6 -> 0.3 KB a run)
-class Run:
+class RunRecord:
     """A run as Postgres knows it."""
 
     id: str
@@ -79,7 +79,7 @@ class Run:
     started_at: datetime | None = None  # when a worker first took it (0020)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Run:
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
         return cls(
             id=row["id"],
             workflow=row["workflow"],

@@ -35,8 +35,7 @@ from outlast.errors import (
     ResumeRefused,
 )
 from outlast.journal import Entry, canonical, first_bad_crossing
-from outlast.model import FINAL_STATES, Partial, RunState
-from outlast.model import Run as RunRecord
+from outlast.model import FINAL_STATES, Partial, RunRecord, RunState
 from outlast.producer import AsyncClient
 from outlast.producer.checks import MAX_LIST
 from outlast.secrets import Secrets

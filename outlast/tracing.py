@@ -28,7 +28,7 @@ from outlast.errors import Fenced, ServiceUnavailable
 if TYPE_CHECKING:
     from outlast.action import Action
     from outlast.app import Tool
-    from outlast.model import Run
+    from outlast.model import RunRecord
 
 _payloads = False
 # The API loads a provider named in the environment on its first ask; asking reads the environment
@@ -166,7 +166,7 @@ def _span(
             span.set_attribute("outlast.outcome", "ok")
 
 
-def run_attempt(run: Run, token: int) -> AbstractContextManager[Mark]:
+def run_attempt(run: RunRecord, token: int) -> AbstractContextManager[Mark]:
     """The span of one attempt of ``run`` (a child of the producer's span when it had one)."""
     tracer = _tracer()
     if tracer is None:

@@ -21,7 +21,7 @@ import uvicorn
 from outlast import Client
 from outlast.dashboard import create_app
 from outlast.identity import add_user
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.settings import Settings
 from tests.conftest import ROOT, World, wait_for
 
@@ -40,12 +40,12 @@ class Desk:
     bob: str  # viewers: may look, not act
     olga: str  # oncall: an operator (cancels, resumes, requeues dead letters)
 
-    def reach(self, run_id: str, *states: str, timeout: float = 20.0) -> Run:
-        def look() -> Run | None:
+    def reach(self, run_id: str, *states: str, timeout: float = 20.0) -> RunRecord:
+        def look() -> RunRecord | None:
             run = self.client.status(run_id)
             return run if run.state in states else None
 
-        got: Run = wait_for(look, timeout, what=f"run {run_id} to be {' or '.join(states)}")
+        got: RunRecord = wait_for(look, timeout, what=f"run {run_id} to be {' or '.join(states)}")
         return got
 
     def journal(self, run_id: str, kind: str) -> list[dict[str, Any]]:

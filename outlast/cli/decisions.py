@@ -13,7 +13,7 @@ from outlast.approvals import refuse_unauthenticated
 from outlast.cli.common import json_arg, with_client
 from outlast.cli.group import cli
 from outlast.identity import cli_principal
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 
 
@@ -118,7 +118,7 @@ def _decision_command(kind: str, doc: str) -> None:
             )
         me = cli_principal()
 
-        async def go(c: AsyncClient) -> Run:
+        async def go(c: AsyncClient) -> RunRecord:
             seen = args_hash
             if seen is None:  # reject: refusing an action needs no proof of what it was
                 req = await c.approval(run_id, approval_id)

@@ -11,7 +11,7 @@ import click
 
 from outlast.cli.common import json_arg, option, settings_of, with_client
 from outlast.cli.group import cli
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 from outlast.settings import duration
 
@@ -74,7 +74,7 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
     data = _read_input(input_json, opts["input_file"], settings_of(ctx).max_payload)
     start_at, delay = _start(opts["start_at"], opts["start_in"])
 
-    async def go(c: AsyncClient) -> Run:
+    async def go(c: AsyncClient) -> RunRecord:
         run = await c.enqueue(
             workflow,
             data,
@@ -118,7 +118,7 @@ def _start(at: str | None, within: str | None) -> tuple[datetime | None, float |
     return when, None
 
 
-def _print_final(run: Run) -> None:
+def _print_final(run: RunRecord) -> None:
     click.echo(f"run {run.id} {run.state}" + (f" ({run.reason})" if run.reason else ""))
     if run.result is not None:
         click.echo(json.dumps(run.result, indent=2, ensure_ascii=False))

@@ -20,7 +20,7 @@ from typing import Any
 from outlast.dashboard import lists
 from outlast.errors import OutlastError
 from outlast.identity import Principal
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.producer import AsyncClient
 
 MAX_BATCH = 1000
@@ -46,7 +46,7 @@ class Batch:
     act: str
     filter: dict[str, str]
     include: tuple[str, ...]
-    runs: list[Run]
+    runs: list[RunRecord]
     left_out: dict[str, int]
 
     @property
@@ -96,7 +96,7 @@ def included(act: str, values: Iterable[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _fits(act: str, run: Run, include: tuple[str, ...]) -> bool:
+def _fits(act: str, run: RunRecord, include: tuple[str, ...]) -> bool:
     """Whether ``act`` applies to the run: cancel an unfinished one, resume a waiting one, retry
     one that ended without doing its work (as its continuation), or one whose state is included."""
     if act == "cancel":

@@ -15,7 +15,7 @@ from outlast.dashboard.auth import Gate, same
 from outlast.errors import InvalidInput
 from outlast.journal import MAX_DEPTH
 from outlast.listing import COUNTED, PAGE, RunQuery
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 
 TEXT = ("state", "workflow", "queue", "tenant", "priority", "parent")
@@ -68,7 +68,7 @@ def kept(q: Mapping[str, str]) -> dict[str, str]:
     return {name: q[name] for name in PARAMS if q.get(name)}
 
 
-def duration(run: Run) -> float | None:
+def duration(run: RunRecord) -> float | None:
     """Seconds from its start (or creation) to its end; None while it goes on."""
     if run.finished_at is None:
         return None
@@ -120,7 +120,7 @@ async def opened(gate: Gate, given: str | None, bound: str) -> str | None:
 
 async def page_of(
     c: AsyncClient, gate: Gate, q: Mapping[str, str], limit: int = PAGE
-) -> tuple[list[Run], str | None]:
+) -> tuple[list[RunRecord], str | None]:
     """A page of the runs list the query string asks for, and the next page's signed cursor."""
     query = run_query(q)
     bound = bound_to("runs", query)

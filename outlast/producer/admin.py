@@ -12,7 +12,7 @@ import structlog
 from outlast.errors import InvalidInput, UnknownSchedule
 from outlast.identity import Principal
 from outlast.listing import COUNTED
-from outlast.model import FINAL_STATES, Run
+from outlast.model import FINAL_STATES, RunRecord
 from outlast.producer.admission import Admission
 from outlast.producer.checks import show
 from outlast.schedules import next_tick
@@ -79,7 +79,7 @@ class Administration(Admission):
         log.info("schedule.paused", schedule=name, paused=paused, **who)
         return row
 
-    async def trigger_schedule(self, name: str, *, principal: Principal | None = None) -> Run:
+    async def trigger_schedule(self, name: str, *, principal: Principal | None = None) -> RunRecord:
         """Enqueue a run of the schedule's workflow and input now, besides its ticks; the run's
         'triggered' event names the schedule and the ``principal`` who asked."""
         await self.open()

@@ -13,7 +13,7 @@ from outlast import tracing
 from outlast.errors import InvalidInput, RunConflict, RunNotFinished, ServiceUnavailable
 from outlast.identity import Principal
 from outlast.journal import canonical, digest
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.producer.checks import (
     NO_INPUT,
     RUN_ID_RULE,
@@ -47,7 +47,7 @@ class Admission(ClientCore):
         delay: timedelta | float | None = None,
         priority: str = "normal",
         tenant: str | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Commit the run row (state ``queued``), then add its id to the queue's stream.
 
         Idempotent on ``run_id``: the same id, workflow, input, tenant and priority return the
@@ -89,7 +89,7 @@ class Admission(ClientCore):
         delay: timedelta | float | None = None,
         priority: str = "normal",
         tenant: str | None = None,
-    ) -> list[Run]:
+    ) -> list[RunRecord]:
         """Enqueue many runs of one workflow at once: every input is checked first (one bad input
         and nothing is written), the rows are committed together (the writer shares commits), and
         the ids go to the stream in one pipelined round trip. Give ``run_ids`` to make a retry
@@ -138,7 +138,7 @@ class Admission(ClientCore):
         queue: str | None,
         deadline: timedelta | float | None = None,
         budget: dict[str, float] | None = None,
-        parent: Run | None = None,
+        parent: RunRecord | None = None,
         start: dict[str, Any] | None = None,
         priority: str = "normal",
         tenant: str | None = None,
@@ -198,7 +198,7 @@ class Admission(ClientCore):
                     f"{RUN_ID_RULE}; give another id (e.g. with '-' or ':' for '/')"
                 )
 
-    async def _insert(self, row: dict[str, Any]) -> tuple[Run, bool]:
+    async def _insert(self, row: dict[str, Any]) -> tuple[RunRecord, bool]:
         """Commit the run row (idempotent on its id); say whether it is to be published."""
         run, created = await self.store.insert_run(**row)
         if not created:
@@ -218,7 +218,7 @@ class Admission(ClientCore):
         # sweeper (fair share across tenants).
         return run, (created or run.state == RunState.QUEUED) and not later and not run.held_back
 
-    async def _publish(self, runs: list[Run]) -> None:
+    async def _publish(self, runs: list[RunRecord]) -> None:
         try:
             await self.queue.publish_many([(run.queue, run.id, run.priority) for run in runs])
         except ServiceUnavailable as exc:
@@ -227,7 +227,7 @@ class Admission(ClientCore):
                 f"{exc}; run {ids} is recorded (queued) and a worker's sweeper will publish it"
             ) from exc
 
-    async def _admit(self, row: dict[str, Any]) -> Run:
+    async def _admit(self, row: dict[str, Any]) -> RunRecord:
         """Commit one prepared run row, then publish it (unless it exists and is not queued)."""
         await self.open()
         await self._refuse_unsafe_new_ids([row])
@@ -243,7 +243,7 @@ class Admission(ClientCore):
         *,
         run_id_new: str | None = None,
         principal: Principal | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Start a new run that continues a finished one: same workflow, the original's budget
         (shared, not renewed), its deadline and its tenant. The original gets a 'continued' event
         naming the new run and the ``principal`` who asked (the dashboard's retry)."""

@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from outlast.app import App
 from outlast.errors import UnknownRun
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer.checks import check_text
 from outlast.queue import Queue
 from outlast.services import resolve
@@ -60,7 +60,7 @@ class ClientCore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def status(self, run_id: str) -> Run:
+    async def status(self, run_id: str) -> RunRecord:
         check_text(run_id, "a run id", "")
         await self.open()
         run = await self.store.get_run(run_id)

@@ -9,7 +9,7 @@ from outlast.approvals import Proposed, Verdict, check_comment, decider, judge
 from outlast.errors import InvalidInput, NotInDoubt, RunChanged, RunNotWaiting, UnknownApproval
 from outlast.identity import Principal, cli_principal
 from outlast.journal import make_entry, operation_state
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.producer.checks import check_json
 from outlast.producer.core import ClientCore
 from outlast.store import OnWait
@@ -40,7 +40,7 @@ class Decisions(ClientCore):
         args_hash: str,
         principal: Principal | None = None,
         approver: str | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Approve the request ``approval_id`` of the run for the exact action whose arguments
         hash to ``args_hash`` (what the decider saw). The decider is ``principal`` when it was
         authenticated (the dashboard, the API); the CLI's principal (or none, for a program)
@@ -56,7 +56,7 @@ class Decisions(ClientCore):
         args_hash: str,
         principal: Principal | None = None,
         approver: str | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Reject the request (the decider as for ``approve``); unless the workflow handles it,
         the run ends ``failed``."""
         return await self._decide(run_id, approval_id, "rejected", comment, args_hash, principal, approver)
@@ -71,7 +71,7 @@ class Decisions(ClientCore):
         args: dict[str, Any],
         principal: Principal | None = None,
         approver: str | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Close the request as revised with new arguments (the decider as for ``approve``); the
         workflow receives them, and acting on them needs a new approval."""
         where = f"run '{run_id}', approval {approval_id}"
@@ -92,7 +92,7 @@ class Decisions(ClientCore):
         principal: Principal | None,
         approver: str | None,
         new_args: dict[str, Any] | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         where = f"run '{run_id}', approval {approval_id}"
         check_comment(comment, where)
         who, name = decider(principal, approver, where)
@@ -126,7 +126,7 @@ class Decisions(ClientCore):
         result: Any = None,
         principal: Principal | None = None,
         comment: str | None = None,
-    ) -> Run:
+    ) -> RunRecord:
         """Record how an in-doubt operation ended, in the journal, and wake the run. The journal
         and the ``resolved`` event name who resolved it (``principal``; without one, the
         operating-system user and host of this program) and why (``comment``, when given)."""

@@ -13,7 +13,7 @@ from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting,
 from outlast.identity import Principal
 from outlast.journal import Entry, first_bad_crossing
 from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
 from outlast.store.notify import Watch
@@ -23,7 +23,7 @@ class Runs(ClientCore):
     """The family a caller meets after ``enqueue``: a run's state, events and journal, and its
     cancellation or resumption."""
 
-    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> Run:
+    async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> RunRecord:
         """Wait until the run is final and return it, with its stored result. Never runs the work.
 
         Woken by Postgres (LISTEN/NOTIFY) when the run changes, it costs the database nothing
@@ -52,7 +52,7 @@ class Runs(ClientCore):
         queue: str | None = None,
         since: datetime | timedelta | None = None,
         tenant: str | None = None,
-    ) -> list[Run]:
+    ) -> list[RunRecord]:
         """The latest runs, newest first: in ``state``, of ``workflow``, on ``queue``, created
         at or after ``since`` (a time, or an age by the database clock), of ``tenant`` (each when
         given)."""
@@ -68,7 +68,7 @@ class Runs(ClientCore):
 
     async def runs_page(
         self, query: RunQuery | None = None, *, limit: int = PAGE, cursor: str | None = None
-    ) -> tuple[list[Run], str | None]:
+    ) -> tuple[list[RunRecord], str | None]:
         """One page of the runs ``query`` asks for (newest first by its sort's time) and the cursor
         of the next page (None after the last). A cursor is opaque and stable: a run enqueued (or
         started, or finished) while someone pages goes before the first page, so a page never
@@ -78,7 +78,7 @@ class Runs(ClientCore):
             raise InvalidInput(f"a page holds 1 to {MAX_PAGE} runs, got {show(limit)}")
         await self.open()
         rows = await self.store.runs_page(q, after_of(q, cursor), limit + 1)
-        page = [Run.from_row(r) for r in rows[:limit]]
+        page = [RunRecord.from_row(r) for r in rows[:limit]]
         return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
 
     @contextlib.asynccontextmanager
@@ -148,7 +148,7 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
 
-    async def cancel(self, run_id: str, *, principal: Principal | None = None) -> Run:
+    async def cancel(self, run_id: str, *, principal: Principal | None = None) -> RunRecord:
         """Record a cancellation. A queued run that never started is cancelled at once; a running
         one stops at its next crossing (a tool in flight that returns within a heartbeat of the worker
         seeing the request has its result journaled; a sync tool with no ``timeout=`` still running
@@ -183,7 +183,7 @@ class Runs(ClientCore):
 
     async def resume(
         self, run_id: str, *, accept_program_change: bool = False, principal: Principal | None = None
-    ) -> Run:
+    ) -> RunRecord:
         """Put a waiting run back in the queue; ``accept_program_change`` migrates it to the
         program of the worker that takes it (replay must still match)."""
         run = await self.status(run_id)

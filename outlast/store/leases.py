@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.store.base import Base
 from outlast.store.records import Claimed, Lease
 
@@ -35,7 +35,7 @@ class Leases(Base):
             return None
         r = rows[0]
         turn = (r["turn_id"], r["queue"], r["turn_priority"]) if r["turn_id"] else None
-        return Claimed(Run.from_row(r), r["db_now"], turn)
+        return Claimed(RunRecord.from_row(r), r["db_now"], turn)
 
     async def renew(self, held: dict[str, int], ttl: float) -> dict[str, Lease]:
         """Renew every lease in ``held`` (run id -> token) at once, on a connection of its own

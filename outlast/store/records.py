@@ -6,7 +6,7 @@ from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from outlast.model import Run
+from outlast.model import RunRecord
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Claimed(NamedTuple):
     """A claim: the run under its new token, the database clock then, and the run (id, queue,
     priority) whose turn it made, published by the claim: its stream entry is the claimer's to add."""
 
-    run: Run
+    run: RunRecord
     db_now: datetime
     turn: tuple[str, str, str] | None = None
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.store.base import Base, budget_arrays
 
 
@@ -34,7 +34,7 @@ class Runs(Base):
         start_in: float | None = None,
         priority: str = "normal",
         tenant: str | None = None,
-    ) -> tuple[Run, bool]:
+    ) -> tuple[RunRecord, bool]:
         """Insert a queued run (with its budget, if given); if the id exists, return the existing
         one and False. A continued run passes the budget_id it shares instead of a budget.
         ``trace_context`` is the producer's trace, continued by every attempt of the run; a run
@@ -64,14 +64,14 @@ class Runs(Base):
             window=self.tenant_window,
         )
         if rows:
-            return Run.from_row(rows[0]), True
+            return RunRecord.from_row(rows[0]), True
         existing = await self.get_run(id)
         assert existing is not None
         return existing, False
 
-    async def get_run(self, run_id: str) -> Run | None:
+    async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._rows("get_run", id=run_id)
-        return Run.from_row(rows[0]) if rows else None
+        return RunRecord.from_row(rows[0]) if rows else None
 
     async def list_runs(
         self,
@@ -82,7 +82,7 @@ class Runs(Base):
         queue: str | None = None,
         since: datetime | timedelta | None = None,
         tenant: str | None = None,
-    ) -> list[Run]:
+    ) -> list[RunRecord]:
         """The latest runs, newest first; each filter given narrows them (an age ``since`` by the
         database clock)."""
         age = since.total_seconds() if isinstance(since, timedelta) else None
@@ -97,7 +97,7 @@ class Runs(Base):
             age=age,
             tenant=tenant,
         )
-        return [Run.from_row(r) for r in rows]
+        return [RunRecord.from_row(r) for r in rows]
 
     async def event(self, run_id: str, kind: str, detail: dict[str, Any]) -> int | None:
         """Add an event to the run; its id (None: no such run). Its write id, drawn here once,

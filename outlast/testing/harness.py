@@ -18,7 +18,7 @@ import psycopg
 import redis
 
 from outlast.app import App
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.producer import Client
 from outlast.queue import Queue
 from outlast.settings import Settings, env_var
@@ -266,7 +266,7 @@ class Harness:
 
     # -- what happened ------------------------------------------------------------------
 
-    def wait(self, run_id: str, *states: str, timeout: float = 30.0) -> Run:
+    def wait(self, run_id: str, *states: str, timeout: float = 30.0) -> RunRecord:
         """Wait until the run is in one of ``states`` (final, when none is given); return it.
         Raises what the in-process worker died of, if it did."""
         until = time.monotonic() + timeout

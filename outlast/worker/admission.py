@@ -9,7 +9,7 @@ from typing import Any
 
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl

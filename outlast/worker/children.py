@@ -19,8 +19,7 @@ from outlast import failpoints, tracing
 from outlast.app import App
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
 from outlast.journal import Entry, canonical, digest
-from outlast.model import Run as RunRecord
-from outlast.model import RunState
+from outlast.model import RunRecord, RunState
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store import Store

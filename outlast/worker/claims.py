@@ -18,7 +18,7 @@ import structlog
 from outlast import failpoints, metrics
 from outlast.app import App
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store
@@ -191,14 +191,16 @@ class Claims:
                 return claimed, sent
             await asyncio.sleep(s.lease_ttl / 5)
 
-    def _ours(self, run: Run) -> bool:
+    def _ours(self, run: RunRecord) -> bool:
         return (
             run.owner == self.state.name
             and run.state in (RunState.RUNNING, RunState.CANCELLING)
             and run.id not in self.state.active
         )
 
-    async def _not_claimed(self, d: Delivery, run_id: str, run: Run | None, reclaimed: bool = False) -> None:
+    async def _not_claimed(
+        self, d: Delivery, run_id: str, run: RunRecord | None, reclaimed: bool = False
+    ) -> None:
         if run is None:
             await self.dead_letter(d, f"no run '{run_id}'")
             return
@@ -230,7 +232,7 @@ class Claims:
         # if it dies), final, or waiting (the sweeper wakes what is due): nothing to do here.
         await self._ack(d)
 
-    async def _hand_back(self, d: Delivery, run: Run) -> bool:
+    async def _hand_back(self, d: Delivery, run: RunRecord) -> bool:
         """A rolling deploy: a run of a program this worker does not serve goes back to the queue
         for a worker that does, while a live worker serves it (or one did within
         ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry

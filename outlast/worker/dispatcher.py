@@ -24,7 +24,7 @@ from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, jsonable, operation_state
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.admission import Admission

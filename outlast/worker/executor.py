@@ -27,8 +27,7 @@ from outlast.errors import (
     ServiceUnavailable,
 )
 from outlast.journal import first_bad_crossing, jsonable, storable
-from outlast.model import Partial, RunState
-from outlast.model import Run as RunRecord
+from outlast.model import Partial, RunRecord, RunState
 from outlast.queue import RateWindows
 from outlast.secrets import Secrets
 from outlast.store import Store

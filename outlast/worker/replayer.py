@@ -24,7 +24,7 @@ from typing import Any
 from outlast import failpoints
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
 from outlast.journal import Entry, make_entry
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 from outlast.worker.writes import JournalWrites

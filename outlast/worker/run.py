@@ -18,8 +18,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 
 from outlast.app import App
 from outlast.errors import InvalidInput
-from outlast.model import Decision
-from outlast.model import Run as RunRecord
+from outlast.model import Decision, RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.children import Child, Children

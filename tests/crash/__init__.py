@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from outlast import Client
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.queue.streams import Queue
 from tests.apps import bank
 from tests.conftest import World, wait_for
@@ -41,14 +41,14 @@ def killed(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     assert rc == -signal.SIGKILL, f"worker exited with {rc}, not killed by its failpoint"
 
 
-def settled(client: Client, run_id: str, timeout: float = 60.0) -> Run:
+def settled(client: Client, run_id: str, timeout: float = 60.0) -> RunRecord:
     """Wait until the run is final or waits durably; return it."""
 
-    def look() -> Run | None:
+    def look() -> RunRecord | None:
         run = client.status(run_id)
         return run if run.final or run.state == "waiting" else None
 
-    found: Run = wait_for(look, timeout, 0.2, f"run {run_id} to end or wait")
+    found: RunRecord = wait_for(look, timeout, 0.2, f"run {run_id} to end or wait")
     return found
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from outlast import Client
-from outlast.model import Run
+from outlast.model import RunRecord
 from tests.conftest import World, wait_for
 from tests.crash import APP, bank_world, calls, journal, killed, last_message, rows, settled, streams_drained
 
@@ -94,7 +94,9 @@ def check_at_crash(world: World, client: Client, point: str, kind: str, rid: str
         assert kinds == expected, f"{kind} at {point}: {kinds}"
 
 
-def resolve_in_doubt(world: World, client: Client, point: str, kind: str, rid: str, run: Run) -> Run:
+def resolve_in_doubt(
+    world: World, client: Client, point: str, kind: str, rid: str, run: RunRecord
+) -> RunRecord:
     """A plain tool (or one whose reconciler cannot tell) across a gap: at most once, declared.
     The run waits for a person; their answer is acted on, and the tool runs at most once."""
     tool, _args, table = KINDS[kind]
@@ -130,7 +132,7 @@ def resolve_in_doubt(world: World, client: Client, point: str, kind: str, rid: s
     return run
 
 
-def check_end(world: World, client: Client, point: str, kind: str, rid: str, run: Run) -> None:
+def check_end(world: World, client: Client, point: str, kind: str, rid: str, run: RunRecord) -> None:
     """The world once the run succeeded."""
     tool, _args, table = KINDS[kind]
     n = calls(world, rid)

@@ -17,7 +17,7 @@ import pytest
 from outlast import Client
 from outlast.errors import DecisionRefused
 from outlast.journal import args_hash
-from outlast.model import Run
+from outlast.model import RunRecord
 from tests.apps import people
 from tests.conftest import World, wait_for
 from tests.crash import killed, streams_drained
@@ -37,12 +37,12 @@ def people_world(world: World) -> Iterator[Client]:
         client.close()
 
 
-def reach(c: Client, run_id: str, *states: str, timeout: float = 30.0) -> Run:
-    def look() -> Run | None:
+def reach(c: Client, run_id: str, *states: str, timeout: float = 30.0) -> RunRecord:
+    def look() -> RunRecord | None:
         run = c.status(run_id)
         return run if run.state in states else None
 
-    found: Run = wait_for(look, timeout, 0.1, f"run {run_id} to be {' or '.join(states)}")
+    found: RunRecord = wait_for(look, timeout, 0.1, f"run {run_id} to be {' or '.join(states)}")
     return found
 
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from outlast import Client, InvalidInput
-from outlast.model import Run
+from outlast.model import RunRecord
 from tests.apps import family
 from tests.conftest import World, wait_for
 from tests.crash import killed
@@ -31,14 +31,16 @@ def family_world(world: World) -> Iterator[Client]:
         client.close()
 
 
-def reach(c: Client, run_id: str, *states: str, reason: str | None = None, timeout: float = 30.0) -> Run:
-    def look() -> Run | None:
+def reach(
+    c: Client, run_id: str, *states: str, reason: str | None = None, timeout: float = 30.0
+) -> RunRecord:
+    def look() -> RunRecord | None:
         if run_id not in {r.id for r in c.runs(limit=1000)}:
             return None  # not started yet
         run = c.status(run_id)
         return run if run.state in states and (reason is None or run.reason == reason) else None
 
-    found: Run = wait_for(look, timeout, 0.1, f"run {run_id} to be {' or '.join(states)}")
+    found: RunRecord = wait_for(look, timeout, 0.1, f"run {run_id} to be {' or '.join(states)}")
     return found
 
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from outlast import App, Client, metrics
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.worker.executor import Execution, Outcome

@@ -9,13 +9,13 @@ import pytest
 
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.journal import make_entry
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.store import SCHEMA_VERSION, Store
 from outlast.store.store import Lease
 from tests.conftest import World
 
 
-def add_run(store: Store, run_id: str) -> Awaitable[tuple[Run, bool]]:
+def add_run(store: Store, run_id: str) -> Awaitable[tuple[RunRecord, bool]]:
     """A queued run of a workflow nobody serves: the store's guarantees need no more."""
     return store.insert_run(
         id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None

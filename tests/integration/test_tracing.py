@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from outlast import App, Run, tracing
 from outlast.errors import ServiceUnavailable
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.store import Store
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from outlast.worker.control import Interrupted

@@ -24,7 +24,7 @@ import pytest
 from outlast import App, Client, OutlastError
 from outlast.errors import DecisionRefused
 from outlast.journal import args_hash
-from outlast.model import Run
+from outlast.model import RunRecord
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.worker.loop import Worker
@@ -91,14 +91,14 @@ def client(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
         yield c
 
 
-def reach(c: Client, run_id: str, *states: str, timeout: float = 20.0) -> Run:
+def reach(c: Client, run_id: str, *states: str, timeout: float = 20.0) -> RunRecord:
     """Wait until the run is in one of ``states``; return it."""
 
-    def look() -> Run | None:
+    def look() -> RunRecord | None:
         run = c.status(run_id)
         return run if run.state in states else None
 
-    found: Run = wait_for(look, timeout, 0.05, f"run {run_id} to be {' or '.join(states)}")
+    found: RunRecord = wait_for(look, timeout, 0.05, f"run {run_id} to be {' or '.join(states)}")
     return found
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from outlast.errors import Fenced
 from outlast.journal import Entry
-from outlast.model import Run as RunRecord
+from outlast.model import RunRecord
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Journaled, Replayer

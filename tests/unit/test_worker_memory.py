@@ -18,7 +18,7 @@ from typing import Any
 
 from outlast.cli.group import FAMILIES
 from outlast.errors import ServiceUnavailable
-from outlast.model import Run, RunState
+from outlast.model import RunRecord, RunState
 from outlast.store import writer as writer_module
 from outlast.store.writer import Writer
 from outlast.worker.control import RunControl
@@ -76,9 +76,9 @@ def test_every_family_of_commands_is_found_on_need() -> None:
 
 def test_a_held_run_keeps_slotted_records_and_plain_flags() -> None:
     at = datetime.now(UTC)
-    record = Run(
+    record = RunRecord(
         **{
-            **dict.fromkeys(Run.__dataclass_fields__),
+            **dict.fromkeys(RunRecord.__dataclass_fields__),
             "id": "r",
             "workflow": "w",
             "queue": "default",
