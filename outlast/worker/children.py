@@ -123,7 +123,7 @@ class Children:
             self._writes.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
         )
         if not got.held:
-            self._control.left = True
+            self._control.dispatch_stopped = True
             raise Fenced(self.run_id, self._control.token)
         if got.cancel_requested:
             self._control.cancelled()

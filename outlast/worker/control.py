@@ -48,12 +48,12 @@ class SyncCalls:
 
     def __init__(self, *, run_id: str) -> None:
         self.run_id = run_id
-        self.over = False  # abandoned: no call starts from now on
+        self.abandoned = False  # no call starts from now on
         self._calls: set[asyncio.Future[Any]] = set()
 
     def check(self) -> None:
         """Before a sync call starts (a retry): none starts once the calls were abandoned."""
-        if self.over:
+        if self.abandoned:
             raise Abandoned(f"run '{self.run_id}': cancelled while the tool ran, past its grace")
 
     def add(self, call: asyncio.Future[Any]) -> None:
@@ -63,7 +63,7 @@ class SyncCalls:
         self._calls.discard(call)
 
     def abandon(self) -> None:
-        self.over = True
+        self.abandoned = True
         for call in list(self._calls):
             self._give_up(call)
 
@@ -130,7 +130,7 @@ class RunControl:
         self.lost = Flag()  # a newer fencing token exists
         if cancel:
             self.cancel.set()
-        self.left = False  # the run was left (fenced, interrupted, handed over): dispatch no more
+        self.dispatch_stopped = False  # the run was left (fenced, interrupted, handed over): dispatch no more
         self.dispatching = 0  # tools in flight: a hand-over lets them finish
         self.sync_calls = SyncCalls(run_id=run_id)  # abandoned one heartbeat after a cancellation is seen
         self._grace: asyncio.TimerHandle | None = None
@@ -159,7 +159,7 @@ class RunControl:
 
     def leave(self, why: str) -> Interrupted:
         """Mark the run left by this worker and say why, as the exception to raise."""
-        self.left = True
+        self.dispatch_stopped = True
         return Interrupted(f"run '{self.run_id}': {why}")
 
     async def db(self, pending: Awaitable[T]) -> T:
@@ -175,7 +175,7 @@ class RunControl:
         was missed otherwise: this worker may be paused, or its link slow); wait up to one TTL
         for a renewal, else leave the run. This narrows, and cannot close, the window in which
         a paused worker's effect lands after another owner took over (README: guarantees)."""
-        if self.left:
+        if self.dispatch_stopped:
             raise self.leave(f"left by this worker; {what} not dispatched")
         if self.ttl is None:
             return

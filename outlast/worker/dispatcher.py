@@ -54,14 +54,14 @@ class Dispatcher:
         secrets: Secrets,
         gate: Gate,
         handle: Callable[[], Any],
-        alone: Callable[[], bool],
+        may_park: Callable[[], bool],
         max_payload: int | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
         self.max_payload = max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
-        self.alone = alone  # no other crossing of the run under way: a long wait may park it
+        self.may_park = may_park  # no other crossing of the run under way: a long wait may park it
         self._app = app
         self._store = store
         self._control = control
@@ -116,7 +116,7 @@ class Dispatcher:
             await self._replayer.go_live(op_id, lambda: describe(tool_name, sealed))
             await self._admission.policy(op_id, tool_name, clean, sealed, ahash)
             check = functools.partial(self._replayer.go_live, op_id)
-            async with self._gate.operation(tool, op_id, check, self.alone):
+            async with self._gate.operation(tool, op_id, check, self.may_park):
                 # Reserved once admitted: a wait for a slot or a rate that ends the run (a
                 # cancellation, the deadline, a park) leaves no reservation behind.
                 reserved = await self._admission.reserve(op_id, tool)

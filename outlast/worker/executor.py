@@ -274,7 +274,7 @@ class Execution:
         try:
             value = await fn(ctx, **self.run.input)
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
-            self.control.left = True
+            self.control.dispatch_stopped = True
             raise
         except (Exception, Cancelled):
             await ctx.ended()
@@ -287,7 +287,7 @@ class Execution:
     def _left_if_abandoned(self) -> None:
         """A crossing was interrupted (and the workflow may have swallowed it): whatever the
         workflow did next, the run is left for later, never ended on this worker."""
-        if self.control.left:
+        if self.control.dispatch_stopped:
             raise Interrupted(f"run '{self.run.id}': a crossing was interrupted; left for later")
 
     def _log_resume(self, journal: Journaled) -> None:

@@ -37,7 +37,7 @@ SLOT_RETRY = 3.0  # a run parked for a slot tries again after about this long, i
 LONGEST_NAP = 1.0  # the longest sleep between two looks at the run's deadline and signals
 
 Check = Callable[[], Awaitable[None]]
-Alone = Callable[[], bool]  # no other crossing of the run is under way: it may be parked
+MayPark = Callable[[], bool]  # no other crossing of the run is under way: it may be parked
 
 
 def _never() -> bool:
@@ -98,31 +98,31 @@ class Gate:
                 await self._store.release_slots(self._control.run_id, self._control.token)
 
     def operation(
-        self, tool: Tool, op_id: str, check: Check, alone: Alone = _never
+        self, tool: Tool, op_id: str, check: Check, may_park: MayPark = _never
     ) -> contextlib.AbstractAsyncContextManager[None]:
         """Around one dispatch: a slot of the tool and room in its rate windows first (``check``
         between tries: the run's deadline and cancellation), the slot given back at the end.
-        ``alone()`` true (no other crossing of the run under way): a wait longer than ``SLOT_WAIT``
+        ``may_park()`` true (no other crossing of the run under way): a wait longer than ``SLOT_WAIT``
         parks the run instead of holding the worker (``Suspended``). A tool with neither has
         nothing around its dispatch (most tools: no generator per operation)."""
         if tool.max_concurrent is None and not tool.rates:
             return _FREE
-        return self._limited(tool, op_id, check, alone)
+        return self._limited(tool, op_id, check, may_park)
 
     @contextlib.asynccontextmanager
-    async def _limited(self, tool: Tool, op_id: str, check: Check, alone: Alone) -> AsyncIterator[None]:
+    async def _limited(self, tool: Tool, op_id: str, check: Check, may_park: MayPark) -> AsyncIterator[None]:
         capped = tool.max_concurrent is not None
         if capped:
             await self._wait(
                 f"a slot of tool '{tool.name}' (max_concurrent={tool.max_concurrent})",
                 lambda: self._slot_try(tool, op_id),
                 check,
-                alone,
+                may_park,
                 f"tool:{tool.name}",
             )
         try:
             if tool.rates:
-                await self.admit(tool, op_id, check, alone)
+                await self.admit(tool, op_id, check, may_park)
             yield
         finally:
             if capped:
@@ -134,7 +134,7 @@ class Gate:
         got = await self._acquire(f"tool:{tool.name}", tool.max_concurrent, op_id)
         return 0.0 if got else SLOT_POLL * random.uniform(0.5, 1.5)
 
-    async def admit(self, tool: Tool, op_id: str, check: Check, alone: Alone = _never) -> None:
+    async def admit(self, tool: Tool, op_id: str, check: Check, may_park: MayPark = _never) -> None:
         """Room for one dispatch of ``tool`` in every one of its rate windows (waited for)."""
         windows = self._windows
         if windows is None:
@@ -147,7 +147,7 @@ class Gate:
         async def attempt() -> float:
             return await self._control.db(windows.take(tool.name, wants, member))
 
-        await self._wait(f"the rate of tool '{tool.name}' ({limits})", attempt, check, alone)
+        await self._wait(f"the rate of tool '{tool.name}' ({limits})", attempt, check, may_park)
         self._members[op_id] = member
 
     async def settle(self, tool: Tool, op_id: str, charges: dict[str, float]) -> None:
@@ -177,7 +177,7 @@ class Gate:
         what: str,
         attempt: Callable[[], Awaitable[float]],
         check: Check,
-        alone: Alone,
+        may_park: MayPark,
         key: str | None = None,
     ) -> None:
         """Try until ``attempt`` says done (0), sleeping as long as it says between tries; the
@@ -194,7 +194,7 @@ class Gate:
             nap = await attempt()
             if nap <= 0:
                 break
-            if time.monotonic() - started + nap > SLOT_WAIT and alone():
+            if time.monotonic() - started + nap > SLOT_WAIT and may_park():
                 reason = "rate_limit" if key is None else "concurrency_slot"
                 wake_at = await self.park(reason, what, nap, key)
                 raise Suspended(wake_at)

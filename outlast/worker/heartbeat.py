@@ -71,7 +71,7 @@ class Heartbeat:
             a.delivery for a in state.active.values() if a.execution.control.until >= sent + self.s.lease_ttl
         ]
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
-            await self.queue.touch(proven + state.early, state.name)
+            await self.queue.touch(proven + state.read_ahead, state.name)
         try:
             await self.store.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:

@@ -1,7 +1,7 @@
 """Intake: the stream entries a worker takes. New entries are read from the priority levels of
 its queues by weight, for the room it has; entries idle for a whole lease (their worker went
 silent) are reclaimed ahead of them, in a lane of their own. Entries read past the room wait in
-``early`` for the first places free, and go back to the queue when the worker stops."""
+``read_ahead`` for the first places free, and go back to the queue when the worker stops."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ class Intake:
         self._serve = serve  # Claims.serve: the entry claimed, executed and acknowledged
         self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
         self._ack = ack
-        self.room = asyncio.Event()  # set when a run ends: a place is free
+        self.place_freed = asyncio.Event()  # set when a run ends: a place is free
         self._levels: dict[str, Weighted] = {}  # per queue: whose turn it is among the levels
         self._quiet: set[str] = set()  # queues whose last read waited, and brought at most one entry
 
@@ -72,12 +72,14 @@ class Intake:
                     # backlog, in a lane of their own.
                     looked = time.monotonic()  # before: Redis's idle times are read after it
                     next_reclaim = looked + await self.reclaim()
-                while self.state.early and self.room_left() > 0:
-                    self.start(self.state.early.pop(0))
+                while self.state.read_ahead and self.room_left() > 0:
+                    self.start(self.state.read_ahead.pop(0))
                 if self.room_left() <= 0:
-                    self.room.clear()
+                    self.place_freed.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.room.wait(), max(next_reclaim - time.monotonic(), 0.01))
+                        await asyncio.wait_for(
+                            self.place_freed.wait(), max(next_reclaim - time.monotonic(), 0.01)
+                        )
                     continue
                 queues = self.state.queues
                 for i in range(len(queues)):
@@ -95,7 +97,7 @@ class Intake:
                             self.start(d)
                             started = True
                         else:
-                            self.state.early.append(d)
+                            self.state.read_ahead.append(d)
                     if started:
                         await _let_claims_go()
             except asyncio.CancelledError:
@@ -109,7 +111,7 @@ class Intake:
         (``priority.Weighted``; one round trip for all of them), what a level leaves unused to the
         others, highest first; with
         nothing waiting, one read that waits for any level (up to one entry a level: those past
-        the room wait in ``early``, touched by the heartbeat, for the first places free).
+        the room wait in ``read_ahead``, touched by the heartbeat, for the first places free).
 
         At light load the read that waits comes at once: when the last read was one that waited
         and brought at most one entry (one level at most had any), and the worker holds at most
@@ -147,7 +149,7 @@ class Intake:
 
         def done(t: asyncio.Task[None]) -> None:
             self.state.tasks.discard(t)
-            self.room.set()
+            self.place_freed.set()
 
         task.add_done_callback(done)
 
@@ -190,8 +192,8 @@ class Intake:
     async def return_early(self) -> None:
         """Entries read past the room and never started go back to the queue at once (else they
         would wait to be reclaimed, once idle for a lease)."""
-        early, self.state.early = self.state.early, []
-        for d in early:
+        read_ahead, self.state.read_ahead = self.state.read_ahead, []
+        for d in read_ahead:
             if d.run_id is None:
                 continue  # reclaimed and dead-lettered by another worker
             with contextlib.suppress(Exception):  # then reclaimed once idle

@@ -27,7 +27,7 @@ from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import Gate
 from outlast.worker.replayer import Journaled, Replayer
-from outlast.worker.underway import UnderWay, alone
+from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
 
@@ -62,7 +62,7 @@ class Run:
         self._budget_id = record.budget_id
         # Each part is built whole, in the order they need one another: the replayer (the journal,
         # its appends through ``writes``), what is under way, the waits, the children, then the
-        # dispatcher, given what it asks of the others (whether the run is alone, the run itself).
+        # dispatcher, given what it asks of the others (whether a long wait may park the run, the run itself).
         replayer = self._replayer = Replayer(
             record=record, control=control, writes=writes, journal=journal, db_now=db_now
         )
@@ -103,7 +103,7 @@ class Run:
             gate=gate,
             handle=weakref.ref(self),
             # a tool's slot or rate wait may park the run
-            alone=functools.partial(alone, self._under_way, self._children),
+            may_park=functools.partial(may_park, self._under_way, self._children),
             max_payload=max_payload,
         )
 
@@ -232,7 +232,7 @@ class Run:
         }
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
-        """A timer or an approval, counted while under way (see ``underway.alone``)."""
+        """A timer or an approval, counted while under way (see ``underway.may_park``)."""
         self._under_way.pauses += 1
         try:
             return await wait

@@ -31,5 +31,5 @@ class WorkerState:
     name: str = ""
     active: dict[str, Active] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # one per entry being served
-    early: list[Delivery] = field(default_factory=list)  # read past the room, started first
+    read_ahead: list[Delivery] = field(default_factory=list)  # read past the room, started first
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

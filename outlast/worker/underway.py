@@ -1,6 +1,6 @@
 """What of one run is under way: its tool calls (parallel ones included), and its timers and
 approvals (pauses). The run waits for its calls before it ends or lets go of its worker; a tool
-call waiting long for a slot or a rate may park the run only when it is ``alone``."""
+call waiting long for a slot or a rate may park the run only when it is ``may_park``."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class UnderWay:
             await self._quiet.wait()
 
 
-def alone(under_way: UnderWay, children: Children) -> bool:
+def may_park(under_way: UnderWay, children: Children) -> bool:
     """A tool call waiting long for a slot or a rate may park the run only when no other
     crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
     or a wait for a child commits the run's wait itself once the calls have settled."""

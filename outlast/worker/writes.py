@@ -145,6 +145,6 @@ class JournalWrites:
         elif exc is not None:
             failure = exc
         else:  # refused: another worker holds the run now
-            control.left = True
+            control.dispatch_stopped = True
             failure = Fenced(self.run_id, control.token)
         self.broken = self.broken or failure

@@ -142,8 +142,8 @@ async def test_entries_read_past_the_room_go_back_at_once_when_the_worker_stops(
         for level in ("normal", "low"):
             await c.queue.publish("default", f"r-{level}", priority=level)
         # As a read that waits on every level can bring more than the room: held, not started.
-        worker.state.early = await c.queue.read_any("default", "w1", 100)
-        assert [d.priority for d in worker.state.early] == ["normal", "low"]
+        worker.state.read_ahead = await c.queue.read_any("default", "w1", 100)
+        assert [d.priority for d in worker.state.read_ahead] == ["normal", "low"]
         await worker.intake.return_early()  # the worker stops
         r = world.redis()
         for level in ("normal", "low"):

@@ -96,7 +96,7 @@ def test_a_refused_flush_voids_what_follows_and_no_other_write_is_made() -> None
         r, writes = replayer(store, hold_ms=5)
         await r.hold("result", "op-1", {"ok": 1})
         await asyncio.sleep(0.1)  # the timer's flush is refused (another fencing token)
-        assert writes._control.left
+        assert writes._control.dispatch_stopped
         with pytest.raises(Fenced):
             await writes.fenced("finish", store.finish())
         with pytest.raises(Fenced):
