@@ -41,7 +41,7 @@ from outlast.producer.checks import MAX_LIST
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
-from outlast.worker.flow import Gate
+from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 from outlast.worker.writes import JournalWrites
@@ -152,7 +152,7 @@ async def replay_run(
     secrets = Secrets(app, secret_key)
     store = cast(Store, _Bundled())
     writes = JournalWrites(store=store, control=control)  # never reached: nothing is written offline
-    gate = Gate(store=store, windows=None, control=control, writes=writes)
+    gate = FlowGate(store=store, windows=None, control=control, writes=writes)
     ctx = Run(
         record=record,
         app=app,

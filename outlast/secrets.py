@@ -59,7 +59,7 @@ class _Tool(Protocol):
     def secret(self) -> tuple[str, ...]: ...
 
 
-class App(Protocol):
+class SecretsApp(Protocol):
     """What this module reads of an ``outlast.App`` (said here so that ``outlast.app``, which
     imports ``Redactor``, is not imported back): its tools and its redaction hook."""
 
@@ -69,7 +69,7 @@ class App(Protocol):
     def redact_hook(self) -> Redactor | None: ...
 
 
-def require_key(app: App, key: str | None) -> None:
+def require_key(app: SecretsApp, key: str | None) -> None:
     """``ConfigError`` (one line) when ``app`` declares secret arguments and no key is set."""
     if key is not None:
         return
@@ -140,7 +140,7 @@ class Secrets:
     """The keyed hash of one app's secret arguments, and the redaction of its tools' errors; one
     per run attempt, which remembers the clear values it sealed and scrubs them out."""
 
-    def __init__(self, app: App, key: str | None) -> None:
+    def __init__(self, app: SecretsApp, key: str | None) -> None:
         require_key(app, key)
         self._app = app
         self._key = (key or "").encode()

@@ -17,7 +17,7 @@ from outlast.worker.replayer import Replayer
 from outlast.worker.writes import JournalWrites
 
 
-class Admission:
+class OperationAdmission:
     """One run's policy verdicts and budget reservations."""
 
     def __init__(

@@ -35,7 +35,7 @@ class Child:
     """The parent's handle on a child run it started: its ``id`` and ``workflow``, and
     ``result()``, a crossing of the parent."""
 
-    def __init__(self, children: Children, id: str, workflow: str) -> None:
+    def __init__(self, children: RunChildren, id: str, workflow: str) -> None:
         self._children = children
         self.id = id
         self.workflow = workflow
@@ -50,7 +50,7 @@ class Child:
         return f"Child({self.id!r}, {self.workflow!r})"
 
 
-class Children:
+class RunChildren:
     """The run's child runs: starting them and waiting for them."""
 
     def __init__(

@@ -27,10 +27,10 @@ from outlast.journal import Unstorable, args_hash, jsonable, operation_state
 from outlast.model import RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
-from outlast.worker.admission import Admission
+from outlast.worker.admission import OperationAdmission
 from outlast.worker.captures import journal_capture
 from outlast.worker.control import Abandoned, JournalEnd, RunControl
-from outlast.worker.flow import Gate, no_check
+from outlast.worker.flow import FlowGate, no_check
 from outlast.worker.gaps import GapTable, Reconciled, Redo, holds
 from outlast.worker.replayer import Replayer, asked_by_result, describe
 from outlast.worker.tools import error_payload, invoke
@@ -52,7 +52,7 @@ class Dispatcher:
         writes: JournalWrites,
         replayer: Replayer,
         secrets: Secrets,
-        gate: Gate,
+        gate: FlowGate,
         handle: Callable[[], Any],
         may_park: Callable[[], bool],
         max_payload: int | None = None,
@@ -69,7 +69,7 @@ class Dispatcher:
         self._replayer = replayer
         self._secrets = secrets
         self._gate = gate
-        self._admission = Admission(
+        self._admission = OperationAdmission(
             record=record,
             app=app,
             store=store,

@@ -32,7 +32,7 @@ from outlast.queue import RateWindows
 from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
-from outlast.worker.flow import Gate, workflow_key
+from outlast.worker.flow import FlowGate, workflow_key
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 from outlast.worker.writes import JournalWrites
@@ -87,7 +87,7 @@ class Execution:
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app = app
         self.store = store
-        self.gate = Gate(store=store, windows=windows, control=self.control, writes=self.writes)
+        self.gate = FlowGate(store=store, windows=windows, control=self.control, writes=self.writes)
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 

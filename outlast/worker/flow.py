@@ -55,7 +55,7 @@ def workflow_key(wf: Workflow, run_input: dict[str, Any], tenant: str | None) ->
     return f"workflow:{wf.name}:{wf.concurrency_key(run_input, tenant)}"
 
 
-class Gate:
+class FlowGate:
     """One claimed run's slots and rate admissions."""
 
     def __init__(

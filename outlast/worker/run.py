@@ -21,11 +21,11 @@ from outlast.errors import InvalidInput
 from outlast.model import Decision, RunRecord
 from outlast.secrets import Secrets
 from outlast.store import Store
-from outlast.worker.children import Child, Children
+from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
-from outlast.worker.flow import Gate
+from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.waits import Waits
@@ -48,7 +48,7 @@ class Run:
         control: RunControl,
         writes: JournalWrites,
         journal: Journaled,
-        gate: Gate,
+        gate: FlowGate,
         db_now: datetime | None = None,
         max_payload: int | None = None,
         secrets: Secrets | None = None,
@@ -82,7 +82,7 @@ class Run:
             secrets=secrets,
             max_payload=max_payload,
         )
-        self._children = Children(
+        self._children = RunChildren(
             record=record,
             app=app,
             store=store,

@@ -8,7 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from outlast.worker.children import Children
+    from outlast.worker.children import RunChildren
 
 
 class UnderWay:
@@ -39,7 +39,7 @@ class UnderWay:
             await self._quiet.wait()
 
 
-def may_park(under_way: UnderWay, children: Children) -> bool:
+def may_park(under_way: UnderWay, children: RunChildren) -> bool:
     """A tool call waiting long for a slot or a rate may park the run only when no other
     crossing of it is under way: a parallel call goes on in the worker, and a timer, an approval
     or a wait for a child commits the run's wait itself once the calls have settled."""

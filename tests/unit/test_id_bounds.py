@@ -12,7 +12,7 @@ import pytest
 from outlast import App, InvalidInput
 from outlast.queue import MAX_RUN_ID, run_id_problem
 from outlast.schedules import MAX_NAME, Schedule, run_id
-from outlast.worker.children import Children
+from outlast.worker.children import RunChildren
 
 
 class Reached(Exception):
@@ -56,7 +56,7 @@ class Writes:
         return await write
 
 
-def children(run_id: str) -> tuple[Children, Replayer, Store]:
+def children(run_id: str) -> tuple[RunChildren, Replayer, Store]:
     app = App()
 
     @app.workflow("kid")
@@ -66,7 +66,7 @@ def children(run_id: str) -> tuple[Children, Replayer, Store]:
     replayer, store = Replayer(), Store()
     record = cast(Any, SimpleNamespace(id=run_id, queue="default"))
     settled = cast(Any, None)
-    made = Children(
+    made = RunChildren(
         record=record,
         app=app,
         store=cast(Any, store),
