@@ -21,7 +21,7 @@ from common import Config, Result, drop_schema, flush_redis, host_cpu, proc_cpu,
 from psycopg.rows import dict_row
 
 import outlast.store.writer as writer_module
-from outlast.logs import configure
+from outlast._logs import configure
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store

@@ -44,7 +44,7 @@ import probes
 import report
 from common import DEFAULT_DB, Config, Result, outlast_source, private_redis
 
-from outlast.logs import configure
+from outlast._logs import configure
 
 HERE = Path(__file__).resolve().parent
 

@@ -24,11 +24,11 @@ import redis.asyncio as aioredis
 from psycopg import sql
 
 from outlast import demo_app
+from outlast._status import describe
 from outlast.errors import DemoFailed, OutlastError
 from outlast.producer import AsyncClient
 from outlast.services import resolve
 from outlast.settings import Settings
-from outlast.status import describe
 
 LEASE = 2.0  # seconds: how long a dead worker's run stays locked before another may take it
 STEP_TIMEOUT = 20.0

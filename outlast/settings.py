@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from outlast._urls import parse_sentinel_url
 from outlast.errors import ConfigError
-from outlast.urls import parse_sentinel_url
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -172,7 +172,7 @@ def _check_retention(value: object) -> object:
 
 
 def _check_failpoints(value: object) -> str:
-    from outlast.failpoints import POINTS
+    from outlast._failpoints import POINTS
 
     names = [item.partition(":")[0] for item in str(value).split(",") if item.strip()]
     unknown = [n.strip() for n in names if n.strip() not in POINTS]

@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     started it."""
     if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput") or _given():
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     db, rd, how = embedded.ensure(ROOT / ".outlast")
     os.environ["OUTLAST_TEST_DATABASE_URL"], os.environ["OUTLAST_TEST_REDIS_URL"] = db, rd
@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_STARTED, False):
-        from outlast import embedded
+        from outlast import _embedded as embedded
 
         embedded.stop(ROOT / ".outlast")
 
@@ -67,7 +67,7 @@ def services() -> Iterator[tuple[str, str]]:
     if given:
         yield given
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = ROOT / ".outlast"
     db, rd, how = embedded.ensure(home)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.decorators import FC
 
-from outlast.journal import MAX_DEPTH
+from outlast._journal import MAX_DEPTH
 from outlast.settings import SPECS, Settings, check_name, duration, env_var
 
 if TYPE_CHECKING:

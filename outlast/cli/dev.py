@@ -14,7 +14,7 @@ from outlast.cli.group import cli
 @click.pass_context
 def dev(ctx: click.Context, stop: bool, purge: bool) -> None:
     """Start the embedded Postgres and Redis and print the URLs to export."""
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = settings_of(ctx).home
     if stop or purge:

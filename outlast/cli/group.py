@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from outlast._logs import configure
 from outlast.cli.common import option
 from outlast.errors import ConfigError, InvalidInput, OutlastError
-from outlast.logs import configure
 from outlast.settings import Settings
 
 USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting

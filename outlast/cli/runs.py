@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
+from outlast._model import RunRecord
 from outlast.cli.common import json_arg, option, settings_of, with_client
 from outlast.cli.group import cli
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 from outlast.settings import duration
 

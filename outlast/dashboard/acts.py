@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from outlast._secrets import shown_sealed
 from outlast.dashboard.web import Refusal
 from outlast.identity import Principal
 from outlast.producer import AsyncClient
-from outlast.secrets import shown_sealed
 
 DECISIONS = ("approve", "reject", "revise")
 

@@ -13,11 +13,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from outlast import fleet
+from outlast import _fleet as fleet
+from outlast._listing import PAGE
 from outlast.dashboard import batch, lists
 from outlast.dashboard.acts import decide, resolve, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
+
+# Said here too (re-exported): what other modules of the dashboard took from the API's module.
 from outlast.dashboard.web import (
     CANCEL,
     DECIDE,
@@ -26,19 +29,16 @@ from outlast.dashboard.web import (
     RESUME,
     RETRY,
     SCHEDULE,
+    Refusal as Refusal,
+    caller_of as caller_of,
     capped,
     check_role,
+    client_of as client_of,
     has_nul,
+    status_of as status_of,
     whole,
 )
-
-# Said here too (re-exported): what other modules of the dashboard took from the API's module.
-from outlast.dashboard.web import Refusal as Refusal
-from outlast.dashboard.web import caller_of as caller_of
-from outlast.dashboard.web import client_of as client_of
-from outlast.dashboard.web import status_of as status_of
 from outlast.errors import OutlastError
-from outlast.listing import PAGE
 from outlast.producer import AsyncClient
 
 API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from outlast._model import RunRecord, RunState
 from outlast.dashboard import lists
 from outlast.errors import OutlastError
 from outlast.identity import Principal
-from outlast.model import RunRecord, RunState
 from outlast.producer import AsyncClient
 
 MAX_BATCH = 1000

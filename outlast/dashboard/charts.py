@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from outlast._latency import BOUNDS
 from outlast.dashboard.api import client_of, status_of
 from outlast.dashboard.render import render
 from outlast.errors import OutlastError
-from outlast.latency import BOUNDS
 
 WINDOWS = {"hour": 3600.0, "day": 86400.0, "week": 7 * 86400.0}  # what a chart of runs and queues covers
 POINTS = 1440  # at most, per line: a week's minutes are drawn as the mean of every 7

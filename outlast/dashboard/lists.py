@@ -11,11 +11,11 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
+from outlast._journal import MAX_DEPTH
+from outlast._listing import COUNTED, PAGE, RunQuery
+from outlast._model import RunRecord
 from outlast.dashboard.auth import Gate, same
 from outlast.errors import InvalidInput
-from outlast.journal import MAX_DEPTH
-from outlast.listing import COUNTED, PAGE, RunQuery
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 
 TEXT = ("state", "workflow", "queue", "tenant", "priority", "parent")

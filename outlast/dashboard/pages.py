@@ -12,6 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from outlast._listing import SORTS
+from outlast._model import RunState
 from outlast.dashboard import acts, batch, lists, views, web
 from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.live import live
@@ -20,8 +22,6 @@ from outlast.dashboard.render import render
 from outlast.dashboard.signin import login, logout
 from outlast.errors import OutlastError
 from outlast.identity import Principal
-from outlast.listing import SORTS
-from outlast.model import RunState
 from outlast.producer import AsyncClient
 
 Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]

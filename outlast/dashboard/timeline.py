@@ -18,7 +18,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from outlast.journal import Entry
+from outlast._journal import Entry
 
 WIDTH, LABELS, ROW, TOP = 960, 260, 20, 24
 WAITED = ("concurrency_slot", "rate_limit")  # waits only an event tells of (not the journal)

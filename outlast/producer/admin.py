@@ -9,13 +9,13 @@ from typing import Any
 
 import structlog
 
+from outlast._listing import COUNTED
+from outlast._model import FINAL_STATES, RunRecord
+from outlast._schedules import next_tick
 from outlast.errors import InvalidInput, UnknownSchedule
 from outlast.identity import Principal
-from outlast.listing import COUNTED
-from outlast.model import FINAL_STATES, RunRecord
 from outlast.producer.admission import Admission
 from outlast.producer.checks import show
-from outlast.schedules import next_tick
 from outlast.settings import MAX_AGE
 from outlast.store import SCHEMA_VERSION, Pruned
 

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from outlast import tracing
+from outlast import _tracing as tracing
+from outlast._journal import canonical, digest
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, RunConflict, RunNotFinished, ServiceUnavailable
 from outlast.identity import Principal
-from outlast.journal import canonical, digest
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import (
     NO_INPUT,
     RUN_ID_RULE,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Self
 
+from outlast._model import RunRecord
 from outlast.app import App
 from outlast.errors import UnknownRun
-from outlast.model import RunRecord
 from outlast.producer.checks import check_text
 from outlast.queue import Queue
 from outlast.services import resolve

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.approvals import Proposed, Verdict, check_comment, decider, judge
+from outlast._approvals import Proposed, Verdict, check_comment, decider, judge
+from outlast._journal import make_entry, operation_state
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, NotInDoubt, RunChanged, RunNotWaiting, UnknownApproval
 from outlast.identity import Principal, cli_principal
-from outlast.journal import make_entry, operation_state
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import check_json
 from outlast.producer.core import ClientCore
 from outlast.store import OnWait

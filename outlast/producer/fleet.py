@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
+from outlast._latency import BOUNDS, summary
 from outlast.errors import SchemaError, ServiceUnavailable
-from outlast.latency import BOUNDS, summary
 from outlast.producer.core import ClientCore
 from outlast.queue import run_id_problem
 from outlast.store import SCHEMA_VERSION

@@ -9,11 +9,11 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from outlast._journal import Entry, first_bad_crossing
+from outlast._listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
 from outlast.identity import Principal
-from outlast.journal import Entry, first_bad_crossing
-from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
 from outlast.store.notify import Watch

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from outlast.model import PRIORITIES
+from outlast._model import PRIORITIES
 
 GROUP = "workers"
 MAX_RUN_ID = 200

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from outlast.limits import Rate
+from outlast._limits import Rate
 from outlast.queue.streams import Queue
 
 # KEYS[1]: the tool's back-off key; KEYS[2..]: its windows. ARGV[1]: the member's id, then for

@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel
 
-from outlast.urls import SentinelURL, is_sentinel_url, parse_sentinel_url
+from outlast._urls import SentinelURL, is_sentinel_url, parse_sentinel_url
 
 __all__ = ["SentinelURL", "is_sentinel_url", "parse_sentinel_url", "sentinel_client"]
 

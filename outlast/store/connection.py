@@ -14,6 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
 from outlast.store.base import Base, Conn
@@ -23,7 +24,6 @@ from outlast.store.queries import Q
 from outlast.store.reach import too_old, unreachable
 from outlast.store.wire import Wire
 from outlast.store.writer import Writer
-from outlast.urls import redact
 
 # Behind a pooler, what a startup option set for the session is set in each transaction instead
 # (docs/pgbouncer.md): the first statement of the same Sync, local to the transaction.

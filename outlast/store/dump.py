@@ -17,9 +17,9 @@ import uuid
 
 import psycopg
 
+from outlast._urls import redact
 from outlast.store.migrate import SCHEMA_VERSION
 from outlast.store.store import Store
-from outlast.urls import redact
 
 _DROPPED = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\restrict|\\unrestrict)")
 

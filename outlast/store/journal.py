@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from outlast.journal import Entry
+from outlast._journal import Entry
 from outlast.store.base import Base
 from outlast.store.records import OnWait
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 from outlast.store.base import Base
 from outlast.store.records import Claimed, Lease
 

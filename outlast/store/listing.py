@@ -9,8 +9,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from outlast._listing import RunQuery
 from outlast.errors import InvalidInput
-from outlast.listing import RunQuery
 from outlast.store.base import Base
 from outlast.store.queries import Q
 

@@ -11,11 +11,11 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from outlast._urls import redact
 from outlast.errors import SchemaError
 from outlast.store.base import Base, Conn
 from outlast.store.queries import Q
 from outlast.store.steps import MIGRATIONS, SCHEMA_VERSION, Migration, oldest_code, schema_sql
-from outlast.urls import redact
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "Migrations", "schema_sql"]
 

@@ -8,8 +8,8 @@ A failure not recognised keeps the driver's words alone.
 
 from __future__ import annotations
 
+from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
-from outlast.urls import redact
 
 OLDEST_SERVER = 140000  # Postgres 14: the oldest release this outlast supports (tested on 15, 16)
 

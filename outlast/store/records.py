@@ -6,7 +6,7 @@ from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import RunRecord, RunState
+from outlast._model import RunRecord, RunState
 from outlast.store.base import Base, budget_arrays
 
 

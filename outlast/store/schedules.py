@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.schedules import Schedule
+from outlast._schedules import Schedule
 from outlast.store.base import Base
 
 

@@ -4,6 +4,7 @@ a module of its own; it defines nothing itself."""
 
 from __future__ import annotations
 
+from outlast._urls import redact
 from outlast.store.approvals import Approvals
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
@@ -19,7 +20,6 @@ from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.sweeps import Sweeps
-from outlast.urls import redact
 
 __all__ = [
     "MIGRATIONS",

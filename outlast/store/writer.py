@@ -31,7 +31,7 @@ import structlog
 from psycopg import pq
 from psycopg.pq import TransactionStatus
 
-from outlast import metrics
+from outlast import _metrics as metrics
 from outlast.errors import ServiceUnavailable
 from outlast.store.wire import Dumped, Row, Wire
 

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 import redis
 
+from outlast._model import RunRecord
 from outlast.app import App
-from outlast.model import RunRecord
 from outlast.producer import Client
 from outlast.queue import Queue
 from outlast.settings import Settings, env_var
@@ -162,7 +162,7 @@ class Harness:
 
     def crash_at(self, point: str, tool: str | None = None, timeout: float = 60.0) -> None:
         """Make the in-process worker crash at the first crossing of ``point`` (one of
-        ``outlast.failpoints.POINTS``; for ``tool`` only, if given), wait until it did, and stop
+        ``outlast._failpoints.POINTS``; for ``tool`` only, if given), wait until it did, and stop
         that worker. Start a worker again to resume: it takes the run over once its lease expired.
 
         The run's execution ends there with ``Crashed`` (a BaseException): no write for the run

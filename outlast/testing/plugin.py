@@ -42,7 +42,7 @@ def outlast_servers(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]
     if found is not None:
         yield found
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = Path(os.environ.get(env_var("home")) or request.config.rootpath / ".outlast")
     db, rd, how = embedded.ensure(home)

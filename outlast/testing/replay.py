@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from outlast._replay import Report, replay_bundle as _replay_bundle
 from outlast.app import App
-from outlast.replay import Report
-from outlast.replay import replay_bundle as _replay_bundle
 
 
 def replay_bundle(path: Path | str, app: App, *, secret_key: str | None = None) -> Report:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
 from outlast.app import App
 from outlast.queue import Queue
 from outlast.settings import Settings

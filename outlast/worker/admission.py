@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from outlast._model import RunRecord
+from outlast._secrets import Secrets
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
-from outlast.model import RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from outlast._journal import Unstorable, canonical, check_size, digest
+from outlast._secrets import Secrets
 from outlast.action import Action
 from outlast.app import Tool
-from outlast.journal import Unstorable, canonical, check_size, digest
-from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
 

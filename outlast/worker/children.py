@@ -15,11 +15,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from outlast import failpoints, tracing
+from outlast import _failpoints as failpoints, _tracing as tracing
+from outlast._journal import Entry, canonical, digest
+from outlast._model import RunRecord, RunState
 from outlast.app import App
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
-from outlast.journal import Entry, canonical, digest
-from outlast.model import RunRecord, RunState
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store import Store

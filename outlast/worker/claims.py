@@ -15,10 +15,10 @@ from typing import Protocol
 
 import structlog
 
-from outlast import failpoints, metrics
+from outlast import _failpoints as failpoints, _metrics as metrics
+from outlast._model import RunRecord, RunState
 from outlast.app import App
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.model import RunRecord, RunState
 from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from outlast._journal import args_hash
 from outlast.app import App
 from outlast.errors import InDoubt, ToolError
-from outlast.journal import args_hash
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.replayer import Replayer, asked_by_result
 

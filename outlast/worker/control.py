@@ -80,7 +80,7 @@ class HandOver(BaseException):
 
 
 class JournalEnd(BaseException):
-    """Offline replay only (``outlast.replay``): the workflow reached a crossing the journal does
+    """Offline replay only (``outlast._replay``): the workflow reached a crossing the journal does
     not settle, where a worker would go live (``asks``: what the code asks there). Nothing past it
     runs: no tool, no write. A BaseException, so that a workflow's ``except Exception`` cannot
     swallow it."""

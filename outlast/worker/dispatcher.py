@@ -19,13 +19,13 @@ from typing import Any
 
 import structlog
 
-from outlast import failpoints, logs, metrics, tracing
+from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
+from outlast._journal import Unstorable, args_hash, jsonable, operation_state
+from outlast._model import RunRecord
+from outlast._secrets import Secrets
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
-from outlast.journal import Unstorable, args_hash, jsonable, operation_state
-from outlast.model import RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.admission import OperationAdmission
 from outlast.worker.captures import journal_capture

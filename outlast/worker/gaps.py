@@ -22,12 +22,12 @@ from typing import Any, NoReturn
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._journal import operation_state
+from outlast._secrets import Secrets
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.journal import operation_state
-from outlast.secrets import Secrets
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer
 

@@ -16,7 +16,7 @@ import time
 
 from redis.exceptions import RedisError
 
-from outlast import metrics
+from outlast import _metrics as metrics
 from outlast.errors import ServiceUnavailable
 from outlast.queue import Queue
 from outlast.settings import Settings

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
 from outlast.queue import Delivery, Queue
 from outlast.queue.streams import LEVELS
 from outlast.settings import Settings

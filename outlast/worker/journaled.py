@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.journal import Entry, canonical, operation_state
+from outlast._journal import Entry, canonical, operation_state
 
 
 class Journaled:

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._secrets import require_key
 from outlast.app import App
 from outlast.queue import Queue, RateWindows
-from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop

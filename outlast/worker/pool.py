@@ -20,12 +20,12 @@ from multiprocessing.synchronize import Event
 
 import structlog
 
-from outlast import failpoints, logs, metrics, tracing
+from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
+from outlast._logs import configure
+from outlast._secrets import require_key
 from outlast.app import App
 from outlast.errors import ConfigError, OutlastError, WorkersDying
-from outlast.logs import configure
 from outlast.queue import Queue
-from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
+from outlast._journal import Entry, make_entry
+from outlast._model import RunRecord
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
-from outlast.journal import Entry, make_entry
-from outlast.model import RunRecord
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 from outlast.worker.writes import JournalWrites

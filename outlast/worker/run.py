@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
+from outlast._model import Decision, RunRecord
+from outlast._secrets import Secrets
 from outlast.app import App
 from outlast.errors import InvalidInput
-from outlast.model import Decision, RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate

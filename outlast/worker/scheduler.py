@@ -11,9 +11,9 @@ from typing import Any
 
 from cronsim import CronSimError
 
-from outlast.journal import canonical, digest
+from outlast._journal import canonical, digest
+from outlast._schedules import Schedule, due_ticks, run_id
 from outlast.queue import Queue
-from outlast.schedules import Schedule, due_ticks, run_id
 from outlast.store import Store
 
 

@@ -10,10 +10,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._schedules import Schedule
 from outlast.queue import Queue
 from outlast.queue.undelivered import Waiting
-from outlast.schedules import Schedule
 from outlast.settings import Settings, duration
 from outlast.store import Store
 from outlast.worker.rollup import Rollup

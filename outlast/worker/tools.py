@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._journal import storable
 from outlast.app import Tool
 from outlast.errors import ToolTimeout
-from outlast.journal import storable
 from outlast.worker.threads import TOOL_THREADS
 
 if TYPE_CHECKING:

@@ -11,10 +11,10 @@ from typing import Any
 
 import structlog
 
+from outlast._journal import args_hash, jsonable
+from outlast._model import Decision
+from outlast._secrets import Secrets
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
-from outlast.journal import args_hash, jsonable
-from outlast.model import Decision
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe

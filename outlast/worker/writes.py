@@ -19,9 +19,9 @@ import contextlib
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
+from outlast._journal import Entry
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.journal import Entry
 from outlast.store import Store
 from outlast.store.journal import appended
 from outlast.worker.control import RunControl

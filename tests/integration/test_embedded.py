@@ -23,7 +23,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from outlast import embedded
+from outlast import _embedded as embedded
 from outlast.cli import cli
 
 _HAVE_PG = bool(importlib.util.find_spec("pgserver") or shutil.which("pg_ctl"))

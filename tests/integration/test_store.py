@@ -7,9 +7,9 @@ from collections.abc import Awaitable
 import psycopg
 import pytest
 
+from outlast._journal import make_entry
+from outlast._model import RunRecord
 from outlast.errors import SchemaError, ServiceUnavailable
-from outlast.journal import make_entry
-from outlast.model import RunRecord
 from outlast.store import SCHEMA_VERSION, Store
 from outlast.store.store import Lease
 from tests.conftest import World

@@ -8,9 +8,7 @@ import psycopg
 import pytest
 
 from outlast.errors import ServiceUnavailable
-from outlast.store import Store
-from outlast.store import wire as wire_module
-from outlast.store import writer as writer_module
+from outlast.store import Store, wire as wire_module, writer as writer_module
 from tests.conftest import World
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from outlast._secrets import check_revision
 from outlast.errors import DecisionForbidden, DecisionRefused, InvalidInput
 from outlast.identity import ASSERTED, Principal, cli_principal
-from outlast.secrets import check_revision
 
 MAX_COMMENT = 500
 DECISIONS = ("approved", "rejected", "revised")

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from outlast.journal import canonical
+from outlast._journal import canonical
 
 CatchUp = Literal["latest", "none", "all"]
 CATCH_UPS: tuple[CatchUp, ...] = ("latest", "none", "all")

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, quote_plus
 
+from outlast._journal import canonical
 from outlast.errors import ConfigError, DecisionRefused
-from outlast.journal import canonical
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
 # arguments of the call (name -> value). The call's secret values are replaced afterwards anyway.

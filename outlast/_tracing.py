@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from outlast.errors import Fenced, ServiceUnavailable
 
 if TYPE_CHECKING:
+    from outlast._model import RunRecord
     from outlast.action import Action
     from outlast.app import Tool
-    from outlast.model import RunRecord
 
 _payloads = False
 # The API loads a provider named in the environment on its first ask; asking reads the environment

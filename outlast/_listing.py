@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from outlast._journal import canonical, storable
+from outlast._model import PRIORITIES, RunState
 from outlast.errors import InvalidInput
-from outlast.journal import canonical, storable
-from outlast.model import PRIORITIES, RunState
 
 SORTS = ("created", "started", "finished")  # newest first; an id prefix lists by id instead
 MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from outlast.journal import Entry, first_bad_crossing, operation_state
+from outlast._journal import Entry, first_bad_crossing, operation_state
 from outlast.producer import AsyncClient
 
 CHILDREN_SHOWN = 200  # the child runs a status lists at most (and the dashboard's tree holds)

@@ -21,7 +21,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
-from outlast import bundle
+from outlast import _bundle as bundle
+from outlast._journal import Entry, canonical, first_bad_crossing
+from outlast._model import FINAL_STATES, Partial, RunRecord, RunState
+from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
     ApprovalExpired,
@@ -34,11 +37,8 @@ from outlast.errors import (
     ResumeImpossible,
     ResumeRefused,
 )
-from outlast.journal import Entry, canonical, first_bad_crossing
-from outlast.model import FINAL_STATES, Partial, RunRecord, RunState
 from outlast.producer import AsyncClient
 from outlast.producer.checks import MAX_LIST
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.flow import FlowGate

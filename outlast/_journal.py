@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
-from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json import encoder as _encoder
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -36,6 +36,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 # And the C encoder that ``encode`` itself builds on every call, built once and called directly:
 # the same function with the same options, so the same text, without the Python layers above it.
 # No circular check in it: ``to_jsonable_python`` refuses a cycle before it is reached.
+_c_make_encoder = _encoder.c_make_encoder  # type: ignore[attr-defined]
 _CHUNKS = (
     None
     if _c_make_encoder is None

@@ -22,11 +22,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from outlast._journal import Entry, canonical
+from outlast._model import RunRecord
+from outlast._status import describe
 from outlast.errors import InvalidInput
-from outlast.journal import Entry, canonical
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
-from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
 
 FILES = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
