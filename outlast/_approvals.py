@@ -1,4 +1,4 @@
-"""The rules of an approval decision, in one place: who may decide, on what, with what comment,
+"""The rules of an approval decision live here, in one place: who may decide, on what, with what comment,
 and what a decision sent again or too late means. The client applies them (``judge``) before
 and after committing a decision; the store commits it; the worker journals it on resume.
 """

@@ -1,4 +1,4 @@
-"""Canonical JSON, hashes, and the journal's SHA-256 chain.
+"""This module computes canonical JSON, hashes, and the journal's SHA-256 chain.
 
 The chain is keyless: it detects corruption and naive rewriting, not a forger who can
 recompute every hash.

@@ -1,5 +1,6 @@
-"""What a runs list asks for: its filters, its sort, and the opaque cursor that carries a page's
-end to the next (keyset paging, migration 0020). Shared by the client, the dashboard and the CLI."""
+"""A ``RunQuery`` says what a runs list asks for: its filters, its sort, and the opaque cursor that
+carries a page's end to the next (keyset paging, migration 0020). Shared by the client, the
+dashboard and the CLI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Run states and the records outlast hands to its users."""
+"""This module defines run states and the records outlast hands to its users."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Offline replay: whether the code of an app agrees with the journals of runs already made.
+"""Offline replay checks whether the code of an app agrees with the journals of runs already made.
 
 The workflow function runs against a run's journal exactly as a resuming worker runs it (the same
 ``Run``, replayer and dispatcher), under a ``RunControl`` marked offline and with a store

@@ -1,4 +1,4 @@
-"""Schedules: a workflow enqueued at the ticks of a cron expression, in a time zone.
+"""A schedule enqueues a workflow at the ticks of a cron expression, in a time zone.
 
 The ticks (and what happens at a change of daylight saving time) are cronsim's: a tick that falls
 in the hour skipped in spring runs once, at the first minute after it (02:30 -> 03:00); one in the

@@ -1,4 +1,4 @@
-"""Secret tool arguments, stored only as a keyed hash; every secret value a run knows kept out of
+"""Secret tool arguments are stored only as a keyed hash; every secret value a run knows is kept out of
 what it stores, logs and traces.
 
 A tool registered with ``secret=["api_key"]`` has that argument replaced, in everything stored

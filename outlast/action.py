@@ -1,4 +1,4 @@
-"""What a running tool can know about its own call: ``current_action()``."""
+"""``current_action()`` tells a running tool what it can know about its own call."""
 
 from __future__ import annotations
 

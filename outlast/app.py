@@ -1,4 +1,4 @@
-"""App: the registry of workflows, tools and reconcilers a worker serves."""
+"""App is the registry of workflows, tools and reconcilers a worker serves."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""One hierarchy: every refusal and failure is an ``OutlastError`` that names the run and the way out."""
+"""outlast's errors form one hierarchy: every refusal and failure is an ``OutlastError`` that names
+the run and the way out."""
 
 from __future__ import annotations
 

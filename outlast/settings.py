@@ -1,4 +1,4 @@
-"""One settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
+"""outlast has one settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
 
 Every value is checked when a ``Settings`` is made (``from_env``, ``with_`` or directly): a bad one
 raises ``ConfigError`` with one line naming the variable and what it accepts.

@@ -1,4 +1,4 @@
-"""What every family of commands shares: an option read from a setting's declaration (its
+"""This module holds what every family of commands shares: an option read from a setting's declaration (its
 ``OUTLAST_*`` variable shown in help), the settings parsed once by the group, a client opened
 for one command, and the parsing of JSON, queue names and ``--since``."""
 

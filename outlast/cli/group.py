@@ -1,4 +1,4 @@
-"""The ``outlast`` command group: the connection options every command shares, and ``main``,
+"""The ``outlast`` command group holds the connection options every command shares, and ``main``,
 which turns a user's mistake into one line and an exit code, never a traceback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who is asking: every request to the dashboard and its API is authenticated.
+"""Every request to the dashboard and its API is authenticated: this module says who is asking.
 
 Three ways in, checked in this order: the trusted header (``OUTLAST_AUTH_HEADER``, believed only
 from ``OUTLAST_TRUSTED_PROXIES``), a bearer token listed in the users file, or a session made by

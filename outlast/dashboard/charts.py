@@ -1,4 +1,4 @@
-"""The charts page (``/charts``) and ``/api/charts``: runs started, finished and failed per minute,
+"""The charts page (``/charts``) and ``/api/charts`` show runs started, finished and failed per minute,
 each queue's depth and oldest entry's age, and each tool's p50 and p95 operation latency over the
 last hour and day, drawn as SVG on the server (no script, no library, nothing fetched elsewhere).
 

@@ -1,4 +1,4 @@
-"""The run page's timeline: a run's journal (with the time each crossing was journaled) and its
+"""The run page's timeline shows a run's journal (with the time each crossing was journaled) and its
 events, read into bars, then drawn as SVG on the server (no script, no library).
 
 A bar is one operation from its start (its intention, or a `started` time its result carries)

@@ -1,4 +1,4 @@
-"""Administration: the schema (migrate), pruning finished runs, schedules, and the figures a
+"""Administration covers the schema (migrate), pruning finished runs, schedules, and the figures a
 live view polls."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Decisions a person makes about a run: approval requests (approve, reject, revise) and the
-resolution of an in-doubt operation."""
+"""This family takes the decisions a person makes about a run: approval requests (approve, reject,
+revise) and the resolution of an in-doubt operation."""
 
 from __future__ import annotations
 

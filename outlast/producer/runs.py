@@ -1,5 +1,5 @@
-"""Runs after admission: reading them (status, list, events, journal, budget), waiting for and
-following them, and acting on them (cancel, resume)."""
+"""This family deals with runs after admission: reading them (status, list, events, journal,
+budget), waiting for and following them, and acting on them (cancel, resume)."""
 
 from __future__ import annotations
 

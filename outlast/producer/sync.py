@@ -1,4 +1,4 @@
-"""Client: the synchronous facade over ``AsyncClient``, not a second implementation.
+"""Client is the synchronous facade over ``AsyncClient``, not a second implementation.
 
 It runs one ``AsyncClient`` on a private event loop thread (so it also works inside a program
 that has a loop of its own); each of its methods is ``AsyncClient``'s, run there to completion

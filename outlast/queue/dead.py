@@ -1,4 +1,4 @@
-"""The dead-letter stream of a queue: entries nobody can serve, kept with the reason."""
+"""The dead-letter stream of a queue keeps the entries nobody can serve, with the reason."""
 
 from __future__ import annotations
 

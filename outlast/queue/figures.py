@@ -1,4 +1,4 @@
-"""What Redis says of a queue: for ``outlast queues`` and the metrics gauges."""
+"""This module reads what Redis says of a queue, for ``outlast queues`` and the metrics gauges."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The consumer group's side of the streams: making the group, reading and reclaiming entries,
+"""The consumer group's side of the streams covers making the group, reading and reclaiming entries,
 acknowledging them, keeping held ones from being reclaimed, forgetting consumers gone."""
 
 from __future__ import annotations

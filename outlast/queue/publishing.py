@@ -1,4 +1,4 @@
-"""Publishing run ids, and the data-loss marker: a key set with every publication and looked
+"""This module publishes run ids and keeps the data-loss marker: a key set with every publication and looked
 for every sweep. Gone (or a group found gone by a read), Redis lost its data: the caller
 re-publishes what Postgres says is due.
 

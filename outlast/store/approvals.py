@@ -1,4 +1,4 @@
-"""The approvals family: requests for a person's decision, and the decisions."""
+"""The approvals family stores requests for a person's decision, and the decisions."""
 
 from __future__ import annotations
 

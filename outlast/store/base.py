@@ -1,5 +1,6 @@
-"""What the store's query families share: ``Store`` is a ``Connection`` plus one mixin per family
-(runs, leases, journal...), and each family reaches Postgres only through what ``Base`` declares."""
+"""This module holds what the store's query families share: ``Store`` is a ``Connection`` plus one
+mixin per family (runs, leases, journal...), and each family reaches Postgres only through what
+``Base`` declares."""
 
 from __future__ import annotations
 

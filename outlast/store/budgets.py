@@ -1,4 +1,4 @@
-"""The budgets family: reservations made before an operation, settled after it."""
+"""The budgets family stores reservations made before an operation, settled after it."""
 
 from __future__ import annotations
 

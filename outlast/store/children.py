@@ -1,4 +1,4 @@
-"""The children family: child runs started by a run, and their parents' waits."""
+"""The children family stores child runs started by a run, and their parents' waits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How the store talks to Postgres: a pool for reads, the shared-commit writer, the renewals'
+"""The store talks to Postgres through these: a pool for reads, the shared-commit writer, the renewals'
 and the listeners' connections; driver errors are wrapped here."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The journal family: a run's hash-chained entries, and the one way to append to it."""
+"""The journal family stores a run's hash-chained entries, and holds the one way to append to it."""
 
 from __future__ import annotations
 

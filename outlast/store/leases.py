@@ -1,4 +1,4 @@
-"""The leases family: claims, renewals and every fenced change of a run's state."""
+"""The leases family makes claims, renewals and every fenced change of a run's state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One listening connection that the dashboard's live pages share: a ``Listener`` per process, each
+"""The dashboard's live pages share one listening connection: a ``Listener`` per process, each
 page's reader a ``SharedWatch`` through it, however many pages are open (``outlast.store.notify``
 says how a wake-up reaches a reader)."""
 

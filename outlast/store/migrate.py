@@ -1,5 +1,5 @@
-"""The schema: migrations (``steps.py``), applied in order under load, and the check that the
-database's schema is one this code may run on (docs/upgrading.md)."""
+"""This module keeps the schema: migrations (``steps.py``), applied in order under load, and the
+check that the database's schema is one this code may run on (docs/upgrading.md)."""
 
 from __future__ import annotations
 

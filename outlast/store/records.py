@@ -1,4 +1,4 @@
-"""What the store's methods return or take besides runs: plain frozen records."""
+"""The store's methods return or take plain frozen records besides runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The charts' family (0021): the rollup the workers' sweepers keep once a minute, and its reads."""
+"""The charts' family (0021) holds the rollup the workers' sweepers keep once a minute, and its reads."""
 
 from __future__ import annotations
 

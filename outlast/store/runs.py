@@ -1,4 +1,4 @@
-"""The runs family: a run's row and events, its enqueue and cancellation, and counts of runs."""
+"""The runs family covers a run's row and events, its enqueue and cancellation, and counts of runs."""
 
 from __future__ import annotations
 

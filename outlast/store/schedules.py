@@ -1,4 +1,4 @@
-"""The schedules family: schedules declared in code, their pauses and last ticks."""
+"""The schedules family stores schedules declared in code, their pauses and last ticks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dashboard's sessions, sign-in attempts and CSRF signing key, in Postgres (0019): every
+"""The dashboard's sessions, sign-in attempts and CSRF signing key are kept in Postgres (0019): every
 dashboard process on one database shares them, and a restart signs nobody out."""
 
 from __future__ import annotations

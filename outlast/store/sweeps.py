@@ -1,4 +1,4 @@
-"""The sweeper's family: what is due again, tenants' turns, deadlines, and pruning."""
+"""The sweeper's family covers what is due again, tenants' turns, deadlines, and pruning."""
 
 from __future__ import annotations
 

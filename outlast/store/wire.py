@@ -1,4 +1,4 @@
-"""How the writer's batch reaches Postgres: one transaction, sent in one go on libpq's pipeline.
+"""The writer's batch reaches Postgres as one transaction, sent in one go on libpq's pipeline.
 
 The batch goes out as prepared statements (extended protocol, parameters binary where psycopg
 dumps them so) followed by one Sync. In a pipeline without BEGIN, Postgres runs everything up to

@@ -1,4 +1,4 @@
-"""The pytest plugin (entry point ``pytest11``): the ``outlast_harness`` and ``outlast_servers``
+"""The pytest plugin (entry point ``pytest11``) gives the ``outlast_harness`` and ``outlast_servers``
 fixtures."""
 
 from __future__ import annotations

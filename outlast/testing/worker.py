@@ -1,4 +1,5 @@
-"""The worker a harness runs in the test's process, and the crash points it can be stopped at."""
+"""This module holds the worker a harness runs in the test's process, and the crash points it can be
+stopped at."""
 
 from __future__ import annotations
 

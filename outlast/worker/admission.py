@@ -1,4 +1,4 @@
-"""What an operation must pass before it goes live, beside its slot and rate (``flow.Gate``) and its
+"""An operation must pass these before it goes live, beside its slot and rate (``flow.Gate``) and its
 lease: the app's policy hook (a refusal is journaled, and raised as ``PolicyRefused``) and the
 run's budget (the tool's declared cost reserved, fenced; ``BudgetExhausted`` when over)."""
 

@@ -1,4 +1,4 @@
-"""Child runs: ``run.start`` starts one, ``child.result()`` waits for it with no worker held.
+"""``run.start`` starts a child run, and ``child.result()`` waits for it with no worker held.
 
 A child's id is derived from the parent's run id and the operation that starts it, so a resumed
 parent finds the same child and never starts a second. The child row is committed first (fenced

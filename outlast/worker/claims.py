@@ -1,9 +1,9 @@
-"""Claims and hand-backs: an entry becomes a run this worker holds (one conditional ``UPDATE``
-that bumps the fencing token and sets the lease), is executed, and its entry acknowledged only
-after. An entry that is not claimed is dead-lettered (no such run, another queue's), handed back
-to the queue (a program this worker does not serve, while a live worker serves it), refused
-(``program_changed``) or simply acknowledged. A run the worker stops serving (lease lost, or
-SIGTERM) is abandoned to its new owner or released and published again."""
+"""This module makes claims and hand-backs: an entry becomes a run this worker holds (one
+conditional ``UPDATE`` that bumps the fencing token and sets the lease), is executed, and its entry
+acknowledged only after. An entry that is not claimed is dead-lettered (no such run, another
+queue's), handed back to the queue (a program this worker does not serve, while a live worker serves
+it), refused (``program_changed``) or simply acknowledged. A run the worker stops serving (lease
+lost, or SIGTERM) is abandoned to its new owner or released and published again."""
 
 from __future__ import annotations
 

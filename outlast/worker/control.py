@@ -1,4 +1,4 @@
-"""The worker's hold on one claimed run, and the signals that unwind a workflow.
+"""This module keeps the worker's hold on one claimed run, and the signals that unwind a workflow.
 
 ``RunControl`` is made by the worker at the claim and passed down to every part of the engine:
 the fencing token (held here only), the lease (proven until when), and what the worker or the

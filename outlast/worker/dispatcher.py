@@ -1,4 +1,4 @@
-"""The dispatcher: one operation from its intention to its result, and the gap table.
+"""The dispatcher takes one operation from its intention to its result, and applies the gap table.
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is

@@ -1,4 +1,4 @@
-"""Flow control of one run: concurrency slots (Postgres, held under the run's fencing token and
+"""Flow control of one run uses concurrency slots (Postgres, held under the run's fencing token and
 renewed with its lease) and shared rate windows (Redis), taken before an operation's intention,
 never between its intention and its result; a tool's slot is given back after its result.
 

@@ -1,5 +1,5 @@
-"""The gap table: an operation whose intention is journaled and whose result is not (its worker
-died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
+"""The gap table resolves an operation whose intention is journaled and whose result is not (its
+worker died, or let it go, between the two) by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
 is **in doubt**: journaled as such and never dispatched again by the run.
 

@@ -1,5 +1,5 @@
-"""A run's journal as the replayer reads it: indexed by operation once, and the words that name
-a journaled crossing in a refusal (``describe``)."""
+"""This module gives a run's journal as the replayer reads it: indexed by operation once, and the
+words that name a journaled crossing in a refusal (``describe``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Starting workers: one event loop per process, ``processes`` processes. With more than one,
+"""The pool starts workers: one event loop per process, ``processes`` processes. With more than one,
 this process supervises them: a child that dies is replaced (with backoff, and a log line naming
 its exit), SIGTERM/SIGINT is passed on once for the graceful hand-over, and the pool gives up,
 non-zero, when a child keeps dying before it could serve."""

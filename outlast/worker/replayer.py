@@ -1,4 +1,4 @@
-"""The replayer: the run's journal and the cursor over it.
+"""The replayer holds the run's journal and the cursor over it.
 
 On resume the workflow runs again from the start; each crossing whose entries are journaled is
 served from here (loaded once, in one query) with no effect and no round trip. A crossing that

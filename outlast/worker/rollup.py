@@ -1,5 +1,5 @@
-"""The dashboard charts' rollup, a step of every worker's sweeper every ``OUTLAST_ROLLUP_EVERY``
-seconds (a minute), at the same moments in every worker (multiples of it on the wall clock):
+"""The dashboard charts' rollup is a step of every worker's sweeper, every ``OUTLAST_ROLLUP_EVERY`` seconds
+(a minute), at the same moments in every worker (multiples of it on the wall clock). At each step:
 
 - every worker adds the latencies its operations took since its last step (``outlast._latency``:
   bucket counts per tool, kept in memory by the hook an operation's end already calls) to the

@@ -1,4 +1,4 @@
-"""``Run``: the one thing a workflow sees (``from outlast import Run``).
+"""``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
 ``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal

@@ -1,4 +1,4 @@
-"""One run's writes, in order: its journal appends (held entries first) and its other fenced
+"""One run's writes go in order: its journal appends (held entries first) and its other fenced
 writes behind them.
 
 A **held** entry (a read's or an idempotent tool's result, ``Replayer.hold``) is chained at once
