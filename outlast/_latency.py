@@ -1,7 +1,8 @@
-"""Operation latencies are kept as histogram bucket counts: what a worker keeps in memory per tool
-(``TALLY``, counted by the hook ``metrics.operation`` calls when an operation ends), what its
-sweeper adds to the charts' rollup once a minute (``outlast/worker/rollup.py``), and the quantiles
-read back from summed buckets (``quantile``), as Prometheus's ``histogram_quantile`` reads its own.
+"""Operation latencies are kept as histogram bucket counts. This module holds what a worker keeps in
+memory per tool (``TALLY``, counted by the hook ``metrics.operation`` calls when an operation ends),
+what its sweeper adds to the charts' rollup once a minute (``outlast/worker/rollup.py``), and the
+quantiles read back from summed buckets (``quantile``), as Prometheus's ``histogram_quantile`` reads
+its own.
 
 The bounds are those of the ``outlast_operation_seconds`` histogram. The rollup stores counts by
 position: changing ``BOUNDS`` changes the meaning of the rows already kept (for eight days).

@@ -1,4 +1,4 @@
-"""This module reads the declared flow limits of tools and workflows: rates such as ``"500/min"``,
+"""This module holds the declared flow limits of tools and workflows: rates such as ``"500/min"``,
 parsed once at registration (a mistake is refused there, naming the tool)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""This module holds URLs as outlast reads and shows them, below the store and the queue that both
-use them: a database or Redis URL with its password hidden (``redact``), and a ``redis+sentinel://``
+"""This module holds URLs as outlast reads and shows them, below the store and the queue that both use them.
+It gives a database or Redis URL with its password hidden (``redact``), and a ``redis+sentinel://``
 URL taken apart (``parse_sentinel_url``; the queue connects with it, the settings check it at
 start)."""
 

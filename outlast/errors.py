@@ -1,4 +1,4 @@
-"""outlast's errors form one hierarchy: every refusal and failure is an ``OutlastError`` that names
+"""outlast's errors are one hierarchy: every refusal and failure is an ``OutlastError`` that names
 the run and the way out."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batch actions work on a filtered runs list: cancel, resume or retry every run the list's filters
+"""Batch actions apply to a filtered runs list. They cancel, resume or retry every run the list's filters
 match (up to MAX_BATCH), after a confirmation that showed the filter, how many runs of each state
 it acts on, and a digest of their ids. The act is refused when other runs match by then (one left
 the list, another joined: the same count is not enough), so nobody acts on a run they did not see

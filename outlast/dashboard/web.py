@@ -1,4 +1,4 @@
-"""This module holds what the dashboard's handlers share, the pages' and the API's: who asks (the
+"""The dashboard's handlers, the pages' and the API's, share this module. It holds who asks (the
 client and the authenticated caller), how a refusal is said (``Refusal``, the HTTP status of an
 outlast error, the role an act takes), input bounded before it is read; and the pages' forms and
 redirects."""

@@ -1,4 +1,4 @@
-"""This module says what a stream entry is, once read: a ``Delivery`` (decoded here one entry at a
+"""This module says what a stream entry is, once read. It holds a ``Delivery`` (decoded here one entry at a
 time, so that an entry nobody can serve names its ``problem`` instead of failing the batch it came
 in), the figures of a queue, and the names every part of the queue shares (the consumer group, the
 priority levels)."""

@@ -1,4 +1,4 @@
-"""Shared rate windows count what every worker dispatched of a tool in the last window, in Redis.
+"""Shared rate windows keep what every worker dispatched of a tool in the last window, in Redis.
 
 A window is a sorted set per tool and rate name: one member per dispatch (``ID|AMOUNT``) scored
 by the Redis clock at admission. One script looks at every window of the tool and admits the

@@ -1,6 +1,6 @@
-"""This module tells the sweeper what a queue's streams still hold for the workers: which runs'
-entries wait in their stream, neither delivered to a worker nor deleted, so that a long backlog is
-not re-published.
+"""This module tells the sweeper what a queue's streams still hold for the workers, so that a long
+backlog is not re-published. It finds which runs' entries wait in their stream, neither delivered to
+a worker nor deleted.
 
 A stream entry's id is the Redis time (ms) it was added, and the group delivers entries in id
 order: an entry newer than the group's ``last-delivered-id`` was not delivered, one newer than the

@@ -1,4 +1,4 @@
-"""This module holds what the store's query families share: ``Store`` is a ``Connection`` plus one
+"""The store's query families share this module. ``Store`` is a ``Connection`` plus one
 mixin per family (runs, leases, journal...), and each family reaches Postgres only through what
 ``Base`` declares."""
 

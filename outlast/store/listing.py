@@ -1,6 +1,7 @@
-"""The runs list family reads a page of runs for a ``RunQuery``, composed from the named fragments of
-``sql/listing.sql`` (only the filters given, so each list reads the one index made for it, 0020):
-the page's ids are found first by an index-only scan of the filter's index, then their rows read."""
+"""The runs list family fetches a page of runs for a ``RunQuery``. The query is composed from the
+named fragments of ``sql/listing.sql`` (only the filters given, so each list reads the one index
+made for it, 0020): the page's ids are found first by an index-only scan of the filter's index, then
+their rows read."""
 
 from __future__ import annotations
 

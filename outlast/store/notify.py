@@ -1,4 +1,4 @@
-"""Postgres wakes a reader up instead of polling: a reader LISTENs on one run's channel and registers
+"""Postgres wakes a reader up instead of polling. A reader LISTENs on one run's channel and registers
 as the run's watcher (a row of ``watchers``); the events trigger of migration 0009 NOTIFYs the
 channel of a watched run only, in every commit that gave it an event (every final state writes
 one). While its listening connection is lost, the reader polls.

@@ -1,4 +1,4 @@
-"""The store's methods return or take plain frozen records besides runs."""
+"""This module holds what the store's methods return or take besides runs: plain frozen records."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``Harness`` runs one app on a private schema and key prefix of real servers (see the package doc)."""
+"""``Harness`` puts one app on a private schema and key prefix of real servers (see the package doc)."""
 
 from __future__ import annotations
 

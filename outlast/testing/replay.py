@@ -1,4 +1,4 @@
-"""Yesterday's runs serve as regression tests. A bundle (``outlast export RUN -o DIR``) kept beside
+"""Yesterday's runs can serve as regression tests. A bundle (``outlast export RUN -o DIR``) kept beside
 the tests is replayed against today's code with no services::
 
     from outlast.testing import assert_replays

@@ -1,4 +1,4 @@
-"""This module makes claims and hand-backs: an entry becomes a run this worker holds (one
+"""This module makes claims and hand-backs. An entry becomes a run this worker holds (one
 conditional ``UPDATE`` that bumps the fencing token and sets the lease), is executed, and its entry
 acknowledged only after. An entry that is not claimed is dead-lettered (no such run, another
 queue's), handed back to the queue (a program this worker does not serve, while a live worker serves

@@ -1,5 +1,5 @@
-"""When a run that asked for it is cancelled or fails, the compensator runs the compensations of its
-completed operations, newest first, each as a journaled operation of its own (``undo-op-N``)
+"""The compensator acts when a run that asked for it is cancelled or fails. The compensations of its
+completed operations run, newest first, each as a journaled operation of its own (``undo-op-N``)
 that resumes like any other."""
 
 from __future__ import annotations

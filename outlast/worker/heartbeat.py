@@ -1,9 +1,9 @@
-"""A heartbeat comes every third of a lease: every held lease renewed in one statement, a run whose
-token moved on marked *lost* (its task cancelled), a cancellation asked for passed to its run;
-then the entries of the runs whose lease it proved touched in Redis, the worker's heartbeat
-record and the programs it serves. It also says whether Postgres has answered this worker
-steadily for a whole lease (``settled``): a worker that has not (it just started, or lost
-Postgres) takes over no run until then."""
+"""A heartbeat comes every third of a lease. It does this: every held lease renewed in one
+statement, a run whose token moved on marked *lost* (its task cancelled), a cancellation asked for
+passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
+heartbeat record and the programs it serves. It also says whether Postgres has answered this worker
+steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
+takes over no run until then."""
 
 from __future__ import annotations
 

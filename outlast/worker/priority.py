@@ -1,4 +1,4 @@
-"""Priority levels set the share of each level in what a worker reads. Weighted, never strict: a
+"""Each priority level has a share in what a worker reads. Weighted, never strict: a
 saturated ``high`` level cannot starve ``low``, which still gets one read in twelve."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sweeper runs in every worker, every ``sweep_interval``: Postgres says which runs need a worker
+"""Every worker has a sweeper, run every ``sweep_interval``: Postgres says which runs need a worker
 and no stream entry will deliver; the sweeper re-publishes them. Redis loses nothing Postgres
 knows: when Redis lost its data (flushed, or restarted without persistence), everything due is
 re-published at once, not after ``republish_after``. Retention's pruning runs in one worker per

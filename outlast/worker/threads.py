@@ -1,4 +1,4 @@
-"""Sync tools run on daemon threads, reused from one dispatch to the next.
+"""Sync tools are run on daemon threads, reused from one dispatch to the next.
 
 Starting a thread per dispatch cost the event loop about 140 µs a sync call (``Thread.start``
 waits for the new thread to signal it runs). Here a call is a job put on a queue that idle

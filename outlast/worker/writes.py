@@ -1,5 +1,5 @@
-"""One run's writes go in order: its journal appends (held entries first) and its other fenced
-writes behind them.
+"""This module keeps one run's writes in order: its journal appends (held entries first) and its
+other fenced writes behind them.
 
 A **held** entry (a read's or an idempotent tool's result, ``Replayer.hold``) is chained at once
 and kept here for at most ``hold_ms`` and ``hold_max`` entries: it is written by the run's next
