@@ -19,9 +19,9 @@ DECISIONS = ("approved", "rejected", "revised")
 
 @dataclass(frozen=True)
 class Proposed:
-    """A decision as a person sends it: what, who decides (``decider``, and ``approver``, the
-    name checked against the approvers and recorded), why, on which arguments (their hash, as
-    the approver saw it) and, for ``revised``, the new arguments."""
+    """A ``Proposed`` is a decision as a person sends it. It says what, who decides (``decider``,
+    and ``approver``, the name checked against the approvers and recorded), why, on which arguments
+    (their hash, as the approver saw it) and, for ``revised``, the new arguments."""
 
     status: str
     decider: Principal

@@ -19,8 +19,9 @@ BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 
 
 class Tally:
-    """One process's operation latencies since they were last taken, per tool: a list of counts
-    per bucket. Counted on the event loop's thread only (the dispatcher's), so no lock."""
+    """A ``Tally`` holds one process's operation latencies since they were last taken, per tool: a
+    list of counts per bucket. Counted on the event loop's thread only (the dispatcher's), so no
+    lock."""
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {}

@@ -40,7 +40,7 @@ def _client() -> Any:
 
 
 class _Metrics:
-    """The metric objects, made once per process."""
+    """``_Metrics`` holds the metric objects, made once per process."""
 
     def __init__(self) -> None:
         p = _client()

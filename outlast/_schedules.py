@@ -29,9 +29,10 @@ MAX_NAME = 170  # NAME@2026-12-01T01:30:00Z and NAME@trigger-<12 hex> fit in 200
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as declared with ``@app.schedule``: ``workflow`` with ``input`` on ``queue``
-    (None: the worker's default queue) at every tick of ``cron`` in ``tz``; ``catch_up`` says
-    which ticks missed while no worker was up are enqueued: the latest, none, or all."""
+    """A ``Schedule`` is a schedule as declared with ``@app.schedule``. It enqueues ``workflow``
+    with ``input`` on ``queue`` (None: the worker's default queue) at every tick of ``cron`` in
+    ``tz``; ``catch_up`` says which ticks missed while no worker was up are enqueued: the latest,
+    none, or all."""
 
     name: str
     cron: str

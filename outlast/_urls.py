@@ -37,7 +37,7 @@ def is_sentinel_url(url: str) -> bool:
 
 @dataclass(frozen=True)
 class SentinelURL:
-    """A ``redis+sentinel://`` URL taken apart."""
+    """A ``SentinelURL`` is a ``redis+sentinel://`` URL taken apart."""
 
     sentinels: tuple[tuple[str, int], ...]
     service: str

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 @dataclass(frozen=True)
 class Action:
-    """The identity of one operation: stable across every resume of the run."""
+    """An ``Action`` is the identity of one operation: stable across every resume of the run."""
 
     run_id: str
     operation_id: str

@@ -38,7 +38,7 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    """How one setting is explained and checked; ``Settings`` and the CLI both read it."""
+    """A ``Spec`` says how one setting is explained and checked; ``Settings`` and the CLI both read it."""
 
     help: str
     unit: str = ""  # set for a number, which must lie within [low, high] ((low, high] if open_low)

@@ -39,7 +39,7 @@ class BatchRefused(Exception):
 
 @dataclass(frozen=True)
 class Batch:
-    """The runs of a list that an act applies to, as its confirmation shows them: the list's
+    """A ``Batch`` is the runs of a list that an act applies to, as its confirmation shows them: the list's
     filter, the states a retry was asked to include, the runs taken and, by state, those of the
     list left out."""
 

@@ -27,7 +27,7 @@ HANDOVERS = ("handed_over", "requeued")
 
 @dataclass
 class Bar:
-    """One lane of the timeline."""
+    """A ``Bar`` is one lane of the timeline."""
 
     label: str
     kind: str  # operation, retry, wait, approval, in_doubt
@@ -43,7 +43,8 @@ class Bar:
 
 @dataclass(frozen=True)
 class Marker:
-    """A moment across every lane: a handover between workers, with the new fencing token."""
+    """A ``Marker`` marks a moment across every lane: a handover between workers, with the new
+    fencing token."""
 
     at: datetime
     kind: str
@@ -62,7 +63,7 @@ def _when(value: Any) -> datetime | None:
 
 
 class _Reader:
-    """The bars read so far, crossing by crossing (one method per kind of crossing)."""
+    """``_Reader`` holds the bars read so far, crossing by crossing (one method per kind of crossing)."""
 
     def __init__(self) -> None:
         self.bars: list[Bar] = []

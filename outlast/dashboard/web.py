@@ -81,7 +81,7 @@ STALE = "refused: the form's CSRF token is missing or stale; try again"
 
 
 class Refusal(Exception):
-    """A request the API turns down: its status code and the reason, said to the person."""
+    """A ``Refusal`` is a request the API turns down: its status code and the reason, said to the person."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)

@@ -18,4 +18,5 @@ __all__ = ["AsyncClient"]
 
 
 class AsyncClient(Runs, Decisions, Administration, Fleet):
-    """Talks to Postgres (the truth) and Redis (the hand-out) on behalf of an application."""
+    """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
+    application."""

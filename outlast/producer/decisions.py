@@ -16,7 +16,7 @@ from outlast.store import OnWait
 
 
 class Decisions(ClientCore):
-    """The family of decisions: approval requests and in-doubt resolutions."""
+    """``Decisions`` is the family of decisions: approval requests and in-doubt resolutions."""
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""

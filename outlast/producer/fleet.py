@@ -19,7 +19,7 @@ Outcome = Literal["requeued", "dropped", "kept"]
 
 
 class Fleet(ClientCore):
-    """The family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
+    """``Fleet`` is the family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
     ``queues``, ``dead-letters``, and the dashboard's fleet page)."""
 
     async def health(self, worker: bool = False) -> tuple[list[str], list[str]]:

@@ -20,7 +20,7 @@ from outlast.store.notify import Watch
 
 
 class Runs(ClientCore):
-    """The family a caller meets after ``enqueue``: a run's state, events and journal, and its
+    """``Runs`` is the family a caller meets after ``enqueue``: a run's state, events and journal, and its
     cancellation or resumption."""
 
     async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> RunRecord:

@@ -23,8 +23,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 @dataclass(frozen=True)
 class Delivery:
-    """One stream entry handed to this consumer. ``problem`` says why it cannot be served (then
-    ``run_id`` is None and the entry belongs in the dead-letter stream)."""
+    """A ``Delivery`` is one stream entry handed to this consumer. ``problem`` says why it cannot be
+    served (then ``run_id`` is None and the entry belongs in the dead-letter stream)."""
 
     queue: str
     entry_id: str
@@ -43,7 +43,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class QueueFigures:
-    """What ``Queue.figures`` found for one queue."""
+    """``QueueFigures`` holds what ``Queue.figures`` found for one queue."""
 
     queue: str
     length: int  # entries in the stream: waiting to be read, or pending

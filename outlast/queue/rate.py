@@ -74,7 +74,7 @@ def _amount(x: float) -> str:
 
 
 class RateWindows:
-    """The rate windows of every tool, in the queue's Redis under its prefix."""
+    """``RateWindows`` keeps the rate windows of every tool, in the queue's Redis under its prefix."""
 
     def __init__(self, queue: Queue) -> None:
         self._q = queue

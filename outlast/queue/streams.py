@@ -38,7 +38,7 @@ __all__ = [
 
 
 class Queue(Publishing, ConsumerGroup, DeadLetters, Figures, Streams):
-    """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries: the parts
+    """``Queue`` publishes, reads, reclaims, acknowledges and dead-letters run entries: the parts
     (``connection``, ``publishing``, ``groups``, ``dead``, ``figures``,
     ``undelivered``) over one client.
 

@@ -10,7 +10,7 @@ from outlast.store.base import Base
 
 
 class Approvals(Base):
-    """Request an approval (fenced), read requests, and decide one (waking its run)."""
+    """``Approvals`` requests an approval (fenced), reads requests, and decides one (waking its run)."""
 
     async def await_approval(
         self,

@@ -8,7 +8,7 @@ from outlast.store.base import Base, budget_arrays
 
 
 class Budgets(Base):
-    """Reserve, settle and read a budget's use."""
+    """``Budgets`` reserves, settles and reads a budget's use."""
 
     async def reserve(
         self, budget_id: str, run_id: str, op_id: str, amounts: dict[str, float]

@@ -38,7 +38,8 @@ _GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 class Connection(Base):
-    """One process's connections to Postgres: a small pool for reads and one shared-commit writer."""
+    """``Connection`` holds one process's connections to Postgres: a small pool for reads and one
+    shared-commit writer."""
 
     def __init__(
         self,

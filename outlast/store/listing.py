@@ -54,7 +54,7 @@ def page_statement(
 
 
 class Listing(Base):
-    """A page of runs, newest first by the sort's time (or by id, for an id prefix)."""
+    """``Listing`` reads a page of runs, newest first by the sort's time (or by id, for an id prefix)."""
 
     async def runs_page(
         self, query: RunQuery, after: tuple[datetime | None, str | None], limit: int

@@ -13,7 +13,8 @@ from outlast.store.base import Base, budget_arrays
 
 
 class Runs(Base):
-    """Insert, read, list and count runs; their events; cancellation and dead letters requeued."""
+    """``Runs`` inserts, reads, lists and counts runs, and handles their events, cancellation and
+    dead letters requeued."""
 
     async def insert_run(
         self,

@@ -38,7 +38,7 @@ _TOKENS = re.compile(r"\$(\w*)\$.*?\$\1\$|'(?:[^']|'')*'|--[^\n]*|;", re.S)
 
 @dataclass(frozen=True)
 class Migration:
-    """One step of the schema: ``migrations/NNNN_name.sql``, applied once, in order."""
+    """A ``Migration`` is one step of the schema: ``migrations/NNNN_name.sql``, applied once, in order."""
 
     version: int
     name: str

@@ -52,5 +52,5 @@ class Store(
     Sweeps,
     Rollups,
 ):
-    """One process's access to Postgres: a small pool for reads and one shared-commit writer
+    """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

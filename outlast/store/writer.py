@@ -81,7 +81,7 @@ def _fail(w: _Write, exc: BaseException) -> None:
 
 
 class Writer:
-    """Runs one loop that commits queued writes in batches on its own connection."""
+    """A ``Writer`` runs one loop that commits queued writes in batches on its own connection."""
 
     def __init__(
         self,

@@ -16,7 +16,8 @@ from outlast.testing.harness import Harness
 
 
 class HarnessFactory(Protocol):
-    """The ``outlast_harness`` fixture: call it with an app (and settings) for a Harness."""
+    """``HarnessFactory`` is the ``outlast_harness`` fixture: call it with an app (and settings) for
+    a Harness."""
 
     def __call__(self, app: App, *, app_spec: str | None = None, **settings: Any) -> Harness: ...
 

@@ -18,7 +18,7 @@ log = structlog.get_logger("outlast.worker")
 
 
 class Acks:
-    """The worker's acknowledger: one batching task at a time, started by the first ``ack``."""
+    """``Acks`` is the worker's acknowledger: one batching task at a time, started by the first ``ack``."""
 
     def __init__(self, *, queue: Queue) -> None:
         self.queue = queue

@@ -18,7 +18,7 @@ from outlast.worker.writes import JournalWrites
 
 
 class OperationAdmission:
-    """One run's policy verdicts and budget reservations."""
+    """``OperationAdmission`` makes one run's policy verdicts and budget reservations."""
 
     def __init__(
         self,

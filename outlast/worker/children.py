@@ -32,7 +32,7 @@ _DELIVERED = (RunState.SUCCEEDED, RunState.PARTIAL)
 
 
 class Child:
-    """The parent's handle on a child run it started: its ``id`` and ``workflow``, and
+    """A ``Child`` is the parent's handle on a child run it started: its ``id`` and ``workflow``, and
     ``result()``, a crossing of the parent."""
 
     def __init__(self, children: RunChildren, id: str, workflow: str) -> None:
@@ -51,7 +51,7 @@ class Child:
 
 
 class RunChildren:
-    """The run's child runs: starting them and waiting for them."""
+    """``RunChildren`` starts the run's child runs and waits for them."""
 
     def __init__(
         self,

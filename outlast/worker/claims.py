@@ -30,7 +30,7 @@ log = structlog.get_logger("outlast.worker")
 
 
 class Later(Protocol):
-    """``Worker.later``: publish a run's id after ``delay`` seconds."""
+    """``Later`` is the shape of ``Worker.later``: publish a run's id after ``delay`` seconds."""
 
     def __call__(
         self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal"
@@ -38,7 +38,7 @@ class Later(Protocol):
 
 
 class Claims:
-    """From a delivered entry to a held run, and from a held run back to the queue."""
+    """``Claims`` takes a delivered entry to a held run, and a held run back to the queue."""
 
     def __init__(
         self,

@@ -40,7 +40,8 @@ log = structlog.get_logger("outlast.run")
 
 
 class Dispatcher:
-    """Tool calls of one run: replayed, resolved after a crash, or made live."""
+    """The ``Dispatcher`` makes the tool calls of one run: replayed, resolved after a crash, or made
+    live."""
 
     def __init__(
         self,

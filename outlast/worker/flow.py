@@ -57,7 +57,7 @@ def workflow_key(wf: Workflow, run_input: dict[str, Any], tenant: str | None) ->
 
 
 class FlowGate:
-    """One claimed run's slots and rate admissions."""
+    """``FlowGate`` takes one claimed run's slots and rate admissions."""
 
     def __init__(
         self, *, store: Store, windows: RateWindows | None, control: RunControl, writes: JournalWrites

@@ -48,8 +48,8 @@ def holds(tool: Tool) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Redo:
-    """Dispatch the operation again, with its own idempotency key (``how``: a read redone, an
-    idempotent tool with the same key, or a reconciler that says it was not executed)."""
+    """``Redo`` says to dispatch the operation again, with its own idempotency key (``how``: a read
+    redone, an idempotent tool with the same key, or a reconciler that says it was not executed)."""
 
     how: str
 

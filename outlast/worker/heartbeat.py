@@ -27,7 +27,7 @@ from outlast.worker.threads import TOOL_THREADS
 
 
 class Heartbeat:
-    """The worker's proof of life: its leases, its entries and its record."""
+    """The ``Heartbeat`` is the worker's proof of life: its leases, its entries and its record."""
 
     def __init__(self, *, state: WorkerState, settings: Settings, store: Store, queue: Queue) -> None:
         self.state = state

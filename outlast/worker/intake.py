@@ -38,7 +38,7 @@ async def _let_claims_go() -> None:
 
 
 class Intake:
-    """What the worker reads and reclaims, and when each entry starts being served."""
+    """``Intake`` decides what the worker reads and reclaims, and when each entry starts being served."""
 
     def __init__(
         self,

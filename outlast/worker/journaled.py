@@ -9,7 +9,8 @@ from outlast._journal import Entry, canonical, operation_state
 
 
 class Journaled:
-    """The journal of one run, indexed by operation, with the chain head to append after."""
+    """``Journaled`` holds the journal of one run, indexed by operation, with the chain head to
+    append after."""
 
     def __init__(self, entries: list[Entry]) -> None:
         self.entries = entries

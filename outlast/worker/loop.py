@@ -40,7 +40,7 @@ __all__ = ["Active", "Worker"]
 
 
 class Worker:
-    """One asyncio loop serving up to ``concurrency`` runs from the given queues."""
+    """A ``Worker`` is one asyncio loop serving up to ``concurrency`` runs from the given queues."""
 
     def __init__(self, app: App, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
         self.app = app

@@ -38,7 +38,8 @@ _CROSSED = frozenset({"cancel", "in_doubt"})
 
 
 class Replayer:
-    """Positions, the journal cursor, appends, and the refusals of a replay that diverges."""
+    """The ``Replayer`` holds positions, the journal cursor, appends, and the refusals of a replay
+    that diverges."""
 
     def __init__(
         self,

@@ -31,7 +31,8 @@ PENDING_MOST = 60  # flushes kept while Postgres is away (an hour at the default
 
 
 class Rollup:
-    """One worker's part in the rollup: its latencies, and its turns at counting and sampling."""
+    """``Rollup`` is one worker's part in the rollup: its latencies, and its turns at counting and
+    sampling."""
 
     def __init__(self, store: Store, queue: Queue, every: float, tally: Tally = TALLY) -> None:
         self.store = store

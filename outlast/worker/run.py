@@ -36,7 +36,7 @@ R = TypeVar("R")
 
 
 class Run:
-    """The workflow's handle on its run: durable crossings, each journaled once and served from
+    """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
     def __init__(

@@ -23,8 +23,9 @@ class Active:
 
 @dataclass(eq=False)
 class WorkerState:
-    """The worker's shared state: its name (set when it starts), queues and programs, the runs it
-    holds, the tasks serving entries, the entries read past its room, and its stop."""
+    """``WorkerState`` is the worker's shared state: its name (set when it starts), queues and
+    programs, the runs it holds, the tasks serving entries, the entries read past its room, and its
+    stop."""
 
     queues: list[str]
     programs: dict[str, str]

@@ -25,9 +25,9 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, the schedules' due ticks, re-publication, names and
-    heartbeat records of workers gone, watchers gone, retention (``OUTLAST_RETENTION``), and the
-    dashboard charts' rollup (``rollup.py``)."""
+    """The ``Sweeper`` handles deadlines that passed while nothing ran, the schedules' due ticks,
+    re-publication, names and heartbeat records of workers gone, watchers gone, retention
+    (``OUTLAST_RETENTION``), and the dashboard charts' rollup (``rollup.py``)."""
 
     def __init__(
         self,

@@ -40,7 +40,8 @@ _Result = tuple[asyncio.Future[Any], Any, BaseException | None]
 
 
 class ToolThreads:
-    """A pool of daemon threads for sync tools that grows past any number of hung calls."""
+    """``ToolThreads`` is a pool of daemon threads for sync tools that grows past any number of hung
+    calls."""
 
     def __init__(self, base: int = 4, retire_after: float = RETIRE_AFTER) -> None:
         self.base = base  # threads kept however long they idle

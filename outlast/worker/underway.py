@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 class UnderWay:
-    """The crossings of one run under way: tool calls (parallel ones included), and timers and
-    approvals (pauses)."""
+    """``UnderWay`` tracks the crossings of one run under way: tool calls (parallel ones included),
+    and timers and approvals (pauses)."""
 
     __slots__ = ("_quiet", "calls", "pauses")
 

@@ -27,7 +27,7 @@ _BOUND = ("action", "args_hash", "approvers", "policy_version", "authenticated")
 
 
 class Waits:
-    """The run's timers and approval requests."""
+    """``Waits`` keeps the run's timers and approval requests."""
 
     def __init__(
         self,

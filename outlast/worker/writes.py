@@ -30,8 +30,8 @@ T = TypeVar("T")
 
 
 class JournalWrites:
-    """The run's held entries, the appends under way that carry some, and the fenced writes that
-    wait for them."""
+    """``JournalWrites`` holds the run's held entries, the appends under way that carry some, and
+    the fenced writes that wait for them."""
 
     def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
         self.run_id = control.run_id
