@@ -1,4 +1,4 @@
-"""Identity says who decides: principals, the users file and the trusted header.
+"""This module says who decides: principals, the users file and the trusted header.
 
 A decision (an approval, a resolution) is recorded with the *principal* who made it, how they were
 authenticated and from where — never with a name someone typed. Through the dashboard and the API
