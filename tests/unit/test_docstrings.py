@@ -13,8 +13,8 @@ A verb is a word of ``VERBS``, a closed list: the check cannot parse English, so
 verbs these openings use, and leaves out forms that are as often nouns here (``runs``, ``writes``,
 ``reads``, ``checks``...). A noun phrase whose relative clause holds a listed verb passes
 (``Decisions a person makes about a run: ...``); a sentence whose only verb is not listed fails:
-add the verb, if it is one. ``__main__.py`` has no docstring
-and is not checked.
+add the verb, if it is one. ``__main__.py`` has no docstring and is not checked; neither are
+class, function and method docstrings.
 """
 
 from __future__ import annotations
