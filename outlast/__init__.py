@@ -1,4 +1,4 @@
-"""outlast: long, tool-using runs that outlast the worker that started them.
+"""outlast executes long, tool-using runs that outlast the worker that started them.
 
 This module is the public door. What it exports (defined in ``outlast.app``, ``outlast.action``
 and ``outlast.errors``) is the API, with ``outlast.fence``, ``outlast.settings``,

@@ -1,4 +1,4 @@
-"""``outlast export RUN -o DIR``: a debug bundle a person can read without a database.
+"""``outlast export RUN -o DIR`` exports a debug bundle a person can read without a database.
 
 events.jsonl (what happened), journal.jsonl (every crossing: its entry, its hash and when it
 was journaled; captured requests among them), last_state.json (the run record, with its workflow,

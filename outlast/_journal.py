@@ -1,4 +1,4 @@
-"""Canonical JSON, hashes, and the journal's SHA-256 chain.
+"""This module computes canonical JSON, hashes, and the journal's SHA-256 chain.
 
 The chain is keyless: it detects corruption and naive rewriting, not a forger who can
 recompute every hash.
@@ -49,8 +49,9 @@ def _encode(value: Any) -> str:
 
 
 class Unstorable(InvalidInput, ValueError):
-    """A value Postgres cannot store or outlast refuses to: the message says why and the fix; the
-    caller adds whose value it is. Also a ``ValueError``, as JSON encoding errors always were."""
+    """``Unstorable`` is raised for a value Postgres cannot store or outlast refuses to: the message
+    says why and the fix; the caller adds whose value it is. Also a ``ValueError``, as JSON encoding
+    errors always were."""
 
 
 def canonical(value: Any, limit: int | None = None) -> str:
@@ -144,7 +145,7 @@ def chain(prev_hash: str, body: str) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One crossing as journaled: its position, its canonical body and its chain hash."""
+    """An ``Entry`` is one crossing as journaled: its position, its canonical body and its chain hash."""
 
     seq: int
     kind: str

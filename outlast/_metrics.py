@@ -1,4 +1,4 @@
-"""Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
+"""This module keeps the Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
 
 Nothing here is imported, made or counted until ``enable()``: without ``--metrics-port`` every hook
 is a call that returns at once (but ``operation``, which also counts the in-memory latency tally of
@@ -40,7 +40,7 @@ def _client() -> Any:
 
 
 class _Metrics:
-    """The metric objects, made once per process."""
+    """``_Metrics`` holds the metric objects, made once per process."""
 
     def __init__(self) -> None:
         p = _client()

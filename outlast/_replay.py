@@ -1,4 +1,4 @@
-"""Offline replay: whether the code of an app agrees with the journals of runs already made.
+"""Offline replay checks whether the code of an app agrees with the journals of runs already made.
 
 The workflow function runs against a run's journal exactly as a resuming worker runs it (the same
 ``Run``, replayer and dispatcher), under a ``RunControl`` marked offline and with a store
@@ -59,7 +59,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Divergence:
-    """The first crossing where the code and the journal part: what each holds there."""
+    """A ``Divergence`` names the first crossing where the code and the journal part: what each
+    holds there."""
 
     crossing: int  # the journal entry's number (one past the last for what comes after the end)
     operation: str | None
@@ -82,7 +83,8 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Report:
-    """One run replayed: its verdict, where the replay stopped, and the divergence if any."""
+    """A ``Report`` describes one run replayed: its verdict, where the replay stopped, and the
+    divergence if any."""
 
     run_id: str
     workflow: str

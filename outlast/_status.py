@@ -1,4 +1,4 @@
-"""What ``outlast status`` shows: state and reason, the chain, pending and in-doubt operations,
+"""``outlast status`` shows a run's state and reason, the chain, pending and in-doubt operations,
 and resolutions — read without resuming anything."""
 
 from __future__ import annotations

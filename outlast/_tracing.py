@@ -1,4 +1,5 @@
-"""OpenTelemetry spans: one per run attempt, per operation and per tool call (the ``otel`` extra).
+"""outlast makes OpenTelemetry spans: one per run attempt, per operation and per tool call (the
+``otel`` extra).
 
 outlast speaks only the OpenTelemetry API; the application configures the SDK (a
 ``TracerProvider`` and its exporter, e.g. in the module that defines the app). Without

@@ -1,4 +1,4 @@
-"""App: the registry of workflows, tools and reconcilers a worker serves."""
+"""App is the registry of workflows, tools and reconcilers a worker serves."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
 
 @dataclass(frozen=True)
 class Retry:
-    """Retry transient failures inside one crossing, with the same idempotency key."""
+    """``Retry`` retries transient failures inside one crossing, with the same idempotency key."""
 
     attempts: int = 3
     wait: float = 0.1
@@ -54,7 +54,7 @@ class Retry:
 
 @dataclass(frozen=True)
 class Tool:
-    """A registered tool: what it is, and how far a repeat of it can be trusted."""
+    """A ``Tool`` is a registered tool: what it is, and how far a repeat of it can be trusted."""
 
     name: str
     fn: Callable[..., Any]
@@ -155,7 +155,7 @@ def _key_of(workflow: str, key: ConcurrencyKey) -> KeyOf:
 
 @dataclass(frozen=True)
 class Workflow:
-    """A registered workflow and the identity of its program."""
+    """A ``Workflow`` is a registered workflow and the identity of its program."""
 
     name: str
     fn: Callable[..., Awaitable[Any]]

@@ -1,4 +1,4 @@
-"""``outlast demo``: a payment whose worker dies in the middle of the transfer, taken over by a
+"""``outlast demo`` shows a payment whose worker dies in the middle of the transfer, taken over by a
 fresh worker, and the bank's own ledger showing exactly one transfer.
 
 It runs on the embedded default (or the configured servers) in a schema and a key prefix of its

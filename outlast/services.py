@@ -1,4 +1,4 @@
-"""Where Postgres and Redis are: the configured URLs, or the embedded default."""
+"""This module says where Postgres and Redis are: the configured URLs, or the embedded default."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
+"""outlast has one settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
 
 Every value is checked when a ``Settings`` is made (``from_env``, ``with_`` or directly): a bad one
 raises ``ConfigError`` with one line naming the variable and what it accepts.
@@ -38,7 +38,7 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    """How one setting is explained and checked; ``Settings`` and the CLI both read it."""
+    """A ``Spec`` says how one setting is explained and checked; ``Settings`` and the CLI both read it."""
 
     help: str
     unit: str = ""  # set for a number, which must lie within [low, high] ((low, high] if open_low)

@@ -1,4 +1,4 @@
-"""Commands of upkeep: migrate the schema, prune finished runs, the users file."""
+"""This family holds the commands of upkeep: migrate the schema, prune finished runs, the users file."""
 
 from __future__ import annotations
 

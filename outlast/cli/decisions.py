@@ -1,5 +1,5 @@
-"""Commands of a person's decision: resolve an in-doubt operation; approve, reject or revise an
-approval request."""
+"""This family holds the commands of a person's decision: resolve an in-doubt operation; approve,
+reject or revise an approval request."""
 
 from __future__ import annotations
 

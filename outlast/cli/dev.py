@@ -1,4 +1,4 @@
-"""Commands for trying outlast: the embedded servers (dev) and the demo."""
+"""This family holds the commands for trying outlast: the embedded servers (dev) and the demo."""
 
 from __future__ import annotations
 

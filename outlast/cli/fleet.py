@@ -1,4 +1,4 @@
-"""Commands about the fleet: health, workers, queues, dead-letters."""
+"""This family holds the commands about the fleet: health, workers, queues, dead-letters."""
 
 from __future__ import annotations
 

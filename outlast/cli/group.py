@@ -1,4 +1,4 @@
-"""The ``outlast`` command group: the connection options every command shares, and ``main``,
+"""The ``outlast`` command group holds the connection options every command shares, and ``main``,
 which turns a user's mistake into one line and an exit code, never a traceback."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def say(message: str) -> None:
 
 
 class _Outlast(click.Group):
-    """The command group; its ``main`` turns every user error into one line and an exit code
+    """``_Outlast`` is the command group. Its ``main`` turns every user error into one line and an exit code
     (2 for a bad value, 1 for a refusal or an unreachable server), never a traceback."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

@@ -1,4 +1,4 @@
-"""Commands that read a run: status, runs, events, export, verify."""
+"""This family holds the commands that read a run: status, runs, events, export, verify."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The replay command: whether a code change is safe for the runs in flight, before a deploy."""
+"""The replay command tells whether a code change is safe for the runs in flight, before a deploy."""
 
 from __future__ import annotations
 

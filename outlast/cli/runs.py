@@ -1,4 +1,4 @@
-"""Commands that make or move runs: enqueue, cancel, continue, resume."""
+"""This family holds the commands that make or move runs: enqueue, cancel, continue, resume."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What people do from the pages and the API alike, as the authenticated principal: decide an
+"""Acts are what people do from the pages and the API alike, as the authenticated principal: decide an
 approval, resolve an in-doubt operation, pause, resume or trigger a schedule. The caller's role
 is checked before these are called (``web.check_role``, or the page's own refusal)."""
 

@@ -1,4 +1,4 @@
-"""The JSON API under ``/api/``: what the pages show, and the same decisions, as JSON. The decider
+"""The JSON API under ``/api/`` serves what the pages show, and the same decisions, as JSON. The decider
 is always the authenticated caller; a request made with a session cookie (or the proxy's header)
 must also send its CSRF token in ``X-CSRF-Token``. What is read is in ``views.py``, what is done
 in ``acts.py``, what every handler shares in ``web.py``."""

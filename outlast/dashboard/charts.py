@@ -1,6 +1,7 @@
-"""The charts page (``/charts``) and ``/api/charts``: runs started, finished and failed per minute,
-each queue's depth and oldest entry's age, and each tool's p50 and p95 operation latency over the
-last hour and day, drawn as SVG on the server (no script, no library, nothing fetched elsewhere).
+"""The charts page (``/charts``) and ``/api/charts`` show recent figures of runs, queues and tools.
+Runs started, finished and failed per minute, each queue's depth and oldest entry's age, and each
+tool's p50 and p95 operation latency over the last hour and day, drawn as SVG on the server (no
+script, no library, nothing fetched elsewhere).
 
 Everything comes from the rollup the workers' sweepers keep once a minute (``AsyncClient.charts``;
 ``outlast/worker/rollup.py``): a view reads at most a day of minutes x (1 + queues + tools) rows,

@@ -1,4 +1,4 @@
-"""The runs list's query string, shared by the page (``/``) and the API (``/api/runs``): its
+"""The runs list's query string is shared by the page (``/``) and the API (``/api/runs``): its
 filters, sort and cursor read into a ``RunQuery``, and a page of runs as the API answers it. The
 cursors the dashboard gives are signed and bound to their list and its filters (``sealed``): a
 cursor of another list, of other filters, or one altered or made up, is refused."""

@@ -1,4 +1,4 @@
-"""The operators' pages: schedules (pause, resume, trigger) and the fleet (workers, queues, dead
+"""The operators' pages show schedules (pause, resume, trigger) and the fleet (workers, queues, dead
 letters requeued)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The pages: runs, a run and what is done to it, the approvals inbox, in-doubt operations,
-batch acts; and every page's route (schedules and the fleet in ``operate.py``, signing in and out
-in ``signin.py``, the server-sent events in ``live.py``)."""
+"""This module serves the pages: runs, a run and what is done to it, the approvals inbox, in-doubt
+operations, batch acts. It also holds every page's route (schedules and the fleet in ``operate.py``, signing
+in and out in ``signin.py``, the server-sent events in ``live.py``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What the pages and the API read: a run (its status, timeline, drawing and children tree), the
-fleet, the runs in doubt, and a run's debug bundle as a zip made in memory."""
+"""This module holds what the pages and the API read: a run (its status, timeline, drawing and
+children tree), the fleet, the runs in doubt, and a run's debug bundle as a zip made in memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Administration: the schema (migrate), pruning finished runs, schedules, and the figures a
+"""Administration covers the schema (migrate), pruning finished runs, schedules, and the figures a
 live view polls."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ log = structlog.get_logger("outlast.client")
 
 
 class Administration(Admission):
-    """The family of an operator's upkeep (a schedule's trigger admits a run, hence ``Admission``)."""
+    """``Administration`` is the family of an operator's upkeep (a schedule's trigger admits a run,
+    hence ``Admission``)."""
 
     async def prune(
         self, finished_before: timedelta | float, *, state: str | None = None, dry_run: bool = False

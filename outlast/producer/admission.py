@@ -1,4 +1,4 @@
-"""Admitting runs: ``enqueue``, ``enqueue_many`` and ``continue_run``. Everything about a run is
+"""Runs are admitted here: ``enqueue``, ``enqueue_many`` and ``continue_run``. Everything about a run is
 checked before anything is written; the row is committed first, then its id is published."""
 
 from __future__ import annotations

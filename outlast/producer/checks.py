@@ -1,4 +1,4 @@
-"""What the producer checks before anything is written: ids and names, JSON values, deadlines,
+"""The producer checks these before anything is written: ids and names, JSON values, deadlines,
 delays and budgets. Each refusal is ``InvalidInput`` naming whose value it is and why."""
 
 from __future__ import annotations

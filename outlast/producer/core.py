@@ -1,5 +1,5 @@
-"""What every family of the client shares: the settings, the store (Postgres, the truth), the
-queue (Redis, the hand-out), opening and closing, and reading one run."""
+"""This module holds what every family of the client shares: the settings, the store (Postgres, the
+truth), the queue (Redis, the hand-out), opening and closing, and reading one run."""
 
 from __future__ import annotations
 

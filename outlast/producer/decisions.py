@@ -1,5 +1,5 @@
-"""Decisions a person makes about a run: approval requests (approve, reject, revise) and the
-resolution of an in-doubt operation."""
+"""This family takes the decisions a person makes about a run: approval requests (approve, reject,
+revise) and the resolution of an in-doubt operation."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from outlast.store import OnWait
 
 
 class Decisions(ClientCore):
-    """The family of decisions: approval requests and in-doubt resolutions."""
+    """``Decisions`` is the family of decisions: approval requests and in-doubt resolutions."""
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""

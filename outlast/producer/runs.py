@@ -1,5 +1,5 @@
-"""Runs after admission: reading them (status, list, events, journal, budget), waiting for and
-following them, and acting on them (cancel, resume)."""
+"""This family deals with runs after admission: reading them (status, list, events, journal,
+budget), waiting for and following them, and acting on them (cancel, resume)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from outlast.store.notify import Watch
 
 
 class Runs(ClientCore):
-    """The family a caller meets after ``enqueue``: a run's state, events and journal, and its
+    """``Runs`` is the family a caller meets after ``enqueue``: a run's state, events and journal, and its
     cancellation or resumption."""
 
     async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> RunRecord:

@@ -1,4 +1,4 @@
-"""How the queue speaks to Redis: one server or a Redis Cluster, from the URL; the names of its
+"""This module connects the queue to Redis: one server or a Redis Cluster, from the URL; the names of its
 keys; what counts as an outage (``ServiceUnavailable``, retried later)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared rate windows: what every worker dispatched of a tool in the last window, in Redis.
+"""Shared rate windows keep what every worker dispatched of a tool in the last window, in Redis.
 
 A window is a sorted set per tool and rate name: one member per dispatch (``ID|AMOUNT``) scored
 by the Redis clock at admission. One script looks at every window of the tool and admits the
@@ -74,7 +74,7 @@ def _amount(x: float) -> str:
 
 
 class RateWindows:
-    """The rate windows of every tool, in the queue's Redis under its prefix."""
+    """``RateWindows`` keeps the rate windows of every tool, in the queue's Redis under its prefix."""
 
     def __init__(self, queue: Queue) -> None:
         self._q = queue

@@ -1,4 +1,4 @@
-"""Redis Sentinel: the queue on whichever server the sentinels say is the primary now.
+"""With Redis Sentinel, the queue runs on whichever server the sentinels say is the primary now.
 
 ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB][?OPTIONS]``: the
 sentinels (port 26379 when left out) and the name they monitor the primary by (``sentinel

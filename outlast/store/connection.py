@@ -1,4 +1,4 @@
-"""How the store talks to Postgres: a pool for reads, the shared-commit writer, the renewals'
+"""The store talks to Postgres through these: a pool for reads, the shared-commit writer, the renewals'
 and the listeners' connections; driver errors are wrapped here."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ _GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 class Connection(Base):
-    """One process's connections to Postgres: a small pool for reads and one shared-commit writer."""
+    """``Connection`` holds one process's connections to Postgres: a small pool for reads and one
+    shared-commit writer."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""``schema.sql``: the whole schema the migrations make, in one file a reader can open. It is what
+"""``schema.sql`` holds the whole schema the migrations make, in one file a reader can open. It is what
 ``pg_dump --schema-only`` prints of a freshly migrated schema, made stable (no run-specific lines,
 the schema named ``outlast``). Regenerate it after changing a migration:
 

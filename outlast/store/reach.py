@@ -1,4 +1,5 @@
-"""Why a connection to Postgres failed, in one line that names the setting or the step to fix it.
+"""This module says why a connection to Postgres failed, in one line that names the setting or the
+step to fix it.
 
 The driver's first line says what went wrong (``FATAL: unsupported startup parameter: options``);
 it rarely says what to do. Each known first-connection failure gets its way out here: a pooler

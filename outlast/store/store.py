@@ -1,6 +1,6 @@
-"""Postgres access: the only place that speaks SQL. ``Store`` is composed of its connection
-(``connection.py``), its migrations (``migrate.py``) and one mixin per family of queries, each in
-a module of its own; it defines nothing itself."""
+"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is composed
+of its connection (``connection.py``), its migrations (``migrate.py``) and one mixin per family of
+queries, each in a module of its own; it defines nothing itself."""
 
 from __future__ import annotations
 
@@ -52,5 +52,5 @@ class Store(
     Sweeps,
     Rollups,
 ):
-    """One process's access to Postgres: a small pool for reads and one shared-commit writer
+    """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

@@ -1,4 +1,4 @@
-"""Shared commits: one writer per process gathers the writes due at the same moment into one
+"""Commits are shared: one writer per process gathers the writes due at the same moment into one
 transaction and one commit. Each write is still committed before its caller goes on; only the
 commit is shared. Writes are conditional statements that return no rows when refused, so one
 refused write never spoils its neighbours.
@@ -81,7 +81,7 @@ def _fail(w: _Write, exc: BaseException) -> None:
 
 
 class Writer:
-    """Runs one loop that commits queued writes in batches on its own connection."""
+    """A ``Writer`` runs one loop that commits queued writes in batches on its own connection."""
 
     def __init__(
         self,

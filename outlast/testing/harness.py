@@ -1,4 +1,4 @@
-"""``Harness``: one app on a private schema and key prefix of real servers (see the package doc)."""
+"""``Harness`` puts one app on a private schema and key prefix of real servers (see the package doc)."""
 
 from __future__ import annotations
 
@@ -49,7 +49,8 @@ _PROCESS_SETTINGS = (
 
 
 class Replacement:
-    """One entry of an App's registry replaced until ``restore()`` (or the end of a ``with``)."""
+    """A ``Replacement`` replaces one entry of an App's registry until ``restore()`` (or the end of
+    a ``with``)."""
 
     def __init__(self, registry: MutableMapping[str, Any], key: str, new: Any) -> None:
         self.registry, self.key = registry, key
@@ -70,7 +71,7 @@ class Replacement:
 
 
 class Harness:
-    """One app on a private schema and key prefix of real servers; see the package doc.
+    """``Harness`` puts one app on a private schema and key prefix of real servers; see the package doc.
 
     ``client`` is a ``Client`` on them (the app given: an unknown workflow is refused at enqueue).
     """

@@ -1,5 +1,5 @@
-"""Yesterday's runs as regression tests: a bundle (``outlast export RUN -o DIR``) kept beside the
-tests, replayed against today's code with no services::
+"""Yesterday's runs can serve as regression tests. A bundle (``outlast export RUN -o DIR``) kept beside
+the tests is replayed against today's code with no services::
 
     from outlast.testing import assert_replays
 

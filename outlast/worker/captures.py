@@ -1,4 +1,4 @@
-"""What a tool sent, as it left the process: ``current_action().capture(request)``, journaled.
+"""``current_action().capture(request)`` journals what a tool sent, as it left the process.
 
 A ``capture`` entry of the operation (chained like every entry) is appended after the dispatch
 and before its result (or its in-doubt declaration), so that the request and the answer are read

@@ -1,4 +1,4 @@
-"""The compensator: when a run that asked for it is cancelled or fails, the compensations of its
+"""The compensator acts when a run that asked for it is cancelled or fails. The compensations of its
 completed operations run, newest first, each as a journaled operation of its own (``undo-op-N``)
 that resumes like any other."""
 

@@ -1,4 +1,4 @@
-"""The dispatcher: one operation from its intention to its result, and the gap table.
+"""The dispatcher takes one operation from its intention to its result, and applies the gap table.
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
@@ -40,7 +40,8 @@ log = structlog.get_logger("outlast.run")
 
 
 class Dispatcher:
-    """Tool calls of one run: replayed, resolved after a crash, or made live."""
+    """The ``Dispatcher`` makes the tool calls of one run: replayed, resolved after a crash, or made
+    live."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Executes one claimed run: verify the journal, replay, go on live, commit how it ended."""
+"""The executor carries out one claimed run: verify the journal, replay, go on live, commit how it ended."""
 
 from __future__ import annotations
 

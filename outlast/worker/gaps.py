@@ -1,5 +1,5 @@
-"""The gap table: an operation whose intention is journaled and whose result is not (its worker
-died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
+"""The gap table resolves an operation whose intention is journaled and whose result is not (its
+worker died, or let it go, between the two) by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
 is **in doubt**: journaled as such and never dispatched again by the run.
 
@@ -48,8 +48,8 @@ def holds(tool: Tool) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Redo:
-    """Dispatch the operation again, with its own idempotency key (``how``: a read redone, an
-    idempotent tool with the same key, or a reconciler that says it was not executed)."""
+    """``Redo`` says to dispatch the operation again, with its own idempotency key (``how``: a read
+    redone, an idempotent tool with the same key, or a reconciler that says it was not executed)."""
 
     how: str
 

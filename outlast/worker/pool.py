@@ -1,4 +1,4 @@
-"""Starting workers: one event loop per process, ``processes`` processes. With more than one,
+"""The pool starts workers: one event loop per process, ``processes`` processes. With more than one,
 this process supervises them: a child that dies is replaced (with backoff, and a log line naming
 its exit), SIGTERM/SIGINT is passed on once for the graceful hand-over, and the pool gives up,
 non-zero, when a child keeps dying before it could serve."""
@@ -107,7 +107,7 @@ def _child(spec: str, settings: Settings, queues: list[str], ready: Event) -> No
 
 @dataclass
 class _Place:
-    """One place in the pool: the child in it and how its children have been dying."""
+    """A ``_Place`` is one place in the pool: the child in it and how its children have been dying."""
 
     process: BaseProcess | None = None
     ready: Event | None = None
@@ -124,7 +124,7 @@ def _exit(code: int | None) -> str:
 
 
 class Pool:
-    """``processes`` worker processes, supervised."""
+    """A ``Pool`` supervises ``processes`` worker processes."""
 
     def __init__(self, spec: str, settings: Settings, queues: list[str], processes: int) -> None:
         self.args = (spec, settings, queues)

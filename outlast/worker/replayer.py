@@ -1,4 +1,4 @@
-"""The replayer: the run's journal and the cursor over it.
+"""The replayer holds the run's journal and the cursor over it.
 
 On resume the workflow runs again from the start; each crossing whose entries are journaled is
 served from here (loaded once, in one query) with no effect and no round trip. A crossing that
@@ -38,7 +38,8 @@ _CROSSED = frozenset({"cancel", "in_doubt"})
 
 
 class Replayer:
-    """Positions, the journal cursor, appends, and the refusals of a replay that diverges."""
+    """The ``Replayer`` holds positions, the journal cursor, appends, and the refusals of a replay
+    that diverges."""
 
     def __init__(
         self,

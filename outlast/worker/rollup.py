@@ -1,5 +1,5 @@
-"""The dashboard charts' rollup, a step of every worker's sweeper every ``OUTLAST_ROLLUP_EVERY``
-seconds (a minute), at the same moments in every worker (multiples of it on the wall clock):
+"""The dashboard charts' rollup is a step of every worker's sweeper, every ``OUTLAST_ROLLUP_EVERY`` seconds
+(a minute), at the same moments in every worker (multiples of it on the wall clock). At each step:
 
 - every worker adds the latencies its operations took since its last step (``outlast._latency``:
   bucket counts per tool, kept in memory by the hook an operation's end already calls) to the
@@ -31,7 +31,8 @@ PENDING_MOST = 60  # flushes kept while Postgres is away (an hour at the default
 
 
 class Rollup:
-    """One worker's part in the rollup: its latencies, and its turns at counting and sampling."""
+    """``Rollup`` is one worker's part in the rollup: its latencies, and its turns at counting and
+    sampling."""
 
     def __init__(self, store: Store, queue: Queue, every: float, tally: Tally = TALLY) -> None:
         self.store = store

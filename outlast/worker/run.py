@@ -1,4 +1,4 @@
-"""``Run``: the one thing a workflow sees (``from outlast import Run``).
+"""``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
 ``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal
@@ -36,7 +36,7 @@ R = TypeVar("R")
 
 
 class Run:
-    """The workflow's handle on its run: durable crossings, each journaled once and served from
+    """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
     def __init__(

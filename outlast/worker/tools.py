@@ -1,4 +1,4 @@
-"""The tool runtime: one dispatch of a registered tool, its retries and its timeout (the
+"""The tool runtime makes one dispatch of a registered tool, with its retries and its timeout (the
 declarations themselves are ``outlast.app``'s). A sync tool runs on one of the process's tool threads
 (``threads.py``): the event loop goes on serving the other runs meanwhile."""
 

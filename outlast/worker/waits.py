@@ -1,4 +1,4 @@
-"""Durable waits: timers and approvals. No worker is held while a run waits: the wait is
+"""Durable waits are timers and approvals. No worker is held while a run waits: the wait is
 committed with the lease given up, the workflow unwinds (``Suspended``), and whichever worker is
 up takes the run again when it is woken (a due timer, a decision, an expiry).
 """
@@ -27,7 +27,7 @@ _BOUND = ("action", "args_hash", "approvers", "policy_version", "authenticated")
 
 
 class Waits:
-    """The run's timers and approval requests."""
+    """``Waits`` keeps the run's timers and approval requests."""
 
     def __init__(
         self,
