@@ -275,6 +275,13 @@ class Settings:
         ge=0,
         le=3600,
     )
+    writer_in_flight: int = setting(
+        1,
+        "Transactions the shared-commit writer keeps in flight at once, each on a connection of its own.",
+        "transactions",
+        ge=1,
+        le=8,
+    )
     max_payload: int = setting(
         1048576,
         "The largest input, result or approval arguments accepted, in bytes of canonical JSON.",

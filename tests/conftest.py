@@ -30,6 +30,9 @@ import redis
 from outlast.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+# The writer's transactions in flight in every test world's workers and stores (the setting's
+# default unless asked: ``OUTLAST_TEST_WRITER_IN_FLIGHT=2 pytest tests/faults`` tries two).
+IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writer_in_flight)
 
 
 def _given() -> tuple[str, str] | None:
@@ -160,6 +163,7 @@ class World:
             sweep_interval=0.3,
             republish_after=1.0,
             grace=1.0,
+            writer_in_flight=IN_FLIGHT,
         )
         return base.with_(**kw)
 
@@ -175,6 +179,7 @@ class World:
             OUTLAST_REPUBLISH_AFTER="1",
             OUTLAST_GRACE="1",
             OUTLAST_LOG_FORMAT="json",
+            OUTLAST_WRITER_IN_FLIGHT=str(IN_FLIGHT),
             PYTHONPATH=str(ROOT),
         )
         env.update(extra)

@@ -47,6 +47,7 @@ class Connection(Base):
         schema: str = "outlast",
         max_size: int = 8,
         retry_for: float = Settings.store_retry,  # the settings' defaults, declared there once
+        in_flight: int = Settings.writer_in_flight,
         tenant_window: int = Settings.tenant_window,
         pooler: str = Settings.pg_pooler,
         prepare: str = Settings.pg_prepare,
@@ -83,6 +84,7 @@ class Connection(Base):
             retry_for,
             make_wire=lambda c: Wire(c, self.prepare, prelude if pooler != "none" else None),
             pooled=pooler != "none",
+            in_flight=in_flight,
         )
         self._beat: Conn | None = None  # lease renewals: never queued behind reads or writes
         self.reads = 0  # read round trips, for the cost model's measurements
@@ -96,6 +98,7 @@ class Connection(Base):
             s.schema,
             max_size=max_size,
             retry_for=s.store_retry,
+            in_flight=s.writer_in_flight,
             tenant_window=s.tenant_window,
             pooler=s.pg_pooler,
             prepare=s.pg_prepare,

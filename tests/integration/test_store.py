@@ -167,7 +167,7 @@ async def test_a_batch_too_big_for_the_stall_bound_is_committed_in_halves(
 ) -> None:
     import asyncio
 
-    from outlast.store import writer
+    from outlast.store import lane as writer
 
     monkeypatch.setattr(writer, "STALL", 0.5)
     store = await opened(world)

@@ -19,7 +19,7 @@ from typing import Any
 from outlast._model import RunRecord, RunState
 from outlast.cli.group import FAMILIES
 from outlast.errors import ServiceUnavailable
-from outlast.store import writer as writer_module
+from outlast.store import lane as writer_module
 from outlast.store.writer import Writer
 from outlast.worker.control import RunControl
 
