@@ -87,6 +87,10 @@ EVENTS: dict[str, str] = {
     ),
     "store.writes_failing": "Writes to Postgres failed (`error`); retrying for up to `retry_for` seconds.",
     "store.writes_recovered": "Writes to Postgres go through again.",
+    "store.writer_lane_refused": (
+        "The writer could not open one more connection (`error`): it keeps `lanes` transactions in"
+        " flight instead of `OUTLAST_WRITER_IN_FLIGHT`."
+    ),
     # The schema (outlast migrate, and every process's check at start)
     "schema.lock_wait": (
         "A statement of `migration` waited a few seconds for a lock (`error`: a transaction holds it) "

@@ -178,16 +178,7 @@ class Lane:
     async def _run(self, batch: list[_Write]) -> list[list[Row]]:
         """One transaction of the batch's first writes, up to MAX_BATCH_BYTES (at least one);
         their rows. Drops the connection if it broke or stalled."""
-        if self._conn is None or self._wire is None or self._conn.closed:
-            conn = await asyncio.wait_for(self._connect(), STALL)
-            try:
-                await asyncio.wait_for(self._bury(conn), STALL)
-            except BaseException:  # the dead one is still to bury: by the next connection
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.close(), 1)
-                raise
-            self._conn, self._wire = conn, self._make_wire(conn)
-        conn, wire = self._conn, self._wire
+        conn, wire = await self.open()
         dumped: list[Dumped] = []
         size = 0
         for w in batch:
@@ -214,6 +205,19 @@ class Lane:
         self.writes += len(dumped)
         metrics.commit_batch(len(dumped))
         return out
+
+    async def open(self) -> tuple[Conn, Wire]:
+        """The lane's connection, made (and the dropped one's server process buried) if need be."""
+        if self._conn is None or self._wire is None or self._conn.closed:
+            conn = await asyncio.wait_for(self._connect(), STALL)
+            try:
+                await asyncio.wait_for(self._bury(conn), STALL)
+            except BaseException:  # the dead one is still to bury: by the next connection
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(conn.close(), 1)
+                raise
+            self._conn, self._wire = conn, self._make_wire(conn)
+        return self._conn, self._wire
 
     async def _bury(self, conn: Conn) -> None:
         """Before a write is retried on a new connection, the server process of the dropped one

@@ -25,10 +25,13 @@ import collections
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
+
 from outlast.errors import ServiceUnavailable
 from outlast.store.lane import Conn, Lane, _fail, _Write
 from outlast.store.wire import Row, Wire
 
+log = structlog.get_logger("outlast.store")
 MAX_BATCH = 256
 # How far past the queue's head a free lane looks for writes of runs no other lane carries.
 _LOOK_AHEAD = 4 * MAX_BATCH
@@ -63,7 +66,10 @@ class Writer:
             )
             for _ in range(in_flight)
         ]
-        self._free = list(reversed(self.lanes))  # idle lanes; the first lane is taken first
+        # Idle lanes. The others join once the first has committed: it holds the connection the
+        # writer cannot do without, and they may not take it first (a server's connection limit).
+        self._free = self.lanes[:1]
+        self._spare = self.lanes[1:]
         # The runs a lane carries a write of now: their later writes wait for it.
         self._carried: set[str] = set()
         # Writes queued, in order: a deque and one waker, not an asyncio.Queue (whose put and get
@@ -156,7 +162,8 @@ class Writer:
     def _too_few(self) -> bool:
         """Whether to wait for more writes before another lane starts a transaction beside one in
         flight: a batch of a few writes costs a commit for little (worker CPU, a round trip)."""
-        return len(self._free) < len(self.lanes) and len(self._queue) < _SPLIT_FROM
+        flying = len(self.lanes) - len(self._free) - len(self._spare)
+        return flying > 0 and len(self._queue) < _SPLIT_FROM
 
     def _take(self) -> list[_Write]:
         """The next batch: the queue's first writes whose runs no lane carries, in order. With
@@ -179,10 +186,25 @@ class Writer:
         return batch
 
     async def _commit(self, lane: Lane, batch: list[_Write], keys: set[str]) -> None:
+        if lane is not self.lanes[0] and not lane.commits:
+            # A lane beside the first opens its connection before it takes a batch: one the server
+            # refuses (max_connections, say) leaves the writer with the lanes it has, and the batch
+            # goes back, unsent, to the head of the queue.
+            try:
+                await lane.open()
+            except Exception as exc:
+                self.lanes.remove(lane)
+                self._queue.extendleft(reversed(batch))
+                self._carried -= keys
+                log.warning("store.writer_lane_refused", lanes=len(self.lanes), error=str(exc))
+                self._poke()
+                return
         try:
             # sorted() is stable: each run's writes keep their order.
             await lane.settle(sorted(batch, key=_key))
         finally:
             self._carried -= keys
             self._free.append(lane)
+            if self._spare and lane.commits:
+                self._free[:0], self._spare = reversed(self._spare), []
             self._poke()

@@ -7,6 +7,7 @@ import random
 
 import psycopg
 import pytest
+import structlog.testing
 
 from outlast.errors import ServiceUnavailable
 from outlast.store import Store, lane as writer_module, wire as wire_module
@@ -135,3 +136,41 @@ async def test_lanes_keep_each_runs_order_and_never_deadlock(world: World) -> No
     assert sum(1 for lane in store.writer.lanes if lane.commits) > 1, "one lane did all the work"
     assert world.sql(deadlocks) == before
     await store.close()
+
+
+async def test_a_lane_the_server_refuses_leaves_the_writer_with_the_lanes_it_has(world: World) -> None:
+    """A role allowed the connections the store holds once open and one more (the first lane),
+    with three lanes asked for: every write is still committed, in order, and the writer says once
+    per lane why it keeps fewer transactions in flight."""
+    role = f"lanes_{world.schema}"[:60]
+    world.sql(f"CREATE ROLE {role} LOGIN")
+    try:
+        world.sql(f"GRANT ALL ON SCHEMA {world.schema} TO {role}")
+        world.sql("CREATE TABLE steps (run text, n int, PRIMARY KEY (run, n))")
+        world.sql(f"GRANT ALL ON ALL TABLES IN SCHEMA {world.schema} TO {role}")
+        url = psycopg.conninfo.make_conninfo(world.database_url, user=role)
+        store = Store(url, world.schema, retry_for=5.0, in_flight=3)
+        await store.open()
+        held = world.sql(f"SELECT count(*) FROM pg_stat_activity WHERE usename = '{role}'")[0][0]
+        world.sql(f"ALTER ROLE {role} CONNECTION LIMIT {held + 1}")
+        step = (
+            "INSERT INTO steps SELECT %(run)s, %(n)s WHERE %(n)s = 0"
+            " OR EXISTS (SELECT 1 FROM steps WHERE run = %(run)s AND n = %(n)s - 1) RETURNING n"
+        )
+        with structlog.testing.capture_logs() as logs:
+            for n in range(3):
+                writes = [store.writer.submit(step, {"run": f"r{r}", "n": n}, key=f"r{r}") for r in range(40)]
+                assert all(await asyncio.gather(*writes))
+                while True:  # a batch the refused lane gave back went out on the first lane
+                    pending = [w for w in writes if not w.done()]
+                    if not pending:
+                        break
+                    await asyncio.sleep(0.01)
+        assert world.sql("SELECT count(*) FROM steps") == [(120,)]
+        assert len(store.writer.lanes) == 1
+        refused = [e for e in logs if e["event"] == "store.writer_lane_refused"]
+        assert len(refused) == 2 and "too many connections" in refused[0]["error"]
+        await store.close()
+    finally:
+        world.sql(f"DROP OWNED BY {role}")
+        world.sql(f"DROP ROLE {role}")

@@ -199,6 +199,8 @@ async def test_a_second_lane_commits_other_runs_writes_while_the_first_is_in_fli
     log: list[tuple[int, str]] = []
     gates = {"a1": asyncio.Event()}
     w = _lanes(2, log, gates)
+    await w.write("warm", {})  # the first lane committed: the others join
+    log.clear()
     a1 = asyncio.ensure_future(w.write("a1", {}, key="run-a"))
     await _until(lambda: len(log) == 1)
     # Enough writes of other runs for a batch beside a1 go out on the other lane while a1
@@ -223,6 +225,8 @@ async def test_a_few_writes_wait_for_the_transaction_in_flight_rather_than_take_
     log: list[tuple[int, str]] = []
     gates = {"a1": asyncio.Event()}
     w = _lanes(2, log, gates)
+    await w.write("warm", {})  # the first lane committed: the others join
+    log.clear()
     a1 = asyncio.ensure_future(w.write("a1", {}, key="run-a"))
     await _until(lambda: len(log) == 1)
     b1 = asyncio.ensure_future(w.write("b1", {}, key="run-b"))
