@@ -13,9 +13,10 @@ from outlast.producer.admin import Administration
 from outlast.producer.decisions import Decisions
 from outlast.producer.fleet import Fleet
 from outlast.producer.runs import Runs
+from outlast.producer.shown import Chunk, Shown, StateValue
 
-__all__ = ["AsyncClient"]
+__all__ = ["AsyncClient", "Chunk", "StateValue"]
 
 
-class AsyncClient(Runs, Decisions, Administration, Fleet):
+class AsyncClient(Runs, Shown, Decisions, Administration, Fleet):
     """Talks to Postgres (the truth) and Redis (the hand-out) on behalf of an application."""

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from outlast import failpoints, logs, metrics, tracing
-from outlast.action import Action, reset_action, set_action
+from outlast.action import Action, LiveSink, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.journal import Unstorable, args_hash, jsonable, operation_state
@@ -56,6 +56,7 @@ class Dispatcher:
         handle: Callable[[], Any],
         may_park: Callable[[], bool],
         max_payload: int | None = None,
+        live: LiveSink | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
@@ -68,7 +69,7 @@ class Dispatcher:
         self._writes = writes
         self._replayer = replayer
         self._secrets = secrets
-        self._gate = gate
+        self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
         self._admission = OperationAdmission(
             record=record,
             app=app,
@@ -149,7 +150,8 @@ class Dispatcher:
         return await self.dispatch(tool, args, action, reserved=reserved, started=started)
 
     def _action(self, op_id: str, tool: str) -> Action:
-        return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self._control.token)
+        run_id = self.run_id
+        return Action(run_id, op_id, tool, f"{run_id}:{op_id}", self._control.token, live=self._live)
 
     async def dispatch(
         self,

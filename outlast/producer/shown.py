@@ -1,0 +1,112 @@
+"""What a run shows, read from outside with no worker: its state (``state``, ``wait_state``:
+Postgres, pushed by LISTEN as ``wait`` is) and its live output (``stream``: Redis, at most once,
+then the durable result). Its custom events are read with ``events`` and ``follow``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+from outlast.errors import InvalidInput, WaitTimeout
+from outlast.model import RunRecord
+from outlast.producer.checks import check_text
+from outlast.producer.core import ClientCore
+from outlast.queue import LiveChunks
+
+
+@dataclass(frozen=True)
+class StateValue:
+    """One key of a run's state: its value, its version (1, then one more each set) and the
+    journal entry that set it."""
+
+    key: str
+    value: Any
+    version: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One live chunk: what was streamed, by which operation (None: the workflow), and its id in
+    the run's live stream."""
+
+    data: Any
+    op: str | None
+    id: str
+
+
+class Shown(ClientCore):
+    """A run's state and live output."""
+
+    async def state(self, run_id: str, key: str | None = None) -> Any:
+        """The run's state: every key as ``{key: StateValue}``, or one key's ``StateValue`` (None
+        if never set). Read from Postgres, with or without a worker, also after the run ended."""
+        if key is not None:
+            check_text(key, "a state key", "")
+        await self.status(run_id)
+        rows = await self.store.run_state(run_id, key)
+        values = {r["key"]: StateValue(r["key"], r["value"], r["version"], r["seq"]) for r in rows}
+        return values.get(key) if key is not None else values
+
+    async def wait_state(
+        self,
+        run_id: str,
+        key: str,
+        after_version: int | None = None,
+        timeout: float | None = None,
+        poll: float = 1.0,
+    ) -> StateValue:
+        """The key's value once its version is newer than ``after_version`` (None: once it is set
+        at all). Woken by Postgres when the run sets state, as ``wait`` is. Raises ``WaitTimeout``
+        after ``timeout`` seconds, or at once when the run has ended without such a version."""
+        check_text(key, "a state key", "")
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        since = after_version or 0
+        await self.status(run_id)
+        async with self.store.watch(run_id, poll) as watch:
+            while True:
+                final = (await self.status(run_id)).final  # read before the state: none is missed
+                rows = await self.store.run_state(run_id, key)
+                if rows and rows[0]["version"] > since:
+                    r = rows[0]
+                    return StateValue(r["key"], r["value"], r["version"], r["seq"])
+                left = None if until is None else until - loop.time()
+                if final or (left is not None and left <= 0):
+                    why = "it has ended" if final else f"after {timeout}s"
+                    raise WaitTimeout(
+                        f"run '{run_id}': state '{key}' has no version after {since} ({why}); "
+                        f"see: outlast state {run_id}"
+                    )
+                await watch.changed(left)
+
+    async def stream(
+        self, run_id: str, after: str = "0", block: float = 1.0
+    ) -> AsyncGenerator[Chunk | RunRecord]:
+        """The run's live chunks (``Chunk``) as they come, from the oldest kept (``after``: the id
+        of the last chunk seen), then, once the run is final, its durable record (``RunRecord``)
+        as the last item. Chunks are at most once: one lost with its worker is not seen, and a
+        reader that comes late sees the recent ones only (the last 1,000, kept 5 minutes)."""
+        if isinstance(block, bool) or not isinstance(block, int | float) or not 0 < block <= 60:
+            raise InvalidInput(f"block must be from 0 to 60 seconds, got {block!r}")
+        run = await self.status(run_id)
+        live = LiveChunks(self.queue)
+        while True:
+            final = run.final  # read before the chunks: one sent before the end is read after
+            got = await live.read(run_id, after, None if final else int(block * 1000))
+            ended = False
+            for entry_id, fields in got:
+                after = entry_id
+                if "end" in fields:
+                    ended = True
+                    continue
+                data = json.loads(fields["d"]) if "j" in fields else fields.get("d")
+                yield Chunk(data, fields.get("o") or None, entry_id)
+            if final and not got:
+                yield run
+                return
+            if ended or not got:
+                run = await self.status(run_id)
