@@ -15,7 +15,11 @@ from outlast.errors import UnknownRun, WaitTimeout
 from outlast.model import RunRecord
 from outlast.producer import AsyncClient, Client
 from outlast.producer.shown import Chunk
+from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
+from tests.apps import shows
 from tests.conftest import World, wait_for
+
+__all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
 
 APP = "tests.apps.shows:app"
 IDLE_POLL = 60.0  # a fallback poll this long never wakes a test: only a notification can
@@ -187,3 +191,19 @@ async def test_a_run_that_does_not_stream_leaves_nothing_in_redis(world: World) 
         keys = set(world.redis().scan_iter(f"{world.prefix}:live:*"))
         assert keys == {f"{world.prefix}:live:{{{talk}}}"}
         assert 0 < world.redis().ttl(f"{world.prefix}:live:{{{talk}}}") <= 300
+
+
+def test_the_testing_kit_reads_state_events_and_chunks(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = outlast_harness(shows.app)
+    h.sql("CREATE TABLE executions (id serial PRIMARY KEY, run_id text, what text)")
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    h.start_worker()
+    progress = h.client.enqueue("progress", {"steps": 2}).id
+    talk = h.client.enqueue("talk", {"n": 2}).id
+    assert h.wait(progress).state == "succeeded"
+    assert h.state(progress) == {"step": 1, "done": True} and h.state(progress, "step") == 1
+    assert h.emitted(progress) == [("step", {"i": 0}), ("step", {"i": 1})]
+    assert h.stream(talk) == ["w0", "w1", "t0", "t1", {"i": 0}, {"i": 1}]

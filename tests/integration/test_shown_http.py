@@ -4,6 +4,7 @@ server-sent events then its result; the CLI's ``outlast state`` and ``outlast ev
 
 from __future__ import annotations
 
+import html
 import json
 
 from starlette.testclient import TestClient
@@ -74,3 +75,20 @@ def test_the_cli_shows_state_and_events_after_an_id(world: World) -> None:
     assert waited.returncode == 1 and "has no version after 2" in waited.stderr
     after = world.cli("events", rid, "--after", str(every[-3]["id"]))
     assert after.returncode == 0 and len(after.stdout.splitlines()) == 2, after.stdout
+
+
+def test_the_run_page_shows_state_and_the_events_the_run_emitted(world: World) -> None:
+    settings, headers = people(world)
+    with Client(settings=settings) as client:
+        rid = client.enqueue("progress", {"steps": 2}).id
+        world.worker(APP)
+        wait_for(lambda: client.status(rid).final, 60, 0.1, "the run to end")
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as tc:
+        page = html.unescape(tc.get(f"/runs/{rid}", headers=headers).text)
+        shown = tc.get(f"/api/runs/{rid}", headers=headers).json()
+    state = page[page.index('id="shown-state"') : page.index("</table>", page.index('id="shown-state"'))]
+    assert "<td>step</td><td>2</td>" in state and "<td>done</td><td>1</td>" in state
+    emitted = page[page.index('id="custom-events"') :]
+    assert emitted.count("custom:step") >= 2 and '"i": 1' in emitted
+    assert shown["shown_state"]["step"] == {"value": 1, "version": 2}
+    assert [e["detail"]["data"] for e in shown["custom_events"]] == [{"i": 0}, {"i": 1}]
