@@ -38,12 +38,16 @@ def sync_tokens(n: int) -> str:
 
 
 @app.workflow("progress")
-async def progress(run: Run, steps: int = 3, pause: float = 0.0, nap: float = 0.0) -> dict[str, Any]:
+async def progress(
+    run: Run, steps: int = 3, pause: float = 0.0, nap: float = 0.0, emit: bool = True
+) -> dict[str, Any]:
     """For each step: state ``step`` set, the event ``custom:step`` emitted, a tool called; then
-    a pause in the workflow (``pause``) or a durable sleep (``nap``: the run is replayed after)."""
+    a pause in the workflow (``pause``) or a durable sleep (``nap``: the run is replayed after).
+    ``emit=False``: no event at all while it runs (a state change alone must wake a reader)."""
     for i in range(steps):
         await run.set_state("step", i)
-        await run.emit("step", {"i": i})
+        if emit:
+            await run.emit("step", {"i": i})
         await run.call("note", f"step-{i}")
         if pause:
             await asyncio.sleep(pause)

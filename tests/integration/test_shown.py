@@ -105,7 +105,7 @@ async def test_a_follower_that_reconnects_with_the_last_id_misses_nothing(world:
 
 async def test_wait_state_is_woken_by_postgres_for_each_newer_version(world: World) -> None:
     async with AsyncClient(settings=world.settings()) as client:
-        rid = (await client.enqueue("progress", {"steps": 4, "pause": 0.5})).id
+        rid = (await client.enqueue("progress", {"steps": 4, "pause": 0.5, "emit": False})).id
         world.worker(APP)
         first = await client.wait_state(rid, "step", timeout=30, poll=IDLE_POLL)
         assert first.version >= 1
