@@ -41,7 +41,7 @@ async def per_chunk(redis_url: str, chunks: int, burst: int) -> tuple[float, flo
     live = LiveOutput(live_chunks)
     cpu, wall = time.process_time(), time.perf_counter()
     for i in range(chunks):
-        live.send("run-1", "op-1", "token-%08d" % i)
+        live.send("run-1", "op-1", f"token-{i:010d}")  # 16 bytes
         if (i + 1) % burst == 0:
             await asyncio.sleep(0)
     await live.close()
