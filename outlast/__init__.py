@@ -47,7 +47,7 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Partial, RunRecord, RunState
+from outlast.model import Chunk, Decision, Partial, RunRecord, RunState, StateValue
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run
@@ -77,6 +77,7 @@ __all__ = [
     "Cancelled",
     "Child",
     "ChildFailed",
+    "Chunk",
     "Client",
     "ConfigError",
     "DeadlineExceeded",
@@ -108,6 +109,7 @@ __all__ = [
     "SchemaError",
     "ServiceUnavailable",
     "Settings",
+    "StateValue",
     "ToolError",
     "ToolTimeout",
     "UnknownApproval",

@@ -194,7 +194,7 @@ def state(
 def stream(ctx: click.Context, run_id: str) -> None:
     """Print a run's live output as it comes (the recent chunks first), then how it ended. Live
     output is at most once: a chunk lost with its worker is not shown."""
-    from outlast.producer.shown import Chunk
+    from outlast.model import Chunk
 
     async def go(c: AsyncClient) -> None:
         async for item in c.stream(run_id):

@@ -13,9 +13,9 @@ from outlast.producer.admin import Administration
 from outlast.producer.decisions import Decisions
 from outlast.producer.fleet import Fleet
 from outlast.producer.runs import Runs
-from outlast.producer.shown import Chunk, Shown, StateValue
+from outlast.producer.shown import Shown
 
-__all__ = ["AsyncClient", "Chunk", "StateValue"]
+__all__ = ["AsyncClient"]
 
 
 class AsyncClient(Runs, Shown, Decisions, Administration, Fleet):

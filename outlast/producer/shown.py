@@ -7,35 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from typing import Any
 
 from outlast.errors import InvalidInput, WaitTimeout
-from outlast.model import RunRecord
+from outlast.model import Chunk, RunRecord, StateValue
 from outlast.producer.checks import check_text
 from outlast.producer.core import ClientCore
 from outlast.queue import LiveChunks
-
-
-@dataclass(frozen=True)
-class StateValue:
-    """One key of a run's state: its value, its version (1, then one more each set) and the
-    journal entry that set it."""
-
-    key: str
-    value: Any
-    version: int
-    seq: int
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """One live chunk: what was streamed, by which operation (None: the workflow), and its id in
-    the run's live stream."""
-
-    data: Any
-    op: str | None
-    id: str
 
 
 class Shown(ClientCore):

@@ -14,8 +14,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 from outlast.app import App
-from outlast.model import RunRecord
-from outlast.producer.client import AsyncClient, Chunk
+from outlast.model import Chunk, RunRecord
+from outlast.producer.client import AsyncClient
 from outlast.settings import Settings
 
 P = ParamSpec("P")

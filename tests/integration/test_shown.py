@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from outlast.errors import UnknownRun, WaitTimeout
-from outlast.model import RunRecord
+from outlast.model import Chunk, RunRecord
 from outlast.producer import AsyncClient, Client
-from outlast.producer.shown import Chunk
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from tests.apps import shows
 from tests.conftest import World, wait_for
