@@ -72,19 +72,22 @@ class Shown(ClientCore):
             raise InvalidInput(f"block must be from 0 to 60 seconds, got {block!r}")
         run = await self.status(run_id)
         live = LiveChunks(self.queue)
+        seen = ended = False  # a chunk seen; the end mark seen (the worker that ended it streamed)
         while True:
             final = run.final  # read before the chunks: one sent before the end is read after
-            got = await live.read(run_id, after, None if final else int(block * 1000))
-            ended = False
+            # Final: the chunks its worker still sends come before its end mark, waited for a while.
+            wait = None if final and (ended or not seen) else int(block * 1000)
+            got = await live.read(run_id, after, wait)
             for entry_id, fields in got:
                 after = entry_id
                 if "end" in fields:
                     ended = True
                     continue
+                seen = True
                 data = json.loads(fields["d"]) if "j" in fields else fields.get("d")
                 yield Chunk(data, fields.get("o") or None, entry_id)
-            if final and not got:
+            if final and (ended or not got):
                 yield run
                 return
-            if ended or not got:
+            if not final and (ended or not got):
                 run = await self.status(run_id)
