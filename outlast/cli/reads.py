@@ -131,11 +131,12 @@ def runs(ctx: click.Context, /, limit: int, as_json: bool, cursor: str | None, *
 @click.pass_context
 def events(ctx: click.Context, run_id: str, follow: bool, after: int) -> None:
     """What happened to a run: outlast's events and its own (custom:KIND), in order, each with its
-    id (--after ID goes on from one)."""
+    id last (--after ID goes on after it)."""
 
     def show(e: dict[str, Any]) -> None:
         detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
-        click.echo(f"{e['id']:>8}  {e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+        said = f"{detail}  " if detail else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {said}(id {e['id']})")
 
     async def go(c: AsyncClient) -> None:
         if not follow:
