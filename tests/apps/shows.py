@@ -58,13 +58,16 @@ async def progress(
 
 
 @app.workflow("talk")
-async def talk(run: Run, n: int = 5, wait_for: str = "") -> str:
-    """Streams ``n`` chunks from the workflow, then from an async tool and a sync one."""
-    if wait_for:  # a file whose presence lets the workflow go on (a reader connects first)
-        while not os.path.exists(wait_for):
-            await asyncio.sleep(0.02)
+async def talk(run: Run, n: int = 5, wait_for: str = "", hold: str = "") -> str:
+    """Streams ``n`` chunks from the workflow, then from an async tool and a sync one. ``wait_for``
+    and ``hold``: files whose presence lets the workflow go on, before it streams (a reader
+    connects first) and after its own chunks (a reader sees them while it runs)."""
+    while wait_for and not os.path.exists(wait_for):
+        await asyncio.sleep(0.02)
     for i in range(n):
         run.stream(f"w{i}")
+    while hold and not os.path.exists(hold):
+        await asyncio.sleep(0.02)
     await run.call("tokens", n)
     await run.call("sync_tokens", n)
     return "over"

@@ -147,20 +147,18 @@ async def test_what_cannot_be_shown_is_refused_in_one_line_naming_the_run(world:
 
 
 async def test_live_chunks_reach_an_async_reader_then_the_result(world: World, tmp_path: Path) -> None:
-    go = tmp_path / "go"
+    go, hold = tmp_path / "go", tmp_path / "hold"
     async with AsyncClient(settings=world.settings()) as client:
-        rid = (await client.enqueue("talk", {"n": 4, "wait_for": str(go)})).id
+        rid = (await client.enqueue("talk", {"n": 4, "wait_for": str(go), "hold": str(hold)})).id
         world.worker(APP)
         items: list[Chunk | RunRecord] = []
-
-        async def read() -> None:
-            async for item in client.stream(rid, block=0.5):
-                items.append(item)
-
-        reader = asyncio.create_task(read())
-        await asyncio.sleep(0.5)
-        go.touch()
-        await asyncio.wait_for(reader, 60)
+        stream = client.stream(rid, block=0.5)
+        go.touch()  # the workflow streams; the reader gets the chunks kept, then the rest as they come
+        while len(items) < 4:
+            items.append(await asyncio.wait_for(anext(stream), 30))
+        assert (await client.status(rid)).state == "running"  # live: the run has not gone past them
+        hold.touch()
+        items += [item async for item in stream]
         chunks = [i for i in items if isinstance(i, Chunk)]
         assert [c.data for c in chunks] == [f"w{i}" for i in range(4)] + [f"t{i}" for i in range(4)] + [
             {"i": i} for i in range(4)
