@@ -92,3 +92,14 @@ def test_the_run_page_shows_state_and_the_events_the_run_emitted(world: World) -
     assert emitted.count("custom:step") >= 2 and '"i": 1' in emitted
     assert shown["shown_state"]["step"] == {"value": 1, "version": 2}
     assert [e["detail"]["data"] for e in shown["custom_events"]] == [{"i": 0}, {"i": 1}]
+
+
+def test_the_run_page_is_told_when_the_state_changes_with_no_event(world: World) -> None:
+    settings, headers = people(world)
+    with Client(settings=settings) as client:
+        rid = client.enqueue("progress", {"steps": 3, "pause": 0.4, "emit": False}).id
+        with served(settings) as base:
+            world.worker(APP)
+            got = [name for name, _ in events(f"{base}/live?run={rid}", headers, 30)]
+    # a change per state set (4) besides the run's own events (started, succeeded), then final
+    assert got[-1] == "final" and got.count("change") >= 4, got
