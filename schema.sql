@@ -1,4 +1,4 @@
--- The whole outlast schema, version 23: what its migrations
+-- The whole outlast schema, version 25: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -34,6 +34,29 @@ CREATE FUNCTION outlast.outlast_held_by(fencing_token bigint, state text, token 
     AS $$
     SELECT fencing_token = token AND outlast_leased(state)
 $$;
+
+CREATE FUNCTION outlast.outlast_journal_shown() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    b jsonb := NEW.body::jsonb;
+BEGIN
+    IF NEW.kind = 'state' THEN
+        INSERT INTO run_state (run_id, key, value, version, seq)
+        VALUES (NEW.run_id, b->>'key', b->'value', 1, NEW.seq)
+        ON CONFLICT (run_id, key) DO UPDATE
+            SET value = EXCLUDED.value, version = run_state.version + 1, seq = EXCLUDED.seq,
+                updated_at = now();
+        IF EXISTS (SELECT 1 FROM watchers WHERE run_id = NEW.run_id) THEN
+            PERFORM pg_notify('outlast_' || md5(TG_TABLE_SCHEMA || '.' || NEW.run_id), '');
+        END IF;
+    ELSE
+        INSERT INTO events (run_id, kind, detail)
+        VALUES (NEW.run_id, 'custom:' || (b->>'event'),
+                jsonb_build_object('data', b->'data', 'op', NEW.op_id, 'seq', NEW.seq));
+    END IF;
+    RETURN NULL;
+END $$;
 
 CREATE FUNCTION outlast.outlast_leased(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -560,6 +583,15 @@ CREATE TABLE outlast.rollup_turn (
     CONSTRAINT rollup_turn_one_check CHECK (one)
 );
 
+CREATE TABLE outlast.run_state (
+    run_id text NOT NULL,
+    key text NOT NULL,
+    value jsonb NOT NULL,
+    version integer NOT NULL,
+    seq integer NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE outlast.schedules (
     name text NOT NULL,
     workflow text NOT NULL,
@@ -833,6 +865,9 @@ ALTER TABLE ONLY outlast.rollup_runs
 ALTER TABLE ONLY outlast.rollup_turn
     ADD CONSTRAINT rollup_turn_pkey PRIMARY KEY (one);
 
+ALTER TABLE ONLY outlast.run_state
+    ADD CONSTRAINT run_state_pkey PRIMARY KEY (run_id, key);
+
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
 
@@ -970,6 +1005,8 @@ ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p8_pkey;
 ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p9_pkey;
 
 CREATE TRIGGER events_notify AFTER INSERT ON outlast.events FOR EACH ROW EXECUTE FUNCTION outlast.outlast_notify_events();
+
+CREATE TRIGGER journal_shown AFTER INSERT ON outlast.journal FOR EACH ROW WHEN ((new.kind = ANY (ARRAY['state'::text, 'event'::text]))) EXECUTE FUNCTION outlast.outlast_journal_shown();
 
 CREATE TRIGGER runs_final_is_final BEFORE UPDATE ON outlast.runs FOR EACH ROW EXECUTE FUNCTION outlast.outlast_final_is_final();
 

@@ -10,7 +10,7 @@ release: the top-level ones say so by a leading underscore (``outlast._journal``
 
 from typing import TYPE_CHECKING, Any
 
-from outlast._model import Decision, Partial, RunRecord, RunState
+from outlast._model import Chunk, Decision, Partial, RunRecord, RunState, StateValue
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
@@ -80,6 +80,7 @@ __all__ = [
     "Cancelled",
     "Child",
     "ChildFailed",
+    "Chunk",
     "Client",
     "ConfigError",
     "DeadlineExceeded",
@@ -111,6 +112,7 @@ __all__ = [
     "SchemaError",
     "ServiceUnavailable",
     "Settings",
+    "StateValue",
     "ToolError",
     "ToolTimeout",
     "UnknownApproval",

@@ -24,6 +24,7 @@ POINTS = frozenset(
         "before_ack",
         "after_final",
         "before_child_journaled",  # a child run committed, its start not yet journaled in the parent
+        "after_shown",  # name:what (state, event): a set_state or emit committed, the workflow not on yet
     }
 )
 

@@ -35,6 +35,9 @@ EVENTS: dict[str, str] = {
     "run.left_for_later": (
         "A run could not be served (`error`: a server unavailable); its entry is reclaimed later."
     ),
+    "live.dropped": (
+        "A run's live `chunks` could not reach Redis (`error`): they are lost (live output is at most once)."
+    ),
     "run.serve_failed": "An unexpected error serving a run's entry (traceback follows).",
     "run.program_changed": (
         "A run's program changed since it started and no worker serves it (`message`: the way out)."

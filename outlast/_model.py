@@ -154,3 +154,24 @@ class Partial(Generic[T]):
     def result(self) -> dict[str, Any]:
         """The run's result: what was produced and what is unfinished."""
         return {"output": self.output, "unfinished": list(self.unfinished)}
+
+
+@dataclass(frozen=True)
+class StateValue:
+    """One key of a run's state: its value, its version (1, then one more each set) and the
+    journal entry that set it."""
+
+    key: str
+    value: Any
+    version: int
+    seq: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One live chunk: what was streamed, by which operation (None: the workflow), and its id in
+    the run's live stream."""
+
+    data: Any
+    op: str | None
+    id: str

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
+
+
+class LiveSink(Protocol):
+    """Where a tool's live chunks go (the worker's ``LiveOutput``)."""
+
+    def send(self, run_id: str, op_id: str | None, chunk: Any) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,7 @@ class Action:
     fencing_token: int
     charges: dict[str, float] = field(default_factory=dict, compare=False)
     captured: list[Any] = field(default_factory=list, compare=False, repr=False)
+    live: LiveSink | None = field(default=None, compare=False, repr=False)
 
     def charge(self, **amounts: float) -> None:
         """Report the actual cost of this call (e.g. ``charge(usd=0.02, tokens=812)``); it
@@ -34,6 +41,14 @@ class Action:
         (a retry's request replaces the one before). Shown by ``outlast status RUN --op OP``,
         the run's page and the debug bundle."""
         self.captured.append(request)
+
+    def stream(self, chunk: Any) -> None:
+        """Send ``chunk`` (a text, or any JSON value, up to 64 KiB) to the run's live readers
+        (``client.stream(run_id)``) now, without waiting. Not journaled: at most once (a chunk lost
+        with its worker is lost, and a tool dispatched again streams again). Outside a worker
+        (an offline replay, a reconciler) it goes nowhere."""
+        if self.live is not None:
+            self.live.send(self.run_id, self.operation_id, chunk)
 
 
 class _NotExecuted:

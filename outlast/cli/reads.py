@@ -127,21 +127,84 @@ def runs(ctx: click.Context, /, limit: int, as_json: bool, cursor: str | None, *
 @cli.command()
 @click.argument("run_id")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the run is final.")
+@click.option("--after", type=click.IntRange(min=0), default=0, help="Only events after this id.")
 @click.pass_context
-def events(ctx: click.Context, run_id: str, follow: bool) -> None:
-    """What happened to a run."""
+def events(ctx: click.Context, run_id: str, follow: bool, after: int) -> None:
+    """What happened to a run: outlast's events and its own (custom:KIND), in order, each with its
+    id last (--after ID goes on after it)."""
 
     def show(e: dict[str, Any]) -> None:
         detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
-        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {detail}")
+        said = f"{detail}  " if detail else ""
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {said}(id {e['id']})")
 
     async def go(c: AsyncClient) -> None:
         if not follow:
-            for e in await c.events(run_id):
+            for e in await c.events(run_id, after):
                 show(e)
             return
-        async for e in c.follow(run_id):  # woken by Postgres (LISTEN/NOTIFY) at each new event
+        async for e in c.follow(run_id, after):  # woken by Postgres (LISTEN/NOTIFY) at each new event
             show(e)
+
+    with_client(ctx, go)
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("key", required=False)
+@click.option(
+    "--wait", "wait_after", type=int, metavar="VERSION", help="Wait for a version of KEY newer than this."
+)
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, help="Seconds --wait waits at most.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def state(
+    ctx: click.Context,
+    run_id: str,
+    key: str | None,
+    wait_after: int | None,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """The state a run shows (run.set_state): every key, or KEY, with its version."""
+    if wait_after is not None and key is None:
+        raise click.BadParameter("--wait needs a KEY", param_hint="--wait")
+
+    async def go(c: AsyncClient) -> Any:
+        if wait_after is not None and key is not None:
+            return await c.wait_state(run_id, key, after_version=wait_after, timeout=timeout)
+        return await c.state(run_id, key)
+
+    got = with_client(ctx, go)
+    values = got if isinstance(got, dict) else {} if got is None else {got.key: got}
+    if key is not None and got is None:
+        raise click.ClickException(f"run {run_id} shows no state '{key}' (every key: outlast state {run_id})")
+    if as_json:
+        shown = {k: {"value": v.value, "version": v.version} for k, v in values.items()}
+        click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        return
+    for k, v in values.items():
+        click.echo(f"{k}  v{v.version}  {json.dumps(v.value, ensure_ascii=False)}")
+    if not values:
+        click.echo("no state")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.pass_context
+def stream(ctx: click.Context, run_id: str) -> None:
+    """Print a run's live output as it comes (the recent chunks first), then how it ended. Live
+    output is at most once: a chunk lost with its worker is not shown."""
+    from outlast._model import Chunk
+
+    async def go(c: AsyncClient) -> None:
+        async for item in c.stream(run_id):
+            if isinstance(item, Chunk):
+                text = item.data if isinstance(item.data, str) else json.dumps(item.data, ensure_ascii=False)
+                click.echo(text, nl=not isinstance(item.data, str))
+                sys.stdout.flush()
+            else:
+                click.echo(f"\n{item.id} {item.state}" + (f" ({item.reason})" if item.reason else ""))
 
     with_client(ctx, go)
 

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import _fleet as fleet
 from outlast._listing import PAGE
-from outlast.dashboard import batch, lists
+from outlast.dashboard import batch, feeds, lists
 from outlast.dashboard.acts import decide, resolve, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
@@ -217,6 +217,9 @@ def routes() -> list[BaseRoute]:
         _route("/api/me", _me),
         _route("/api/runs", _runs),
         Route("/api/runs/{run_id:path}/bundle", _download),
+        Route("/api/runs/{run_id:path}/state", feeds.state),
+        Route("/api/runs/{run_id:path}/events", feeds.events),
+        Route("/api/runs/{run_id:path}/stream", feeds.stream),
         _route("/api/runs/{run_id:path}/resolve/{op_id}", _resolve, RESOLVE),
         _route("/api/runs/{run_id:path}/cancel", _cancel, CANCEL),
         _route("/api/runs/{run_id:path}/resume", _resume, RESUME),

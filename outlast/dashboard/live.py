@@ -65,18 +65,21 @@ def _change(mark: int) -> str:
 async def _run_changes(
     c: AsyncClient, request: Request, run_id: str, seen: int, until: float
 ) -> AsyncIterator[str]:
-    """A ``change`` whenever the run has events after ``seen``, as Postgres pushes them, until
-    ``until`` (the browser then connects again); ``final`` once the run is final (the page stops
-    listening)."""
+    """A ``change`` whenever the run has events after ``seen`` or its state changed, as Postgres
+    pushes them, until ``until`` (the browser then connects again); ``final`` once the run is final
+    (the page stops listening)."""
     yield "retry: 2000\n\n"
     loop = asyncio.get_running_loop()
+    shown = None  # the run's state versions (run.set_state notifies without an event)
     async with c.watch_run(run_id, TICK) as watch:
         while loop.time() < until and not await request.is_disconnected():
             final = (await c.status(run_id)).final  # read before the events: none is missed
             events = await c.events(run_id, seen)
-            if events:
-                seen = int(events[-1]["id"])
+            versions = sum(v.version for v in (await c.state(run_id)).values())
+            if events or (shown is not None and versions != shown):
+                seen = int(events[-1]["id"]) if events else seen
                 yield _change(seen)
+            shown = versions
             if final:
                 yield "event: final\ndata: {}\n\n"
                 return

@@ -47,7 +47,17 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
-    return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
+    shown = {k: {"value": s.value, "version": s.version} for k, s in (await client.state(run_id)).items()}
+    custom = [
+        e for e in events if e["kind"].startswith("custom:")
+    ]  # run.emit's (outlast's own hold no colon)
+    return {
+        **info,
+        "timeline": timeline,
+        "shown_state": shown,
+        "custom_events": custom,
+        "mark": events[-1]["id"] if events else 0,
+    }
 
 
 def _capture_href(op: str) -> str:

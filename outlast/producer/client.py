@@ -13,10 +13,11 @@ from outlast.producer.admin import Administration
 from outlast.producer.decisions import Decisions
 from outlast.producer.fleet import Fleet
 from outlast.producer.runs import Runs
+from outlast.producer.shown import Shown
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(Runs, Decisions, Administration, Fleet):
+class AsyncClient(Runs, Shown, Decisions, Administration, Fleet):
     """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
     application."""

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
+from outlast._model import Chunk, RunRecord
 from outlast.app import App
 from outlast.producer.client import AsyncClient
 from outlast.settings import Settings
@@ -103,6 +104,24 @@ class _Runs(_Loop):
             self._call(events.aclose())
 
 
+class _Shown(_Loop):
+    state = _blocking(AsyncClient.state)
+    wait_state = _blocking(AsyncClient.wait_state)
+
+    def stream(self, run_id: str, after: str = "0", block: float = 1.0) -> Iterator[Chunk | RunRecord]:
+        """The run's live chunks as they come, then its final record (``AsyncClient.stream``)."""
+        items = self.aio.stream(run_id, after, block)
+
+        async def next_item() -> Chunk | RunRecord | None:
+            return await anext(items, None)
+
+        try:
+            while (item := self._call(next_item())) is not None:
+                yield item
+        finally:
+            self._call(items.aclose())
+
+
 class _Decisions(_Loop):
     approvals = _blocking(AsyncClient.approvals)
     approve = _blocking(AsyncClient.approve)
@@ -119,5 +138,5 @@ class _Administration(_Loop):
     charts = _blocking(AsyncClient.charts)
 
 
-class Client(_Runs, _Decisions, _Administration):
+class Client(_Runs, _Shown, _Decisions, _Administration):
     """``Client`` is the synchronous facade over ``AsyncClient`` (its ``aio``)."""

@@ -11,7 +11,8 @@ in a stream, for the sweeper); ``entries.py`` decodes an entry. Its one import f
 ``redact``, to show a URL in a message.
 """
 
+from outlast.queue.live import LiveChunks
 from outlast.queue.rate import RateWindows
 from outlast.queue.streams import MAX_RUN_ID, Delivery, Queue, QueueFigures, run_id_problem
 
-__all__ = ["MAX_RUN_ID", "Delivery", "Queue", "QueueFigures", "RateWindows", "run_id_problem"]
+__all__ = ["MAX_RUN_ID", "Delivery", "LiveChunks", "Queue", "QueueFigures", "RateWindows", "run_id_problem"]

@@ -19,6 +19,7 @@ from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
+from outlast.store.shown import Shown
 from outlast.store.sweeps import Sweeps
 
 __all__ = [
@@ -51,6 +52,7 @@ class Store(
     Schedules,
     Sweeps,
     Rollups,
+    Shown,
 ):
     """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

@@ -291,6 +291,28 @@ class Harness:
         """The run's events (``kind``, ``detail``, ``at``), oldest first."""
         return self.client.events(run_id)
 
+    def state(self, run_id: str, key: str | None = None) -> Any:
+        """What the run shows (``run.set_state``): ``{key: value}``, or one key's value (None if
+        never set). Versions: ``h.client.state(run_id)``."""
+        if key is not None:
+            got = self.client.state(run_id, key)
+            return None if got is None else got.value
+        return {k: v.value for k, v in self.client.state(run_id).items()}
+
+    def emitted(self, run_id: str) -> list[tuple[str, Any]]:
+        """The run's custom events (``run.emit``), oldest first: (kind without ``custom:``, data)."""
+        return [
+            (e["kind"][7:], e["detail"]["data"])
+            for e in self.events(run_id)
+            if e["kind"].startswith("custom:")
+        ]
+
+    def stream(self, run_id: str, timeout: float = 30.0) -> list[Any]:
+        """The run's live chunks still kept, once it is final (waited for up to ``timeout``): each
+        chunk's data, in order. Live output is at most once: a worker killed loses its unsent chunks."""
+        self.wait(run_id, timeout=timeout)
+        return [item.data for item in self.client.stream(run_id) if not isinstance(item, RunRecord)]
+
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         """Run a statement in the private schema (for the tables of the test's own world)."""
         with self._connect() as conn:

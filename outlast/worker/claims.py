@@ -23,7 +23,8 @@ from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store
 from outlast.worker.control import Interrupted, RunControl
-from outlast.worker.executor import Execution
+from outlast.worker.executor import Execution, Outcome
+from outlast.worker.live import LiveOutput
 from outlast.worker.state import Active, WorkerState
 
 log = structlog.get_logger("outlast.worker")
@@ -52,6 +53,7 @@ class Claims:
         ack: Callable[[Delivery], Awaitable[None]],
         later: Later,
         settled: Callable[[], bool],
+        live: LiveOutput | None = None,
     ) -> None:
         self.state = state
         self.s = settings
@@ -59,6 +61,7 @@ class Claims:
         self.store = store
         self.queue = queue
         self.windows = windows  # shared rate limits of tools (outlast.worker.flow)
+        self.live = live  # where its runs' live chunks go
         self._ack = ack
         self._later = later
         self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
@@ -107,6 +110,7 @@ class Claims:
             secret_key=s.secret_key,
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
+            live=self.live,
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:
@@ -128,6 +132,8 @@ class Claims:
                 return
         finally:
             self.state.active.pop(run_id, None)
+        if outcome is Outcome.FINAL and self.live is not None:
+            self.live.ended(run_id)  # its live readers told at once, if it streamed here
         failpoints.hit("before_ack")
         await self._ack(d)
         execution.log.debug("run.acknowledged", outcome=outcome.value)

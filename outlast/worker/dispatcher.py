@@ -4,9 +4,8 @@ Live, an operation is checked (policy, budget reservation, a proven lease), its 
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
 committed before the workflow goes on; a read's or an idempotent tool's is **held** instead
 (``holds``, ``Replayer.hold``), and a read has no intention. On a takeover, an operation with an
-intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an
-idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
-is **in doubt**.
+intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent
+tool dispatched again with the same key, a reconciler asked, and anything else is **in doubt**.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from outlast import _failpoints as failpoints, _logs as logs, _metrics as metric
 from outlast._journal import Unstorable, args_hash, jsonable, operation_state
 from outlast._model import RunRecord
 from outlast._secrets import Secrets
-from outlast.action import Action, reset_action, set_action
+from outlast.action import Action, LiveSink, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.store import Store
@@ -57,6 +56,7 @@ class Dispatcher:
         handle: Callable[[], Any],
         may_park: Callable[[], bool],
         max_payload: int | None = None,
+        live: LiveSink | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
@@ -69,7 +69,7 @@ class Dispatcher:
         self._writes = writes
         self._replayer = replayer
         self._secrets = secrets
-        self._gate = gate
+        self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
         self._admission = OperationAdmission(
             record=record,
             app=app,
@@ -150,7 +150,8 @@ class Dispatcher:
         return await self.dispatch(tool, args, action, reserved=reserved, started=started)
 
     def _action(self, op_id: str, tool: str) -> Action:
-        return Action(self.run_id, op_id, tool, f"{self.run_id}:{op_id}", self._control.token)
+        run_id = self.run_id
+        return Action(run_id, op_id, tool, f"{run_id}:{op_id}", self._control.token, live=self._live)
 
     async def dispatch(
         self,

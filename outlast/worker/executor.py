@@ -33,6 +33,7 @@ from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import FlowGate, workflow_key
+from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
 from outlast.worker.writes import JournalWrites
@@ -70,6 +71,7 @@ class Execution:
         secret_key: str | None = None,
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
+        live: LiveOutput | None = None,
     ) -> None:
         self.run = run
         self.secret_key = secret_key
@@ -79,7 +81,7 @@ class Execution:
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
         self.writes = JournalWrites(store=store, control=self.control, hold=hold)
         self.journal: Journaled | None = None  # loaded once the workflow is to run
-        self.max_payload = max_payload
+        self.max_payload, self.live = max_payload, live  # live: the worker's (run.stream)
         self.db_now = db_now
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
@@ -175,6 +177,7 @@ class Execution:
             db_now=self.db_now,
             max_payload=self.max_payload,
             secrets=self.secrets,
+            live=self.live,
         )
         self._started = ctx.children_started
         try:
@@ -229,8 +232,7 @@ class Execution:
         return Outcome.WAITING
 
     def _outcome(self, wf: Workflow, value: Any) -> tuple[RunState, Any]:
-        """The final state and stored result of what the workflow returned: ``partial`` for a
-        ``Partial`` (only from a workflow that accepts partial results), else ``succeeded``."""
+        """The final state and stored result of what the workflow returned (``Partial``: partial)."""
         state = RunState.SUCCEEDED
         if isinstance(value, Partial):
             if not wf.accepts_partial:
@@ -244,9 +246,8 @@ class Execution:
     async def _stopped(
         self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None
     ) -> Outcome:
-        """The run's deadline or budget stopped it: it ends ``state``, or ``partial`` with what its
-        partial handler says it produced (an expired approval is not a deadline: no handler).
-        ``reason`` given: the deadline was found passed before the run went on (no error)."""
+        """Ended by its deadline or budget: ``state``, or ``partial`` with what its partial handler
+        says it produced (not for an expired approval). ``reason``: found passed before it went on."""
         handler = wf.partial
         error = None if reason else _error(exc)
         reason = reason or str(exc)

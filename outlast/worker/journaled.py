@@ -59,6 +59,10 @@ def describe_entry(e: Entry) -> str:
         return f"patched({d['name']!r})"
     if e.kind == "child":
         return f"start of child run {d['child']} ({d['workflow']})"
+    if e.kind == "state":
+        return f"set_state({d['key']!r})"
+    if e.kind == "event":
+        return f"emit({d['event']!r})"
     if e.kind == "child_result":
         return f"result of child run {d['child']}"
     return f"{d.get('name', e.kind)}()"

@@ -22,7 +22,7 @@ import structlog
 from outlast import _metrics as metrics
 from outlast._secrets import require_key
 from outlast.app import App
-from outlast.queue import Queue, RateWindows
+from outlast.queue import LiveChunks, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop
@@ -30,6 +30,7 @@ from outlast.worker.acks import Acks
 from outlast.worker.claims import Claims
 from outlast.worker.heartbeat import Heartbeat
 from outlast.worker.intake import Intake
+from outlast.worker.live import LiveOutput
 from outlast.worker.state import Active, WorkerState
 from outlast.worker.sweeper import Sweeper
 from outlast.worker.threads import TOOL_THREADS
@@ -57,6 +58,7 @@ class Worker:
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
+        self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         # Built in the order they need one another: each is given the others' methods it uses.
         self.acks = Acks(queue=queue)
@@ -68,6 +70,7 @@ class Worker:
             store=store,
             queue=queue,
             windows=self.windows,
+            live=self.live,
             ack=self.acks.ack,
             later=self.later,
             settled=self.heartbeat.settled,
@@ -104,6 +107,7 @@ class Worker:
             self.name = self.queue.consumer_name(socket.gethostname())
         # Every line logged from here on (runs, operations, the sweeper) carries the worker id.
         structlog.contextvars.bind_contextvars(worker=self.name)
+        self.live.attach(asyncio.get_running_loop())  # a sync tool's chunks are queued there
         self.acks.context = contextvars.copy_context()  # the worker's own, without any run's
         self.log.info(
             "worker.started",
@@ -131,6 +135,7 @@ class Worker:
             t.cancel()
         with contextlib.suppress(Exception):  # a record left behind is shown as gone, then swept
             await self.store.forget_worker(self.name)
+        await self.live.close()  # the chunks still queued are sent
         self.log.info("worker.stopped")
 
     def stop(self) -> None:

@@ -95,6 +95,11 @@ class Replayer:
         self._patches[name] = taken
         return taken
 
+    def replaying(self) -> bool:
+        """True until the workflow has made a crossing past the last journaled one: what it does
+        meanwhile (a live chunk) may have been done before the resume."""
+        return self._last > 0 and self._next <= self._last
+
     def journaled(self, op_id: str) -> bool:
         return op_id in self.journal.ops
 

@@ -1,8 +1,9 @@
 """``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
-``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal
-and its cursor), the dispatcher (tool calls and the gap table), the waits (timers, approvals).
+``sleep_until``, ``approval``, and what the run shows (``set_state``, ``emit``, ``stream``, of
+``Showing``) — and is handed to the part that owns it: the replayer (the journal and its cursor),
+the dispatcher (tool calls and the gap table), the waits (timers, approvals), ``Shown``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import FlowGate
+from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.shown import Showing, Shown
 from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
@@ -35,7 +38,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Run:
+class Run(Showing):
     """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
@@ -52,6 +55,7 @@ class Run:
         db_now: datetime | None = None,
         max_payload: int | None = None,
         secrets: Secrets | None = None,
+        live: LiveOutput | None = None,
     ) -> None:
         self.id = record.id
         self.input = record.input
@@ -92,6 +96,7 @@ class Run:
             settled=settled,
             max_payload=max_payload,
         )
+        self._shown = Shown(replayer=replayer, secrets=secrets, live=live, max_payload=max_payload)
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
@@ -105,6 +110,7 @@ class Run:
             # a tool's slot or rate wait may park the run
             may_park=functools.partial(may_park, self._under_way, self._children),
             max_payload=max_payload,
+            live=live,
         )
 
     @property

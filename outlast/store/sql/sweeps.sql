@@ -137,6 +137,7 @@ e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
+st AS (DELETE FROM run_state WHERE run_id IN (SELECT id FROM doomed)),
 r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
 b AS (
     DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
