@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -45,50 +46,62 @@ def raw_insert(cfg: Config, k: int) -> Callable[[str], Result]:
     return run
 
 
-def fenced_append(cfg: Config, batch: Callable[[], int], appends: int) -> Callable[[str], Result]:
+def fenced_append(
+    cfg: Config, batch: Callable[[], int], appends: int, connections: int = 1
+) -> Callable[[str], Result]:
     """``appends`` fenced appends, ``batch()`` per transaction (one per run, like concurrent
-    runs), reported as writes: compare with outlast's writes/s, not its ops/s."""
+    runs), reported as writes: compare with outlast's writes/s, not its ops/s. With
+    ``connections`` above 1, that many transactions in flight at once (a thread and a connection
+    each, over runs of their own), as the writer's lanes (``OUTLAST_WRITER_IN_FLIGHT``)."""
 
     def run(name: str) -> Result:
         b = max(1, batch())
         s = settings(cfg)
         asyncio.run(migrate(s))
+        # as outlast's writer: generic plans (see Store._connect)
+        options = f"-c search_path={s.schema} -c plan_cache_mode=force_generic_plan"
+        rounds = max(1, appends // (b * connections))
         try:
-            # as outlast's writer: generic plans (see Store._connect)
-            options = f"-c search_path={s.schema} -c plan_cache_mode=force_generic_plan"
             with psycopg.connect(cfg.database_url, autocommit=True, options=options) as c:
                 c.execute(
                     "INSERT INTO runs (id, workflow, input, input_hash, state, fencing_token) "
-                    "SELECT 'f' || i, 'steps', '{}', '', 'running', 1 FROM generate_series(1, %s) i",
-                    (b,),
+                    "SELECT 'f' || k || '_' || i, 'steps', '{}', '', 'running', 1"
+                    " FROM generate_series(1, %s) i, generate_series(1, %s) k",
+                    (b, connections),
                 )
                 c.execute("ANALYZE runs")
-                rounds = max(1, appends // b)
-                with host_cpu() as busy:
-                    cpu = proc_cpu()
-                    t0 = time.perf_counter()
+
+            def lane(k: int) -> None:
+                with psycopg.connect(cfg.database_url, autocommit=True, options=options) as c:
                     for seq in range(1, rounds + 1):
-                        _append_batch(c, b, seq)
-                    seconds = time.perf_counter() - t0
-                    cpu = proc_cpu() - cpu
+                        _append_batch(c, b, seq, f"f{k}_")
+
+            with host_cpu() as busy:
+                cpu = proc_cpu()
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(connections) as pool:
+                    list(pool.map(lane, range(1, connections + 1)))
+                seconds = time.perf_counter() - t0
+                cpu = proc_cpu() - cpu
+            with psycopg.connect(cfg.database_url, autocommit=True, options=options) as c:
                 ok = c.execute("SELECT count(*) FROM journal").fetchone()
         finally:
             drop_schema(cfg.database_url, s.schema)
-        n = rounds * b
+        n = rounds * b * connections
         if ok != (n,):
             raise RuntimeError(f"fenced append: {ok} rows, expected {n}")
-        return Result(name, 1, 1, n, seconds, cpu, busy[0], commits=rounds, writes=n)
+        return Result(name, 1, 1, n, seconds, cpu, busy[0], commits=rounds * connections, writes=n)
 
     return run
 
 
-def _append_batch(c: psycopg.Connection[Any], b: int, seq: int) -> None:
+def _append_batch(c: psycopg.Connection[Any], b: int, seq: int, prefix: str = "f1_") -> None:
     with c.pipeline(), c.transaction():
         curs = [
             c.execute(
                 Q["append"],
                 {
-                    "run_id": f"f{i}",
+                    "run_id": f"{prefix}{i}",
                     "token": 1,
                     "seq": seq,
                     "hash": f"{i:08x}{seq:056x}",

@@ -99,6 +99,13 @@ def cells(cfg: Config, mode: Mode) -> list[tuple[report.Cell, Callable[[str], Re
             "writes",
             limits.fenced_append(cfg, lambda: batch["size"], 10 * cfg.runs),
         ),
+        (
+            "fenced-append limit, 2 connections",
+            5,
+            1,
+            "writes",
+            limits.fenced_append(cfg, lambda: batch["size"], 10 * cfg.runs, connections=2),
+        ),
         ("outlast, concurrency 256", 5, 1, "ops", outlast_runs.measure(cfg, 5, concurrency=256)),
         ("outlast, 1 transaction in flight", 5, 1, "ops", outlast_runs.measure(cfg, 5, in_flight=1)),
         ("outlast, 2 transactions in flight", 5, 1, "ops", outlast_runs.measure(cfg, 5, in_flight=2)),
