@@ -24,6 +24,8 @@ POINTS = frozenset(
         "before_ack",
         "after_final",
         "before_child_journaled",  # a child run committed, its start not yet journaled in the parent
+        "after_take",  # a message taken and journaled (committed), the workflow not yet given it
+        "after_send",  # a producer's send committed, its run not yet published (the wake-up)
     }
 )
 

@@ -111,6 +111,11 @@ class _Decisions(_Loop):
     resolve = _blocking(AsyncClient.resolve)
 
 
+class _Messages(_Loop):
+    send = _blocking(AsyncClient.send)
+    messages = _blocking(AsyncClient.messages)
+
+
 class _Administration(_Loop):
     prune = _blocking(AsyncClient.prune)
     schedules = _blocking(AsyncClient.schedules)
@@ -119,5 +124,5 @@ class _Administration(_Loop):
     charts = _blocking(AsyncClient.charts)
 
 
-class Client(_Runs, _Decisions, _Administration):
+class Client(_Runs, _Decisions, _Messages, _Administration):
     """The synchronous facade over ``AsyncClient`` (its ``aio``)."""

@@ -68,11 +68,12 @@ class Execution:
         control: RunControl | None = None,
         max_payload: int | None = None,
         secret_key: str | None = None,
+        callback_url: str | None = None,
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
     ) -> None:
         self.run = run
-        self.secret_key = secret_key
+        self.secret_key, self.callback_url = secret_key, callback_url
         self.control = control or RunControl(
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
@@ -122,8 +123,7 @@ class Execution:
         return Outcome.WAITING
 
     def hand_out(self) -> list[tuple[str, str]]:
-        """(queue, run id) to publish once the run's entry is acknowledged: the child runs this
-        attempt started and the parent its end woke; without it the sweeper hands them out."""
+        """(queue, run id) to publish once the entry is acked: children started, the parent woken."""
         return self._started + self._woken
 
     async def execute(self) -> Outcome:
@@ -175,6 +175,7 @@ class Execution:
             db_now=self.db_now,
             max_payload=self.max_payload,
             secrets=self.secrets,
+            callbacks=(self.secret_key, self.callback_url),
         )
         self._started = ctx.children_started
         try:

@@ -1,8 +1,9 @@
 """``Run``: the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
-``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal
-and its cursor), the dispatcher (tool calls and the gap table), the waits (timers, approvals).
+``sleep_until``, ``approval``, ``receive``, ``callback`` — and is handed to the part that owns it:
+the replayer (the journal and its cursor), the dispatcher (tool calls and the gap table), the
+waits (timers, approvals), the inbox (messages).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import FlowGate
+from outlast.worker.inbox import Inbox
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.underway import UnderWay, may_park
-from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
 
 P = ParamSpec("P")
@@ -52,6 +53,7 @@ class Run:
         db_now: datetime | None = None,
         max_payload: int | None = None,
         secrets: Secrets | None = None,
+        callbacks: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.id = record.id
         self.input = record.input
@@ -73,7 +75,8 @@ class Run:
         # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
         self._under_way = UnderWay()
         settled = self._under_way.settled
-        self._waits = Waits(
+        wf = app.workflows.get(record.workflow)
+        self._waits = Inbox(
             store=store,
             control=control,
             writes=writes,
@@ -81,6 +84,8 @@ class Run:
             settled=settled,
             secrets=secrets,
             max_payload=max_payload,
+            channels=None if wf is None else wf.channels,
+            callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
         )
         self._children = RunChildren(
             record=record,
@@ -195,6 +200,17 @@ class Run:
         return self._pausing(
             self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
         )
+
+    def receive(self, channel: str, timeout: float | None = None) -> Awaitable[Any]:
+        """The next message on ``channel``, oldest first (as its declared type, if any), or None
+        once ``timeout`` seconds pass (a durable timer). The run waits (reason ``message``) with
+        no worker held; a message it took is served from its journal on every resume."""
+        return self._pausing(self._waits.receive(self._replayer.position(), channel, timeout))
+
+    def callback(self, channel: str, *, expires_in: float = 86400.0) -> Awaitable[str]:
+        """An unguessable URL whose POSTed body becomes a message on ``channel`` of this run, good
+        for ``expires_in`` seconds (journaled once; signed with ``OUTLAST_SECRET_KEY``)."""
+        return self._waits.callback(self._replayer.position(), channel, expires_in)
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if

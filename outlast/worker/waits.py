@@ -39,8 +39,12 @@ class Waits:
         settled: Callable[[], Awaitable[None]],
         secrets: Secrets,
         max_payload: int | None = None,
+        channels: dict[str, Any] | None = None,
+        callbacks: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.run_id = control.run_id
+        self._channels = channels  # the workflow's declared message channels (None: any): inbox.py
+        self._callbacks = callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
         self.max_payload = max_payload  # the largest approval arguments stored
         self._store = store
         self._control = control
