@@ -281,3 +281,19 @@ def test_messages_are_pruned_with_their_run(world: World, client: Client) -> Non
     time.sleep(0.2)
     client.prune(0.1)
     assert world.sql("SELECT count(*) FROM messages WHERE run_id = %s", run.id) == [(0,)]
+
+
+def test_the_cli_sends_and_status_shows_what_waits_untaken(world: World, client: Client) -> None:
+    run = client.enqueue("converse", {"turns": 1})
+    sent = world.cli("send", run.id, "later", '{"n": 1}', "--id", "c-1")
+    assert sent.returncode == 0, sent.stderr
+    assert f"run {run.id}: message c-1 #1 on 'later' accepted at" in sent.stdout
+    again = world.cli("send", run.id, "later", '{"n": 1}', "--id", "c-1")
+    assert "already sent" in again.stdout
+    shown = world.cli("status", run.id)
+    assert "message      #1 on 'later' id c-1 sent" in shown.stdout and "not taken" in shown.stdout
+    refused = world.cli("send", "nope", "in", "1")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "outlast: error: run 'nope', channel 'in': no such run; nothing stored"
+    bad = world.cli("send", run.id, "in", "{not json")
+    assert bad.returncode == 2 and "not valid JSON" in bad.stderr
