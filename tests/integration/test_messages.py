@@ -87,7 +87,11 @@ def test_the_same_message_id_twice_is_one_message(world: World, client: Client) 
     run = client.enqueue("converse", {"turns": 2})
     a = client.send(run.id, "in", "one", message_id="m-1")
     again = client.send(run.id, "in", "one", message_id="m-1")
-    assert again.duplicate and (again.seq, again.message_id, again.sent_at) == (a.seq, a.message_id, a.sent_at)
+    assert again.duplicate and (again.seq, again.message_id, again.sent_at) == (
+        a.seq,
+        a.message_id,
+        a.sent_at,
+    )
     client.send(run.id, "in", "two", message_id="m-2")
     assert world.sql("SELECT count(*) FROM messages WHERE run_id = %s", run.id) == [(2,)]
     with worker(world, chat.app):
@@ -120,7 +124,9 @@ def test_a_timeout_is_a_durable_timer(world: World, client: Client) -> None:
 
 def test_typed_channels_validate_before_storing(world: World, client: Client) -> None:
     run = client.enqueue("support")
-    with pytest.raises(InvalidInput, match=rf"run '{run.id}', channel 'reply': the payload is not a valid Reply"):
+    with pytest.raises(
+        InvalidInput, match=rf"run '{run.id}', channel 'reply': the payload is not a valid Reply"
+    ):
         client.send(run.id, "reply", {"score": 3})
     with pytest.raises(InvalidInput, match=rf"run '{run.id}', channel 'other': unknown channel"):
         client.send(run.id, "other", {"text": "x"})
@@ -149,7 +155,9 @@ def test_refusals_name_the_run_and_the_channel_and_store_nothing(world: World, c
             small.send(run.id, "in", "x" * 2000, message_id="big")
         small.send(run.id, "in", 1)
         small.send(run.id, "in", 2)
-        with pytest.raises(MessageRefused, match=rf"run '{run.id}', channel 'in': 2 messages already wait") as e:
+        with pytest.raises(
+            MessageRefused, match=rf"run '{run.id}', channel 'in': 2 messages already wait"
+        ) as e:
             small.send(run.id, "in", 3)
         assert e.value.refusal == "full"
     assert world.sql("SELECT count(*) FROM messages") == [(2,)]
@@ -218,7 +226,9 @@ def test_a_stale_worker_cannot_take_a_message(world: World, client: Client) -> N
             assert world.sql("SELECT taken_seq FROM messages WHERE run_id = %s", run_id) == [(None,)]
             assert await store.submit_take(run_id, token, entry, [], "x") != []
             assert await store.submit_take(run_id, token, entry, [], "x") != []  # sent again: found
-            assert world.sql("SELECT taken_seq, taken_op FROM messages WHERE run_id = %s", run_id) == [(1, "op-1")]
+            assert world.sql("SELECT taken_seq, taken_op FROM messages WHERE run_id = %s", run_id) == [
+                (1, "op-1")
+            ]
             assert world.sql("SELECT messages_waiting FROM runs WHERE id = %s", run_id) == [(0,)]
         finally:
             await store.close()
