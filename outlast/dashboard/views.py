@@ -48,6 +48,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
+    info["inbox"] = await client.messages(run_id)  # every message: sent, and taken by which operation
     return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
 
 
