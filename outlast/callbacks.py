@@ -16,10 +16,22 @@ import hmac
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from outlast.errors import ConfigError
+from outlast.errors import ConfigError, InvalidInput, MessageRefused
+
+if TYPE_CHECKING:
+    from outlast.producer import AsyncClient
 
 _PURPOSE = b"outlast callback v1"
+# How a refusal of a good token is answered: the status, and words about this callback only.
+_REFUSED = {
+    "unknown": (404, "not a callback"),
+    "final": (410, "this callback is closed"),
+    "too_large": (413, "the body is too large"),
+    "full": (429, "too many messages wait: try again later"),
+}
+MAX_KEY = 200  # characters of an Idempotency-Key
 
 
 class BadToken(Exception):
@@ -83,3 +95,42 @@ def url(base: str | None, token: str) -> str:
     """The callback's URL: ``base`` (``OUTLAST_CALLBACK_URL``, where ``outlast.web.callbacks`` is
     mounted), else the path the dashboard serves it at."""
     return f"{(base or '/callbacks').rstrip('/')}/{token}"
+
+
+async def deliver(
+    client: AsyncClient, token: str, body: bytes, content_type: str = "", key: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """One delivery to the callback ``token``: (HTTP status, answer). The test kit's
+    ``fire_callback`` calls it as the endpoint does."""
+    s = client.settings
+    try:
+        bound = verify(s.secret_key, token)
+    except BadToken:
+        return 404, {"error": "not a callback"}
+    if len(body) > s.max_payload:
+        return 413, {"error": "the body is too large"}
+    if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
+        return 400, {"error": "a bad Idempotency-Key"}
+    delivery = key or hashlib.sha256(token.encode() + b"\0" + body).hexdigest()
+    try:
+        payload = _payload(content_type, body)
+        receipt = await client.send(
+            bound.run_id, bound.channel, payload, f"callback:{delivery}", via="callback"
+        )
+    except MessageRefused as exc:
+        status, said = _REFUSED.get(exc.refusal, (400, "refused"))
+        return status, {"error": said}
+    except InvalidInput:
+        return 422, {"error": "the body is not a valid message for this callback"}
+    return 202, {"accepted": True, "duplicate": receipt.duplicate}
+
+
+def _payload(content_type: str, body: bytes) -> Any:
+    """JSON sent as JSON; any other body as its text."""
+    text = body.decode("utf-8", errors="replace")
+    if "json" in content_type:
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise InvalidInput("not JSON") from None
+    return text

@@ -7,11 +7,9 @@ bounded (``OUTLAST_MAX_PAYLOAD``: 413). A response names no run and says nothing
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -19,21 +17,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from outlast.callbacks import BadToken, verify
-from outlast.errors import InvalidInput, MessageRefused
+from outlast.callbacks import deliver
 from outlast.settings import Settings
 
 if TYPE_CHECKING:
     from outlast.producer import AsyncClient
-
-# How a refusal of a good token is answered: the status, and words about this callback only.
-_REFUSED = {
-    "unknown": (404, "not a callback"),
-    "final": (410, "this callback is closed"),
-    "too_large": (413, "the body is too large"),
-    "full": (429, "too many messages wait: try again later"),
-}
-MAX_KEY = 200  # characters of an Idempotency-Key
 
 
 class Callbacks:
@@ -67,31 +55,18 @@ class Callbacks:
     async def post(self, request: Request) -> Response:
         """One delivery (a route of its own where this is not mounted: the dashboard's)."""
         client = self.client()
-        s = client.settings
-        try:
-            bound = verify(s.secret_key, request.path_params["token"])
-        except BadToken:
-            return JSONResponse({"error": "not a callback"}, status_code=404)
-        body = await _bounded(request, s.max_payload)
+        token = request.path_params["token"]
+        body = await _bounded(request, client.settings.max_payload)
         if body is None:
             return JSONResponse({"error": "the body is too large"}, status_code=413)
-        key = request.headers.get("idempotency-key")
-        if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
-            return JSONResponse({"error": "a bad Idempotency-Key"}, status_code=400)
-        delivery = key or hashlib.sha256(request.path_params["token"].encode() + b"\0" + body).hexdigest()
-        try:
-            payload = _payload(request, body)
-            receipt = await client.send(
-                bound.run_id, bound.channel, payload, f"callback:{delivery}", via="callback"
-            )
-        except MessageRefused as exc:
-            status, said = _REFUSED.get(exc.refusal, (400, "refused"))
-            return JSONResponse({"error": said}, status_code=status)
-        except InvalidInput:
-            return JSONResponse(
-                {"error": "the body is not a valid message for this callback"}, status_code=422
-            )
-        return JSONResponse({"accepted": True, "duplicate": receipt.duplicate}, status_code=202)
+        status, answer = await deliver(
+            client,
+            token,
+            body,
+            request.headers.get("content-type", ""),
+            request.headers.get("idempotency-key"),
+        )
+        return JSONResponse(answer, status_code=status)
 
 
 async def _bounded(request: Request, limit: int) -> bytes | None:
@@ -105,14 +80,3 @@ async def _bounded(request: Request, limit: int) -> bytes | None:
         if len(body) > limit:
             return None
     return bytes(body)
-
-
-def _payload(request: Request, body: bytes) -> Any:
-    """JSON sent as JSON; any other body as its text."""
-    text = body.decode("utf-8", errors="replace")
-    if "json" in request.headers.get("content-type", ""):
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise InvalidInput("not JSON") from None
-    return text
