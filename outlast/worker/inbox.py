@@ -93,7 +93,7 @@ class Inbox(Waits):
         data = {
             "channel": channel,
             "message_id": look["message_id"],
-            "seq": look["seq"],
+            "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
             "payload": look["payload"],
         }
         entry = await self._replayer.append("message", op_id, data, take=look["message_id"])

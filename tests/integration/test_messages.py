@@ -307,3 +307,25 @@ def test_the_cli_sends_and_status_shows_what_waits_untaken(world: World, client:
     assert refused.stderr.strip() == "outlast: error: run 'nope', channel 'in': no such run; nothing stored"
     bad = world.cli("send", run.id, "in", "{not json")
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+
+
+def test_the_bundle_carries_the_messages_a_run_took_and_replays_offline(world: World, client: Client) -> None:
+    from outlast.testing.replay import assert_replays
+
+    run = client.enqueue("converse", {"turns": 3})
+    for n in range(3):
+        client.send(run.id, "in", {"n": n})
+    client.send(run.id, "later", "never taken")
+    with worker(world, chat.app):
+        done(client, run.id)
+    out = world.tmp / "bundle"
+    exported = world.cli("export", run.id, "-o", str(out))
+    assert exported.returncode == 0, exported.stderr
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    assert [json.loads(line)["payload"] for line in lines if json.loads(line)["kind"] == "message"] == [
+        {"n": 0},
+        {"n": 1},
+        {"n": 2},
+    ]
+    assert json.loads((out / "last_state.json").read_text())["messages"][0]["channel"] == "later"
+    assert_replays(out, chat.app)  # served from the journal: no inbox, no database
