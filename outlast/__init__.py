@@ -1,8 +1,8 @@
 """outlast: long, tool-using runs that outlast the worker that started them.
 
 This module is the public door: what it exports, with ``outlast.fence``, ``outlast.settings``,
-``outlast.identity``, ``outlast.testing`` and ``outlast.dashboard``, is the API. Every other
-module is internal and may change in any release.
+``outlast.identity``, ``outlast.testing``, ``outlast.dashboard`` and ``outlast.web``, is the API.
+Every other module is internal and may change in any release.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from outlast.errors import (
     InDoubt,
     InvalidInput,
     JournalAltered,
+    MessageRefused,
     NotInDoubt,
     OutlastError,
     PartialRefused,
@@ -47,7 +48,7 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Partial, RunRecord, RunState
+from outlast.model import Decision, Partial, Receipt, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run
@@ -87,6 +88,7 @@ __all__ = [
     "InDoubt",
     "InvalidInput",
     "JournalAltered",
+    "MessageRefused",
     "NotInDoubt",
     "OutlastError",
     "Partial",
@@ -94,6 +96,7 @@ __all__ = [
     "PolicyRefused",
     "ProgramChanged",
     "RateLimited",
+    "Receipt",
     "ResumeImpossible",
     "ResumeRefused",
     "Retry",
