@@ -329,3 +329,13 @@ def test_the_bundle_carries_the_messages_a_run_took_and_replays_offline(world: W
     ]
     assert json.loads((out / "last_state.json").read_text())["messages"][0]["channel"] == "later"
     assert_replays(out, chat.app)  # served from the journal: no inbox, no database
+
+
+def test_a_run_waiting_on_a_message_can_be_cancelled(world: World, client: Client) -> None:
+    run = client.enqueue("converse", {"turns": 1})
+    with worker(world, chat.app):
+        reach(client, run.id, "waiting")
+        client.cancel(run.id)
+        assert reach(client, run.id, "cancelled").state == "cancelled"
+    with pytest.raises(MessageRefused, match="the run is cancelled"):
+        client.send(run.id, "in", "too late")
