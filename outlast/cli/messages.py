@@ -6,6 +6,8 @@ import click
 
 from outlast.cli.common import json_arg, with_client
 from outlast.cli.group import cli
+from outlast.model import Receipt
+from outlast.producer import AsyncClient
 
 
 @cli.command()
@@ -13,12 +15,35 @@ from outlast.cli.group import cli
 @click.argument("channel")
 @click.argument("payload_json", metavar="JSON")
 @click.option("--id", "message_id", help="The message's id: the same id sent again is the same message.")
+@click.option(
+    "--app",
+    "app_spec",
+    metavar="MODULE:APP",
+    help="The app whose workflow declares typed channels: the message is validated before it is stored.",
+)
 @click.pass_context
-def send(ctx: click.Context, run_id: str, channel: str, payload_json: str, message_id: str | None) -> None:
+def send(
+    ctx: click.Context,
+    run_id: str,
+    channel: str,
+    payload_json: str,
+    message_id: str | None,
+    app_spec: str | None,
+) -> None:
     """Send a message (JSON) on CHANNEL of the run: kept until the run takes it, and the run
     woken if it waits on that channel."""
     payload = json_arg(payload_json, "the message")
-    receipt = with_client(ctx, lambda c: c.send(run_id, channel, payload, message_id))
+    app = None
+    if app_spec:
+        from outlast.worker.pool import load_app
+
+        app = load_app(app_spec)
+
+    async def go(c: AsyncClient) -> Receipt:
+        c.app = app or c.app
+        return await c.send(run_id, channel, payload, message_id)
+
+    receipt = with_client(ctx, go)
     again = " (already sent: the first send's receipt)" if receipt.duplicate else ""
     click.echo(
         f"run {run_id}: message {receipt.message_id} #{receipt.seq} on {channel!r} "

@@ -307,6 +307,13 @@ def test_the_cli_sends_and_status_shows_what_waits_untaken(world: World, client:
     assert refused.stderr.strip() == "outlast: error: run 'nope', channel 'in': no such run; nothing stored"
     bad = world.cli("send", run.id, "in", "{not json")
     assert bad.returncode == 2 and "not valid JSON" in bad.stderr
+    typed = client.enqueue("support")
+    checked = world.cli("send", typed.id, "reply", '{"score": 1}', "--app", "tests.apps.chat:app")
+    assert checked.returncode == 2, checked.stdout
+    assert f"run '{typed.id}', channel 'reply': the payload is not a valid Reply" in checked.stderr
+    assert (
+        world.cli("send", typed.id, "reply", '{"text": "ok"}', "--app", "tests.apps.chat:app").returncode == 0
+    )
 
 
 def test_the_bundle_carries_the_messages_a_run_took_and_replays_offline(world: World, client: Client) -> None:
