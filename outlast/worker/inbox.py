@@ -83,20 +83,22 @@ class Inbox(Waits):
 
     async def take(self, op_id: str, channel: str) -> tuple[Entry | None, int]:
         """Take the channel's oldest message, journaled (one fenced statement); or None and the
-        run's count of accepted messages, which a wait must still find."""
+        run's count of accepted messages, which a wait must still find. Receives made in parallel
+        look and take one at a time: two never reach for the same message."""
         control = self._control
-        look = await control.db(self._store.inbox(self.run_id, control.token, channel))
-        if look is None or not look["held"]:
-            raise Fenced(self.run_id, control.token)
-        if look["message_id"] is None:
-            return None, int(look["messages_sent"])
-        data = {
-            "channel": channel,
-            "message_id": look["message_id"],
-            "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
-            "payload": look["payload"],
-        }
-        entry = await self._replayer.append("message", op_id, data, take=look["message_id"])
+        async with self._taking:
+            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+            if look is None or not look["held"]:
+                raise Fenced(self.run_id, control.token)
+            if look["message_id"] is None:
+                return None, int(look["messages_sent"])
+            data = {
+                "channel": channel,
+                "message_id": look["message_id"],
+                "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
+                "payload": look["payload"],
+            }
+            entry = await self._replayer.append("message", op_id, data, take=look["message_id"])
         failpoints.hit("after_take", channel)
         return entry, int(look["messages_sent"])
 

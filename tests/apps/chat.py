@@ -92,3 +92,11 @@ async def hook(run: Any, expires_in: float = 3600.0) -> Any:
     url = await run.callback("paid", expires_in=expires_in)
     await run.call(handle, n=0, message={"url": url})
     return {"url": url, "paid": await run.receive("paid")}
+
+
+@app.workflow("pair")
+async def pair(run: Any) -> list[Any]:
+    """Two receives on one channel at once: each takes a message of its own."""
+    import asyncio
+
+    return list(await asyncio.gather(run.receive("in"), run.receive("in")))

@@ -346,3 +346,19 @@ def test_a_run_waiting_on_a_message_can_be_cancelled(world: World, client: Clien
         assert reach(client, run.id, "cancelled").state == "cancelled"
     with pytest.raises(MessageRefused, match="the run is cancelled"):
         client.send(run.id, "in", "too late")
+
+
+def test_receives_made_in_parallel_take_a_message_each(world: World, client: Client) -> None:
+    early = client.enqueue("pair")
+    client.send(early.id, "in", 1)
+    client.send(early.id, "in", 2)
+    late = client.enqueue("pair")
+    with worker(world, chat.app):
+        assert sorted(done(client, early.id)) == [1, 2]
+        assert client.status(early.id).fencing_token == 1  # both in one claim: no take refused
+        reach(client, late.id, "waiting")
+        client.send(late.id, "in", 3)
+        wait_for(lambda: client.status(late.id).state == "waiting", what="the second receive to wait")
+        client.send(late.id, "in", 4)
+        assert sorted(done(client, late.id)) == [3, 4]
+    assert world.sql("SELECT count(*) FROM messages WHERE taken_seq IS NULL") == [(0,)]
