@@ -21,7 +21,7 @@ import uuid
 
 from common import DEFAULT_DB
 
-from outlast.listing import PAGE, after_of, cursor_of
+from outlast._listing import PAGE, after_of, cursor_of
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 from outlast.store import Store

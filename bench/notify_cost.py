@@ -26,7 +26,7 @@ import psycopg
 from common import DEFAULT_DB, Config, drop_schema, pid_cpu, private_redis, tag
 from outlast_runs import fresh, in_process, migrate, settings
 
-from outlast.logs import configure
+from outlast._logs import configure
 from outlast.settings import Settings
 from outlast.store.notify import channel
 

@@ -6,6 +6,7 @@ probes start, and the helpers that create, fill and check a schema."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -21,7 +22,7 @@ from common import Config, Result, drop_schema, flush_redis, host_cpu, proc_cpu,
 from psycopg.rows import dict_row
 
 import outlast.store.writer as writer_module
-from outlast.logs import configure
+from outlast._logs import configure
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
@@ -34,8 +35,9 @@ WRITERS = ("shared", "one-per-commit", "pool")
 
 def time_writer(writer: Any) -> None:
     """Count the writer's busy time from now: the seconds it spends committing (and retrying),
-    which it adds up itself."""
-    writer.busy = 0.0
+    which each of its lanes adds up itself."""
+    for lane in writer.lanes:
+        lane.busy = 0.0
 
 
 class ConnectionPerWriteWriter:
@@ -101,7 +103,7 @@ class ConnectionPerWriteWriter:
 
 def make_store(s: Settings, writer: str = "shared", pool: int = 16) -> Store:
     assert s.database_url
-    store = Store(s.database_url, s.schema, max_size=4)  # as run_worker makes it
+    store = Store(s.database_url, s.schema, max_size=4, in_flight=s.writer_in_flight)  # as a worker
     if writer == "pool":
         store.writer = ConnectionPerWriteWriter(s.database_url, s.schema, pool)  # type: ignore[assignment]
     else:
@@ -283,12 +285,19 @@ async def in_process(s: Settings, runs: int, writer: str, pool: int) -> tuple[fl
 
 
 def measure(
-    cfg: Config, k: int, processes: int = 1, writer: str = "shared", concurrency: int | None = None
+    cfg: Config,
+    k: int,
+    processes: int = 1,
+    writer: str = "shared",
+    concurrency: int | None = None,
+    in_flight: int | None = None,
 ) -> Callable[[str], Result]:
     """A measurement of outlast, to run (``measure(...)(name)``) once per round."""
 
     def run(name: str) -> Result:
         s = settings(cfg, concurrency=concurrency or cfg.concurrency)
+        if in_flight is not None:
+            s = dataclasses.replace(s, writer_in_flight=in_flight)
         fresh(s)
         try:
             enq = asyncio.run(enqueue_all(s, "steps", [{"k": k, "tool": cfg.tool}] * cfg.runs))

@@ -44,7 +44,7 @@ import probes
 import report
 from common import DEFAULT_DB, Config, Result, outlast_source, private_redis
 
-from outlast.logs import configure
+from outlast._logs import configure
 
 HERE = Path(__file__).resolve().parent
 
@@ -100,6 +100,9 @@ def cells(cfg: Config, mode: Mode) -> list[tuple[report.Cell, Callable[[str], Re
             limits.fenced_append(cfg, lambda: batch["size"], 10 * cfg.runs),
         ),
         ("outlast, concurrency 256", 5, 1, "ops", outlast_runs.measure(cfg, 5, concurrency=256)),
+        ("outlast, 1 transaction in flight", 5, 1, "ops", outlast_runs.measure(cfg, 5, in_flight=1)),
+        ("outlast, 2 transactions in flight", 5, 1, "ops", outlast_runs.measure(cfg, 5, in_flight=2)),
+        ("outlast, 3 transactions in flight", 5, 1, "ops", outlast_runs.measure(cfg, 5, in_flight=3)),
         ("outlast, 1 write per commit", 5, 1, "ops", outlast_runs.measure(slow, 5, writer="one-per-commit")),
         (
             f"outlast, commit per write on {cfg.pool} conns",

@@ -7,7 +7,7 @@ A page asks for a generated part with a marker line of its own:
 - ``<!-- outlast:settings -->``: the settings declared in ``outlast/settings.py``
   (variable, option, default, what it accepts, help);
 - ``<!-- outlast:api -->``: one mkdocstrings block per public name of ``outlast/__init__.py``;
-- ``<!-- outlast:logs -->``: every log event of ``outlast/log_events.py`` and what it means.
+- ``<!-- outlast:logs -->``: every log event of ``outlast/_log_events.py`` and what it means.
 
 The pages other engineers add (``redis-ha.md``, ``postgres-ha.md``, ``dashboard.md``) join the
 navigation here, and only once their file exists (a nav entry to a missing page fails a strict
@@ -88,7 +88,7 @@ def _accepts(name: str) -> str:
     if spec.choices:
         return "one of " + ", ".join(f"`{c}`" for c in spec.choices)
     if name == "failpoints":
-        from outlast.failpoints import POINTS
+        from outlast._failpoints import POINTS
 
         return "`name[:tool],...` with names among " + ", ".join(f"`{p}`" for p in sorted(POINTS))
     probe: object = object()
@@ -138,7 +138,7 @@ def settings_reference() -> str:
 
 
 def logs_reference() -> str:
-    from outlast.log_events import EVENTS
+    from outlast._log_events import EVENTS
 
     rows = ["| event | what |", "|---|---|"]
     rows += [f"| `{name}` | {what} |" for name, what in EVENTS.items()]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import signal
 import sys
@@ -34,7 +35,6 @@ import pydantic
 from examples import own_tables
 from outlast import App, Retry, Run
 from outlast.errors import ApprovalRejected
-from outlast.journal import canonical
 
 app = App()
 
@@ -59,7 +59,7 @@ class BacklogDraft(pydantic.BaseModel):
     items: tuple[str, ...]
 
     def json_text(self) -> str:
-        return canonical(self.model_dump(mode="json"))
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
 def tables_schema(outlast_schema: str) -> str:

@@ -1,12 +1,17 @@
-"""outlast: long, tool-using runs that outlast the worker that started them.
+"""outlast executes long, tool-using runs that outlast the worker that started them.
 
-This module is the public door: what it exports, with ``outlast.fence``, ``outlast.settings``,
-``outlast.identity``, ``outlast.testing``, ``outlast.dashboard`` and ``outlast.web``, is the API.
-Every other module is internal and may change in any release.
+This module is the public door. What it exports (defined in ``outlast.app``, ``outlast.action``
+and ``outlast.errors``) is the API, with ``outlast.fence``, ``outlast.settings``,
+``outlast.identity``, ``outlast.services``, ``outlast.testing``, ``outlast.dashboard``,
+``outlast.web`` and the demo (``outlast.demo``, ``outlast.demo_app``). Every other module is
+internal and may change in any release: the top-level ones say so by a leading underscore
+(``outlast._journal``), the packages ``worker``, ``store``, ``queue``, ``producer`` and ``cli`` by
+this sentence.
 """
 
 from typing import TYPE_CHECKING, Any
 
+from outlast._model import Decision, Partial, Receipt, RunRecord, RunState
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
@@ -48,7 +53,6 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Partial, Receipt, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run

@@ -1,4 +1,4 @@
-"""What a running tool can know about its own call: ``current_action()``."""
+"""``current_action()`` tells a running tool what it can know about its own call."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Final
 
 @dataclass(frozen=True)
 class Action:
-    """The identity of one operation: stable across every resume of the run."""
+    """An ``Action`` is the identity of one operation: stable across every resume of the run."""
 
     run_id: str
     operation_id: str

@@ -1,4 +1,4 @@
-"""App: the registry of workflows, tools and reconcilers a worker serves."""
+"""App is the registry of workflows, tools and reconcilers a worker serves."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pydantic
 import tenacity
 from pydantic_core import ErrorDetails
 
+from outlast._limits import Rate, parse_rates
+from outlast._model import Partial
+from outlast._schedules import CatchUp, Schedule
+from outlast._secrets import Redactor
 from outlast.action import Action
 from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
-from outlast.limits import Rate, parse_rates
-from outlast.model import Partial
-from outlast.schedules import CatchUp, Schedule
-from outlast.secrets import Redactor
 
 Effect = Literal["write", "read"]
 ToolKind = Literal["tool", "model"]
@@ -28,7 +28,7 @@ W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
 
 @dataclass(frozen=True)
 class Retry:
-    """Retry transient failures inside one crossing, with the same idempotency key."""
+    """``Retry`` retries transient failures inside one crossing, with the same idempotency key."""
 
     attempts: int = 3
     wait: float = 0.1
@@ -54,7 +54,7 @@ class Retry:
 
 @dataclass(frozen=True)
 class Tool:
-    """A registered tool: what it is, and how far a repeat of it can be trusted."""
+    """A ``Tool`` is a registered tool: what it is, and how far a repeat of it can be trusted."""
 
     name: str
     fn: Callable[..., Any]
@@ -64,7 +64,7 @@ class Tool:
     args_model: type[pydantic.BaseModel] = field(default=pydantic.BaseModel)
     cost: dict[str, float] = field(default_factory=dict)  # the estimate reserved before dispatch
     timeout: float | None = None  # seconds one dispatch may take before it is given up on
-    secret: tuple[str, ...] = ()  # arguments stored only as a keyed hash (outlast.secrets)
+    secret: tuple[str, ...] = ()  # arguments stored only as a keyed hash (outlast._secrets)
     kind: ToolKind = "tool"  # "model": a call to a model, traced with the GenAI conventions
     model: str | None = None  # the model a "model" tool calls (its spans' gen_ai.request.model)
     max_concurrent: int | None = None  # dispatches at once across every worker
@@ -155,7 +155,7 @@ def _key_of(workflow: str, key: ConcurrencyKey) -> KeyOf:
 
 @dataclass(frozen=True)
 class Workflow:
-    """A registered workflow and the identity of its program."""
+    """A ``Workflow`` is a registered workflow and the identity of its program."""
 
     name: str
     fn: Callable[..., Awaitable[Any]]

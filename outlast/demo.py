@@ -1,4 +1,4 @@
-"""``outlast demo``: a payment whose worker dies in the middle of the transfer, taken over by a
+"""``outlast demo`` shows a payment whose worker dies in the middle of the transfer, taken over by a
 fresh worker, and the bank's own ledger showing exactly one transfer.
 
 It runs on the embedded default (or the configured servers) in a schema and a key prefix of its
@@ -24,11 +24,11 @@ import redis.asyncio as aioredis
 from psycopg import sql
 
 from outlast import demo_app
+from outlast._status import describe
 from outlast.errors import DemoFailed, OutlastError
 from outlast.producer import AsyncClient
 from outlast.services import resolve
 from outlast.settings import Settings
-from outlast.status import describe
 
 LEASE = 2.0  # seconds: how long a dead worker's run stays locked before another may take it
 STEP_TIMEOUT = 20.0

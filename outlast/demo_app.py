@@ -1,4 +1,4 @@
-"""The app behind ``outlast demo``: a payment against a small bank that honours idempotency keys.
+"""The app behind ``outlast demo`` makes a payment against a small bank that honours idempotency keys.
 
 Worker processes load it as ``outlast.demo_app:app``. The bank is a few tables in Postgres, in a
 schema of its own named after the outlast schema the worker serves (``<schema>_bank``):

@@ -1,4 +1,5 @@
-"""One hierarchy: every refusal and failure is an ``OutlastError`` that names the run and the way out."""
+"""outlast's errors are one hierarchy: every refusal and failure is an ``OutlastError`` that names
+the run and the way out."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 
 class OutlastError(Exception):
-    """Root of every error outlast raises on purpose."""
+    """``OutlastError`` is the root of every error outlast raises on purpose."""
 
 
 class ConfigError(OutlastError):
@@ -46,7 +47,7 @@ class UnknownTool(OutlastError):
 
 
 class RunConflict(OutlastError):
-    """Enqueue with an existing run id but another workflow, input, tenant or priority."""
+    """An enqueue came with an existing run id but another workflow, input, tenant or priority."""
 
     def __init__(self, run_id: str, what: str) -> None:
         super().__init__(
@@ -57,7 +58,7 @@ class RunConflict(OutlastError):
 
 
 class InvalidInput(OutlastError):
-    """Input that cannot be accepted (not a JSON object, bad tool arguments, ...)."""
+    """The input cannot be accepted (not a JSON object, bad tool arguments, ...)."""
 
 
 class MessageRefused(OutlastError):
@@ -260,7 +261,7 @@ class ApprovalExpired(OutlastError):
 
 
 class DecisionRefused(OutlastError):
-    """A decision that cannot be accepted: wrong approver, altered action, expired, contradictory."""
+    """The decision cannot be accepted: wrong approver, altered action, expired, contradictory."""
 
 
 class DecisionForbidden(DecisionRefused):
@@ -273,13 +274,13 @@ class PartialRefused(OutlastError):
 
 
 class Cancelled(BaseException):
-    """Raised at a crossing once the run's cancellation was requested. A BaseException, so that a
-    workflow's ``except Exception`` cannot swallow it."""
+    """``Cancelled`` is raised at a crossing once the run's cancellation was requested. A
+    BaseException, so that a workflow's ``except Exception`` cannot swallow it."""
 
 
 class RateLimited(Exception):
-    """Raised by a tool whose service refused it for now (an HTTP 429): the dispatch is tried
-    again after ``retry_after`` seconds, with the same idempotency key, without counting an
+    """A tool raises ``RateLimited`` when its service refused it for now (an HTTP 429): the dispatch
+    is tried again after ``retry_after`` seconds, with the same idempotency key, without counting an
     attempt; every worker holds that tool back meanwhile."""
 
     def __init__(self, retry_after: float = 1.0, message: str = "") -> None:

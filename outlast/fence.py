@@ -1,4 +1,4 @@
-"""Effects that the world itself fences: the one way to close the window no worker can close.
+"""Effects that the world itself fences are the one way to close the window no worker can close.
 
 A worker checks its lease before every dispatch, but a process can pause (GC, SIGSTOP, a full
 machine) *after* its last check and wake past its lease, while another worker has taken the run

@@ -1,4 +1,4 @@
-"""Who decides: principals, the users file and the trusted header.
+"""This module says who decides: principals, the users file and the trusted header.
 
 A decision (an approval, a resolution) is recorded with the *principal* who made it, how they were
 authenticated and from where — never with a name someone typed. Through the dashboard and the API
@@ -70,9 +70,9 @@ DEFAULT_ROLES: dict[str, frozenset[str]] = {
 
 @dataclass(frozen=True)
 class Principal:
-    """Someone authenticated: ``how`` is ``token``, ``session``, ``header`` or ``cli``; ``where``
-    the client's address (or the CLI's host); ``roles`` what the users file's groups grant
-    (``viewer`` always)."""
+    """A ``Principal`` is someone authenticated: ``how`` is ``token``, ``session``, ``header`` or
+    ``cli``; ``where`` the client's address (or the CLI's host); ``roles`` what the users file's
+    groups grant (``viewer`` always)."""
 
     name: str
     groups: frozenset[str] = field(default_factory=frozenset)
@@ -121,7 +121,7 @@ class User:
 
 
 class Users:
-    """The users file: its users and the groups that grant each role."""
+    """``Users`` is the users file: its users and the groups that grant each role."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Where Postgres and Redis are: the configured URLs, or the embedded default."""
+"""This module says where Postgres and Redis are: the configured URLs, or the embedded default."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def resolve(settings: Settings) -> tuple[Settings, str | None]:
     if settings.database_url or settings.redis_url:
         missing = "OUTLAST_REDIS_URL" if settings.database_url else "OUTLAST_DATABASE_URL"
         raise ConfigError(f"{missing} is not set: set both URLs, or neither to use the embedded default")
-    from outlast import embedded  # only needed on the zero-setup path
+    from outlast import _embedded as embedded  # only needed on the zero-setup path
 
     db, redis, how = embedded.ensure(settings.home)
     return settings.with_(database_url=db, redis_url=redis), f"outlast: using {how}"

@@ -1,4 +1,4 @@
-"""One settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
+"""outlast has one settings object, read once at start from ``OUTLAST_*`` variables (or given directly).
 
 Every value is checked when a ``Settings`` is made (``from_env``, ``with_`` or directly): a bad one
 raises ``ConfigError`` with one line naming the variable and what it accepts.
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from outlast._urls import parse_sentinel_url
 from outlast.errors import ConfigError
-from outlast.urls import parse_sentinel_url
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -38,7 +38,7 @@ def _num(x: float) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    """How one setting is explained and checked; ``Settings`` and the CLI both read it."""
+    """A ``Spec`` says how one setting is explained and checked; ``Settings`` and the CLI both read it."""
 
     help: str
     unit: str = ""  # set for a number, which must lie within [low, high] ((low, high] if open_low)
@@ -172,7 +172,7 @@ def _check_retention(value: object) -> object:
 
 
 def _check_failpoints(value: object) -> str:
-    from outlast.failpoints import POINTS
+    from outlast._failpoints import POINTS
 
     names = [item.partition(":")[0] for item in str(value).split(",") if item.strip()]
     unknown = [n.strip() for n in names if n.strip() not in POINTS]
@@ -274,6 +274,13 @@ class Settings:
         "seconds",
         ge=0,
         le=3600,
+    )
+    writer_in_flight: int = setting(
+        1,
+        "Transactions the shared-commit writer keeps in flight at once, each on a connection of its own.",
+        "transactions",
+        ge=1,
+        le=8,
     )
     max_payload: int = setting(
         1048576,

@@ -30,6 +30,9 @@ import redis
 from outlast.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
+# The writer's transactions in flight in every test world's workers and stores (the setting's
+# default unless asked: ``OUTLAST_TEST_WRITER_IN_FLIGHT=2 pytest tests/faults`` tries two).
+IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writer_in_flight)
 
 
 def _given() -> tuple[str, str] | None:
@@ -44,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     started it."""
     if not getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput") or _given():
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     db, rd, how = embedded.ensure(ROOT / ".outlast")
     os.environ["OUTLAST_TEST_DATABASE_URL"], os.environ["OUTLAST_TEST_REDIS_URL"] = db, rd
@@ -53,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if config.stash.get(_STARTED, False):
-        from outlast import embedded
+        from outlast import _embedded as embedded
 
         embedded.stop(ROOT / ".outlast")
 
@@ -67,7 +70,7 @@ def services() -> Iterator[tuple[str, str]]:
     if given:
         yield given
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = ROOT / ".outlast"
     db, rd, how = embedded.ensure(home)
@@ -160,6 +163,7 @@ class World:
             sweep_interval=0.3,
             republish_after=1.0,
             grace=1.0,
+            writer_in_flight=IN_FLIGHT,
         )
         return base.with_(**kw)
 
@@ -175,6 +179,7 @@ class World:
             OUTLAST_REPUBLISH_AFTER="1",
             OUTLAST_GRACE="1",
             OUTLAST_LOG_FORMAT="json",
+            OUTLAST_WRITER_IN_FLIGHT=str(IN_FLIGHT),
             PYTHONPATH=str(ROOT),
         )
         env.update(extra)

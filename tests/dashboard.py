@@ -19,9 +19,9 @@ import httpx2 as httpx
 import uvicorn
 
 from outlast import Client
+from outlast._model import RunRecord
 from outlast.dashboard import create_app
 from outlast.identity import add_user
-from outlast.model import RunRecord
 from outlast.settings import Settings
 from tests.conftest import ROOT, World, wait_for
 

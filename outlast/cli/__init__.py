@@ -1,4 +1,4 @@
-"""The ``outlast`` command: one subcommand per task, one module per family of commands (as Celery
+"""The ``outlast`` command has one subcommand per task, one module per family of commands (as Celery
 and rq keep theirs). Settings are parsed once, by the group (``group.py``); importing a family
 registers its commands on it: ``worker`` here, the others on first need (``group.FAMILIES``).
 

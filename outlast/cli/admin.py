@@ -1,4 +1,4 @@
-"""Commands of upkeep: migrate the schema, prune finished runs, the users file."""
+"""This family holds the commands of upkeep: migrate the schema, prune finished runs, the users file."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from outlast._model import FINAL_STATES
 from outlast.cli.common import option, settings_of, with_client
 from outlast.cli.group import cli
-from outlast.model import FINAL_STATES
 from outlast.settings import duration
 
 

@@ -1,4 +1,4 @@
-"""What every family of commands shares: an option read from a setting's declaration (its
+"""Every family of commands shares this module. It holds an option read from a setting's declaration (its
 ``OUTLAST_*`` variable shown in help), the settings parsed once by the group, a client opened
 for one command, and the parsing of JSON, queue names and ``--since``."""
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.decorators import FC
 
-from outlast.journal import MAX_DEPTH
+from outlast._journal import MAX_DEPTH
 from outlast.settings import SPECS, Settings, check_name, duration, env_var
 
 if TYPE_CHECKING:

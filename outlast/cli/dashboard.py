@@ -1,4 +1,4 @@
-"""The dashboard command: serve the web page and JSON API."""
+"""The dashboard command serves the web page and JSON API."""
 
 from __future__ import annotations
 

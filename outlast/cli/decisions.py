@@ -1,5 +1,5 @@
-"""Commands of a person's decision: resolve an in-doubt operation; approve, reject or revise an
-approval request."""
+"""This family holds the commands of a person's decision: resolve an in-doubt operation; approve,
+reject or revise an approval request."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Any
 
 import click
 
-from outlast.approvals import refuse_unauthenticated
+from outlast._approvals import refuse_unauthenticated
+from outlast._model import RunRecord
 from outlast.cli.common import json_arg, with_client
 from outlast.cli.group import cli
 from outlast.identity import cli_principal
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 
 

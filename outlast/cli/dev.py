@@ -1,4 +1,4 @@
-"""Commands for trying outlast: the embedded servers (dev) and the demo."""
+"""This family holds the commands for trying outlast: the embedded servers (dev) and the demo."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from outlast.cli.group import cli
 @click.pass_context
 def dev(ctx: click.Context, stop: bool, purge: bool) -> None:
     """Start the embedded Postgres and Redis and print the URLs to export."""
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = settings_of(ctx).home
     if stop or purge:

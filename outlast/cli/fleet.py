@@ -1,4 +1,4 @@
-"""Commands about the fleet: health, workers, queues, dead-letters."""
+"""This family holds the commands about the fleet: health, workers, queues, dead-letters."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def health(ctx: click.Context, worker: bool) -> None:
 def workers(ctx: click.Context, as_json: bool) -> None:
     """The workers' heartbeat records: host, pid, queues, runs held, started, last beat, programs;
     a worker silent for three lease TTLs is shown as gone."""
-    from outlast.fleet import render_workers
+    from outlast._fleet import render_workers
 
     rows = with_client(ctx, lambda c: c.workers())
     click.echo(json.dumps(rows, indent=2, default=str) if as_json else render_workers(rows))
@@ -44,7 +44,7 @@ def workers(ctx: click.Context, as_json: bool) -> None:
 def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     """Each queue's stream (length, pending, oldest pending age, dead letters) and unfinished runs
     (default: every queue with unfinished runs or a worker)."""
-    from outlast.fleet import render_queues
+    from outlast._fleet import render_queues
 
     wanted = [queue_name(n, "QUEUE") for n in names]
     rows = with_client(ctx, lambda c: c.queues(wanted), connect=False)
@@ -61,7 +61,7 @@ def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
 def dead_letters(ctx: click.Context, /, queue: str | None, as_json: bool, **act: Any) -> None:
     """The queue's dead letters; --requeue ID or --all puts their runs back (a final run's letter
     is only dropped), --drop ID removes one."""
-    from outlast.fleet import is_entry_id
+    from outlast._fleet import is_entry_id
 
     q = queue_name(queue or settings_of(ctx).queue, "--queue")
     given = [k for k, v in act.items() if v]

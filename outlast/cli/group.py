@@ -1,4 +1,4 @@
-"""The ``outlast`` command group: the connection options every command shares, and ``main``,
+"""The ``outlast`` command group holds the connection options every command shares, and ``main``,
 which turns a user's mistake into one line and an exit code, never a traceback."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
+from outlast._logs import configure
 from outlast.cli.common import option
 from outlast.errors import ConfigError, InvalidInput, OutlastError
-from outlast.logs import configure
 from outlast.settings import Settings
 
 USAGE = 2  # the exit code of a user's mistake: a bad option, value, input or setting
@@ -35,7 +35,7 @@ def say(message: str) -> None:
 
 
 class _Outlast(click.Group):
-    """The command group; its ``main`` turns every user error into one line and an exit code
+    """``_Outlast`` is the command group. Its ``main`` turns every user error into one line and an exit code
     (2 for a bad value, 1 for a refusal or an unreachable server), never a traceback."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:

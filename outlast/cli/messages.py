@@ -1,12 +1,12 @@
-"""Commands of messages into runs: ``send``."""
+"""This module holds the commands of messages into runs: ``send``."""
 
 from __future__ import annotations
 
 import click
 
+from outlast._model import Receipt
 from outlast.cli.common import json_arg, with_client
 from outlast.cli.group import cli
-from outlast.model import Receipt
 from outlast.producer import AsyncClient
 
 

@@ -1,4 +1,4 @@
-"""Commands that read a run: status, runs, events, export, verify."""
+"""This family holds the commands that read a run: status, runs, events, export, verify."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
+from outlast._listing import MAX_PAGE, SORTS, RunQuery
+from outlast._model import PRIORITIES
 from outlast.cli.common import parse_since, queue_name, with_client
 from outlast.cli.group import cli
-from outlast.listing import MAX_PAGE, SORTS, RunQuery
-from outlast.model import PRIORITIES
 from outlast.producer import AsyncClient
 
 
@@ -27,7 +27,7 @@ from outlast.producer import AsyncClient
 def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) -> None:
     """State, reason, journal chain, pending intentions, in-doubt operations and resolutions;
     with --op, one operation (what a model tool sent, as it left the process)."""
-    from outlast.status import describe
+    from outlast._status import describe
 
     if op_id is not None:
         _operation(ctx, run_id, op_id, as_json)
@@ -36,13 +36,13 @@ def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) ->
     if as_json:
         click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return
-    from outlast.status import render
+    from outlast._status import render
 
     click.echo(render(info))
 
 
 def _operation(ctx: click.Context, run_id: str, op_id: str, as_json: bool) -> None:
-    from outlast.status import operation, render_operation
+    from outlast._status import operation, render_operation
 
     async def go(c: AsyncClient) -> dict[str, Any] | None:
         return operation(await c.journal(run_id), op_id)
@@ -152,7 +152,7 @@ def events(ctx: click.Context, run_id: str, follow: bool) -> None:
 @click.pass_context
 def export_(ctx: click.Context, run_id: str, out_dir: str) -> None:
     """Write a debug bundle: events, journal, last state, tool calls, environment."""
-    from outlast.bundle import export
+    from outlast._bundle import export
 
     for f in with_client(ctx, lambda c: export(c, run_id, Path(out_dir))):
         click.echo(str(f))

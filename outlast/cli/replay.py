@@ -1,4 +1,4 @@
-"""The replay command: whether a code change is safe for the runs in flight, before a deploy."""
+"""The replay command tells whether a code change is safe for the runs in flight, before a deploy."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 
+from outlast._model import RunState
 from outlast.cli.common import parse_since, settings_of, with_client
 from outlast.cli.group import cli
-from outlast.model import RunState
 
 
 @cli.command()
@@ -43,7 +43,7 @@ def replay(
     workflow: the crossing, what the journal has, what the code asks (with both arguments hashes).
     Exits 1 if any run diverges or its journal does not verify. Needs OUTLAST_SECRET_KEY (the
     workers' key) when the app declares secret arguments."""
-    from outlast.replay import UNFINISHED, replay_bundle, replay_workflow, table
+    from outlast._replay import UNFINISHED, replay_bundle, replay_workflow, table
     from outlast.worker.pool import load_app
 
     wanted = 1 if workflow else 2

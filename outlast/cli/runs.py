@@ -1,4 +1,4 @@
-"""Commands that make or move runs: enqueue, cancel, continue, resume."""
+"""This family holds the commands that make or move runs: enqueue, cancel, continue, resume."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
+from outlast._model import RunRecord
 from outlast.cli.common import json_arg, option, settings_of, with_client
 from outlast.cli.group import cli
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 from outlast.settings import duration
 

@@ -1,4 +1,4 @@
-"""The schedules command: list, pause, resume or trigger the apps' schedules."""
+"""The schedules command can list, pause, resume or trigger the apps' schedules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The worker command: serve an app's workflows."""
+"""The worker command serves an app's workflows."""
 
 from __future__ import annotations
 

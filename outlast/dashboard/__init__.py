@@ -1,6 +1,7 @@
-"""The dashboard: a web page and a JSON API where people see runs, decide approvals and resolve
-in-doubt operations as who they really are (``outlast dashboard``, or ``create_app`` mounted in an
-application's own ASGI app). Needs the ``dashboard`` extra: ``pip install 'outlast[dashboard]'``.
+"""The dashboard is a web page and a JSON API where people see runs, decide approvals and resolve
+in-doubt operations as who they really are. It is served by ``outlast dashboard``, or by
+``create_app`` mounted in an application's own ASGI app. Needs the ``dashboard`` extra:
+``pip install 'outlast[dashboard]'``.
 
 Every request is authenticated (``auth.py``: bearer token, session or trusted header; the users
 file read again when it changes); roles are viewer, operator and approver, and every act checks its

@@ -1,4 +1,4 @@
-"""What people do from the pages and the API alike, as the authenticated principal: decide an
+"""Acts are what people do from the pages and the API alike, as the authenticated principal: decide an
 approval, resolve an in-doubt operation, pause, resume or trigger a schedule. The caller's role
 is checked before these are called (``web.check_role``, or the page's own refusal)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from outlast._secrets import shown_sealed
 from outlast.dashboard.web import Refusal
 from outlast.identity import Principal
 from outlast.producer import AsyncClient
-from outlast.secrets import shown_sealed
 
 DECISIONS = ("approve", "reject", "revise")
 

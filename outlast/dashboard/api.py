@@ -1,4 +1,4 @@
-"""The JSON API under ``/api/``: what the pages show, and the same decisions, as JSON. The decider
+"""The JSON API under ``/api/`` serves what the pages show, and the same decisions, as JSON. The decider
 is always the authenticated caller; a request made with a session cookie (or the proxy's header)
 must also send its CSRF token in ``X-CSRF-Token``. What is read is in ``views.py``, what is done
 in ``acts.py``, what every handler shares in ``web.py``."""
@@ -14,11 +14,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from outlast import fleet
+from outlast import _fleet as fleet
+from outlast._listing import PAGE
 from outlast.dashboard import batch, lists
 from outlast.dashboard.acts import decide, resolve, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
+
+# Said here too (re-exported): what other modules of the dashboard took from the API's module.
 from outlast.dashboard.web import (
     CANCEL,
     DECIDE,
@@ -27,20 +30,17 @@ from outlast.dashboard.web import (
     RESUME,
     RETRY,
     SCHEDULE,
+    Refusal as Refusal,
+    caller_of as caller_of,
     capped,
     check_role,
     check_sender,
+    client_of as client_of,
     has_nul,
+    status_of as status_of,
     whole,
 )
-
-# Said here too (re-exported): what other modules of the dashboard took from the API's module.
-from outlast.dashboard.web import Refusal as Refusal
-from outlast.dashboard.web import caller_of as caller_of
-from outlast.dashboard.web import client_of as client_of
-from outlast.dashboard.web import status_of as status_of
 from outlast.errors import OutlastError
-from outlast.listing import PAGE
 from outlast.producer import AsyncClient
 
 API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments

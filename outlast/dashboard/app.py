@@ -1,6 +1,6 @@
-"""The dashboard's ASGI app: authentication on every request, security headers, and the routes of
-the pages (``pages.py``) and the JSON API (``api.py``), all reading and deciding through one
-``AsyncClient``."""
+"""The dashboard's ASGI app reads and decides through one ``AsyncClient``. It brings together
+authentication on every request, security headers, and the routes of the pages (``pages.py``) and
+the JSON API (``api.py``)."""
 
 from __future__ import annotations
 

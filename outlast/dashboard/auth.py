@@ -1,4 +1,4 @@
-"""Who is asking: every request to the dashboard and its API is authenticated.
+"""Every request to the dashboard and its API is authenticated: this module says who is asking.
 
 Three ways in, checked in this order: the trusted header (``OUTLAST_AUTH_HEADER``, believed only
 from ``OUTLAST_TRUSTED_PROXIES``), a bearer token listed in the users file, or a session made by
@@ -52,9 +52,9 @@ NUL = "a NUL byte is not allowed in a URL, a field or a comment: remove it"
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated request: who, and the CSRF token its forms must carry (None: a bearer
-    token, which needs none); ``earlier``, a token still taken (a proxy's user's, of the window
-    before)."""
+    """A ``Caller`` is an authenticated request: who, and the CSRF token its forms must carry (None:
+    a bearer token, which needs none); ``earlier``, a token still taken (a proxy's user's, of the
+    window before)."""
 
     principal: Principal
     csrf: str | None
@@ -110,8 +110,8 @@ def _id_hash(sid: str) -> str:
 
 
 class Gate:
-    """The users file (read again when it changes), and the sessions, sign-in limit and signing
-    keys kept in Postgres for every dashboard process."""
+    """The ``Gate`` holds the users file (read again when it changes), and the sessions, sign-in
+    limit and signing keys kept in Postgres for every dashboard process."""
 
     def __init__(self, settings: Settings, client: AsyncClient) -> None:
         self.path = Path(settings.users) if settings.users else None

@@ -1,4 +1,4 @@
-"""Batch actions on a filtered runs list: cancel, resume or retry every run the list's filters
+"""Batch actions apply to a filtered runs list. They cancel, resume or retry every run the list's filters
 match (up to MAX_BATCH), after a confirmation that showed the filter, how many runs of each state
 it acts on, and a digest of their ids. The act is refused when other runs match by then (one left
 the list, another joined: the same count is not enough), so nobody acts on a run they did not see
@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from outlast._model import RunRecord, RunState
 from outlast.dashboard import lists
 from outlast.errors import OutlastError
 from outlast.identity import Principal
-from outlast.model import RunRecord, RunState
 from outlast.producer import AsyncClient
 
 MAX_BATCH = 1000
@@ -39,7 +39,7 @@ class BatchRefused(Exception):
 
 @dataclass(frozen=True)
 class Batch:
-    """The runs of a list that an act applies to, as its confirmation shows them: the list's
+    """A ``Batch`` is the runs of a list that an act applies to, as its confirmation shows them: the list's
     filter, the states a retry was asked to include, the runs taken and, by state, those of the
     list left out."""
 

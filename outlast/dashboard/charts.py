@@ -1,6 +1,7 @@
-"""The charts page (``/charts``) and ``/api/charts``: runs started, finished and failed per minute,
-each queue's depth and oldest entry's age, and each tool's p50 and p95 operation latency over the
-last hour and day, drawn as SVG on the server (no script, no library, nothing fetched elsewhere).
+"""The charts page (``/charts``) and ``/api/charts`` show recent figures of runs, queues and tools.
+Runs started, finished and failed per minute, each queue's depth and oldest entry's age, and each
+tool's p50 and p95 operation latency over the last hour and day, drawn as SVG on the server (no
+script, no library, nothing fetched elsewhere).
 
 Everything comes from the rollup the workers' sweepers keep once a minute (``AsyncClient.charts``;
 ``outlast/worker/rollup.py``): a view reads at most a day of minutes x (1 + queues + tools) rows,
@@ -21,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from outlast._latency import BOUNDS
 from outlast.dashboard.api import client_of, status_of
 from outlast.dashboard.render import render
 from outlast.errors import OutlastError
-from outlast.latency import BOUNDS
 
 WINDOWS = {"hour": 3600.0, "day": 86400.0, "week": 7 * 86400.0}  # what a chart of runs and queues covers
 POINTS = 1440  # at most, per line: a week's minutes are drawn as the mean of every 7

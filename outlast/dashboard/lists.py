@@ -1,4 +1,4 @@
-"""The runs list's query string, shared by the page (``/``) and the API (``/api/runs``): its
+"""The runs list's query string is shared by the page (``/``) and the API (``/api/runs``): its
 filters, sort and cursor read into a ``RunQuery``, and a page of runs as the API answers it. The
 cursors the dashboard gives are signed and bound to their list and its filters (``sealed``): a
 cursor of another list, of other filters, or one altered or made up, is refused."""
@@ -11,11 +11,11 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
+from outlast._journal import MAX_DEPTH
+from outlast._listing import COUNTED, PAGE, RunQuery
+from outlast._model import RunRecord
 from outlast.dashboard.auth import Gate, same
 from outlast.errors import InvalidInput
-from outlast.journal import MAX_DEPTH
-from outlast.listing import COUNTED, PAGE, RunQuery
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
 
 TEXT = ("state", "workflow", "queue", "tenant", "priority", "parent")

@@ -1,4 +1,4 @@
-"""Server-sent events: what keeps a page current without reloading it, woken by Postgres
+"""Server-sent events keep a page current without reloading it, woken by Postgres
 (LISTEN on every run's events, or on one run's), polling behind a transaction pooler.
 
 Every stream of a dashboard process listens on the one connection its client shares

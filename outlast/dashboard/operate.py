@@ -1,4 +1,4 @@
-"""The operators' pages: schedules (pause, resume, trigger) and the fleet (workers, queues, dead
+"""The operators' pages show schedules (pause, resume, trigger) and the fleet (workers, queues, dead
 letters requeued)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from outlast import fleet
+from outlast import _fleet as fleet
 from outlast.dashboard import acts, views, web
 from outlast.dashboard.render import render
 from outlast.errors import OutlastError

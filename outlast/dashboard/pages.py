@@ -1,6 +1,6 @@
-"""The pages: runs, a run and what is done to it, the approvals inbox, in-doubt operations,
-batch acts; and every page's route (schedules and the fleet in ``operate.py``, signing in and out
-in ``signin.py``, the server-sent events in ``live.py``)."""
+"""This module serves the pages: runs, a run and what is done to it, the approvals inbox, in-doubt
+operations, batch acts. It also holds every page's route (schedules and the fleet in ``operate.py``, signing
+in and out in ``signin.py``, the server-sent events in ``live.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from outlast._listing import SORTS
+from outlast._model import RunState
 from outlast.dashboard import acts, batch, lists, views, web
 from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.live import live
@@ -21,8 +23,6 @@ from outlast.dashboard.render import render
 from outlast.dashboard.signin import login, logout
 from outlast.errors import OutlastError
 from outlast.identity import SENDER, Principal
-from outlast.listing import SORTS
-from outlast.model import RunState
 from outlast.producer import AsyncClient
 
 Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]

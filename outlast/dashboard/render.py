@@ -1,4 +1,4 @@
-"""How the dashboard's pages are made: the templates, their filters, a page with who is signed in
+"""This module makes the dashboard's pages: the templates, their filters, a page with who is signed in
 and its CSRF token, and the sign-in form."""
 
 from __future__ import annotations

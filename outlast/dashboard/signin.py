@@ -1,4 +1,4 @@
-"""Signing in (a token from the users file, for a session cookie) and out."""
+"""This module signs a person in (a token from the users file, for a session cookie) and out."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run page's timeline: a run's journal (with the time each crossing was journaled) and its
+"""The run page's timeline shows a run's journal (with the time each crossing was journaled) and its
 events, read into bars, then drawn as SVG on the server (no script, no library).
 
 A bar is one operation from its start (its intention, or a `started` time its result carries)
@@ -18,7 +18,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from outlast.journal import Entry
+from outlast._journal import Entry
 
 WIDTH, LABELS, ROW, TOP = 960, 260, 20, 24
 WAITED = ("concurrency_slot", "rate_limit")  # waits only an event tells of (not the journal)
@@ -27,7 +27,7 @@ HANDOVERS = ("handed_over", "requeued")
 
 @dataclass
 class Bar:
-    """One lane of the timeline."""
+    """A ``Bar`` is one lane of the timeline."""
 
     label: str
     kind: str  # operation, retry, wait, approval, in_doubt
@@ -43,7 +43,8 @@ class Bar:
 
 @dataclass(frozen=True)
 class Marker:
-    """A moment across every lane: a handover between workers, with the new fencing token."""
+    """A ``Marker`` marks a moment across every lane: a handover between workers, with the new
+    fencing token."""
 
     at: datetime
     kind: str
@@ -62,7 +63,7 @@ def _when(value: Any) -> datetime | None:
 
 
 class _Reader:
-    """The bars read so far, crossing by crossing (one method per kind of crossing)."""
+    """``_Reader`` holds the bars read so far, crossing by crossing (one method per kind of crossing)."""
 
     def __init__(self) -> None:
         self.bars: list[Bar] = []

@@ -1,5 +1,5 @@
-"""What the pages and the API read: a run (its status, timeline, drawing and children tree), the
-fleet, the runs in doubt, and a run's debug bundle as a zip made in memory."""
+"""This module holds what the pages and the API read: a run (its status, timeline, drawing and
+children tree), the fleet, the runs in doubt, and a run's debug bundle as a zip made in memory."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ import zipfile
 from typing import Any
 from urllib.parse import quote
 
-from outlast import bundle
-from outlast.dashboard import lists
-from outlast.dashboard import timeline as drawing
+from outlast import _bundle as bundle
+from outlast._listing import RunQuery
+from outlast._status import CHILDREN_SHOWN, describe
+from outlast.dashboard import lists, timeline as drawing
 from outlast.dashboard.auth import Gate
-from outlast.listing import RunQuery
 from outlast.producer import AsyncClient
-from outlast.status import CHILDREN_SHOWN, describe
 
 TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows, at most
 

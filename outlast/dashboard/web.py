@@ -1,6 +1,7 @@
-"""What the dashboard's handlers share, the pages' and the API's: who asks (the client and the
-authenticated caller), how a refusal is said (``Refusal``, the HTTP status of an outlast error,
-the role an act takes), input bounded before it is read; and the pages' forms and redirects."""
+"""The dashboard's handlers, the pages' and the API's, share this module. It holds who asks (the
+client and the authenticated caller), how a refusal is said (``Refusal``, the HTTP status of an
+outlast error, the role an act takes), input bounded before it is read; and the pages' forms and
+redirects."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ STALE = "refused: the form's CSRF token is missing or stale; try again"
 
 
 class Refusal(Exception):
-    """A request the API turns down: its status code and the reason, said to the person."""
+    """A ``Refusal`` is a request the API turns down: its status code and the reason, said to the person."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)

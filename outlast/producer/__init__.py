@@ -1,4 +1,4 @@
-"""The producer side: enqueue runs and ask about them.
+"""The producer side enqueues runs and asks about them.
 
 ``AsyncClient`` is the one door to runs for programs, the CLI, the fleet views and the dashboard:
 nothing else touches the store or the queue on their behalf. It is composed from one mixin per

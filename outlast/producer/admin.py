@@ -1,4 +1,4 @@
-"""Administration: the schema (migrate), pruning finished runs, schedules, and the figures a
+"""Administration covers the schema (migrate), pruning finished runs, schedules, and the figures a
 live view polls."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from typing import Any
 
 import structlog
 
+from outlast._listing import COUNTED
+from outlast._model import FINAL_STATES, RunRecord
+from outlast._schedules import next_tick
 from outlast.errors import InvalidInput, UnknownSchedule
 from outlast.identity import Principal
-from outlast.listing import COUNTED
-from outlast.model import FINAL_STATES, RunRecord
 from outlast.producer.admission import Admission
 from outlast.producer.checks import show
-from outlast.schedules import next_tick
 from outlast.settings import MAX_AGE
 from outlast.store import SCHEMA_VERSION, Pruned
 
@@ -23,7 +23,8 @@ log = structlog.get_logger("outlast.client")
 
 
 class Administration(Admission):
-    """The family of an operator's upkeep (a schedule's trigger admits a run, hence ``Admission``)."""
+    """``Administration`` is the family of an operator's upkeep (a schedule's trigger admits a run,
+    hence ``Admission``)."""
 
     async def prune(
         self, finished_before: timedelta | float, *, state: str | None = None, dry_run: bool = False

@@ -1,4 +1,4 @@
-"""Admitting runs: ``enqueue``, ``enqueue_many`` and ``continue_run``. Everything about a run is
+"""Runs are admitted here: ``enqueue``, ``enqueue_many`` and ``continue_run``. Everything about a run is
 checked before anything is written; the row is committed first, then its id is published."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from outlast import tracing
+from outlast import _tracing as tracing
+from outlast._journal import canonical, digest
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, RunConflict, RunNotFinished, ServiceUnavailable
 from outlast.identity import Principal
-from outlast.journal import canonical, digest
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import (
     NO_INPUT,
     RUN_ID_RULE,

@@ -1,4 +1,4 @@
-"""What the producer checks before anything is written: ids and names, JSON values, deadlines,
+"""The producer checks these before anything is written: ids and names, JSON values, deadlines,
 delays and budgets. Each refusal is ``InvalidInput`` naming whose value it is and why."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
+from outlast._journal import canonical
 from outlast.errors import InvalidInput
-from outlast.journal import canonical
 from outlast.queue import MAX_RUN_ID
 
 NO_INPUT: dict[str, Any] = {}  # enqueue's default, by identity: an omitted input is {}; None is refused

@@ -1,4 +1,4 @@
-"""AsyncClient: enqueue runs, read their status, wait for results, decide, administer.
+"""AsyncClient lets a program enqueue runs, read their status, wait for results, decide, administer.
 
 It is the one implementation, composed (as redis-py composes its client from command mixins)
 from the families a caller meets: admitting runs (``admission.py``), reading and acting on them
@@ -19,4 +19,5 @@ __all__ = ["AsyncClient"]
 
 
 class AsyncClient(Runs, Decisions, Messages, Administration, Fleet):
-    """Talks to Postgres (the truth) and Redis (the hand-out) on behalf of an application."""
+    """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
+    application."""

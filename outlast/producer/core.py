@@ -1,13 +1,13 @@
-"""What every family of the client shares: the settings, the store (Postgres, the truth), the
-queue (Redis, the hand-out), opening and closing, and reading one run."""
+"""This module holds what every family of the client shares: the settings, the store (Postgres, the
+truth), the queue (Redis, the hand-out), opening and closing, and reading one run."""
 
 from __future__ import annotations
 
 from typing import Any, Self
 
+from outlast._model import RunRecord
 from outlast.app import App
 from outlast.errors import UnknownRun
-from outlast.model import RunRecord
 from outlast.producer.checks import check_text
 from outlast.queue import Queue
 from outlast.services import resolve

@@ -1,22 +1,22 @@
-"""Decisions a person makes about a run: approval requests (approve, reject, revise) and the
-resolution of an in-doubt operation."""
+"""This family takes the decisions a person makes about a run: approval requests (approve, reject,
+revise) and the resolution of an in-doubt operation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from outlast.approvals import Proposed, Verdict, check_comment, decider, judge
+from outlast._approvals import Proposed, Verdict, check_comment, decider, judge
+from outlast._journal import make_entry, operation_state
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, NotInDoubt, RunChanged, RunNotWaiting, UnknownApproval
 from outlast.identity import Principal, cli_principal
-from outlast.journal import make_entry, operation_state
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import check_json
 from outlast.producer.core import ClientCore
 from outlast.store import OnWait
 
 
 class Decisions(ClientCore):
-    """The family of decisions: approval requests and in-doubt resolutions."""
+    """``Decisions`` is the family of decisions: approval requests and in-doubt resolutions."""
 
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""

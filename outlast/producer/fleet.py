@@ -1,4 +1,4 @@
-"""The fleet as the client sees it: health, the workers' heartbeat records, each queue's figures
+"""The client sees the fleet here: health, the workers' heartbeat records, each queue's figures
 and its dead letters. Everything is read from Postgres, the one source of truth, except what only
 Redis knows: a queue's stream figures and its dead letters. A dead letter is requeued through
 Postgres first."""
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
+from outlast._latency import BOUNDS, summary
 from outlast.errors import SchemaError, ServiceUnavailable
-from outlast.latency import BOUNDS, summary
 from outlast.producer.core import ClientCore
 from outlast.queue import run_id_problem
 from outlast.store import SCHEMA_VERSION
@@ -19,7 +19,7 @@ Outcome = Literal["requeued", "dropped", "kept"]
 
 
 class Fleet(ClientCore):
-    """The family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
+    """``Fleet`` is the family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
     ``queues``, ``dead-letters``, and the dashboard's fleet page)."""
 
     async def health(self, worker: bool = False) -> tuple[list[str], list[str]]:

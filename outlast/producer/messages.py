@@ -1,15 +1,15 @@
-"""Messages sent into a run: ``send`` (stored, then the run woken if it waits on the channel) and
-the run's messages read."""
+"""This module holds the client's messages into runs. ``send`` stores one, then wakes the run if it
+waits on the channel; ``messages`` reads the run's messages."""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from outlast import failpoints
-from outlast.channels import to_json
+from outlast import _failpoints as failpoints
+from outlast._channels import to_json
+from outlast._model import Receipt
 from outlast.errors import InvalidInput, MessageRefused, UnknownRun
-from outlast.model import Receipt
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore
 

@@ -1,5 +1,5 @@
-"""Runs after admission: reading them (status, list, events, journal, budget), waiting for and
-following them, and acting on them (cancel, resume)."""
+"""This family deals with runs after admission: reading them (status, list, events, journal,
+budget), waiting for and following them, and acting on them (cancel, resume)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from outlast._journal import Entry, first_bad_crossing
+from outlast._listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
+from outlast._model import RunRecord, RunState
 from outlast.errors import InvalidInput, RunChanged, RunFinished, RunNotWaiting, WaitTimeout
 from outlast.identity import Principal
-from outlast.journal import Entry, first_bad_crossing
-from outlast.listing import MAX_PAGE, PAGE, RunQuery, after_of, cursor_of
-from outlast.model import RunRecord, RunState
 from outlast.producer.checks import MAX_LIST, show
 from outlast.producer.core import ClientCore
 from outlast.store.notify import Watch
 
 
 class Runs(ClientCore):
-    """The family a caller meets after ``enqueue``: a run's state, events and journal, and its
+    """``Runs`` is the family a caller meets after ``enqueue``: a run's state, events and journal, and its
     cancellation or resumption."""
 
     async def wait(self, run_id: str, timeout: float | None = None, poll: float = 1.0) -> RunRecord:

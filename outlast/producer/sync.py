@@ -1,4 +1,4 @@
-"""Client: the synchronous facade over ``AsyncClient``, not a second implementation.
+"""Client is the synchronous facade over ``AsyncClient``, not a second implementation.
 
 It runs one ``AsyncClient`` on a private event loop thread (so it also works inside a program
 that has a loop of its own); each of its methods is ``AsyncClient``'s, run there to completion
@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 
 class _Loop:
-    """The private event loop thread and the ``AsyncClient`` it runs (``aio``)."""
+    """``_Loop`` holds the private event loop thread and the ``AsyncClient`` it runs (``aio``)."""
 
     def __init__(
         self,
@@ -125,4 +125,4 @@ class _Administration(_Loop):
 
 
 class Client(_Runs, _Decisions, _Messages, _Administration):
-    """The synchronous facade over ``AsyncClient`` (its ``aio``)."""
+    """``Client`` is the synchronous facade over ``AsyncClient`` (its ``aio``)."""

@@ -1,4 +1,4 @@
-"""Redis Streams: how work is handed out. The only package that speaks to Redis.
+"""The queue hands out work on Redis Streams; it is the only package that speaks to Redis.
 
 Streams (one per queue and priority level), their consumer group, dead letters, shared rate
 windows (``rate.py``) and the data-loss marker; on a single server, a Redis Cluster

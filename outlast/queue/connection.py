@@ -1,4 +1,4 @@
-"""How the queue speaks to Redis: one server or a Redis Cluster, from the URL; the names of its
+"""This module connects the queue to Redis: one server or a Redis Cluster, from the URL; the names of its
 keys; what counts as an outage (``ServiceUnavailable``, retried later)."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
+    ConnectionError as RedisConnectionError,
     ReadOnlyError,
     RedisClusterException,
+    TimeoutError as RedisTimeoutError,
     TryAgainError,
 )
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
 from outlast.queue.sentinel import is_sentinel_url, sentinel_client
-from outlast.urls import redact
 
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
 # also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).

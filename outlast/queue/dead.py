@@ -1,4 +1,4 @@
-"""The dead-letter stream of a queue: entries nobody can serve, kept with the reason."""
+"""The dead-letter stream of a queue keeps the entries nobody can serve, with the reason."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from outlast.queue.entries import GROUP, Delivery, to_text
 
 
 class DeadLetters(Connection):
-    """Moving an entry to the dead letters, listing them, dropping one."""
+    """``DeadLetters`` moves an entry to the dead letters, lists them and drops one."""
 
     async def dead_letter(self, d: Delivery, reason: str) -> None:
         """Move an entry that cannot be served to the dead-letter stream, with the reason (and,

@@ -1,6 +1,6 @@
-"""What a stream entry is, once read: a ``Delivery`` (decoded here one entry at a time, so that an
-entry nobody can serve names its ``problem`` instead of failing the batch it came in), the
-figures of a queue, and the names every part of the queue shares (the consumer group, the
+"""This module says what a stream entry is, once read. It holds a ``Delivery`` (decoded here one entry at a
+time, so that an entry nobody can serve names its ``problem`` instead of failing the batch it came
+in), the figures of a queue, and the names every part of the queue shares (the consumer group, the
 priority levels)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from outlast.model import PRIORITIES
+from outlast._model import PRIORITIES
 
 GROUP = "workers"
 MAX_RUN_ID = 200
@@ -23,8 +23,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 @dataclass(frozen=True)
 class Delivery:
-    """One stream entry handed to this consumer. ``problem`` says why it cannot be served (then
-    ``run_id`` is None and the entry belongs in the dead-letter stream)."""
+    """A ``Delivery`` is one stream entry handed to this consumer. ``problem`` says why it cannot be
+    served (then ``run_id`` is None and the entry belongs in the dead-letter stream)."""
 
     queue: str
     entry_id: str
@@ -43,7 +43,7 @@ class Delivery:
 
 @dataclass(frozen=True)
 class QueueFigures:
-    """What ``Queue.figures`` found for one queue."""
+    """``QueueFigures`` holds what ``Queue.figures`` found for one queue."""
 
     queue: str
     length: int  # entries in the stream: waiting to be read, or pending

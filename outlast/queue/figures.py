@@ -1,4 +1,4 @@
-"""What Redis says of a queue: for ``outlast queues`` and the metrics gauges."""
+"""This module reads what Redis says of a queue, for ``outlast queues`` and the metrics gauges."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from outlast.queue.entries import GROUP, LEVELS, QueueFigures, to_bytes, to_text
 
 
 class Figures(Connection):
-    """The streams' lengths, pending entries, backlog and their ages."""
+    """``Figures`` reads the streams' lengths, pending entries, backlog and their ages."""
 
     async def figures(self, queue: str) -> QueueFigures:
         """The queue's streams (every level) as Redis sees them: their length, the entries

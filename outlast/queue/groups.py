@@ -1,4 +1,4 @@
-"""The consumer group's side of the streams: making the group, reading and reclaiming entries,
+"""The consumer group's side of the streams covers making the group, reading and reclaiming entries,
 acknowledging them, keeping held ones from being reclaimed, forgetting consumers gone."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ return gone
 
 
 class ConsumerGroup(Connection):
-    """Reading, reclaiming and acknowledging run entries as one consumer of the group."""
+    """``ConsumerGroup`` reads, reclaims and acknowledges run entries as one consumer of the group."""
 
     async def ensure_group(self, queue: str) -> None:
         """Create the consumer group of each level's stream from its start (an entry added before

@@ -1,4 +1,4 @@
-"""Publishing run ids, and the data-loss marker: a key set with every publication and looked
+"""This module publishes run ids and keeps the data-loss marker: a key set with every publication and looked
 for every sweep. Gone (or a group found gone by a read), Redis lost its data: the caller
 re-publishes what Postgres says is due.
 
@@ -26,7 +26,7 @@ return 1
 
 
 class Publishing(Connection):
-    """Adding run entries to a queue's streams, and noticing when Redis lost them."""
+    """``Publishing`` adds run entries to a queue's streams, and notices when Redis lost them."""
 
     async def publish(self, queue: str, run_id: str, hops: int = 0, priority: str = "normal") -> str:
         """Add the run's id to the queue's stream (and the marker ``lost_data`` looks for, in the

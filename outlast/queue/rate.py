@@ -1,4 +1,4 @@
-"""Shared rate windows: what every worker dispatched of a tool in the last window, in Redis.
+"""Shared rate windows keep what every worker dispatched of a tool in the last window, in Redis.
 
 A window is a sorted set per tool and rate name: one member per dispatch (``ID|AMOUNT``) scored
 by the Redis clock at admission. One script looks at every window of the tool and admits the
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from outlast.limits import Rate
+from outlast._limits import Rate
 from outlast.queue.streams import Queue
 
 # KEYS[1]: the tool's back-off key; KEYS[2..]: its windows. ARGV[1]: the member's id, then for
@@ -74,7 +74,7 @@ def _amount(x: float) -> str:
 
 
 class RateWindows:
-    """The rate windows of every tool, in the queue's Redis under its prefix."""
+    """``RateWindows`` keeps the rate windows of every tool, in the queue's Redis under its prefix."""
 
     def __init__(self, queue: Queue) -> None:
         self._q = queue

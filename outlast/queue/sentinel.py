@@ -1,4 +1,4 @@
-"""Redis Sentinel: the queue on whichever server the sentinels say is the primary now.
+"""With Redis Sentinel, the queue runs on whichever server the sentinels say is the primary now.
 
 ``redis+sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...]/SERVICE[/DB][?OPTIONS]``: the
 sentinels (port 26379 when left out) and the name they monitor the primary by (``sentinel
@@ -20,7 +20,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel
 
-from outlast.urls import SentinelURL, is_sentinel_url, parse_sentinel_url
+from outlast._urls import SentinelURL, is_sentinel_url, parse_sentinel_url
 
 __all__ = ["SentinelURL", "is_sentinel_url", "parse_sentinel_url", "sentinel_client"]
 

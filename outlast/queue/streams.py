@@ -1,4 +1,4 @@
-"""One stream per queue, read by one consumer group. An entry says only which run to take:
+"""Each queue has one stream, read by one consumer group. An entry says only which run to take:
 Postgres holds everything else, so a lost or repeated entry costs a claim, never a result.
 
 Keys carry the queue in a hash tag (``outlast:{default}:runs``) so that one queue's keys live
@@ -38,7 +38,7 @@ __all__ = [
 
 
 class Queue(Publishing, ConsumerGroup, DeadLetters, Figures, Streams):
-    """Publishing, reading, reclaiming, acknowledging and dead-lettering run entries: the parts
+    """``Queue`` publishes, reads, reclaims, acknowledges and dead-letters run entries: the parts
     (``connection``, ``publishing``, ``groups``, ``dead``, ``figures``,
     ``undelivered``) over one client.
 

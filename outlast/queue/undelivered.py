@@ -1,5 +1,6 @@
-"""What a queue's streams still hold for the workers, for the sweeper: which runs' entries wait in
-their stream, neither delivered to a worker nor deleted, so that a long backlog is not re-published.
+"""This module tells the sweeper what a queue's streams still hold for the workers, so that a long
+backlog is not re-published. It finds which runs' entries wait in their stream, neither delivered to
+a worker nor deleted.
 
 A stream entry's id is the Redis time (ms) it was added, and the group delivers entries in id
 order: an entry newer than the group's ``last-delivered-id`` was not delivered, one newer than the
@@ -84,11 +85,11 @@ return out
 
 
 class Span(NamedTuple):
-    """One stream's entries still waiting, as ages in seconds by its Redis clock when read: every
-    entry added less than ``since`` seconds ago is neither delivered nor deleted, and none was
-    added less than ``last`` seconds ago. A run stamped (Postgres's clock, read after) less than
-    ``since`` ago and at least ``last`` ago has its entry waiting there, if it was ever added:
-    the clock read after Redis's can only make a run look older than it is."""
+    """A ``Span`` gives one stream's entries still waiting, as ages in seconds by its Redis clock
+    when read: every entry added less than ``since`` seconds ago is neither delivered nor deleted,
+    and none was added less than ``last`` seconds ago. A run stamped (Postgres's clock, read after)
+    less than ``since`` ago and at least ``last`` ago has its entry waiting there, if it was ever
+    added: the clock read after Redis's can only make a run look older than it is."""
 
     queue: str
     priority: str
@@ -98,8 +99,8 @@ class Span(NamedTuple):
 
 @dataclass(frozen=True)
 class Waiting:
-    """What the streams read hold for the workers: per stream a ``Span``, and the runs whose
-    entries were read around the delivered point (delivered and not acknowledged, or not
+    """``Waiting`` says what the streams read hold for the workers: per stream a ``Span``, and the
+    runs whose entries were read around the delivered point (delivered and not acknowledged, or not
     delivered)."""
 
     spans: list[Span] = field(default_factory=list)
@@ -111,7 +112,7 @@ def _ms(entry_id: str) -> int:
 
 
 class Streams(Connection):
-    """Which runs' entries still wait in their streams (``waiting``)."""
+    """``Streams`` finds which runs' entries still wait in their streams (``waiting``)."""
 
     async def waiting(self, queues: list[str]) -> Waiting:
         """Each level of each queue whose streams Redis can vouch for: one script a queue (its

@@ -1,4 +1,4 @@
-"""Postgres: the source of truth. The only package that speaks SQL.
+"""The store is Postgres, the source of truth; it is the only package that speaks SQL.
 
 Every statement is named in ``sql/*.sql``, one file per family beside its mixin (parsed once by
 ``queries.py``); a fact several share is a function of migration 0015, said once

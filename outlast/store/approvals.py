@@ -1,4 +1,4 @@
-"""The approvals family: requests for a person's decision, and the decisions."""
+"""The approvals family stores requests for a person's decision, and the decisions."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from outlast.store.base import Base
 
 
 class Approvals(Base):
-    """Request an approval (fenced), read requests, and decide one (waking its run)."""
+    """``Approvals`` requests an approval (fenced), reads requests, and decides one (waking its run)."""
 
     async def await_approval(
         self,

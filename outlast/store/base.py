@@ -1,5 +1,6 @@
-"""What the store's query families share: ``Store`` is a ``Connection`` plus one mixin per family
-(runs, leases, journal...), and each family reaches Postgres only through what ``Base`` declares."""
+"""The store's query families share this module. ``Store`` is a ``Connection`` plus one
+mixin per family (runs, leases, journal...), and each family reaches Postgres only through what
+``Base`` declares."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def budget_arrays(by_name: Mapping[str, float]) -> tuple[list[str], list[float]]
 
 
 class Base:
-    """The connection's side of every family, declared so that each family type-checks on its own:
+    """``Base`` declares the connection's side of every family, so that each family type-checks on its own:
     ``Connection`` gives the reads and writes, ``Migrations`` the schema check. A family names the
     statement (``sql/<family>.sql``) and its parameters; it never opens a connection itself."""
 

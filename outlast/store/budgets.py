@@ -1,4 +1,4 @@
-"""The budgets family: reservations made before an operation, settled after it."""
+"""The budgets family stores reservations made before an operation, settled after it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from outlast.store.base import Base, budget_arrays
 
 
 class Budgets(Base):
-    """Reserve, settle and read a budget's use."""
+    """``Budgets`` reserves, settles and reads a budget's use."""
 
     async def reserve(
         self, budget_id: str, run_id: str, op_id: str, amounts: dict[str, float]

@@ -1,4 +1,4 @@
-"""The children family: child runs started by a run, and their parents' waits."""
+"""The children family stores child runs started by a run, and their parents' waits."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from outlast.store.records import ChildStart
 
 
 class Children(Base):
-    """Start a child run (fenced by its parent), wait for it, and wake its parent."""
+    """``Children`` starts a child run (fenced by its parent), waits for it, and wakes its parent."""
 
     async def insert_child(self, parent: str, token: int, row: dict[str, Any]) -> ChildStart:
         """Insert a child run of ``parent`` (fenced by the parent's ``token``; refused once the

@@ -1,4 +1,4 @@
-"""How the store talks to Postgres: a pool for reads, the shared-commit writer, the renewals'
+"""The store talks to Postgres through these: a pool for reads, the shared-commit writer, the renewals'
 and the listeners' connections; driver errors are wrapped here."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
+from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
 from outlast.store.base import Base, Conn
@@ -23,7 +24,6 @@ from outlast.store.queries import Q
 from outlast.store.reach import too_old, unreachable
 from outlast.store.wire import Wire
 from outlast.store.writer import Writer
-from outlast.urls import redact
 
 # Behind a pooler, what a startup option set for the session is set in each transaction instead
 # (docs/pgbouncer.md): the first statement of the same Sync, local to the transaction.
@@ -38,7 +38,8 @@ _GENERIC = ", set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 
 class Connection(Base):
-    """One process's connections to Postgres: a small pool for reads and one shared-commit writer."""
+    """``Connection`` holds one process's connections to Postgres: a small pool for reads and one
+    shared-commit writer."""
 
     def __init__(
         self,
@@ -46,6 +47,7 @@ class Connection(Base):
         schema: str = "outlast",
         max_size: int = 8,
         retry_for: float = Settings.store_retry,  # the settings' defaults, declared there once
+        in_flight: int = Settings.writer_in_flight,
         tenant_window: int = Settings.tenant_window,
         pooler: str = Settings.pg_pooler,
         prepare: str = Settings.pg_prepare,
@@ -82,6 +84,7 @@ class Connection(Base):
             retry_for,
             make_wire=lambda c: Wire(c, self.prepare, prelude if pooler != "none" else None),
             pooled=pooler != "none",
+            in_flight=in_flight,
         )
         self._beat: Conn | None = None  # lease renewals: never queued behind reads or writes
         self.reads = 0  # read round trips, for the cost model's measurements
@@ -95,6 +98,7 @@ class Connection(Base):
             s.schema,
             max_size=max_size,
             retry_for=s.store_retry,
+            in_flight=s.writer_in_flight,
             tenant_window=s.tenant_window,
             pooler=s.pg_pooler,
             prepare=s.pg_prepare,

@@ -1,4 +1,4 @@
-"""``schema.sql``: the whole schema the migrations make, in one file a reader can open. It is what
+"""``schema.sql`` holds the whole schema the migrations make, in one file a reader can open. It is what
 ``pg_dump --schema-only`` prints of a freshly migrated schema, made stable (no run-specific lines,
 the schema named ``outlast``). Regenerate it after changing a migration:
 
@@ -17,9 +17,9 @@ import uuid
 
 import psycopg
 
+from outlast._urls import redact
 from outlast.store.migrate import SCHEMA_VERSION
 from outlast.store.store import Store
-from outlast.urls import redact
 
 _DROPPED = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\restrict|\\unrestrict)")
 

@@ -1,4 +1,4 @@
-"""The fleet family: workers' heartbeat records and the programs they serve."""
+"""The fleet family stores workers' heartbeat records and the programs they serve."""
 
 from __future__ import annotations
 

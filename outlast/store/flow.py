@@ -1,4 +1,4 @@
-"""The flow family (0011_flow): concurrency slots, and runs parked for a slot or a rate."""
+"""The flow family (0011_flow) stores concurrency slots, and runs parked for a slot or a rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The journal family: a run's hash-chained entries, and the one way to append to it."""
+"""The journal family stores a run's hash-chained entries, and holds the one way to append to it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from outlast.journal import Entry
+from outlast._journal import Entry
 from outlast.store.base import Base
 from outlast.store.records import OnWait
 
@@ -17,7 +17,7 @@ def _entry_params(e: Entry) -> dict[str, Any]:
 
 
 class Journal(Base):
-    """Read a run's journal; append one entry (``append``: the one way in)."""
+    """``Journal`` reads a run's journal and appends one entry (``append``: the one way in)."""
 
     async def journal(self, run_id: str) -> list[Entry]:
         rows = await self._rows("journal", run_id=run_id)

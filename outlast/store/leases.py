@@ -1,4 +1,4 @@
-"""The leases family: claims, renewals and every fenced change of a run's state."""
+"""The leases family makes claims, renewals and every fenced change of a run's state."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 from outlast.store.base import Base
 from outlast.store.records import Claimed, Lease
 
 
 class Leases(Base):
-    """Take, renew and give up a run's lease; its state changes, each fenced by its token."""
+    """``Leases`` takes, renews and gives up a run's lease, and makes its state changes, each fenced
+    by its token."""
 
     async def claim(
         self, run_id: str, worker: str, ttl: float, programs: dict[str, str], queue: str | None = None

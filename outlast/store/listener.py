@@ -1,5 +1,5 @@
-"""One listening connection that the dashboard's live pages share: a ``Listener`` per process, each
-page's reader a ``SharedWatch`` through it, however many pages are open (``outlast.store.notify``
+"""The dashboard's live pages share one listening connection per process, however many pages are open.
+It is a ``Listener``, each page's reader a ``SharedWatch`` through it (``outlast.store.notify``
 says how a wake-up reaches a reader)."""
 
 from __future__ import annotations

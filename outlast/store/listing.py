@@ -1,6 +1,7 @@
-"""The runs list family: a page of runs for a ``RunQuery``, composed from the named fragments of
-``sql/listing.sql`` (only the filters given, so each list reads the one index made for it, 0020):
-the page's ids are found first by an index-only scan of the filter's index, then their rows read."""
+"""The runs list family fetches a page of runs for a ``RunQuery``. The query is composed from the
+named fragments of ``sql/listing.sql`` (only the filters given, so each list reads the one index
+made for it, 0020): the page's ids are found first by an index-only scan of the filter's index, then
+their rows read."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from outlast._listing import RunQuery
 from outlast.errors import InvalidInput
-from outlast.listing import RunQuery
 from outlast.store.base import Base
 from outlast.store.queries import Q
 
@@ -53,7 +54,7 @@ def page_statement(
 
 
 class Listing(Base):
-    """A page of runs, newest first by the sort's time (or by id, for an id prefix)."""
+    """``Listing`` reads a page of runs, newest first by the sort's time (or by id, for an id prefix)."""
 
     async def runs_page(
         self, query: RunQuery, after: tuple[datetime | None, str | None], limit: int

@@ -1,6 +1,6 @@
-"""The messages family: a message sent into a run, the lease holder's look at its inbox, the
-take (journaled and marked taken in one fenced statement), the wait on a channel, and the run's
-messages read."""
+"""``Messages`` holds the statements of messages into a run. They are a send, the lease holder's
+look at its inbox, the take (journaled and marked taken in one fenced statement), the wait on a
+channel, and the run's messages read."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.journal import Entry
+from outlast._journal import Entry
 from outlast.store.base import Base
 
 

@@ -1,5 +1,5 @@
-"""The schema: migrations (``steps.py``), applied in order under load, and the check that the
-database's schema is one this code may run on (docs/upgrading.md)."""
+"""This module keeps the schema: migrations (``steps.py``), applied in order under load, and the
+check that the database's schema is one this code may run on (docs/upgrading.md)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from outlast._urls import redact
 from outlast.errors import SchemaError
 from outlast.store.base import Base, Conn
 from outlast.store.queries import Q
 from outlast.store.steps import MIGRATIONS, SCHEMA_VERSION, Migration, oldest_code, schema_sql
-from outlast.urls import redact
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration", "Migrations", "schema_sql"]
 
@@ -40,8 +40,8 @@ ASK = 0.1
 
 
 class Migrations(Base):
-    """Bring the schema up to date, and refuse one missing, older than this code, or newer and
-    not declared compatible with it."""
+    """``Migrations`` brings the schema up to date, and refuses one missing, older than this code,
+    or newer and not declared compatible with it."""
 
     async def migrate(
         self, to: int = SCHEMA_VERSION, lock_wait: float = LOCK_WAIT, tries: int = LOCK_TRIES

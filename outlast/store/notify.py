@@ -1,4 +1,4 @@
-"""Wake-ups from Postgres instead of polling: a reader LISTENs on one run's channel and registers
+"""Postgres wakes a reader up instead of polling. A reader LISTENs on one run's channel and registers
 as the run's watcher (a row of ``watchers``); the events trigger of migration 0009 NOTIFYs the
 channel of a watched run only, in every commit that gave it an event (every final state writes
 one). While its listening connection is lost, the reader polls.
@@ -84,7 +84,7 @@ async def probe(connect: Connect, channel: str, news: asyncio.Event, timeout: fl
 
 
 class Watch:
-    """Tells a reader when to look at one run again: as soon as a notification for it arrives,
+    """A ``Watch`` tells a reader when to look at one run again: as soon as a notification for it arrives,
     and every ``poll`` seconds while it cannot listen (listening again is tried at each of those
     looks). Between changes it costs the database nothing.
 
@@ -130,7 +130,8 @@ class Watch:
 
 
 class RunWatch(Watch):
-    """A watch on a listening connection of its own: one idle connection between changes."""
+    """A ``RunWatch`` is a watch on a listening connection of its own: one idle connection between
+    changes."""
 
     def __init__(
         self,

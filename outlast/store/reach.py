@@ -1,4 +1,5 @@
-"""Why a connection to Postgres failed, in one line that names the setting or the step to fix it.
+"""This module says why a connection to Postgres failed, in one line that names the setting or the
+step to fix it.
 
 The driver's first line says what went wrong (``FATAL: unsupported startup parameter: options``);
 it rarely says what to do. Each known first-connection failure gets its way out here: a pooler
@@ -8,8 +9,8 @@ A failure not recognised keeps the driver's words alone.
 
 from __future__ import annotations
 
+from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
-from outlast.urls import redact
 
 OLDEST_SERVER = 140000  # Postgres 14: the oldest release this outlast supports (tested on 15, 16)
 

@@ -1,4 +1,4 @@
-"""What the store's methods return or take besides runs: plain frozen records."""
+"""This module holds what the store's methods return or take besides runs: plain frozen records."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 
 
 @dataclass(frozen=True)
 class OnWait:
-    """Who appends to a run no worker holds: it waits for ``reason`` and its chain's head is
+    """``OnWait`` says who appends to a run no worker holds: it waits for ``reason`` and its chain's head is
     ``prev`` (what the writer read)."""
 
     reason: str
@@ -20,7 +20,7 @@ class OnWait:
 
 @dataclass(frozen=True)
 class ChildStart:
-    """What starting a child run found: the parent's lease ``held`` (else fenced), its
+    """``ChildStart`` says what starting a child run found: the parent's lease ``held`` (else fenced), its
     ``cancel_requested``, whether the child was ``created`` (else it exists already, or was
     refused), and whether it was ``held_back`` for its tenant's turn (not to be published now)."""
 
@@ -31,7 +31,7 @@ class ChildStart:
 
 
 class Claimed(NamedTuple):
-    """A claim: the run under its new token, the database clock then, and the run (id, queue,
+    """``Claimed`` is a claim: the run under its new token, the database clock then, and the run (id, queue,
     priority) whose turn it made, published by the claim: its stream entry is the claimer's to add."""
 
     run: RunRecord
@@ -41,7 +41,7 @@ class Claimed(NamedTuple):
 
 @dataclass(frozen=True)
 class Lease:
-    """What a heartbeat learnt of one lease."""
+    """``Lease`` holds what a heartbeat learnt of one lease."""
 
     renewed: bool
     lost: bool  # another worker holds a newer fencing token
@@ -50,7 +50,7 @@ class Lease:
 
 @dataclass(frozen=True)
 class Pruned:
-    """What a prune deleted (or, counted, would delete): runs and the rows that were theirs;
+    """``Pruned`` says what a prune deleted (or, counted, would delete): runs and the rows that were theirs;
     budgets are counted by id."""
 
     runs: int = 0

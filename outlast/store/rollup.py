@@ -1,4 +1,4 @@
-"""The charts' family (0021): the rollup the workers' sweepers keep once a minute, and its reads."""
+"""The charts' family (0021) holds the rollup the workers' sweepers keep once a minute, and its reads."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ QUEUES_SAMPLED = 200  # queues sampled at most per step
 
 @dataclass(frozen=True)
 class RolledUp:
-    """What one rollup step wrote: the minutes of runs counted (from ``since`` to ``until``), the
-    queues sampled, the old rows deleted."""
+    """``RolledUp`` says what one rollup step wrote: the minutes of runs counted (from ``since`` to
+    ``until``), the queues sampled, the old rows deleted."""
 
     minutes: int
     since: datetime | None
@@ -27,7 +27,8 @@ class RolledUp:
 
 
 class Rollups(Base):
-    """The rollup's writes (a worker's latencies, one worker's step) and the charts' reads."""
+    """``Rollups`` makes the rollup's writes (a worker's latencies, one worker's step) and the
+    charts' reads."""
 
     async def flush_latencies(self, flush_id: str, minute: datetime, counts: dict[str, list[int]]) -> None:
         """Add a worker's operation latencies of ``minute`` (bucket counts per tool) to the

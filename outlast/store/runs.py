@@ -1,4 +1,4 @@
-"""The runs family: a run's row and events, its enqueue and cancellation, and counts of runs."""
+"""The runs family covers a run's row and events, its enqueue and cancellation, and counts of runs."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.model import RunRecord, RunState
+from outlast._model import RunRecord, RunState
 from outlast.store.base import Base, budget_arrays
 
 
 class Runs(Base):
-    """Insert, read, list and count runs; their events; cancellation and dead letters requeued."""
+    """``Runs`` inserts, reads, lists and counts runs, and handles their events, cancellation and
+    dead letters requeued."""
 
     async def insert_run(
         self,

@@ -1,4 +1,4 @@
-"""The schedules family: schedules declared in code, their pauses and last ticks."""
+"""The schedules family stores schedules declared in code, their pauses and last ticks."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.schedules import Schedule
+from outlast._schedules import Schedule
 from outlast.store.base import Base
 
 
 class Schedules(Base):
-    """Record, read, advance and pause schedules."""
+    """``Schedules`` records, reads, advances and pauses schedules."""
 
     async def declare_schedule(self, sched: Schedule, queue: str) -> None:
         """Record a schedule as declared in code (its pause and last tick stay as they are)."""

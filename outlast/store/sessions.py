@@ -1,4 +1,4 @@
-"""The dashboard's sessions, sign-in attempts and CSRF signing key, in Postgres (0019): every
+"""The dashboard's sessions, sign-in attempts and CSRF signing key are kept in Postgres (0019): every
 dashboard process on one database shares them, and a restart signs nobody out."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from outlast.store.store import Store
 
 
 class Sessions:
-    """What the dashboard keeps in Postgres: sessions (by the SHA-256 of their id), sign-in
-    attempts per address, and the key that signs CSRF tokens."""
+    """``Sessions`` holds what the dashboard keeps in Postgres: sessions (by the SHA-256 of their
+    id), sign-in attempts per address, and the key that signs CSRF tokens."""
 
     def __init__(self, store: Store) -> None:
         self._store = store

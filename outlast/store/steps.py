@@ -1,5 +1,5 @@
-"""The migrations as files (``migrations/NNNN_name.sql``) and what each declares about the code
-that may run on a database that has it (docs/upgrading.md).
+"""This module reads the migrations as files (``migrations/NNNN_name.sql``) and what each declares
+about the code that may run on a database that has it (docs/upgrading.md).
 
 Every file says, in a comment line of its own, whether it only **expands** the schema (older code
 keeps working on it: new tables, new nullable or defaulted columns, new indexes, a function
@@ -38,7 +38,7 @@ _TOKENS = re.compile(r"\$(\w*)\$.*?\$\1\$|'(?:[^']|'')*'|--[^\n]*|;", re.S)
 
 @dataclass(frozen=True)
 class Migration:
-    """One step of the schema: ``migrations/NNNN_name.sql``, applied once, in order."""
+    """A ``Migration`` is one step of the schema: ``migrations/NNNN_name.sql``, applied once, in order."""
 
     version: int
     name: str

@@ -1,9 +1,10 @@
-"""Postgres access: the only place that speaks SQL. ``Store`` is composed of its connection
-(``connection.py``), its migrations (``migrate.py``) and one mixin per family of queries, each in
-a module of its own; it defines nothing itself."""
+"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is composed
+of its connection (``connection.py``), its migrations (``migrate.py``) and one mixin per family of
+queries, each in a module of its own; it defines nothing itself."""
 
 from __future__ import annotations
 
+from outlast._urls import redact
 from outlast.store.approvals import Approvals
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
@@ -20,7 +21,6 @@ from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.sweeps import Sweeps
-from outlast.urls import redact
 
 __all__ = [
     "MIGRATIONS",
@@ -54,5 +54,5 @@ class Store(
     Sweeps,
     Rollups,
 ):
-    """One process's access to Postgres: a small pool for reads and one shared-commit writer
+    """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

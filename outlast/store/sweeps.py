@@ -1,4 +1,4 @@
-"""The sweeper's family: what is due again, tenants' turns, deadlines, and pruning."""
+"""The sweeper's family covers what is due again, tenants' turns, deadlines, and pruning."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from outlast.store.records import Pruned
 
 
 class Sweeps(Base):
-    """The sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
+    """``Sweeps`` holds the sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
 
     async def due(
         self,

@@ -1,4 +1,4 @@
-"""How the writer's batch reaches Postgres: one transaction, sent in one go on libpq's pipeline.
+"""The writer's batch reaches Postgres as one transaction, sent in one go on libpq's pipeline.
 
 The batch goes out as prepared statements (extended protocol, parameters binary where psycopg
 dumps them so) followed by one Sync. In a pipeline without BEGIN, Postgres runs everything up to
@@ -81,7 +81,7 @@ def _array_literal(items: list[Any]) -> Any:
 
 @dataclass(slots=True)
 class Dumped:
-    """One statement's parameters, adapted once (a retry sends the same bytes)."""
+    """``Dumped`` holds one statement's parameters, adapted once (a retry sends the same bytes)."""
 
     sql: str
     values: Sequence[Buffer | None]
@@ -98,7 +98,7 @@ class _Statement:
 
 
 class Wire:
-    """One connection's prepared statements, and the transaction that sends a batch on it."""
+    """``Wire`` holds one connection's prepared statements, and the transaction that sends a batch on it."""
 
     def __init__(
         self,

@@ -1,87 +1,48 @@
-"""Shared commits: one writer per process gathers the writes due at the same moment into one
-transaction and one commit. Each write is still committed before its caller goes on; only the
-commit is shared. Writes are conditional statements that return no rows when refused, so one
-refused write never spoils its neighbours.
+"""The writer gathers a process's writes due at the same moment into shared transactions.
 
-Failures cost only their own writes. A batch that fails is tried write by write to find the one
-that spoiled it; a connection that broke is replaced; what failed for a reason that can pass
-(the server restarting, a deadlock victim, a trigger raising for a while) is retried with backoff
-for up to ``retry_for`` seconds, and only then reported to its caller. Every statement is safe to
-run again after a commit whose acknowledgement was lost: it either finds its own effect or is
-refused by its condition.
+One writer per process commits the writes queued on it in batches, each batch one transaction
+and one commit, on up to ``in_flight`` connections at once (its lanes, ``lane.py``). Each write
+is still committed before its caller goes on; only the commit is shared. Writes are conditional
+statements that return no rows when refused, so one refused write never spoils its neighbours;
+a lane retries its own failed batch without touching another lane's.
+
+A run's writes commit in the order they were queued. The rule: while a lane carries a write of a
+run (its key), no other lane takes that run's later writes; they wait in the queue, in order, and
+go in a later batch. Writes that name no run (key ``""``) follow the same rule as one more key.
+With one lane (``in_flight=1``) this is the writer as it always was: a batch is formed when the
+lane is free.
 
 Rows of ``runs`` are locked in one global order, by run id, in every transaction: a batch is
 sorted by run (keeping each run's own order; each statement touches one run), and the lease
 renewal, which touches many runs on a connection of its own, locks them in the same order. Two
-transactions, in one process or many, then never wait for each other in a cycle.
+transactions, of two lanes or two processes, then never wait for each other in a cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-import structlog
-from psycopg import pq
-from psycopg.pq import TransactionStatus
-
-from outlast import metrics
 from outlast.errors import ServiceUnavailable
-from outlast.store.wire import Dumped, Row, Wire
+from outlast.store.lane import Conn, Lane, _fail, _Write
+from outlast.store.wire import Row, Wire
 
 MAX_BATCH = 256
-# A batch carries at most this many bytes of parameters (and at least one write): large payloads
-# go in several transactions, each well within the stall bound, rather than in one that is not.
-MAX_BATCH_BYTES = 4 << 20
-STALL = 15.0  # a transaction not done in this long: its server is gone, or it is too big
-# Errors that say something about the statement itself, not the server: tried a few times only.
-_DETERMINISTIC = (psycopg.errors.DataError, psycopg.errors.IntegrityError, psycopg.errors.NotSupportedError)
-_QUICK_TRIES = 3
-# A server process, while it runs the given transaction (NULL: whatever it runs).
-_RUNNING = (
-    "SELECT 1 FROM pg_stat_activity WHERE pid = %(pid)s"
-    " AND (%(began)s::timestamptz IS NULL OR xact_start = %(began)s::timestamptz)"
-)
-_TERMINATE = _RUNNING.replace("SELECT 1", "SELECT pg_terminate_backend(pid)")
-
-log = structlog.get_logger("outlast.store")
-Conn = psycopg.AsyncConnection[dict[str, Any]]
-
-
-@dataclass(slots=True)
-class _Write:
-    sql: str
-    params: dict[str, Any]
-    key: str  # the run the statement locks: batches lock runs in this order
-    done: asyncio.Future[list[Row]] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    tries: int = 0
-    dumped: Dumped | None = None  # its parameters as sent, adapted once
+# How far past the queue's head a free lane looks for writes of runs no other lane carries.
+_LOOK_AHEAD = 4 * MAX_BATCH
+# The fewest writes a batch beside another in flight carries, and half the fewest split over the
+# free lanes: a batch of a few writes costs a commit (and worker CPU) for little.
+_SPLIT_FROM = 16
 
 
 def _key(w: _Write) -> str:
     return w.key
 
 
-def _deliver(w: _Write, rows: list[Row]) -> None:
-    if not w.done.done():  # a caller that gave up (cancelled) never spoils its neighbours
-        w.done.set_result(rows)
-
-
-def _fail(w: _Write, exc: BaseException) -> None:
-    if not w.done.done():
-        w.done.set_exception(exc)
-
-
 class Writer:
-    """Runs one loop that commits queued writes in batches on its own connection."""
+    """Runs one loop that hands queued writes, in batches, to lanes that commit them."""
 
     def __init__(
         self,
@@ -90,27 +51,50 @@ class Writer:
         retry_for: float,  # the settings' store_retry, passed by the connection
         make_wire: Callable[[Conn], Wire] = Wire,
         pooled: bool = False,
+        in_flight: int = 1,  # the settings' writer_in_flight: transactions at once, each a lane
     ) -> None:
-        self._connect = connect
-        self._make_wire = make_wire
-        # Behind a pooler the connection's backend pid is the pooler's own: the server's comes
-        # with each batch (the wire's prelude), and is the one a retry must see gone.
-        self._pooled = pooled
-        self._unavailable = unavailable
-        self.retry_for = retry_for
+        self.lanes = [
+            Lane(
+                connect=connect,
+                unavailable=unavailable,
+                retry_for=retry_for,
+                make_wire=make_wire,
+                pooled=pooled,
+            )
+            for _ in range(in_flight)
+        ]
+        self._free = list(reversed(self.lanes))  # idle lanes; the first lane is taken first
+        # The runs a lane carries a write of now: their later writes wait for it.
+        self._carried: set[str] = set()
         # Writes queued, in order: a deque and one waker, not an asyncio.Queue (whose put and get
         # cost eight Python calls a write; the writer is its only reader and never bounds it).
         self._queue: collections.deque[_Write] = collections.deque()
-        self._wake: asyncio.Future[None] | None = None  # the loop's, while it waits for a write
+        self._wake: asyncio.Future[None] | None = None  # the loop's, while it waits
+        self._stuck = False  # every write queued is of a run a lane carries: wait for a lane
         self._task: asyncio.Task[None] | None = None
-        self._conn: Conn | None = None
-        self._wire: Wire | None = None
-        self._warned = False
-        # The server process of a dropped connection (behind a pooler: and its transaction's start).
-        self._dead: tuple[int, str | None] | None = None
-        self.commits = 0
-        self.writes = 0
-        self.busy = 0.0  # seconds spent committing (and retrying), for the busy ratio
+        self._batches: set[asyncio.Task[None]] = set()  # batches in flight beside the loop
+
+    @property
+    def retry_for(self) -> float:
+        return self.lanes[0].retry_for
+
+    @retry_for.setter
+    def retry_for(self, seconds: float) -> None:
+        for lane in self.lanes:
+            lane.retry_for = seconds
+
+    @property
+    def commits(self) -> int:
+        return sum(lane.commits for lane in self.lanes)
+
+    @property
+    def writes(self) -> int:
+        return sum(lane.writes for lane in self.lanes)
+
+    @property
+    def busy(self) -> float:
+        """Seconds spent committing (and retrying), summed over the lanes."""
+        return sum(lane.busy for lane in self.lanes)
 
     async def write(self, sql: str, params: dict[str, Any], key: str = "") -> list[Row]:
         """Commit one statement (shared with whatever else is due) and return its rows. Raises
@@ -124,170 +108,81 @@ class Writer:
             self._task = asyncio.create_task(self._loop(), name="outlast-writer")
         w = _Write(sql, params, key)
         self._queue.append(w)
-        if self._wake is not None and not self._wake.done():
-            self._wake.set_result(None)
+        self._poke()
         return w.done
 
+    def _poke(self) -> None:
+        self._stuck = False
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-        await self._drop()
+        for task in [self._task, *self._batches]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in [self._task, *self._batches] if t is not None), return_exceptions=True
+        )
+        self._task = None
+        for lane in self.lanes:
+            await lane.drop()
         while self._queue:  # nobody will commit these: their callers must not hang
             _fail(self._queue.popleft(), ServiceUnavailable("the writer was closed"))
 
     async def _loop(self) -> None:
         queue = self._queue
         while True:
-            while not queue:
+            while not queue or not self._free or self._stuck or self._too_few():
                 self._wake = asyncio.get_running_loop().create_future()
                 await self._wake
             self._wake = None
-            batch = [queue.popleft() for _ in range(min(len(queue), MAX_BATCH))]
-            started = time.monotonic()
-            # sorted() is stable: each run's writes keep their order.
-            await self._settle(sorted(batch, key=_key))
-            self.busy += time.monotonic() - started
+            batch = self._take()
+            if not batch:
+                self._stuck = True
+                continue
+            lane = self._free.pop()
+            keys = {w.key for w in batch}
+            self._carried |= keys  # now, before another batch is taken: not when its task starts
+            if len(self.lanes) == 1:  # the lane is the loop's own: no task to start
+                await self._commit(lane, batch, keys)
+            else:
+                task = asyncio.create_task(self._commit(lane, batch, keys), name="outlast-writer-batch")
+                self._batches.add(task)
+                task.add_done_callback(self._batches.discard)
             # Not kept while waiting for the next: up to MAX_BATCH writes with their parameters
             # and rows (~0.4 MB after a burst of 200 claims and enqueues).
             del batch
 
-    async def _settle(self, writes: list[_Write]) -> None:
-        """Commit the writes together; find and retry whatever fails, within the bound. While it
-        retries, this process's other writes wait: Postgres is the same for all of them."""
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.02
-        while True:
-            writes = [w for w in writes if not w.done.done()]
-            if not writes:
-                return
-            try:
-                rows = await self._run(writes)
-            except Exception as exc:
-                if isinstance(exc, TimeoutError) and len(writes) > 1:
-                    # More than one transaction can carry within the stall bound (large
-                    # payloads): halves, one after the other, so each run's order is kept.
-                    half = len(writes) // 2
-                    await self._settle(writes[:half])
-                    await self._settle(writes[half:])
-                    return
-                failed: list[tuple[_Write, Exception | None]]
-                if self._conn is None or len(writes) == 1:
-                    failed = [(w, exc) for w in writes]
-                else:
-                    failed = await self._one_by_one(writes)
-                late = time.monotonic() > deadline
-                for w, why in failed:  # each judged by its own failure
-                    if why is None:  # not tried: behind its run's earlier write, tried first
-                        continue
-                    w.tries += 1
-                    if late or (isinstance(why, _DETERMINISTIC) and w.tries >= _QUICK_TRIES):
-                        _fail(w, self._failure(why))
-                if not self._warned:
-                    self._warned = True
-                    log.warning("store.writes_failing", retry_for=self.retry_for, error=str(exc))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
-                writes = [w for w, _ in failed]
-                continue
-            for w, r in zip(writes, rows, strict=False):  # rows: those of the writes that fitted
-                _deliver(w, r)
-            if self._warned:
-                self._warned = False
-                log.info("store.writes_recovered")
-            deadline, delay = time.monotonic() + self.retry_for, 0.02
+    def _too_few(self) -> bool:
+        """Whether to wait for more writes before another lane starts a transaction beside one in
+        flight: a batch of a few writes costs a commit for little (worker CPU, a round trip)."""
+        return len(self._free) < len(self.lanes) and len(self._queue) < _SPLIT_FROM
 
-    def _failure(self, exc: BaseException) -> ServiceUnavailable:
-        if isinstance(exc, ServiceUnavailable):
-            return exc
-        err = self._unavailable(exc)
-        err.__cause__ = exc
-        return err
+    def _take(self) -> list[_Write]:
+        """The next batch: the queue's first writes whose runs no lane carries, in order. With
+        other lanes free too, its share of the queue: the writes due together are split over the
+        free lanes, so that the runs of the first batch done go on while the others commit."""
+        queue, carried = self._queue, self._carried
+        most = MAX_BATCH
+        if len(self._free) > 1 and len(queue) >= 2 * _SPLIT_FROM:
+            most = min(MAX_BATCH, -(-len(queue) // len(self._free)))
+        if not carried:
+            return [queue.popleft() for _ in range(min(len(queue), most))]
+        batch: list[_Write] = []
+        passed: list[_Write] = []  # a run's later writes are passed too: its key stays carried
+        looked = 0
+        while queue and len(batch) < most and looked < _LOOK_AHEAD:
+            w = queue.popleft()
+            looked += 1
+            (passed if w.key in carried else batch).append(w)
+        queue.extendleft(reversed(passed))
+        return batch
 
-    async def _one_by_one(self, writes: list[_Write]) -> list[tuple[_Write, Exception | None]]:
-        """One write spoiled the shared transaction: give each its own; return those that fail,
-        each with its own error. A run's writes keep their order: those after one of its writes
-        that failed are not tried now (None), and go after it when it is retried."""
-        failed: list[tuple[_Write, Exception | None]] = []
-        behind: set[str] = set()  # runs whose write failed here
-        for i, w in enumerate(writes):
-            if w.key and w.key in behind:
-                failed.append((w, None))
-                continue
-            try:
-                _deliver(w, (await self._run([w]))[0])
-            except Exception as exc:
-                failed.append((w, exc))
-                behind.add(w.key)
-                if self._conn is None:  # the connection broke: the rest are not tried now
-                    failed.extend((rest, exc) for rest in writes[i + 1 :])
-                    break
-        return failed
-
-    async def _run(self, batch: list[_Write]) -> list[list[Row]]:
-        """One transaction of the batch's first writes, up to MAX_BATCH_BYTES (at least one);
-        their rows. Drops the connection if it broke or stalled."""
-        if self._conn is None or self._wire is None or self._conn.closed:
-            conn = await asyncio.wait_for(self._connect(), STALL)
-            try:
-                await asyncio.wait_for(self._bury(conn), STALL)
-            except BaseException:  # the dead one is still to bury: by the next connection
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(conn.close(), 1)
-                raise
-            self._conn, self._wire = conn, self._make_wire(conn)
-        conn, wire = self._conn, self._wire
-        dumped: list[Dumped] = []
-        size = 0
-        for w in batch:
-            d = w.dumped = w.dumped or wire.dump(w.sql, w.params)
-            size += d.size
-            if dumped and size > MAX_BATCH_BYTES:
-                break
-            dumped.append(d)
+    async def _commit(self, lane: Lane, batch: list[_Write], keys: set[str]) -> None:
         try:
-            # The statements go out without waiting for each reply: a batch costs about one
-            # round trip and one commit, not one per statement.
-            async with asyncio.timeout(STALL):  # no task of its own, unlike wait_for
-                out = await wire.transaction(dumped)
-        except BaseException:
-            if (
-                conn.broken
-                or conn.closed
-                or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF
-                or conn.info.transaction_status != TransactionStatus.IDLE
-            ):
-                await self._drop()
-            raise
-        self.commits += 1
-        self.writes += len(dumped)
-        metrics.commit_batch(len(dumped))
-        return out
-
-    async def _bury(self, conn: Conn) -> None:
-        """Before a write is retried on a new connection, the server process of the dropped one
-        must be gone: a transaction it still runs could commit after the retry looked for its
-        effect (and the retry would then be refused, or count twice). Behind a pooler, only while
-        it still runs the transaction left under way: the pooler may have handed it on since.
-        Forgotten only once seen gone: a failure or the caller's time limit keeps it to bury."""
-        if self._dead is None:
-            return
-        dead = {"pid": self._dead[0], "began": self._dead[1]}
-        await conn.execute(_TERMINATE, dead)
-        while await (await conn.execute(_RUNNING, dead)).fetchone() is not None:
-            await asyncio.sleep(0.05)
-        self._dead = None
-
-    async def _drop(self) -> None:
-        conn, wire, self._conn, self._wire = self._conn, self._wire, None, None
-        if self._pooled:  # the server process of the batch left under way, if any
-            self._dead = wire.server_tx if wire is not None else None
-        if conn is not None:
-            if not self._pooled:
-                with contextlib.suppress(Exception):
-                    self._dead = (conn.info.backend_pid, None)
-            try:
-                await asyncio.wait_for(conn.close(), 1)
-            except Exception:  # closing a dead link is best effort
-                pass
+            # sorted() is stable: each run's writes keep their order.
+            await lane.settle(sorted(batch, key=_key))
+        finally:
+            self._carried -= keys
+            self._free.append(lane)
+            self._poke()

@@ -1,4 +1,4 @@
-"""Testing workflows in pytest, on real Postgres and Redis.
+"""Workflows are tested here in pytest, on real Postgres and Redis.
 
 A ``Harness`` gives one app a private Postgres schema and Redis key prefix on the configured
 servers, runs a worker in this process (on a thread and event loop of its own, so it serves sync

@@ -1,4 +1,4 @@
-"""Time in tests: the schema's clock offset (migration 0018's ``clock`` table), which
+"""A test moves time with the schema's clock offset (migration 0018's ``clock`` table), which
 ``outlast_now()`` adds to the database clock. Moving it moves every time outlast reads there at
 once (timers, approval expiries, deadlines, delayed starts, leases, schedules, ``run.now()`` from
 the next claim); nothing stored is rewritten, no journal entry included. Audit stamps and

@@ -1,4 +1,4 @@
-"""``Harness``: one app on a private schema and key prefix of real servers (see the package doc)."""
+"""``Harness`` puts one app on a private schema and key prefix of real servers (see the package doc)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from typing import Any
 import psycopg
 import redis
 
+from outlast._callbacks import deliver
+from outlast._model import Receipt, RunRecord
 from outlast.app import App
-from outlast.callbacks import deliver
-from outlast.model import Receipt, RunRecord
 from outlast.producer import Client
 from outlast.queue import Queue
 from outlast.settings import Settings, env_var
@@ -53,7 +53,8 @@ _PROCESS_SETTINGS = (
 
 
 class Replacement:
-    """One entry of an App's registry replaced until ``restore()`` (or the end of a ``with``)."""
+    """A ``Replacement`` replaces one entry of an App's registry until ``restore()`` (or the end of
+    a ``with``)."""
 
     def __init__(self, registry: MutableMapping[str, Any], key: str, new: Any) -> None:
         self.registry, self.key = registry, key
@@ -74,7 +75,7 @@ class Replacement:
 
 
 class Harness:
-    """One app on a private schema and key prefix of real servers; see the package doc.
+    """``Harness`` puts one app on a private schema and key prefix of real servers; see the package doc.
 
     ``client`` is a ``Client`` on them (the app given: an unknown workflow is refused at enqueue).
     """
@@ -166,7 +167,7 @@ class Harness:
 
     def crash_at(self, point: str, tool: str | None = None, timeout: float = 60.0) -> None:
         """Make the in-process worker crash at the first crossing of ``point`` (one of
-        ``outlast.failpoints.POINTS``; for ``tool`` only, if given), wait until it did, and stop
+        ``outlast._failpoints.POINTS``; for ``tool`` only, if given), wait until it did, and stop
         that worker. Start a worker again to resume: it takes the run over once its lease expired.
 
         The run's execution ends there with ``Crashed`` (a BaseException): no write for the run

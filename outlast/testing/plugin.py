@@ -1,4 +1,4 @@
-"""The pytest plugin (entry point ``pytest11``): the ``outlast_harness`` and ``outlast_servers``
+"""The pytest plugin (entry point ``pytest11``) gives the ``outlast_harness`` and ``outlast_servers``
 fixtures."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from outlast.testing.harness import Harness
 
 
 class HarnessFactory(Protocol):
-    """The ``outlast_harness`` fixture: call it with an app (and settings) for a Harness."""
+    """``HarnessFactory`` is the ``outlast_harness`` fixture: call it with an app (and settings) for
+    a Harness."""
 
     def __call__(self, app: App, *, app_spec: str | None = None, **settings: Any) -> Harness: ...
 
@@ -42,7 +43,7 @@ def outlast_servers(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]
     if found is not None:
         yield found
         return
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     home = Path(os.environ.get(env_var("home")) or request.config.rootpath / ".outlast")
     db, rd, how = embedded.ensure(home)

@@ -1,5 +1,5 @@
-"""Yesterday's runs as regression tests: a bundle (``outlast export RUN -o DIR``) kept beside the
-tests, replayed against today's code with no services::
+"""Yesterday's runs can serve as regression tests. A bundle (``outlast export RUN -o DIR``) kept beside
+the tests is replayed against today's code with no services::
 
     from outlast.testing import assert_replays
 
@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from outlast._replay import Report, replay_bundle as _replay_bundle
 from outlast.app import App
-from outlast.replay import Report
-from outlast.replay import replay_bundle as _replay_bundle
 
 
 def replay_bundle(path: Path | str, app: App, *, secret_key: str | None = None) -> Report:

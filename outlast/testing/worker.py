@@ -1,4 +1,5 @@
-"""The worker a harness runs in the test's process, and the crash points it can be stopped at."""
+"""This module holds the worker a harness runs in the test's process, and the crash points it can be
+stopped at."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
 from outlast.app import App
 from outlast.queue import Queue
 from outlast.settings import Settings
@@ -18,9 +19,9 @@ T = TypeVar("T")
 
 
 class Crashed(BaseException):
-    """Raised at an armed crash point in the in-process worker (``Harness.crash_at``): the run's
-    execution ends there, with no further write. A BaseException, as a real crash is not an
-    error a workflow's ``except Exception`` could catch."""
+    """``Crashed`` is raised at an armed crash point in the in-process worker
+    (``Harness.crash_at``): the run's execution ends there, with no further write. A BaseException,
+    as a real crash is not an error a workflow's ``except Exception`` could catch."""
 
 
 def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -44,7 +45,8 @@ def run_blocking(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 class InProcessWorker:
-    """A real ``Worker`` with its own Store and Queue, on a thread and event loop of its own."""
+    """An ``InProcessWorker`` is a real ``Worker`` with its own Store and Queue, on a thread and
+    event loop of its own."""
 
     def __init__(self, app: App, settings: Settings, queues: list[str]) -> None:
         self.app, self.s, self.queues = app, settings, queues
@@ -113,9 +115,9 @@ def _quiet_crashes(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> 
 
 
 class CrashPoint:
-    """Stands in for ``failpoints.hit`` while armed: raises ``Crashed`` at the first crossing of
-    the point (for the tool, if given), then lets every crossing through, as a dead worker's
-    successor would."""
+    """A ``CrashPoint`` stands in for ``failpoints.hit`` while armed: raises ``Crashed`` at the
+    first crossing of the point (for the tool, if given), then lets every crossing through, as a
+    dead worker's successor would."""
 
     def __init__(self, point: str, tool: str | None) -> None:
         self.point, self.tool = point, tool

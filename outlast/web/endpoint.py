@@ -1,9 +1,10 @@
-"""The callbacks endpoint: ``POST <base>/<token>``, with no account. A good token (signed with
-``OUTLAST_SECRET_KEY``, bound to one run, one channel and an expiry: ``outlast.callbacks``) makes
-the request's body a message on that channel of that run (JSON when it is sent as JSON, else its
-text). The same delivery repeated (same token, same body), or the same ``Idempotency-Key`` header,
-is one message. A bad token (expired, altered, foreign) is a 404 and nothing is stored; the body is
-bounded (``OUTLAST_MAX_PAYLOAD``: 413). A response names no run and says nothing of any other."""
+"""``Callbacks`` serves the callbacks endpoint, ``POST <base>/<token>``, with no account. A good
+token (signed with ``OUTLAST_SECRET_KEY``, bound to one run, one channel and an expiry:
+``outlast._callbacks``) makes the request's body a message on that channel of that run (JSON when it
+is sent as JSON, else its text). The same delivery repeated (same token, same body), or the same
+``Idempotency-Key`` header, is one message. A bad token (expired, altered, foreign) is a 404 and
+nothing is stored; the body is bounded (``OUTLAST_MAX_PAYLOAD``: 413). A response names no run and
+says nothing of any other."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from outlast.callbacks import deliver
+from outlast._callbacks import deliver
 from outlast.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""The worker side: the loop, the run executor (replay), heartbeats, reclaiming, sweeping.
+"""The worker side holds the loop, the run executor (replay), heartbeats, reclaiming, sweeping.
 
 A run, as a worker takes it. ``Intake`` reads an entry (``XREADGROUP``, from the priority levels
 of its queues by weight) or reclaims one idle for a whole lease (``XAUTOCLAIM``, ahead of new

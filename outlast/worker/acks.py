@@ -1,4 +1,4 @@
-"""Acknowledgements: a stream entry is acknowledged (``XACK`` + ``XDEL``) only once its run's
+"""A stream entry is acknowledged (``XACK`` + ``XDEL``) only once its run's
 state is committed. Entries acknowledged while a round trip is out go together in the next one;
 through a Redis outage they are retried, and an entry left unacknowledged is only delivered
 again (its claim then finds nothing to do)."""
@@ -18,7 +18,7 @@ log = structlog.get_logger("outlast.worker")
 
 
 class Acks:
-    """The worker's acknowledger: one batching task at a time, started by the first ``ack``."""
+    """``Acks`` is the worker's acknowledger: one batching task at a time, started by the first ``ack``."""
 
     def __init__(self, *, queue: Queue) -> None:
         self.queue = queue

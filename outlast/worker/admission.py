@@ -1,5 +1,5 @@
-"""What an operation must pass before it goes live, beside its slot and rate (``flow.Gate``) and its
-lease: the app's policy hook (a refusal is journaled, and raised as ``PolicyRefused``) and the
+"""An operation must pass two checks before it goes live, beside its slot and rate (``flow.Gate``) and its
+lease. They are the app's policy hook (a refusal is journaled, and raised as ``PolicyRefused``) and the
 run's budget (the tool's declared cost reserved, fenced; ``BudgetExhausted`` when over)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from outlast._model import RunRecord
+from outlast._secrets import Secrets
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
-from outlast.model import RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer
@@ -18,7 +18,7 @@ from outlast.worker.writes import JournalWrites
 
 
 class OperationAdmission:
-    """One run's policy verdicts and budget reservations."""
+    """``OperationAdmission`` makes one run's policy verdicts and budget reservations."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""What a tool sent, as it left the process: ``current_action().capture(request)``, journaled.
+"""``current_action().capture(request)`` journals what a tool sent, as it left the process.
 
 A ``capture`` entry of the operation (chained like every entry) is appended after the dispatch
 and before its result (or its in-doubt declaration), so that the request and the answer are read
@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from outlast._journal import Unstorable, canonical, check_size, digest
+from outlast._secrets import Secrets
 from outlast.action import Action
 from outlast.app import Tool
-from outlast.journal import Unstorable, canonical, check_size, digest
-from outlast.secrets import Secrets
 from outlast.worker.replayer import Replayer
 
 

@@ -1,4 +1,4 @@
-"""Child runs: ``run.start`` starts one, ``child.result()`` waits for it with no worker held.
+"""``run.start`` starts a child run, and ``child.result()`` waits for it with no worker held.
 
 A child's id is derived from the parent's run id and the operation that starts it, so a resumed
 parent finds the same child and never starts a second. The child row is committed first (fenced
@@ -15,11 +15,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from outlast import failpoints, tracing
+from outlast import _failpoints as failpoints, _tracing as tracing
+from outlast._journal import Entry, canonical, digest
+from outlast._model import RunRecord, RunState
 from outlast.app import App
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
-from outlast.journal import Entry, canonical, digest
-from outlast.model import RunRecord, RunState
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store import Store
@@ -32,7 +32,7 @@ _DELIVERED = (RunState.SUCCEEDED, RunState.PARTIAL)
 
 
 class Child:
-    """The parent's handle on a child run it started: its ``id`` and ``workflow``, and
+    """A ``Child`` is the parent's handle on a child run it started: its ``id`` and ``workflow``, and
     ``result()``, a crossing of the parent."""
 
     def __init__(self, children: RunChildren, id: str, workflow: str) -> None:
@@ -51,7 +51,7 @@ class Child:
 
 
 class RunChildren:
-    """The run's child runs: starting them and waiting for them."""
+    """``RunChildren`` starts the run's child runs and waits for them."""
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
-"""Claims and hand-backs: an entry becomes a run this worker holds (one conditional ``UPDATE``
-that bumps the fencing token and sets the lease), is executed, and its entry acknowledged only
-after. An entry that is not claimed is dead-lettered (no such run, another queue's), handed back
-to the queue (a program this worker does not serve, while a live worker serves it), refused
-(``program_changed``) or simply acknowledged. A run the worker stops serving (lease lost, or
-SIGTERM) is abandoned to its new owner or released and published again."""
+"""This module makes claims and hand-backs. An entry becomes a run this worker holds (one
+conditional ``UPDATE`` that bumps the fencing token and sets the lease), is executed, and its entry
+acknowledged only after. An entry that is not claimed is dead-lettered (no such run, another
+queue's), handed back to the queue (a program this worker does not serve, while a live worker serves
+it), refused (``program_changed``) or simply acknowledged. A run the worker stops serving (lease
+lost, or SIGTERM) is abandoned to its new owner or released and published again."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Protocol
 
 import structlog
 
-from outlast import failpoints, metrics
+from outlast import _failpoints as failpoints, _metrics as metrics
+from outlast._model import RunRecord, RunState
 from outlast.app import App
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.model import RunRecord, RunState
 from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store
@@ -30,7 +30,7 @@ log = structlog.get_logger("outlast.worker")
 
 
 class Later(Protocol):
-    """``Worker.later``: publish a run's id after ``delay`` seconds."""
+    """``Later`` is the shape of ``Worker.later``: publish a run's id after ``delay`` seconds."""
 
     def __call__(
         self, delay: float, queue: str, run_id: str, hops: int = 0, priority: str = "normal"
@@ -38,7 +38,7 @@ class Later(Protocol):
 
 
 class Claims:
-    """From a delivered entry to a held run, and from a held run back to the queue."""
+    """``Claims`` takes a delivered entry to a held run, and a held run back to the queue."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The compensator: when a run that asked for it is cancelled or fails, the compensations of its
+"""The compensator acts when a run that asked for it is cancelled or fails. The compensations of its
 completed operations run, newest first, each as a journaled operation of its own (``undo-op-N``)
 that resumes like any other."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from outlast._journal import args_hash
 from outlast.app import App
 from outlast.errors import InDoubt, ToolError
-from outlast.journal import args_hash
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.replayer import Replayer, asked_by_result
 

@@ -1,4 +1,4 @@
-"""The worker's hold on one claimed run, and the signals that unwind a workflow.
+"""This module keeps the worker's hold on one claimed run, and the signals that unwind a workflow.
 
 ``RunControl`` is made by the worker at the claim and passed down to every part of the engine:
 the fencing token (held here only), the lease (proven until when), and what the worker or the
@@ -42,9 +42,9 @@ class Abandoned(BaseException):
 
 
 class SyncCalls:
-    """The sync tool calls with no ``timeout=`` that one run's operations await now (a hung one
-    would hold the run for ever). ``abandon`` fails every one still awaited with ``Abandoned``;
-    none starts after it."""
+    """``SyncCalls`` tracks the sync tool calls with no ``timeout=`` that one run's operations await
+    now (a hung one would hold the run for ever). ``abandon`` fails every one still awaited with
+    ``Abandoned``; none starts after it."""
 
     def __init__(self, *, run_id: str) -> None:
         self.run_id = run_id
@@ -80,10 +80,10 @@ class HandOver(BaseException):
 
 
 class JournalEnd(BaseException):
-    """Offline replay only (``outlast.replay``): the workflow reached a crossing the journal does
-    not settle, where a worker would go live (``asks``: what the code asks there). Nothing past it
-    runs: no tool, no write. A BaseException, so that a workflow's ``except Exception`` cannot
-    swallow it."""
+    """``JournalEnd`` is raised in offline replay only (``outlast._replay``): the workflow reached a
+    crossing the journal does not settle, where a worker would go live (``asks``: what the code asks
+    there). Nothing past it runs: no tool, no write. A BaseException, so that a workflow's
+    ``except Exception`` cannot swallow it."""
 
     def __init__(self, op_id: str | None, asks: str) -> None:
         super().__init__(f"journal end at {op_id}: the code asks {asks}")
@@ -108,7 +108,7 @@ class Flag:
 
 
 class RunControl:
-    """One claimed run's token, lease and signals."""
+    """``RunControl`` holds one claimed run's token, lease and signals."""
 
     def __init__(
         self,

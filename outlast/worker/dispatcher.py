@@ -1,4 +1,4 @@
-"""The dispatcher: one operation from its intention to its result, and the gap table.
+"""The dispatcher takes one operation from its intention to its result, and applies the gap table.
 
 Live, an operation is checked (policy, budget reservation, a proven lease), its **intention** is
 committed, the tool is dispatched with the operation's idempotency key, and its **result** is
@@ -19,13 +19,13 @@ from typing import Any
 
 import structlog
 
-from outlast import failpoints, logs, metrics, tracing
+from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
+from outlast._journal import Unstorable, args_hash, jsonable, operation_state
+from outlast._model import RunRecord
+from outlast._secrets import Secrets
 from outlast.action import Action, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
-from outlast.journal import Unstorable, args_hash, jsonable, operation_state
-from outlast.model import RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.admission import OperationAdmission
 from outlast.worker.captures import journal_capture
@@ -40,7 +40,8 @@ log = structlog.get_logger("outlast.run")
 
 
 class Dispatcher:
-    """Tool calls of one run: replayed, resolved after a crash, or made live."""
+    """The ``Dispatcher`` makes the tool calls of one run: replayed, resolved after a crash, or made
+    live."""
 
     def __init__(
         self,

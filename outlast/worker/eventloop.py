@@ -1,4 +1,4 @@
-"""What a worker process runs on: its event loop, and its garbage collector's pace.
+"""This module sets what a worker process runs on: its event loop, and its garbage collector's pace.
 
 uvloop, where it is installed, costs less per operation than asyncio's own loop (its callbacks,
 timers and socket reads are in C); ``OUTLAST_EVENT_LOOP`` chooses: auto (uvloop if it imports),

@@ -1,4 +1,4 @@
-"""Executes one claimed run: verify the journal, replay, go on live, commit how it ended."""
+"""The executor carries out one claimed run: verify the journal, replay, go on live, commit how it ended."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Any
 
 import structlog
 
-from outlast import failpoints, metrics, tracing
+from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
+from outlast._journal import first_bad_crossing, jsonable, storable
+from outlast._model import Partial, RunRecord, RunState
+from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
     ApprovalExpired,
@@ -26,10 +29,7 @@ from outlast.errors import (
     ResumeRefused,
     ServiceUnavailable,
 )
-from outlast.journal import first_bad_crossing, jsonable, storable
-from outlast.model import Partial, RunRecord, RunState
 from outlast.queue import RateWindows
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import FlowGate, workflow_key

@@ -1,6 +1,7 @@
-"""Flow control of one run: concurrency slots (Postgres, held under the run's fencing token and
-renewed with its lease) and shared rate windows (Redis), taken before an operation's intention,
-never between its intention and its result; a tool's slot is given back after its result.
+"""Flow control of one run uses concurrency slots and shared rate windows. Slots (Postgres, held
+under the run's fencing token and renewed with its lease) and rate windows (Redis) are taken before
+an operation's intention, never between its intention and its result; a tool's slot is given back
+after its result.
 
 A slot or room in a rate window is waited for briefly in the worker (the run's deadline,
 cancellation and hand-over checked between tries; ``outlast status`` shows the wait); past
@@ -56,7 +57,7 @@ def workflow_key(wf: Workflow, run_input: dict[str, Any], tenant: str | None) ->
 
 
 class FlowGate:
-    """One claimed run's slots and rate admissions."""
+    """``FlowGate`` takes one claimed run's slots and rate admissions."""
 
     def __init__(
         self, *, store: Store, windows: RateWindows | None, control: RunControl, writes: JournalWrites

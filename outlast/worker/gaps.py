@@ -1,5 +1,5 @@
-"""The gap table: an operation whose intention is journaled and whose result is not (its worker
-died, or let it go, between the two) is resolved by what the tool promised. A read is redone, an
+"""The gap table resolves an operation whose intention is journaled and whose result is not (its
+worker died, or let it go, between the two) by what the tool promised. A read is redone, an
 idempotent tool is dispatched again with the same key, a reconciler is asked, and anything else
 is **in doubt**: journaled as such and never dispatched again by the run.
 
@@ -22,12 +22,12 @@ from typing import Any, NoReturn
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._journal import operation_state
+from outlast._secrets import Secrets
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
 from outlast.app import Reconciler, Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.journal import operation_state
-from outlast.secrets import Secrets
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer
 
@@ -48,8 +48,8 @@ def holds(tool: Tool) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Redo:
-    """Dispatch the operation again, with its own idempotency key (``how``: a read redone, an
-    idempotent tool with the same key, or a reconciler that says it was not executed)."""
+    """``Redo`` says to dispatch the operation again, with its own idempotency key (``how``: a read
+    redone, an idempotent tool with the same key, or a reconciler that says it was not executed)."""
 
     how: str
 

@@ -1,9 +1,9 @@
-"""Heartbeats (every third of a lease): every held lease renewed in one statement, a run whose
-token moved on marked *lost* (its task cancelled), a cancellation asked for passed to its run;
-then the entries of the runs whose lease it proved touched in Redis, the worker's heartbeat
-record and the programs it serves. It also says whether Postgres has answered this worker
-steadily for a whole lease (``settled``): a worker that has not (it just started, or lost
-Postgres) takes over no run until then."""
+"""A heartbeat comes every third of a lease. It does this: every held lease renewed in one
+statement, a run whose token moved on marked *lost* (its task cancelled), a cancellation asked for
+passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
+heartbeat record and the programs it serves. It also says whether Postgres has answered this worker
+steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
+takes over no run until then."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 
 from redis.exceptions import RedisError
 
-from outlast import metrics
+from outlast import _metrics as metrics
 from outlast.errors import ServiceUnavailable
 from outlast.queue import Queue
 from outlast.settings import Settings
@@ -27,7 +27,7 @@ from outlast.worker.threads import TOOL_THREADS
 
 
 class Heartbeat:
-    """The worker's proof of life: its leases, its entries and its record."""
+    """The ``Heartbeat`` is the worker's proof of life: its leases, its entries and its record."""
 
     def __init__(self, *, state: WorkerState, settings: Settings, store: Store, queue: Queue) -> None:
         self.state = state

@@ -1,4 +1,4 @@
-"""Messages into a run: ``receive`` and ``callback``.
+"""``Inbox`` holds a run's side of its messages: ``receive`` and ``callback``.
 
 ``receive(channel, timeout)`` serves a message the run already took from its journal (in the
 same order, never from the inbox); going live, it looks at the channel's inbox and takes the
@@ -18,11 +18,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from outlast import failpoints
-from outlast.callbacks import sign, url
-from outlast.channels import check_channel, from_json
+from outlast import _failpoints as failpoints
+from outlast._callbacks import sign, url
+from outlast._channels import check_channel, from_json
+from outlast._journal import Entry
 from outlast.errors import Fenced, InvalidInput
-from outlast.journal import Entry
 from outlast.worker.control import Suspended
 from outlast.worker.waits import Waits
 

@@ -1,4 +1,4 @@
-"""Intake: the stream entries a worker takes. New entries are read from the priority levels of
+"""Intake reads the stream entries a worker takes. New entries are read from the priority levels of
 its queues by weight, for the room it has; entries idle for a whole lease (their worker went
 silent) are reclaimed ahead of them, in a lane of their own. Entries read past the room wait in
 ``read_ahead`` for the first places free, and go back to the queue when the worker stops."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
 from outlast.queue import Delivery, Queue
 from outlast.queue.streams import LEVELS
 from outlast.settings import Settings
@@ -38,7 +38,7 @@ async def _let_claims_go() -> None:
 
 
 class Intake:
-    """What the worker reads and reclaims, and when each entry starts being served."""
+    """``Intake`` decides what the worker reads and reclaims, and when each entry starts being served."""
 
     def __init__(
         self,

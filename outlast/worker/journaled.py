@@ -1,15 +1,16 @@
-"""A run's journal as the replayer reads it: indexed by operation once, and the words that name
-a journaled crossing in a refusal (``describe``)."""
+"""This module gives a run's journal as the replayer reads it: indexed by operation once, and the
+words that name a journaled crossing in a refusal (``describe``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from outlast.journal import Entry, canonical, operation_state
+from outlast._journal import Entry, canonical, operation_state
 
 
 class Journaled:
-    """The journal of one run, indexed by operation, with the chain head to append after."""
+    """``Journaled`` holds the journal of one run, indexed by operation, with the chain head to
+    append after."""
 
     def __init__(self, entries: list[Entry]) -> None:
         self.entries = entries

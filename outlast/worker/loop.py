@@ -1,5 +1,5 @@
-"""The worker: read run ids from the stream, claim each run's lease in Postgres, execute it,
-and acknowledge the entry only once the run's state is committed. Heartbeats, reclaiming and
+"""The worker reads run ids from the stream, claims each run's lease in Postgres, executes it, and
+acknowledges the entry only once the run's state is committed. Heartbeats, reclaiming and
 sweeping run beside it; SIGTERM hands runs over at once instead of waiting for the TTL.
 
 ``Worker`` composes its parts, each given only what it uses (``WorkerState``: its name, the runs it
@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._secrets import require_key
 from outlast.app import App
 from outlast.queue import Queue, RateWindows
-from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop
@@ -40,7 +40,7 @@ __all__ = ["Active", "Worker"]
 
 
 class Worker:
-    """One asyncio loop serving up to ``concurrency`` runs from the given queues."""
+    """A ``Worker`` is one asyncio loop serving up to ``concurrency`` runs from the given queues."""
 
     def __init__(self, app: App, store: Store, queue: Queue, settings: Settings, queues: list[str]) -> None:
         self.app = app

@@ -1,4 +1,4 @@
-"""Starting workers: one event loop per process, ``processes`` processes. With more than one,
+"""The pool starts workers: one event loop per process, ``processes`` processes. With more than one,
 this process supervises them: a child that dies is replaced (with backoff, and a log line naming
 its exit), SIGTERM/SIGINT is passed on once for the graceful hand-over, and the pool gives up,
 non-zero, when a child keeps dying before it could serve."""
@@ -20,12 +20,12 @@ from multiprocessing.synchronize import Event
 
 import structlog
 
-from outlast import failpoints, logs, metrics, tracing
+from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
+from outlast._logs import configure
+from outlast._secrets import require_key
 from outlast.app import App
 from outlast.errors import ConfigError, OutlastError, WorkersDying
-from outlast.logs import configure
 from outlast.queue import Queue
-from outlast.secrets import require_key
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop
@@ -107,7 +107,7 @@ def _child(spec: str, settings: Settings, queues: list[str], ready: Event) -> No
 
 @dataclass
 class _Place:
-    """One place in the pool: the child in it and how its children have been dying."""
+    """A ``_Place`` is one place in the pool: the child in it and how its children have been dying."""
 
     process: BaseProcess | None = None
     ready: Event | None = None
@@ -124,7 +124,7 @@ def _exit(code: int | None) -> str:
 
 
 class Pool:
-    """``processes`` worker processes, supervised."""
+    """A ``Pool`` supervises ``processes`` worker processes."""
 
     def __init__(self, spec: str, settings: Settings, queues: list[str], processes: int) -> None:
         self.args = (spec, settings, queues)

@@ -1,4 +1,4 @@
-"""Priority levels: the share of each level in what a worker reads. Weighted, never strict: a
+"""Each priority level has a share in what a worker reads. Weighted, never strict: a
 saturated ``high`` level cannot starve ``low``, which still gets one read in twelve."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ WEIGHTS = {"high": 8, "normal": 3, "low": 1}
 
 
 class Weighted:
-    """Smooth weighted round robin (as nginx balances upstreams): of every 12 picks, 8 go to
-    ``high``, 3 to ``normal`` and 1 to ``low``, interleaved rather than in runs."""
+    """``Weighted`` picks by smooth weighted round robin (as nginx balances upstreams): of every 12
+    picks, 8 go to ``high``, 3 to ``normal`` and 1 to ``low``, interleaved rather than in runs."""
 
     def __init__(self) -> None:
         self._current = dict.fromkeys(LEVELS, 0)

@@ -1,4 +1,4 @@
-"""The replayer: the run's journal and the cursor over it.
+"""The replayer holds the run's journal and the cursor over it.
 
 On resume the workflow runs again from the start; each crossing whose entries are journaled is
 served from here (loaded once, in one query) with no effect and no round trip. A crossing that
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
+from outlast._journal import Entry, make_entry
+from outlast._model import RunRecord
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
-from outlast.journal import Entry, make_entry
-from outlast.model import RunRecord
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
 from outlast.worker.writes import JournalWrites
@@ -38,7 +38,8 @@ _CROSSED = frozenset({"cancel", "in_doubt"})
 
 
 class Replayer:
-    """Positions, the journal cursor, appends, and the refusals of a replay that diverges."""
+    """The ``Replayer`` holds positions, the journal cursor, appends, and the refusals of a replay
+    that diverges."""
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
-"""The dashboard charts' rollup, a step of every worker's sweeper every ``OUTLAST_ROLLUP_EVERY``
-seconds (a minute), at the same moments in every worker (multiples of it on the wall clock):
+"""The dashboard charts' rollup is a step of every worker's sweeper, every ``OUTLAST_ROLLUP_EVERY`` seconds
+(a minute), at the same moments in every worker (multiples of it on the wall clock). At each step:
 
-- every worker adds the latencies its operations took since its last step (``outlast.latency``:
+- every worker adds the latencies its operations took since its last step (``outlast._latency``:
   bucket counts per tool, kept in memory by the hook an operation's end already calls) to the
   minute they fall in, once per flush id: kept and sent again while Postgres is away;
 - one worker a step (the one whose conditional update takes the turn) counts the runs started,
@@ -20,8 +20,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from outlast._latency import TALLY, Tally
 from outlast.errors import ServiceUnavailable
-from outlast.latency import TALLY, Tally
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.store.rollup import RolledUp
@@ -31,7 +31,8 @@ PENDING_MOST = 60  # flushes kept while Postgres is away (an hour at the default
 
 
 class Rollup:
-    """One worker's part in the rollup: its latencies, and its turns at counting and sampling."""
+    """``Rollup`` is one worker's part in the rollup: its latencies, and its turns at counting and
+    sampling."""
 
     def __init__(self, store: Store, queue: Queue, every: float, tally: Tally = TALLY) -> None:
         self.store = store

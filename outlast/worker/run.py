@@ -1,4 +1,4 @@
-"""``Run``: the one thing a workflow sees (``from outlast import Run``).
+"""``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
 ``sleep_until``, ``approval``, ``receive``, ``callback`` — and is handed to the part that owns it:
@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
+from outlast._model import Decision, RunRecord
+from outlast._secrets import Secrets
 from outlast.app import App
 from outlast.errors import InvalidInput
-from outlast.model import Decision, RunRecord
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
@@ -37,7 +37,7 @@ R = TypeVar("R")
 
 
 class Run:
-    """The workflow's handle on its run: durable crossings, each journaled once and served from
+    """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
     def __init__(

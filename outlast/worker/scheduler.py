@@ -1,4 +1,4 @@
-"""The schedules' ticks, in every worker's sweep: each schedule this worker's app declares is
+"""Every worker's sweep enqueues the schedules' ticks. Each schedule this worker's app declares is
 recorded at its first sweep, then its due ticks are enqueued as runs whose ids are derived from
 the schedule and the tick (so however many workers tick at once, and however often one restarts,
 a tick is one run: ``NAME@tick``, ``schedules.run_id``), and the schedule's last tick is moved past
@@ -11,9 +11,9 @@ from typing import Any
 
 from cronsim import CronSimError
 
-from outlast.journal import canonical, digest
+from outlast._journal import canonical, digest
+from outlast._schedules import Schedule, due_ticks, run_id
 from outlast.queue import Queue
-from outlast.schedules import Schedule, due_ticks, run_id
 from outlast.store import Store
 
 

@@ -1,6 +1,6 @@
-"""What the worker's parts share: who the worker is, the runs it holds, the entries it read past
-its room, and its stop. ``Intake``, ``Claims`` and ``Heartbeat`` are each given this and the few
-callables they use of one another, never the ``Worker`` that composes them."""
+"""This module holds what the worker's parts share: who the worker is, the runs it holds, the
+entries it read past its room, and its stop. ``Intake``, ``Claims`` and ``Heartbeat`` are each given
+this and the few callables they use of one another, never the ``Worker`` that composes them."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ class Active:
 
 @dataclass(eq=False)
 class WorkerState:
-    """The worker's shared state: its name (set when it starts), queues and programs, the runs it
-    holds, the tasks serving entries, the entries read past its room, and its stop."""
+    """``WorkerState`` is the worker's shared state: its name (set when it starts), queues and
+    programs, the runs it holds, the tasks serving entries, the entries read past its room, and its
+    stop."""
 
     queues: list[str]
     programs: dict[str, str]

@@ -1,4 +1,4 @@
-"""The sweeper, in every worker, every ``sweep_interval``: Postgres says which runs need a worker
+"""Every worker has a sweeper, run every ``sweep_interval``: Postgres says which runs need a worker
 and no stream entry will deliver; the sweeper re-publishes them. Redis loses nothing Postgres
 knows: when Redis lost its data (flushed, or restarted without persistence), everything due is
 re-published at once, not after ``republish_after``. Retention's pruning runs in one worker per
@@ -10,10 +10,10 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._schedules import Schedule
 from outlast.queue import Queue
 from outlast.queue.undelivered import Waiting
-from outlast.schedules import Schedule
 from outlast.settings import Settings, duration
 from outlast.store import Store
 from outlast.worker.rollup import Rollup
@@ -25,9 +25,9 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 
 class Sweeper:
-    """Deadlines that passed while nothing ran, the schedules' due ticks, re-publication, names and
-    heartbeat records of workers gone, watchers gone, retention (``OUTLAST_RETENTION``), and the
-    dashboard charts' rollup (``rollup.py``)."""
+    """The ``Sweeper`` handles deadlines that passed while nothing ran, the schedules' due ticks,
+    re-publication, names and heartbeat records of workers gone, watchers gone, retention
+    (``OUTLAST_RETENTION``), and the dashboard charts' rollup (``rollup.py``)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The threads sync tools run on: daemon threads, reused from one dispatch to the next.
+"""Sync tools are run on daemon threads, reused from one dispatch to the next.
 
 Starting a thread per dispatch cost the event loop about 140 µs a sync call (``Thread.start``
 waits for the new thread to signal it runs). Here a call is a job put on a queue that idle
@@ -40,7 +40,8 @@ _Result = tuple[asyncio.Future[Any], Any, BaseException | None]
 
 
 class ToolThreads:
-    """A pool of daemon threads for sync tools that grows past any number of hung calls."""
+    """``ToolThreads`` is a pool of daemon threads for sync tools that grows past any number of hung
+    calls."""
 
     def __init__(self, base: int = 4, retire_after: float = RETIRE_AFTER) -> None:
         self.base = base  # threads kept however long they idle

@@ -1,4 +1,4 @@
-"""The tool runtime: one dispatch of a registered tool, its retries and its timeout (the
+"""The tool runtime makes one dispatch of a registered tool, with its retries and its timeout (the
 declarations themselves are ``outlast.app``'s). A sync tool runs on one of the process's tool threads
 (``threads.py``): the event loop goes on serving the other runs meanwhile."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from outlast import metrics
+from outlast import _metrics as metrics
+from outlast._journal import storable
 from outlast.app import Tool
 from outlast.errors import ToolTimeout
-from outlast.journal import storable
 from outlast.worker.threads import TOOL_THREADS
 
 if TYPE_CHECKING:

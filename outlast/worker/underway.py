@@ -1,6 +1,6 @@
-"""What of one run is under way: its tool calls (parallel ones included), and its timers and
-approvals (pauses). The run waits for its calls before it ends or lets go of its worker; a tool
-call waiting long for a slot or a rate may park the run only when it is ``may_park``."""
+"""This module tracks what of one run is under way: its tool calls (parallel ones included), and its
+timers and approvals (pauses). The run waits for its calls before it ends or lets go of its worker;
+a tool call waiting long for a slot or a rate may park the run only when it is ``may_park``."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 
 class UnderWay:
-    """The crossings of one run under way: tool calls (parallel ones included), and timers and
-    approvals (pauses)."""
+    """``UnderWay`` tracks the crossings of one run under way: tool calls (parallel ones included),
+    and timers and approvals (pauses)."""
 
     __slots__ = ("_quiet", "calls", "pauses")
 

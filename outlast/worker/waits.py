@@ -1,4 +1,4 @@
-"""Durable waits: timers and approvals. No worker is held while a run waits: the wait is
+"""Durable waits are timers and approvals. No worker is held while a run waits: the wait is
 committed with the lease given up, the workflow unwinds (``Suspended``), and whichever worker is
 up takes the run again when it is woken (a due timer, a decision, an expiry).
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 import structlog
 
+from outlast._journal import args_hash, jsonable
+from outlast._model import Decision
+from outlast._secrets import Secrets
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
-from outlast.journal import args_hash, jsonable
-from outlast.model import Decision
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
@@ -28,7 +28,7 @@ _BOUND = ("action", "args_hash", "approvers", "policy_version", "authenticated")
 
 
 class Waits:
-    """The run's timers and approval requests."""
+    """``Waits`` keeps the run's timers and approval requests."""
 
     def __init__(
         self,

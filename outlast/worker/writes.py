@@ -1,5 +1,5 @@
-"""One run's writes, in order: its journal appends (held entries first) and its other fenced
-writes behind them.
+"""This module keeps one run's writes in order: its journal appends (held entries first) and its
+other fenced writes behind them.
 
 A **held** entry (a read's or an idempotent tool's result, ``Replayer.hold``) is chained at once
 and kept here for at most ``hold_ms`` and ``hold_max`` entries: it is written by the run's next
@@ -19,9 +19,9 @@ import contextlib
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
-from outlast import failpoints
+from outlast import _failpoints as failpoints
+from outlast._journal import Entry
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.journal import Entry
 from outlast.store import Store
 from outlast.store.journal import appended
 from outlast.worker.control import RunControl
@@ -30,8 +30,8 @@ T = TypeVar("T")
 
 
 class JournalWrites:
-    """The run's held entries, the appends under way that carry some, and the fenced writes that
-    wait for them."""
+    """``JournalWrites`` holds the run's held entries, the appends under way that carry some, and
+    the fenced writes that wait for them."""
 
     def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
         self.run_id = control.run_id

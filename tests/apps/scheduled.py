@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from outlast import App
-from outlast.schedules import CATCH_UPS
+from outlast._schedules import CATCH_UPS
 from tests.apps.basic import record
 
 app = App()

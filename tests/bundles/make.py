@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from outlast import AsyncClient
-from outlast.bundle import export
-from outlast.journal import args_hash
+from outlast._bundle import export
+from outlast._journal import args_hash
 from outlast.testing import Harness
 from tests.apps import orders
 

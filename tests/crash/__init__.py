@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from outlast import Client
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 from outlast.queue.streams import Queue
 from tests.apps import bank
 from tests.conftest import World, wait_for

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import pytest
 
 from outlast import Client
-from outlast.journal import args_hash
+from outlast._journal import args_hash
 from tests.apps import held
 from tests.conftest import World, wait_for
 from tests.crash import journal, killed

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from outlast import Client
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 from tests.conftest import World, wait_for
 from tests.crash import APP, bank_world, calls, journal, killed, last_message, rows, settled, streams_drained
 

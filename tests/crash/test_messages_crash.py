@@ -58,7 +58,7 @@ def test_a_producer_killed_between_its_send_and_the_wake_up_loses_no_message(wor
         reach(c, run_id, "waiting")
         script = textwrap.dedent(
             f"""
-            from outlast import Client, failpoints
+            from outlast import Client, _failpoints as failpoints
             failpoints.arm("after_send")
             with Client.from_env() as c:
                 c.send({run_id!r}, "in", {{"n": 0}}, message_id="p-0")

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from outlast import Client
+from outlast._journal import args_hash
+from outlast._model import RunRecord
 from outlast.errors import DecisionRefused
-from outlast.journal import args_hash
-from outlast.model import RunRecord
 from tests.apps import people
 from tests.conftest import World, wait_for
 from tests.crash import killed, streams_drained

@@ -97,7 +97,7 @@ def test_killed_worker_run_completes_elsewhere_after_lease(world: World) -> None
 @pytest.fixture
 def private_redis(world: World) -> Iterator[World]:
     """A Redis of this test's own, so that FLUSHALL touches nobody else."""
-    from outlast import embedded
+    from outlast import _embedded as embedded
 
     found = embedded._find_redis()
     if found is None:

@@ -28,7 +28,7 @@ from typing import Any
 import psycopg
 import redis
 
-from outlast import AsyncClient, embedded
+from outlast import AsyncClient, _embedded as embedded
 from tests.conftest import World, wait_for
 
 APP = "tests.apps.faults:app"

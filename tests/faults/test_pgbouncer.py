@@ -173,7 +173,7 @@ async def test_a_broken_links_server_process_is_ended_before_the_retry(pooled: P
     store = Store.from_settings(pooled.settings())
     await store.open()
     await store.writer.write("SELECT 1", {})  # the writer's connection
-    conn = store.writer._conn
+    conn = store.writer.lanes[0]._conn
     assert conn is not None
     with psycopg.connect(pooled.database_url, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(42)")
@@ -183,7 +183,7 @@ async def test_a_broken_links_server_process_is_ended_before_the_retry(pooled: P
         link = socket.socket(fileno=os.dup(conn.pgconn.socket))
         link.shutdown(socket.SHUT_RDWR)  # the link breaks; the server process goes on
         link.close()
-        while store.writer._conn in (None, conn) or stalled(pooled) == 0:  # the retry, stalled
+        while store.writer.lanes[0]._conn in (None, conn) or stalled(pooled) == 0:  # the retry, stalled
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
         found = stalled(pooled)

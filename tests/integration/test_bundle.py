@@ -9,7 +9,7 @@ import csv
 import io
 from typing import Any
 
-from outlast import App, bundle
+from outlast import App, _bundle as bundle
 from outlast.producer import AsyncClient
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 

@@ -13,7 +13,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from outlast import Client
-from outlast.callbacks import sign
+from outlast._callbacks import sign
 from outlast.dashboard.app import create_app
 from outlast.web import Callbacks
 from tests.apps import chat

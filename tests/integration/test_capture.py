@@ -12,10 +12,10 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from outlast import AsyncClient
-from outlast.bundle import export
+from outlast._bundle import export
+from outlast._status import describe, operation, render, render_operation
 from outlast.dashboard import create_app
 from outlast.identity import add_user
-from outlast.status import describe, operation, render, render_operation
 from outlast.testing import HarnessFactory
 from tests.apps import orders
 

@@ -16,9 +16,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from outlast import Client
+from outlast._latency import BOUNDS, Tally
 from outlast.dashboard import create_app
 from outlast.identity import add_user
-from outlast.latency import BOUNDS, Tally
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 from outlast.store.rollup import RolledUp

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 
 from outlast import Client, InvalidInput
-from outlast.model import RunRecord
+from outlast._model import RunRecord
 from tests.apps import family
 from tests.conftest import World, wait_for
 from tests.crash import killed

@@ -19,7 +19,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
-from outlast.journal import args_hash
+from outlast._journal import args_hash
 from tests.browser import CHROMIUM, chromium, kept_world, person, run_url
 from tests.conftest import ROOT, wait_for
 from tests.dashboard import Desk, desk, free_port, served

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from outlast.journal import args_hash
+from outlast._journal import args_hash
 from tests.conftest import ROOT, World, wait_for
 from tests.dashboard import Desk, desk, served
 

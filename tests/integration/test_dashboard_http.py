@@ -23,10 +23,10 @@ from starlette.requests import Request
 from starlette.routing import Mount, Route
 from starlette.testclient import TestClient
 
+from outlast._journal import args_hash
 from outlast.dashboard import create_app
 from outlast.dashboard.auth import LOGIN_TRIES, Gate, check_bind
 from outlast.errors import ConfigError
-from outlast.journal import args_hash
 from outlast.producer import AsyncClient
 from tests.conftest import ROOT, World, wait_for
 from tests.dashboard import Desk, desk, free_port

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 import pytest
 
 from outlast import Client
+from outlast._listing import PAGE
 from outlast.identity import add_user
-from outlast.listing import PAGE
 from tests.browser import CHROMIUM, chromium, kept_world, person
 from tests.conftest import World
 from tests.dashboard import served

@@ -34,13 +34,13 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from outlast import bundle
+from outlast import _bundle as bundle
+from outlast._journal import args_hash
 from outlast.dashboard import create_app
 from outlast.dashboard.app import UNAVAILABLE
 from outlast.dashboard.auth import LOGIN_TRIES, PROXY_TRIES
 from outlast.errors import ConfigError
 from outlast.identity import Users, add_user
-from outlast.journal import args_hash
 from outlast.producer import AsyncClient
 from outlast.producer.admission import Admission
 from tests.conftest import ROOT, World, wait_for

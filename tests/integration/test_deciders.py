@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from outlast import App
+from outlast._journal import args_hash
 from outlast.errors import DecisionRefused, InvalidInput
 from outlast.identity import Principal, Users, hash_token
-from outlast.journal import args_hash
 from outlast.testing import Harness, HarnessFactory, outlast_harness, outlast_servers
 
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed

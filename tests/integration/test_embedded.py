@@ -23,7 +23,7 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from outlast import embedded
+from outlast import _embedded as embedded
 from outlast.cli import cli
 
 _HAVE_PG = bool(importlib.util.find_spec("pgserver") or shutil.which("pg_ctl"))
@@ -133,7 +133,7 @@ def test_start_reuse_restart_stop(home: Path) -> None:
 @pytest.mark.timeout(120)
 def test_concurrent_ensure_from_several_processes(home: Path) -> None:
     code = (
-        "import sys, pathlib; from outlast import embedded; "
+        "import sys, pathlib; from outlast import _embedded as embedded; "
         "print(embedded.ensure(pathlib.Path(sys.argv[1]))[:2])"
     )
     procs = [

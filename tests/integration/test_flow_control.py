@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from outlast import App, Client
+from outlast._limits import Rate
 from outlast.app import Workflow
-from outlast.limits import Rate
 from outlast.queue import Queue, RateWindows
 from outlast.store import Store
 from outlast.worker.flow import workflow_key

@@ -210,7 +210,7 @@ def test_a_send_that_commits_while_the_wait_is_made_is_not_lost(world: World, cl
 
 
 def test_a_stale_worker_cannot_take_a_message(world: World, client: Client) -> None:
-    from outlast.journal import make_entry
+    from outlast._journal import make_entry
 
     store = Store(world.database_url, world.schema, max_size=2)
 

@@ -16,8 +16,8 @@ from typing import Any, cast
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from outlast import App, Client, metrics
-from outlast.model import RunRecord
+from outlast import App, Client, _metrics as metrics
+from outlast._model import RunRecord
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.worker.executor import Execution, Outcome

@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from outlast._journal import make_entry
 from outlast.errors import WaitTimeout
-from outlast.journal import make_entry
 from outlast.producer import AsyncClient
 from outlast.store import Store
 from outlast.store.notify import channel

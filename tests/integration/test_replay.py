@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from outlast import AsyncClient, Client
-from outlast.bundle import export
-from outlast.journal import args_hash
-from outlast.replay import Verdict, replay_workflow
+from outlast._bundle import export
+from outlast._journal import args_hash
+from outlast._replay import Verdict, replay_workflow
 from outlast.testing import Harness, HarnessFactory, assert_replays, replay_bundle
 from tests.apps import orders
 from tests.conftest import World, wait_for

@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from outlast.journal import make_entry
+from outlast._journal import make_entry
 from outlast.store import OnWait, Store
 from outlast.store.queries import Q
 from outlast.store.wire import Dumped, Row, Wire

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from outlast._model import RunState
 from outlast.errors import InvalidInput
-from outlast.model import RunState
 from outlast.producer import AsyncClient
 from tests.conftest import World
 

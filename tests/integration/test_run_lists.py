@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from outlast._listing import COUNTED, PAGE, RunQuery, after_of, cursor_of
+from outlast._model import RunState
 from outlast.errors import InvalidInput
-from outlast.listing import COUNTED, PAGE, RunQuery, after_of, cursor_of
-from outlast.model import RunState
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 from outlast.store import Store

@@ -11,7 +11,7 @@ ASCII), around a random core: the core, which every escaped form keeps as is, is
 for, so that a form written with escapes (``\\n``, ``\\u00e9``, ``%0A``) is found as surely as the
 value itself.
 
-The control is the same test with the sealing turned off (``outlast.secrets.SEALING``): it must
+The control is the same test with the sealing turned off (``outlast._secrets.SEALING``): it must
 find the canary in each place, so that the sealed run cannot pass by looking where nothing lands.
 Real Postgres and Redis, an in-process worker (outlast.testing), the dashboard through a
 ``TestClient``, spans through the OpenTelemetry SDK's in-memory exporter.
@@ -34,8 +34,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
-from outlast import AsyncClient, DecisionRefused, secrets, tracing
-from outlast.bundle import export
+from outlast import AsyncClient, DecisionRefused, _secrets as secrets, _tracing as tracing
+from outlast._bundle import export
 from outlast.dashboard import create_app
 from outlast.identity import add_user
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers

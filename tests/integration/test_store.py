@@ -7,9 +7,9 @@ from collections.abc import Awaitable
 import psycopg
 import pytest
 
+from outlast._journal import make_entry
+from outlast._model import RunRecord
 from outlast.errors import SchemaError, ServiceUnavailable
-from outlast.journal import make_entry
-from outlast.model import RunRecord
 from outlast.store import SCHEMA_VERSION, Store
 from outlast.store.store import Lease
 from tests.conftest import World
@@ -167,7 +167,7 @@ async def test_a_batch_too_big_for_the_stall_bound_is_committed_in_halves(
 ) -> None:
     import asyncio
 
-    from outlast.store import writer
+    from outlast.store import lane as writer
 
     monkeypatch.setattr(writer, "STALL", 0.5)
     store = await opened(world)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import App, Client
-from outlast.model import RunState
+from outlast._model import RunState
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from tests.conftest import World, drop_keys, wait_for
 

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from outlast import App, Run, tracing
+from outlast import App, Run, _tracing as tracing
+from outlast._model import RunRecord
 from outlast.errors import ServiceUnavailable
-from outlast.model import RunRecord
 from outlast.store import Store
 from outlast.testing import HarnessFactory, outlast_harness, outlast_servers
 from outlast.worker.control import Interrupted

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from outlast import App, Client, OutlastError
+from outlast._journal import args_hash
+from outlast._model import RunRecord
 from outlast.errors import DecisionRefused
-from outlast.journal import args_hash
-from outlast.model import RunRecord
 from outlast.queue import Queue
 from outlast.store import Store
 from outlast.worker.loop import Worker

@@ -18,7 +18,7 @@ RULES_TEST = Path(__file__).with_name("alert_rules_test.yml")
 
 
 def test_the_rules_name_only_metrics_a_worker_exports() -> None:
-    declared = set(re.findall(r'"(outlast_[a-z_]+)"', (ROOT / "outlast" / "metrics.py").read_text()))
+    declared = set(re.findall(r'"(outlast_[a-z_]+)"', (ROOT / "outlast" / "_metrics.py").read_text()))
     assert "outlast_in_doubt_open" in declared
     # As prometheus-client exposes them: a counter with _total, a histogram with its series.
     exported = declared | {
@@ -26,7 +26,7 @@ def test_the_rules_name_only_metrics_a_worker_exports() -> None:
     }
     used = set(re.findall(r"\b(outlast_[a-z_]+)\b", RULES.read_text()))
     assert used, "the rules name no outlast metric"
-    assert used <= exported, f"not exported by outlast/metrics.py: {sorted(used - exported)}"
+    assert used <= exported, f"not exported by outlast/_metrics.py: {sorted(used - exported)}"
 
 
 @pytest.mark.skipif(

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from outlast import InvalidInput
+from outlast._journal import MAX_DEPTH, canonical
 from outlast.cli import cli
 from outlast.errors import ConfigError
-from outlast.journal import MAX_DEPTH, canonical
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
 from outlast.store import redact

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from outlast import bundle
+from outlast import _bundle as bundle
 from outlast.errors import InvalidInput
 
 KEPT = Path(__file__).parent.parent / "bundles" / "orders" / "order-2-books"

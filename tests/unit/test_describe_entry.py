@@ -4,7 +4,7 @@ and is named as the call it was."""
 
 from __future__ import annotations
 
-from outlast.journal import make_entry
+from outlast._journal import make_entry
 from outlast.worker.journaled import describe_entry
 
 ASKED = {"tool": "lookup", "args": {"q": "tides"}, "args_hash": "h", "started": "t", "token": 1}

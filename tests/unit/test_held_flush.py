@@ -204,6 +204,6 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
 
 
 def test_the_failpoints_name_the_held_points() -> None:
-    from outlast import failpoints
+    from outlast import _failpoints as failpoints
 
     assert {"with_result_held", "after_fenced_write"} <= failpoints.POINTS

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 import pytest
 
+from outlast._journal import Entry
+from outlast._model import RunRecord
 from outlast.errors import Fenced
-from outlast.journal import Entry
-from outlast.model import RunRecord
 from outlast.store import Store
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Journaled, Replayer

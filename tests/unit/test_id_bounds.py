@@ -10,8 +10,8 @@ from typing import Any, cast
 import pytest
 
 from outlast import App, InvalidInput
+from outlast._schedules import MAX_NAME, Schedule, run_id
 from outlast.queue import MAX_RUN_ID, run_id_problem
-from outlast.schedules import MAX_NAME, Schedule, run_id
 from outlast.worker.children import RunChildren
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from outlast.approvals import Proposed, Verdict, decider, judge
+from outlast._approvals import Proposed, Verdict, decider, judge
 from outlast.errors import ConfigError, DecisionRefused, InvalidInput
 from outlast.identity import Principal, Users, add_user, hash_token, trusted
 
@@ -80,7 +80,7 @@ def test_a_header_is_believed_only_from_a_trusted_proxy() -> None:
     assert not trusted("10.2.0.1", proxies) and not trusted("not-an-address", proxies)
 
 
-# -- the rules of who decides (outlast.approvals), without a server --------------------------------
+# -- the rules of who decides (outlast._approvals), without a server --------------------------------
 
 WHERE = "run 'r-1', approval op-1"
 

@@ -7,10 +7,9 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from outlast.journal import (
+from outlast._journal import (
     Entry,
     Unstorable,
     args_hash,

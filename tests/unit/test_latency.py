@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from outlast import metrics
-from outlast.latency import BOUNDS, TALLY, Tally, quantile, summary
+from outlast import _metrics as metrics
+from outlast._latency import BOUNDS, TALLY, Tally, quantile, summary
 
 
 def test_an_operation_lands_in_the_bucket_of_the_first_bound_it_does_not_exceed() -> None:

@@ -2,7 +2,7 @@
 ``TYPE_CHECKING`` and inside functions included): no module of the worker's engine or parts reaches
 up into ``outlast.worker.loop``; no cycle among outlast's modules; and the queue and the store
 never reach one another, directly or through a module between them (a helper both need lives
-below both, as ``outlast/urls.py`` does)."""
+below both, as ``outlast/_urls.py`` does)."""
 
 from __future__ import annotations
 
@@ -179,13 +179,13 @@ def test_the_checks_see_what_they_look_for() -> None:
         "outlast.worker.intake": {LOOP},
         LOOP: {"outlast.worker.intake"},
         "outlast.worker.pool": {LOOP},
-        "outlast.store.listing": {"outlast.listing"},
-        "outlast.listing": {"outlast.queue.entries"},
+        "outlast.store.listing": {"outlast._listing"},
+        "outlast._listing": {"outlast.queue.entries"},
         "outlast.queue.entries": set(),
     }
     assert sorted(cycles(edges)) == [["outlast.a", "outlast.b", "outlast.c"], ["outlast.worker.intake", LOOP]]
     assert loop_importers(edges) == ["outlast.worker.intake"]
-    assert crossings(edges, "outlast.store", "outlast.queue") == ["outlast.store.listing -> outlast.listing"]
+    assert crossings(edges, "outlast.store", "outlast.queue") == ["outlast.store.listing -> outlast._listing"]
     assert not crossings(edges, "outlast.queue", "outlast.store")
     assert cycles(layers(edges)) == [["outlast.a", "outlast.b", "outlast.c"]]  # the worker's is inside
 
@@ -205,3 +205,18 @@ def test_imports_under_type_checking_and_in_functions_are_read(tmp_path: Path) -
     assert edges["outlast.worker.intake"] == {LOOP}
     assert edges["outlast.worker.claims"] == {LOOP}
     assert cycles(edges) == [["outlast.worker.intake", LOOP]]
+
+
+# The public door (``outlast/__init__.py``'s docstring): every other top-level module is marked
+# internal by a leading underscore.
+PUBLIC = {"__init__", "__main__", "action", "app", "errors", "fence", "settings", "identity", "services"}
+PUBLIC |= {"demo", "demo_app"}
+
+
+def test_a_top_level_module_is_public_by_name_or_marked_internal() -> None:
+    unmarked = sorted(
+        p.stem for p in (ROOT / "outlast").glob("*.py") if not p.stem.startswith("_") or p.stem == "__init__"
+    )
+    assert set(unmarked) - PUBLIC == set(), "name it in outlast/__init__.py's docstring, or start it with _"
+    door = (ROOT / "outlast" / "__init__.py").read_text()
+    assert all(f"``outlast.{name}``" in door for name in PUBLIC - {"__init__", "__main__"})

@@ -1,9 +1,9 @@
-"""Every log line's event is a constant name from ``outlast.log_events``; the details ride as keys.
+"""Every log line's event is a constant name from ``outlast._log_events``; the details ride as keys.
 
 The test reads every module under ``outlast/`` with ``ast``: a call to a logger's level method
 (``log.info(...)``, ``self._log.bind(...).warning(...)``) or to a name bound from one
 (``say = self._log.bind(...).info``; ``say(...)``) must pass, as its first argument, a plain string
-that ``outlast.log_events.EVENTS`` names. An f-string, a variable or an unknown name fails it.
+that ``outlast._log_events.EVENTS`` names. An f-string, a variable or an unknown name fails it.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from outlast import logs
-from outlast.log_events import EVENTS
+from outlast import _logs as logs
+from outlast._log_events import EVENTS
 
 ROOT = Path(__file__).resolve().parents[2] / "outlast"
 LEVELS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "msg", "fatal"}
@@ -56,7 +56,7 @@ def offenders(tree: ast.AST, where: str) -> list[str]:
             shown = ast.unparse(event) if event is not None else "no event"
             found.append(f"{where}:{node.lineno}: event is not a string constant: {shown}")
         elif event.value not in EVENTS:
-            found.append(f"{where}:{node.lineno}: {event.value!r} is not named in outlast.log_events")
+            found.append(f"{where}:{node.lineno}: {event.value!r} is not named in outlast._log_events")
     return found
 
 
@@ -64,7 +64,7 @@ def test_every_log_event_is_a_named_constant() -> None:
     bad = []
     for path in sorted(ROOT.rglob("*.py")):
         bad += offenders(ast.parse(path.read_text()), str(path.relative_to(ROOT.parent)))
-    assert not bad, "log events must be constant names from outlast.log_events:\n" + "\n".join(bad)
+    assert not bad, "log events must be constant names from outlast._log_events:\n" + "\n".join(bad)
 
 
 def test_the_check_catches_fstrings_variables_and_aliases() -> None:

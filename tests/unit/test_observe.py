@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from outlast import metrics, tracing
+from outlast import _metrics as metrics, _tracing as tracing
 from outlast.errors import ConfigError
 
 

@@ -13,7 +13,7 @@ import fakeredis
 import pytest
 
 from outlast import App, InvalidInput
-from outlast.failpoints import arm, hit
+from outlast._failpoints import arm, hit
 from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import redact
@@ -40,7 +40,7 @@ def test_unknown_failpoint_is_refused() -> None:
 
 def test_armed_failpoint_kills_the_process_for_its_tool_only() -> None:
     code = (
-        "from outlast.failpoints import arm, hit\n"
+        "from outlast._failpoints import arm, hit\n"
         "arm('after_effect:transfer')\n"
         "hit('after_effect', 'notify')\n"
         "print('survived notify', flush=True)\n"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from outlast._journal import args_hash
+from outlast._replay import Verdict
 from outlast.errors import ConfigError
-from outlast.journal import args_hash
-from outlast.replay import Verdict
 from outlast.testing import assert_replays, replay_bundle
 from tests.apps import orders
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from outlast import App
-from outlast.schedules import MAX_TICKS, due_ticks, latest_tick, run_id
+from outlast._schedules import MAX_TICKS, due_ticks, latest_tick, run_id
 
 PARIS = ZoneInfo("Europe/Paris")
 

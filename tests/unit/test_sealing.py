@@ -1,4 +1,4 @@
-"""The keyed hash of secret arguments and the redaction of tool errors (outlast/secrets.py)."""
+"""The keyed hash of secret arguments and the redaction of tool errors (outlast/_secrets.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from outlast import App
+from outlast._secrets import Secrets, check_revision, forms, require_key, shown_sealed
 from outlast.errors import ConfigError, DecisionRefused, InvalidInput
-from outlast.secrets import Secrets, check_revision, forms, require_key, shown_sealed
 
 KEY = "k" * 32
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from outlast._journal import Entry, make_entry
 from outlast.dashboard.timeline import read, svg
-from outlast.journal import Entry, make_entry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 XSS = "<script>alert(1)</script>"

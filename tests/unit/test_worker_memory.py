@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from outlast._model import RunRecord, RunState
 from outlast.cli.group import FAMILIES
 from outlast.errors import ServiceUnavailable
-from outlast.model import RunRecord, RunState
-from outlast.store import writer as writer_module
+from outlast.store import lane as writer_module
 from outlast.store.writer import Writer
 from outlast.worker.control import RunControl
 
@@ -27,13 +27,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Imported on use only: a worker that does not use them does not pay for them.
 LAZY = (
-    "opentelemetry.propagate",  # outlast.tracing: only once the app loaded the API (a provider)
+    "opentelemetry.propagate",  # outlast._tracing: only once the app loaded the API (a provider)
     "outlast.dashboard",
     "starlette",
     "uvicorn",
     "jinja2",
     "prometheus_client",
-    "outlast.embedded",
+    "outlast._embedded",
     "outlast.testing",
 )
 
@@ -51,7 +51,7 @@ def _among(lazy: tuple[str, ...], loaded: set[str]) -> list[str]:
 
 
 # Nor does a worker need the producer (``outlast.Client``, ``AsyncClient``: imported on first use).
-PRODUCER = ("outlast.producer", "outlast.identity", "outlast.approvals")
+PRODUCER = ("outlast.producer", "outlast.identity", "outlast._approvals")
 OTHER_FAMILIES = tuple(f"outlast.cli.{name}" for name in FAMILIES if name != "worker")
 
 

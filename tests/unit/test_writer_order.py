@@ -14,8 +14,9 @@ import psycopg
 import pytest
 
 from outlast.errors import ServiceUnavailable
-from outlast.store import writer as writer_module
-from outlast.store.writer import Writer, _Write
+from outlast.store import lane as writer_module, writer as writer_module_w
+from outlast.store.lane import _Write
+from outlast.store.writer import Writer
 
 DEAD = (4242, None)
 
@@ -68,7 +69,7 @@ def _writer(conns: list[_Conn], wires: list[_Wire]) -> Writer:
         return wires[-1]
 
     w = Writer(connect, lambda exc: ServiceUnavailable(str(exc)), 1.0, make_wire=make_wire)
-    w._dead = DEAD
+    w.lanes[0]._dead = DEAD
     return w
 
 
@@ -77,12 +78,12 @@ async def test_a_failed_burial_is_tried_again_by_the_next_connection() -> None:
     wires: list[_Wire] = []
     w = _writer([first, second], wires)
     with pytest.raises(psycopg.OperationalError):
-        await w._run([_Write("SELECT 1", {}, "r")])
-    assert w._dead == DEAD, "the dead process was forgotten before it was seen gone"
+        await w.lanes[0]._run([_Write("SELECT 1", {}, "r")])
+    assert w.lanes[0]._dead == DEAD, "the dead process was forgotten before it was seen gone"
     assert first.closed, "the connection that failed was left open"
     assert not wires
-    assert await w._run([_Write("SELECT 1", {}, "r")]) == [[]]
-    assert w._dead is None and second.asked >= 2  # terminated, then seen gone
+    assert await w.lanes[0]._run([_Write("SELECT 1", {}, "r")]) == [[]]
+    assert w.lanes[0]._dead is None and second.asked >= 2  # terminated, then seen gone
 
 
 async def test_no_write_goes_out_while_the_dead_process_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,10 +99,10 @@ async def test_no_write_goes_out_while_the_dead_process_still_runs(monkeypatch: 
     wires: list[_Wire] = []
     w = _writer([lingering], wires)
     with pytest.raises(TimeoutError):
-        await w._run([_Write("SELECT 1", {}, "r")])
+        await w.lanes[0]._run([_Write("SELECT 1", {}, "r")])
     assert lingering.asked > 100
     assert not wires, "a write went out while the dropped connection's process still ran"
-    assert w._dead == DEAD and lingering.closed
+    assert w.lanes[0]._dead == DEAD and lingering.closed
 
 
 class _FlakyWire(_Wire):
@@ -152,3 +153,117 @@ async def test_a_runs_writes_keep_their_order_when_one_is_retried() -> None:
     await asyncio.gather(w.write("first", {}, key="run-1"), w.write("second", {}, key="run-1"))
     await w.close()
     assert wires[-1].committed == ["first", "second"]
+
+
+class _GatedWire(_Wire):
+    """Every transaction waits for its gate; what each lane sent, in order, is kept."""
+
+    def __init__(self, conn: Any, log: list[tuple[int, str]], gates: dict[str, asyncio.Event]) -> None:
+        super().__init__(conn)
+        self.lane, self.log, self.gates = id(conn), log, gates
+
+    def dump(self, sql: str, params: dict[str, Any]) -> Any:
+        return type("D", (), {"size": 1, "sql": sql})()
+
+    async def transaction(self, batch: list[Any]) -> list[list[Any]]:
+        for d in batch:
+            self.log.append((self.lane, d.sql))
+        for d in batch:
+            if d.sql in self.gates:
+                await self.gates[d.sql].wait()
+        return [[] for _ in batch]
+
+
+def _lanes(n: int, log: list[tuple[int, str]], gates: dict[str, asyncio.Event]) -> Writer:
+    async def connect() -> Any:
+        return _LiveConn()
+
+    return Writer(
+        connect,
+        lambda exc: ServiceUnavailable(str(exc)),
+        5.0,
+        make_wire=lambda conn: _GatedWire(conn, log, gates),
+        in_flight=n,
+    )
+
+
+async def _until(cond: Any) -> None:
+    for _ in range(200):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
+
+
+async def test_a_second_lane_commits_other_runs_writes_while_the_first_is_in_flight() -> None:
+    log: list[tuple[int, str]] = []
+    gates = {"a1": asyncio.Event()}
+    w = _lanes(2, log, gates)
+    a1 = asyncio.ensure_future(w.write("a1", {}, key="run-a"))
+    await _until(lambda: len(log) == 1)
+    # Enough writes of other runs for a batch beside a1 go out on the other lane while a1
+    # waits; run-a's next one, queued among them, does not.
+    a2 = asyncio.ensure_future(w.write("a2", {}, key="run-a"))
+    others = [
+        asyncio.ensure_future(w.write(f"b{i}", {}, key=f"run-b{i}"))
+        for i in range(writer_module_w._SPLIT_FROM)
+    ]
+    await asyncio.gather(*others)
+    sent = [sql for _, sql in log]
+    assert "a2" not in sent, "run-a's later write went out beside its earlier one"
+    assert len(sent) == 1 + len(others) and log[0][0] != log[1][0]
+    assert not a1.done() and not a2.done()
+    gates["a1"].set()
+    await asyncio.gather(a1, a2)
+    assert [sql for _, sql in log][-1] == "a2"
+    await w.close()
+
+
+async def test_a_few_writes_wait_for_the_transaction_in_flight_rather_than_take_a_lane() -> None:
+    log: list[tuple[int, str]] = []
+    gates = {"a1": asyncio.Event()}
+    w = _lanes(2, log, gates)
+    a1 = asyncio.ensure_future(w.write("a1", {}, key="run-a"))
+    await _until(lambda: len(log) == 1)
+    b1 = asyncio.ensure_future(w.write("b1", {}, key="run-b"))
+    await asyncio.sleep(0.01)
+    assert [sql for _, sql in log] == ["a1"] and not b1.done()
+    gates["a1"].set()
+    await asyncio.gather(a1, b1)
+    await w.close()
+
+
+async def test_with_one_lane_a_batch_waits_for_the_one_in_flight() -> None:
+    log: list[tuple[int, str]] = []
+    gates = {"a1": asyncio.Event()}
+    w = _lanes(1, log, gates)
+    a1 = asyncio.ensure_future(w.write("a1", {}, key="run-a"))
+    await _until(lambda: len(log) == 1)
+    b1 = asyncio.ensure_future(w.write("b1", {}, key="run-b"))
+    await asyncio.sleep(0.01)
+    assert [sql for _, sql in log] == ["a1"] and not b1.done()
+    gates["a1"].set()
+    await asyncio.gather(a1, b1)
+    await w.close()
+
+
+async def test_a_lanes_failed_batch_is_retried_without_touching_the_other_lanes() -> None:
+    """Lane one's shared transaction fails and is tried write by write (a deadlock victim);
+    meanwhile lane two commits another run's writes, each once."""
+    wires: list[_FlakyWire] = []
+
+    async def connect() -> Any:
+        return _LiveConn()
+
+    def make_wire(conn: Any) -> Any:
+        wires.append(_FlakyWire(conn))
+        return wires[-1]
+
+    w = Writer(connect, lambda exc: ServiceUnavailable(str(exc)), 5.0, make_wire=make_wire, in_flight=2)
+    first = [w.write("first", {}, key="run-1"), w.write("second", {}, key="run-1")]
+    others = [w.write(f"other-{i}", {}, key=f"run-{i + 2}") for i in range(5)]
+    await asyncio.gather(*first, *others)
+    await w.close()
+    committed = [sql for wire in wires for sql in wire.committed]
+    assert sorted(committed) == sorted(["first", "second"] + [f"other-{i}" for i in range(5)])
+    assert committed.index("first") < committed.index("second")

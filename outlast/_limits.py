@@ -1,5 +1,5 @@
-"""Declared flow limits of tools and workflows: rates such as ``"500/min"``, parsed once at
-registration (a mistake is refused there, naming the tool)."""
+"""This module holds the declared flow limits of tools and workflows: rates such as ``"500/min"``,
+parsed once at registration (a mistake is refused there, naming the tool)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ _RATE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*([a-z]+)\s*")
 
 @dataclass(frozen=True)
 class Rate:
-    """At most ``limit`` of ``name`` (``"requests"``: one per dispatch; any other name: what the
-    tool charges, reserved from its ``cost`` estimate) in any ``window`` seconds."""
+    """A ``Rate`` allows at most ``limit`` of ``name`` (``"requests"``: one per dispatch; any other
+    name: what the tool charges, reserved from its ``cost`` estimate) in any ``window`` seconds."""
 
     name: str
     limit: float

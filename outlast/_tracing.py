@@ -1,4 +1,5 @@
-"""OpenTelemetry spans: one per run attempt, per operation and per tool call (the ``otel`` extra).
+"""outlast makes OpenTelemetry spans: one per run attempt, per operation and per tool call (the
+``otel`` extra).
 
 outlast speaks only the OpenTelemetry API; the application configures the SDK (a
 ``TracerProvider`` and its exporter, e.g. in the module that defines the app). Without
@@ -26,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 from outlast.errors import Fenced, ServiceUnavailable
 
 if TYPE_CHECKING:
+    from outlast._model import RunRecord
     from outlast.action import Action
     from outlast.app import Tool
-    from outlast.model import RunRecord
 
 _payloads = False
 # The API loads a provider named in the environment on its first ask; asking reads the environment

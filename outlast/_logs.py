@@ -1,4 +1,4 @@
-"""Structured logs: JSON in production (or when not on a terminal), readable lines on a terminal."""
+"""Logs are structured: JSON in production (or when not on a terminal), readable lines on a terminal."""
 
 from __future__ import annotations
 

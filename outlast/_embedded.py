@@ -1,4 +1,4 @@
-"""Private Postgres and Redis under a home directory: the zero-setup default.
+"""The embedded servers are a private Postgres and Redis under a home directory: the zero-setup default.
 
 The servers are plain daemons (pg_ctl / redis-server --daemonize) in their own sessions, so they
 outlive the process that started them; later processes find them through the pid files under

@@ -1,4 +1,4 @@
-"""What ``outlast status`` shows: state and reason, the chain, pending and in-doubt operations,
+"""``outlast status`` shows a run's state and reason, the chain, pending and in-doubt operations,
 and resolutions — read without resuming anything."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from outlast.journal import Entry, first_bad_crossing, operation_state
+from outlast._journal import Entry, first_bad_crossing, operation_state
 from outlast.producer import AsyncClient
 
 CHILDREN_SHOWN = 200  # the child runs a status lists at most (and the dashboard's tree holds)

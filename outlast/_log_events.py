@@ -1,4 +1,4 @@
-"""The name of every log line outlast writes, and what it means.
+"""This module declares the name of every log line outlast writes, and what it means.
 
 A log line's event is one of these constant, dotted names; its details ride as keys
 (``log.info("run.finished", state="succeeded", reason=None)``), so that a line can be found

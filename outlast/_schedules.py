@@ -1,4 +1,4 @@
-"""Schedules: a workflow enqueued at the ticks of a cron expression, in a time zone.
+"""A schedule enqueues a workflow at the ticks of a cron expression, in a time zone.
 
 The ticks (and what happens at a change of daylight saving time) are cronsim's: a tick that falls
 in the hour skipped in spring runs once, at the first minute after it (02:30 -> 03:00); one in the
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from outlast.journal import canonical
+from outlast._journal import canonical
 
 CatchUp = Literal["latest", "none", "all"]
 CATCH_UPS: tuple[CatchUp, ...] = ("latest", "none", "all")
@@ -29,9 +29,10 @@ MAX_NAME = 170  # NAME@2026-12-01T01:30:00Z and NAME@trigger-<12 hex> fit in 200
 
 @dataclass(frozen=True)
 class Schedule:
-    """A schedule as declared with ``@app.schedule``: ``workflow`` with ``input`` on ``queue``
-    (None: the worker's default queue) at every tick of ``cron`` in ``tz``; ``catch_up`` says
-    which ticks missed while no worker was up are enqueued: the latest, none, or all."""
+    """A ``Schedule`` is a schedule as declared with ``@app.schedule``. It enqueues ``workflow``
+    with ``input`` on ``queue`` (None: the worker's default queue) at every tick of ``cron`` in
+    ``tz``; ``catch_up`` says which ticks missed while no worker was up are enqueued: the latest,
+    none, or all."""
 
     name: str
     cron: str

@@ -1,4 +1,4 @@
-"""Run states and the records outlast hands to its users."""
+"""This module defines run states and the records outlast hands to its users."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ FINAL_STATES = frozenset(
 
 @dataclass(frozen=True, slots=True)  # slots: 34 fields are past the dict key sharing (1.6 -> 0.3 KB a run)
 class RunRecord:
-    """A run as Postgres knows it."""
+    """A ``RunRecord`` is a run as Postgres knows it."""
 
     id: str
     workflow: str
@@ -128,8 +128,8 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class Decision:
-    """What people decided about an approval request: ``approved``, or ``revised`` with new
-    arguments (acting on them needs an approval of their own)."""
+    """A ``Decision`` is what people decided about an approval request: ``approved``, or ``revised``
+    with new arguments (acting on them needs an approval of their own)."""
 
     approval_id: str
     status: str
@@ -144,8 +144,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class Partial(Generic[T]):
-    """What a workflow that accepts partial results returns when it produced part of its output:
-    the run ends ``partial`` with ``{"output": output, "unfinished": unfinished}`` as its result.
+    """A workflow that accepts partial results returns a ``Partial`` when it produced part of its output.
+    The run ends ``partial`` with ``{"output": output, "unfinished": unfinished}`` as its result.
     ``unfinished`` says what was not done (any JSON values: names, ids, reasons)."""
 
     output: T

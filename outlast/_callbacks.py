@@ -1,5 +1,5 @@
-"""Callback tokens: an unguessable URL an outside service may POST to with no account, its body
-becoming a message on one channel of one run.
+"""This module signs and checks callback tokens. A callback is an unguessable URL an outside
+service may POST to with no account, its body becoming a message on one channel of one run.
 
 A token binds the run, the channel and an expiry, HMAC-SHA256-signed with a key derived from
 ``OUTLAST_SECRET_KEY`` (a key of its own, so a token is never a valid hash of anything else):

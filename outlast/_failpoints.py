@@ -1,4 +1,4 @@
-"""Named crash points for crash tests. Inert unless armed (``OUTLAST_FAILPOINTS``, read once
+"""Failpoints are named crash points for crash tests. Inert unless armed (``OUTLAST_FAILPOINTS``, read once
 into the settings and passed to ``arm``). Hitting an armed point kills the process at once:
 no cleanup, no ``finally``, as a power cut would.
 

@@ -1,15 +1,15 @@
-"""Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
+"""This module keeps the Prometheus metrics of a worker process (``outlast worker --metrics-port P``).
 
 Nothing here is imported, made or counted until ``enable()``: without ``--metrics-port`` every hook
 is a call that returns at once (but ``operation``, which also counts the in-memory latency tally of
-the dashboard's charts, ``outlast.latency``), and prometheus-client (the ``metrics`` extra) need not
+the dashboard's charts, ``outlast._latency``), and prometheus-client (the ``metrics`` extra) need not
 be installed.
 Labels are workflows, tools, states, outcomes, kinds and queues: never a run or operation id. A
 run's tenant is a label only when the operator lists it (``OUTLAST_METRICS_TENANTS``): tenants are
 unbounded, a label must not be; the others are ``other``, a run without one ``""``.
 
 The hooks are one-line calls in the loop, executor, dispatcher, sweeper and writer; neither they
-nor ``outlast.tracing``'s spans make a write of their own to Postgres or Redis on an operation's path.
+nor ``outlast._tracing``'s spans make a write of their own to Postgres or Redis on an operation's path.
 
 With several processes (``--processes``), the parent serves the endpoint and the children write
 their values to files in a directory of the parent's (prometheus-client's multiprocess mode).
@@ -24,9 +24,8 @@ import tempfile
 import time
 from typing import Any
 
+from outlast._latency import BOUNDS as LATENCY_BUCKETS, TALLY
 from outlast.errors import ConfigError
-from outlast.latency import BOUNDS as LATENCY_BUCKETS
-from outlast.latency import TALLY
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 REFRESH = 5.0  # seconds between two refreshes of the gauges read from Redis and Postgres
@@ -41,7 +40,7 @@ def _client() -> Any:
 
 
 class _Metrics:
-    """The metric objects, made once per process."""
+    """``_Metrics`` holds the metric objects, made once per process."""
 
     def __init__(self) -> None:
         p = _client()
@@ -188,7 +187,7 @@ def run_finished(workflow: str, state: str, tenant: str | None) -> None:
 
 def operation(tool: str, outcome: str, started: float) -> None:
     """An operation ended (``started``: its ``time.perf_counter()`` when it went live). Counted in
-    the process's latency tally too, metrics or not (the dashboard's charts: ``outlast.latency``),
+    the process's latency tally too, metrics or not (the dashboard's charts: ``outlast._latency``),
     in memory only: nothing is written on an operation's path."""
     seconds = time.perf_counter() - started
     TALLY.add(tool, seconds)

@@ -1,6 +1,6 @@
-"""How ``outlast workers`` and ``queues`` show the fleet to a person, and what a dead letter's id
-looks like. The figures themselves come from the client (``AsyncClient.health``, ``workers``,
-``queues``, ``dead_letters``, ``requeue_dead_letter``)."""
+"""This module says how ``outlast workers`` and ``queues`` show the fleet to a person, and what a
+dead letter's id looks like. The figures themselves come from the client (``AsyncClient.health``,
+``workers``, ``queues``, ``dead_letters``, ``requeue_dead_letter``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rules of an approval decision, in one place: who may decide, on what, with what comment,
+"""The rules of an approval decision live here, in one place: who may decide, on what, with what comment,
 and what a decision sent again or too late means. The client applies them (``judge``) before
 and after committing a decision; the store commits it; the worker journals it on resume.
 """
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from outlast._secrets import check_revision
 from outlast.errors import DecisionForbidden, DecisionRefused, InvalidInput
 from outlast.identity import ASSERTED, Principal, cli_principal
-from outlast.secrets import check_revision
 
 MAX_COMMENT = 500
 DECISIONS = ("approved", "rejected", "revised")
@@ -19,9 +19,9 @@ DECISIONS = ("approved", "rejected", "revised")
 
 @dataclass(frozen=True)
 class Proposed:
-    """A decision as a person sends it: what, who decides (``decider``, and ``approver``, the
-    name checked against the approvers and recorded), why, on which arguments (their hash, as
-    the approver saw it) and, for ``revised``, the new arguments."""
+    """A ``Proposed`` is a decision as a person sends it. It says what, who decides (``decider``,
+    and ``approver``, the name checked against the approvers and recorded), why, on which arguments
+    (their hash, as the approver saw it) and, for ``revised``, the new arguments."""
 
     status: str
     decider: Principal

@@ -1,7 +1,8 @@
-"""Operation latencies as histogram bucket counts: what a worker keeps in memory per tool (``TALLY``,
-counted by the hook ``metrics.operation`` calls when an operation ends), what its sweeper adds to
-the charts' rollup once a minute (``outlast/worker/rollup.py``), and the quantiles read back from
-summed buckets (``quantile``), as Prometheus's ``histogram_quantile`` reads its own.
+"""Operation latencies are kept as histogram bucket counts. This module holds what a worker keeps in
+memory per tool (``TALLY``, counted by the hook ``metrics.operation`` calls when an operation ends),
+what its sweeper adds to the charts' rollup once a minute (``outlast/worker/rollup.py``), and the
+quantiles read back from summed buckets (``quantile``), as Prometheus's ``histogram_quantile`` reads
+its own.
 
 The bounds are those of the ``outlast_operation_seconds`` histogram. The rollup stores counts by
 position: changing ``BOUNDS`` changes the meaning of the rows already kept (for eight days).
@@ -18,8 +19,9 @@ BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10
 
 
 class Tally:
-    """One process's operation latencies since they were last taken, per tool: a list of counts
-    per bucket. Counted on the event loop's thread only (the dispatcher's), so no lock."""
+    """A ``Tally`` holds one process's operation latencies since they were last taken, per tool: a
+    list of counts per bucket. Counted on the event loop's thread only (the dispatcher's), so no
+    lock."""
 
     def __init__(self) -> None:
         self.counts: dict[str, list[int]] = {}

@@ -1,5 +1,6 @@
-"""What a runs list asks for: its filters, its sort, and the opaque cursor that carries a page's
-end to the next (keyset paging, migration 0020). Shared by the client, the dashboard and the CLI."""
+"""A ``RunQuery`` says what a runs list asks for: its filters, its sort, and the opaque cursor that
+carries a page's end to the next (keyset paging, migration 0020). Shared by the client, the
+dashboard and the CLI."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
+from outlast._journal import canonical, storable
+from outlast._model import PRIORITIES, RunState
 from outlast.errors import InvalidInput
-from outlast.journal import canonical, storable
-from outlast.model import PRIORITIES, RunState
 
 SORTS = ("created", "started", "finished")  # newest first; an id prefix lists by id instead
 MAX_PAGE = 10_000  # as many as a list ever gave (the client's MAX_LIST)
@@ -23,9 +24,9 @@ COUNTED = 10_000  # runs counted per state at most: a larger count is shown as "
 
 @dataclass(frozen=True)
 class RunQuery:
-    """A runs list: each filter given narrows it; ``since``/``until`` bound the sort's time
-    (created, by default); ``id_prefix`` lists the runs whose id starts so, in id order;
-    ``input`` the runs whose input contains that JSON object."""
+    """A ``RunQuery`` asks for a runs list. Each filter given narrows it; ``since``/``until`` bound
+    the sort's time (created, by default); ``id_prefix`` lists the runs whose id starts so, in id
+    order; ``input`` the runs whose input contains that JSON object."""
 
     state: str | None = None
     workflow: str | None = None

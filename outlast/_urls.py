@@ -1,6 +1,7 @@
-"""URLs as outlast reads and shows them, below the store and the queue that both use them: a
-database or Redis URL with its password hidden (``redact``), and a ``redis+sentinel://`` URL taken
-apart (``parse_sentinel_url``; the queue connects with it, the settings check it at start)."""
+"""This module holds URLs as outlast reads and shows them, below the store and the queue that both use them.
+It gives a database or Redis URL with its password hidden (``redact``), and a ``redis+sentinel://``
+URL taken apart (``parse_sentinel_url``; the queue connects with it, the settings check it at
+start)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def is_sentinel_url(url: str) -> bool:
 
 @dataclass(frozen=True)
 class SentinelURL:
-    """A ``redis+sentinel://`` URL taken apart."""
+    """A ``SentinelURL`` is a ``redis+sentinel://`` URL taken apart."""
 
     sentinels: tuple[tuple[str, int], ...]
     service: str

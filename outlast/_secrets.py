@@ -1,4 +1,4 @@
-"""Secret tool arguments, stored only as a keyed hash; every secret value a run knows kept out of
+"""Secret tool arguments are stored only as a keyed hash; every secret value a run knows is kept out of
 what it stores, logs and traces.
 
 A tool registered with ``secret=["api_key"]`` has that argument replaced, in everything stored
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, quote_plus
 
+from outlast._journal import canonical
 from outlast.errors import ConfigError, DecisionRefused
-from outlast.journal import canonical
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
 # arguments of the call (name -> value). The call's secret values are replaced afterwards anyway.
@@ -60,8 +60,8 @@ class _Tool(Protocol):
 
 
 class SecretsApp(Protocol):
-    """What this module reads of an ``outlast.App`` (said here so that ``outlast.app``, which
-    imports ``Redactor``, is not imported back): its tools and its redaction hook."""
+    """``SecretsApp`` is what this module reads of an ``outlast.App``: its tools and its redaction hook.
+    It is said here so that ``outlast.app``, which imports ``Redactor``, is not imported back."""
 
     @property
     def tools(self) -> Mapping[str, _Tool]: ...
@@ -137,8 +137,8 @@ def check_revision(asked: Mapping[str, Any], revised: Mapping[str, Any], where: 
 
 
 class Secrets:
-    """The keyed hash of one app's secret arguments, and the redaction of its tools' errors; one
-    per run attempt, which remembers the clear values it sealed and scrubs them out."""
+    """``Secrets`` makes the keyed hash of one app's secret arguments, and the redaction of its tools'
+    errors. There is one per run attempt, which remembers the clear values it sealed and scrubs them out."""
 
     def __init__(self, app: SecretsApp, key: str | None) -> None:
         require_key(app, key)

@@ -1,7 +1,7 @@
-"""A workflow's declared channels (``@app.workflow(..., channels={"reply": Reply})``): the type a
-message on each must have. A pydantic model or any type a pydantic ``TypeAdapter`` validates. A
-sender's payload is validated, then stored as JSON; the workflow's ``receive`` gets it validated
-again, as that type."""
+"""This module holds the rules of a workflow's declared channels. Declared with ``@app.workflow(...,
+channels={"reply": Reply})``, each gives the type a message on it must have. A pydantic model or any
+type a pydantic ``TypeAdapter`` validates. A sender's payload is validated, then stored as JSON; the
+workflow's ``receive`` gets it validated again, as that type."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Canonical JSON, hashes, and the journal's SHA-256 chain.
+"""This module computes canonical JSON, hashes, and the journal's SHA-256 chain.
 
 The chain is keyless: it detects corruption and naive rewriting, not a forger who can
 recompute every hash.
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
-from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json import encoder as _encoder
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -36,6 +36,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 # And the C encoder that ``encode`` itself builds on every call, built once and called directly:
 # the same function with the same options, so the same text, without the Python layers above it.
 # No circular check in it: ``to_jsonable_python`` refuses a cycle before it is reached.
+_c_make_encoder = _encoder.c_make_encoder  # type: ignore[attr-defined]
 _CHUNKS = (
     None
     if _c_make_encoder is None
@@ -48,8 +49,9 @@ def _encode(value: Any) -> str:
 
 
 class Unstorable(InvalidInput, ValueError):
-    """A value Postgres cannot store or outlast refuses to: the message says why and the fix; the
-    caller adds whose value it is. Also a ``ValueError``, as JSON encoding errors always were."""
+    """``Unstorable`` is raised for a value Postgres cannot store or outlast refuses to: the message
+    says why and the fix; the caller adds whose value it is. Also a ``ValueError``, as JSON encoding
+    errors always were."""
 
 
 def canonical(value: Any, limit: int | None = None) -> str:
@@ -143,7 +145,7 @@ def chain(prev_hash: str, body: str) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    """One crossing as journaled: its position, its canonical body and its chain hash."""
+    """An ``Entry`` is one crossing as journaled: its position, its canonical body and its chain hash."""
 
     seq: int
     kind: str

@@ -1,4 +1,4 @@
-"""``outlast export RUN -o DIR``: a debug bundle a person can read without a database.
+"""``outlast export RUN -o DIR`` exports a debug bundle a person can read without a database.
 
 events.jsonl (what happened), journal.jsonl (every crossing: its entry, its hash and when it
 was journaled; captured requests among them), last_state.json (the run record, with its workflow,
@@ -22,11 +22,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from outlast._journal import Entry, canonical
+from outlast._model import RunRecord
+from outlast._status import describe
 from outlast.errors import InvalidInput
-from outlast.journal import Entry, canonical
-from outlast.model import RunRecord
 from outlast.producer import AsyncClient
-from outlast.status import describe
 from outlast.store import SCHEMA_VERSION
 
 FILES = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")

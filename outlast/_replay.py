@@ -1,4 +1,4 @@
-"""Offline replay: whether the code of an app agrees with the journals of runs already made.
+"""Offline replay checks whether the code of an app agrees with the journals of runs already made.
 
 The workflow function runs against a run's journal exactly as a resuming worker runs it (the same
 ``Run``, replayer and dispatcher), under a ``RunControl`` marked offline and with a store
@@ -21,7 +21,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
-from outlast import bundle
+from outlast import _bundle as bundle
+from outlast._journal import Entry, canonical, first_bad_crossing
+from outlast._model import FINAL_STATES, Partial, RunRecord, RunState
+from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
     ApprovalExpired,
@@ -34,11 +37,8 @@ from outlast.errors import (
     ResumeImpossible,
     ResumeRefused,
 )
-from outlast.journal import Entry, canonical, first_bad_crossing
-from outlast.model import FINAL_STATES, Partial, RunRecord, RunState
 from outlast.producer import AsyncClient
 from outlast.producer.checks import MAX_LIST
-from outlast.secrets import Secrets
 from outlast.store import Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.flow import FlowGate
@@ -59,7 +59,8 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class Divergence:
-    """The first crossing where the code and the journal part: what each holds there."""
+    """A ``Divergence`` names the first crossing where the code and the journal part: what each
+    holds there."""
 
     crossing: int  # the journal entry's number (one past the last for what comes after the end)
     operation: str | None
@@ -82,7 +83,8 @@ class Divergence:
 
 @dataclass(frozen=True)
 class Report:
-    """One run replayed: its verdict, where the replay stopped, and the divergence if any."""
+    """A ``Report`` describes one run replayed: its verdict, where the replay stopped, and the
+    divergence if any."""
 
     run_id: str
     workflow: str
