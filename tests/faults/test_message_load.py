@@ -29,7 +29,7 @@ pytestmark = pytest.mark.crash
 
 APP = "tests.apps.chat:app"
 WORKERS = 2
-SIZE = os.environ.get("OUTLAST_MESSAGE_LOAD", "40,8,4")
+SIZE = os.environ.get("OUTLAST_MESSAGE_LOAD", "100,12,4")
 
 PRODUCER = textwrap.dedent(
     """
