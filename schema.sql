@@ -123,6 +123,8 @@ CREATE TABLE outlast.runs (
     started_by text,
     waits_for text,
     started_at timestamp with time zone,
+    messages_sent bigint DEFAULT 0 NOT NULL,
+    messages_waiting integer DEFAULT 0 NOT NULL,
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );
@@ -133,6 +135,76 @@ CREATE FUNCTION outlast.outlast_redone(run text, token bigint, state text, reaso
     SELECT * FROM runs r
     WHERE r.id = $1 AND r.fencing_token = $2 AND r.state = $3 AND ($4 IS NULL OR r.reason = $4)
 $_$;
+
+CREATE FUNCTION outlast.outlast_send(run_id text, channel text, payload jsonb, message_id text DEFAULT NULL::text) RETURNS TABLE(id text, seq bigint, sent_at timestamp with time zone, duplicate boolean)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    s record;
+BEGIN
+    SELECT * INTO s FROM outlast_send_message(
+        run_id, channel, payload, coalesce(message_id, gen_random_uuid()::text),
+        coalesce(nullif(current_setting('outlast.max_payload', true), '')::integer, 1048576),
+        coalesce(nullif(current_setting('outlast.max_inbox', true), '')::integer, 1000), 'sql') x;
+    IF s.refused IS NOT NULL THEN
+        RAISE EXCEPTION '%', s.refused USING ERRCODE = 'check_violation';
+    END IF;
+    RETURN QUERY SELECT s.message_id, s.seq, s.sent_at, s.duplicate;
+END $$;
+
+CREATE FUNCTION outlast.outlast_send_message(p_run_id text, p_channel text, p_payload jsonb, p_message_id text, p_max_bytes integer, p_max_waiting integer, p_via text) RETURNS TABLE(message_id text, seq bigint, sent_at timestamp with time zone, duplicate boolean, queue text, refusal text, refused text)
+    LANGUAGE plpgsql
+    AS $$
+#variable_conflict use_variable
+DECLARE
+    r record;
+    m record;
+    n bigint;
+    at timestamptz;
+    woke boolean;
+    what text := format('run %L, channel %L', p_run_id, p_channel);
+BEGIN
+    SELECT runs.id, runs.state, runs.reason, runs.waits_for, runs.wake_at, runs.messages_waiting,
+           runs.queue AS q INTO r
+    FROM runs WHERE runs.id = p_run_id FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'unknown',
+            format('%s: no such run; nothing stored', what);
+        RETURN;
+    END IF;
+    SELECT * INTO m FROM messages WHERE messages.run_id = p_run_id AND messages.message_id = p_message_id;
+    IF FOUND THEN  -- sent again (a retry, a repeated delivery): the first send's receipt
+        RETURN QUERY SELECT m.message_id, m.seq, m.created_at, true, NULL::text, NULL::text, NULL::text;
+        RETURN;
+    END IF;
+    IF outlast_final(r.state) THEN
+        RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'final',
+            format('%s: the run is %s and takes no more messages; nothing stored', what, r.state);
+        RETURN;
+    END IF;
+    IF p_max_bytes IS NOT NULL AND octet_length(p_payload::text) > p_max_bytes THEN
+        RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'too_large',
+            format('%s: the payload is over %s bytes (OUTLAST_MAX_PAYLOAD); nothing stored', what, p_max_bytes);
+        RETURN;
+    END IF;
+    IF p_max_waiting IS NOT NULL AND r.messages_waiting >= p_max_waiting THEN
+        RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'full',
+            format('%s: %s messages already wait untaken (OUTLAST_MAX_INBOX); nothing stored', what,
+                   r.messages_waiting);
+        RETURN;
+    END IF;
+    at := (SELECT o.at FROM outlast_now() o);
+    woke := r.state = 'waiting' AND r.reason = 'message' AND r.waits_for = p_channel
+            AND (r.wake_at IS NULL OR r.wake_at > at);
+    UPDATE runs SET messages_sent = runs.messages_sent + 1, messages_waiting = runs.messages_waiting + 1,
+        wake_at = CASE WHEN woke THEN at ELSE runs.wake_at END
+    WHERE runs.id = p_run_id RETURNING runs.messages_sent INTO n;
+    INSERT INTO messages (run_id, message_id, channel, seq, payload, via)
+    VALUES (p_run_id, p_message_id, p_channel, n, p_payload, p_via)
+    RETURNING messages.created_at INTO at;
+    RETURN QUERY SELECT p_message_id, n, at, false, CASE WHEN woke THEN r.q END, NULL::text, NULL::text;
+END $$;
 
 CREATE FUNCTION outlast.outlast_unfinished(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -539,6 +611,19 @@ CREATE TABLE outlast.journal_p9 (
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+CREATE TABLE outlast.messages (
+    run_id text NOT NULL,
+    message_id text NOT NULL,
+    channel text NOT NULL,
+    seq bigint NOT NULL,
+    payload jsonb NOT NULL,
+    via text DEFAULT 'client'::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    taken_seq integer,
+    taken_op text,
+    taken_at timestamp with time zone
+);
+
 CREATE TABLE outlast.outlast_meta (
     key text NOT NULL,
     value text NOT NULL
@@ -844,6 +929,9 @@ ALTER TABLE ONLY outlast.journal_p8
 ALTER TABLE ONLY outlast.journal_p9
     ADD CONSTRAINT journal_p9_pkey PRIMARY KEY (run_id, seq);
 
+ALTER TABLE ONLY outlast.messages
+    ADD CONSTRAINT messages_pkey PRIMARY KEY (run_id, message_id);
+
 ALTER TABLE ONLY outlast.outlast_meta
     ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
 
@@ -890,6 +978,8 @@ ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
 
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
+
+CREATE INDEX messages_inbox ON outlast.messages USING btree (run_id, channel, seq) WHERE (taken_seq IS NULL);
 
 CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);
 
@@ -1018,6 +1108,9 @@ ALTER TABLE outlast.events
 
 ALTER TABLE outlast.journal
     ADD CONSTRAINT journal_run_id_fkey1 FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.messages
+    ADD CONSTRAINT messages_run_id_fkey FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);

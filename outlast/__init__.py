@@ -2,15 +2,16 @@
 
 This module is the public door. What it exports (defined in ``outlast.app``, ``outlast.action``
 and ``outlast.errors``) is the API, with ``outlast.fence``, ``outlast.settings``,
-``outlast.identity``, ``outlast.services``, ``outlast.testing``, ``outlast.dashboard`` and the demo
-(``outlast.demo``, ``outlast.demo_app``). Every other module is internal and may change in any
-release: the top-level ones say so by a leading underscore (``outlast._journal``), the packages
-``worker``, ``store``, ``queue``, ``producer`` and ``cli`` by this sentence.
+``outlast.identity``, ``outlast.services``, ``outlast.testing``, ``outlast.dashboard``,
+``outlast.web`` and the demo (``outlast.demo``, ``outlast.demo_app``). Every other module is
+internal and may change in any release: the top-level ones say so by a leading underscore
+(``outlast._journal``), the packages ``worker``, ``store``, ``queue``, ``producer`` and ``cli`` by
+this sentence.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from outlast._model import Chunk, Decision, Partial, RunRecord, RunState, StateValue
+from outlast._model import Chunk, Decision, Partial, Receipt, RunRecord, RunState, StateValue
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
@@ -27,6 +28,7 @@ from outlast.errors import (
     InDoubt,
     InvalidInput,
     JournalAltered,
+    MessageRefused,
     NotInDoubt,
     OutlastError,
     PartialRefused,
@@ -91,6 +93,7 @@ __all__ = [
     "InDoubt",
     "InvalidInput",
     "JournalAltered",
+    "MessageRefused",
     "NotInDoubt",
     "OutlastError",
     "Partial",
@@ -98,6 +101,7 @@ __all__ = [
     "PolicyRefused",
     "ProgramChanged",
     "RateLimited",
+    "Receipt",
     "ResumeImpossible",
     "ResumeRefused",
     "Retry",

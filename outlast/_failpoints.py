@@ -25,6 +25,8 @@ POINTS = frozenset(
         "after_final",
         "before_child_journaled",  # a child run committed, its start not yet journaled in the parent
         "after_shown",  # name:what (state, event): a set_state or emit committed, the workflow not on yet
+        "after_take",  # a message taken and journaled (committed), the workflow not yet given it
+        "after_send",  # a producer's send committed, its run not yet published (the wake-up)
     }
 )
 

@@ -175,3 +175,17 @@ class Chunk:
     data: Any
     op: str | None
     id: str
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A message accepted into a run's inbox (``send``): kept until the run takes it.
+    ``duplicate``: a message with this id was sent before, and this is its receipt (nothing new
+    was stored)."""
+
+    run_id: str
+    channel: str
+    message_id: str
+    seq: int  # the run's n-th message accepted: the order it is taken in, per channel
+    sent_at: datetime
+    duplicate: bool = False

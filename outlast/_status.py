@@ -62,6 +62,11 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         for a in await client.approvals(run_id)
     ]
     budget = await client.budget(run_id)
+    untaken = [
+        {k: m[k] for k in ("message_id", "channel", "seq", "created_at", "via")}
+        for m in await client.messages(run_id)
+        if m["taken_seq"] is None
+    ]
     children = await client.children(run_id, CHILDREN_SHOWN + 1)
     events = await client.events(run_id)
     last_message = next(
@@ -76,6 +81,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "in_doubt": in_doubt,
         "resolutions": resolutions,
         "approvals": approvals,
+        "messages": untaken,  # sent, not taken (yet)
         "captures": captures,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
         "children": children[:CHILDREN_SHOWN],  # the first started
@@ -181,6 +187,11 @@ def render(info: dict[str, Any]) -> str:
         lines.append(f"  approval     {a['op_id']} {a['action']}({a['args']}) hash {shown} {state}{who}")
         if a["decided_by_detail"]:
             lines.append(f"  {'':<12} decided by {who_was(a['decided_by_detail'])} at {a['decided_at']}")
+    for m in info.get("messages", []):
+        lines.append(
+            f"  message      #{m['seq']} on {m['channel']!r} id {m['message_id']} "
+            f"sent {m['created_at']:%Y-%m-%d %H:%M:%S} ({m['via']}), not taken"
+        )
     for c in info.get("captures", []):
         kept = f"{c.get('bytes', '?')} bytes" if "request" in c else "not kept"
         lines.append(

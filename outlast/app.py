@@ -165,6 +165,7 @@ class Workflow:
     partial: bool | PartialHandler = False  # accepts partial results (and how, when stopped)
     max_concurrent: int | None = None  # runs executing at once, across every worker (per key)
     concurrency_key: KeyOf | None = None  # the run's (input, tenant) -> the key capped
+    channels: dict[str, Any] | None = None  # declared message channels and their types (None: any)
 
     @property
     def accepts_partial(self) -> bool:
@@ -219,6 +220,7 @@ class App:
         partial: bool | PartialHandler = False,
         max_concurrent: int | None = None,
         concurrency_key: ConcurrencyKey | None = None,
+        channels: dict[str, Any] | None = None,
     ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
@@ -233,7 +235,9 @@ class App:
         seconds) without holding a worker. With ``concurrency_key`` the cap is per key: ``"tenant"``
         caps each tenant's runs (``run.tenant``) at N, and the runs without a tenant share one more
         key of N; a function is called as ``f(input)`` or ``f(input, tenant)``, as its signature
-        says (read here, once: another signature raises ``TypeError``)."""
+        says (read here, once: another signature raises ``TypeError``). ``channels={"reply": Reply}``
+        declares the channels its runs receive messages on, each with the type a message must have
+        (a pydantic model or any type pydantic validates): a send on another channel is refused."""
         if not (isinstance(partial, bool) or callable(partial)):
             raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
         _cap(f"workflow {name!r}", max_concurrent)
@@ -254,6 +258,7 @@ class App:
                 partial,
                 max_concurrent,
                 None if concurrency_key is None else _key_of(wf_name, concurrency_key),
+                None if channels is None else dict(channels),
             )
             self.workflows[wf.name] = wf
             return fn

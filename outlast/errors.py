@@ -61,6 +61,15 @@ class InvalidInput(OutlastError):
     """The input cannot be accepted (not a JSON object, bad tool arguments, ...)."""
 
 
+class MessageRefused(OutlastError):
+    """A message not stored: ``refusal`` is why (``unknown`` run, ``final`` run, ``too_large``,
+    ``full``: too many untaken); the message names the run and the channel."""
+
+    def __init__(self, message: str, refusal: str) -> None:
+        super().__init__(message)
+        self.refusal = refusal
+
+
 class Fenced(OutlastError):
     """A write carried a stale fencing token: another worker owns the run now."""
 

@@ -17,8 +17,10 @@ Tokens are 256 random bits, so a plain hash is enough to keep the file from bein
 
 Roles come from groups. Everyone signed in is a ``viewer`` (sees everything, acts on nothing); an
 ``operator`` cancels, resumes and requeues dead letters; an ``approver`` decides approvals (among
-an action's approvers) and resolves in-doubt operations. By default the group ``operators`` makes
-operators and ``approvers`` approvers; a ``[roles]`` table says otherwise::
+an action's approvers) and resolves in-doubt operations; a ``sender`` (a token for a program that
+talks with runs) only sends messages to runs, which an operator may do too. By default the group
+``operators`` makes operators, ``approvers`` approvers and ``senders`` senders; a ``[roles]``
+table says otherwise::
 
     [roles]
     operator = ["ops"]
@@ -58,10 +60,11 @@ def check_principal_name(name: str, what: str = "a user name") -> str:
     return name
 
 
-VIEWER, OPERATOR, APPROVER = "viewer", "operator", "approver"
+VIEWER, OPERATOR, APPROVER, SENDER = "viewer", "operator", "approver", "sender"
 DEFAULT_ROLES: dict[str, frozenset[str]] = {
     OPERATOR: frozenset({"operators"}),
     APPROVER: frozenset({"approvers"}),
+    SENDER: frozenset({"senders"}),  # sends messages to runs, and nothing else an operator does
 }
 
 
@@ -213,7 +216,7 @@ def _roles(path: Path, table: Any) -> dict[str, frozenset[str]] | None:
     for role, groups in table.items():
         if role not in DEFAULT_ROLES:
             raise ConfigError(
-                f"users file {path}: no role {role!r}: the roles are {OPERATOR} and {APPROVER} "
+                f"users file {path}: no role {role!r}: the roles are {OPERATOR}, {APPROVER} and {SENDER} "
                 f"(everyone signed in is a {VIEWER})"
             )
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):

@@ -289,6 +289,14 @@ class Settings:
         ge=1024,
         le=256 * 1024 * 1024,
     )
+    max_inbox: int = setting(
+        1000, "Messages a run may hold untaken; a send past it is refused.", "messages", ge=1, le=1000000
+    )
+    callback_url: str | None = setting(
+        None,
+        "Public base URL of the callbacks endpoint (where outlast.web.callbacks is mounted, e.g. "
+        "https://example.com/callbacks); unset: /callbacks, the dashboard's path.",
+    )
     hold_ms: float = setting(
         5.0,
         "Milliseconds a read's or idempotent tool's result may be held, written with the run's next write.",

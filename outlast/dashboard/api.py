@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -33,6 +34,7 @@ from outlast.dashboard.web import (
     caller_of as caller_of,
     capped,
     check_role,
+    check_sender,
     client_of as client_of,
     has_nul,
     status_of as status_of,
@@ -44,11 +46,12 @@ from outlast.producer import AsyncClient
 API_BODY = 1 << 20  # bytes: a decision, a resolution or revised arguments
 
 
-async def _body(request: Request) -> dict[str, Any]:
+async def _body(request: Request, limit: int = API_BODY, anything: bool = False) -> Any:
+    """The request's JSON body: an object (any JSON value with ``anything``: a message)."""
     caller = caller_of(request)
     if caller.csrf is not None and not caller.accepts(request.headers.get("x-csrf-token")):
         raise Refusal(403, "missing or wrong X-CSRF-Token (a session needs it; a bearer token does not)")
-    raw = await capped(request, API_BODY)
+    raw = await capped(request, limit)
     try:
         body = json.loads(raw) if raw.strip() else {}
         nul = has_nul(body)
@@ -58,11 +61,31 @@ async def _body(request: Request) -> dict[str, Any]:
         raise Refusal(400, "a number in the body has too many digits: send it as a string") from None
     except RecursionError:
         raise Refusal(400, "the body is nested too deep: a JSON object of plain values") from None
-    if not isinstance(body, dict):
+    if not isinstance(body, dict) and not anything:
         raise Refusal(400, "the body must be a JSON object")
     if nul:
         raise Refusal(400, NUL)
     return body
+
+
+def _message_route() -> Route:
+    """``POST /api/runs/{id}/messages/{channel}``: the body (any JSON) is the message, the
+    ``Idempotency-Key`` header its id; a sender or an operator may send."""
+
+    async def endpoint(request: Request) -> Response:
+        p = request.path_params
+        try:
+            check_sender(request)
+            payload = await _body(request, 2 * client_of(request).settings.max_payload, anything=True)
+            key = request.headers.get("idempotency-key")
+            receipt = await client_of(request).send(p["run_id"], p["channel"], payload, key)
+        except Refusal as exc:
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except OutlastError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=status_of(exc))
+        return JSONResponse(_jsonable(asdict(receipt)), status_code=200 if receipt.duplicate else 201)
+
+    return Route("/api/runs/{run_id:path}/messages/{channel}", endpoint, methods=["POST"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -220,6 +243,7 @@ def routes() -> list[BaseRoute]:
         Route("/api/runs/{run_id:path}/state", feeds.state),
         Route("/api/runs/{run_id:path}/events", feeds.events),
         Route("/api/runs/{run_id:path}/stream", feeds.stream),
+        _message_route(),
         _route("/api/runs/{run_id:path}/resolve/{op_id}", _resolve, RESOLVE),
         _route("/api/runs/{run_id:path}/cancel", _cancel, CANCEL),
         _route("/api/runs/{run_id:path}/resume", _resume, RESUME),

@@ -13,7 +13,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from outlast.app import App
@@ -25,11 +25,12 @@ from outlast.dashboard.render import HERE, login_page, render, templates
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
 from outlast.settings import Settings
+from outlast.web.endpoint import Callbacks
 
 log = structlog.get_logger("outlast.dashboard")
 
 Next = Callable[[Request], Awaitable[Response]]
-OPEN_PATHS = ("/login", "/static/")
+OPEN_PATHS = ("/login", "/static/", "/callbacks/")  # a callback carries its own signed token
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -126,6 +127,7 @@ def create_app(
         *api.routes(),
         *charts.routes(),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        Route("/callbacks/{token}", Callbacks(c).post, methods=["POST"]),  # outlast.web.callbacks, here too
     ]
     site = Starlette(
         routes=routes,

@@ -4,6 +4,7 @@ in and out in ``signin.py``, the server-sent events in ``live.py``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -21,7 +22,7 @@ from outlast.dashboard.operate import fleet_page, requeue, schedule, schedules_p
 from outlast.dashboard.render import render
 from outlast.dashboard.signin import login, logout
 from outlast.errors import OutlastError
-from outlast.identity import Principal
+from outlast.identity import SENDER, Principal
 from outlast.producer import AsyncClient
 
 Act = Callable[[AsyncClient, Principal, Mapping[str, str], dict[str, Any]], Awaitable[None]]
@@ -119,6 +120,22 @@ async def resolve(request: Request) -> Response:
         await acts.resolve(c, who, p["run_id"], p["op_id"], form)
 
     return await _act(request, act, in_doubt_page, web.RESOLVE)
+
+
+async def send(request: Request) -> Response:
+    """A message sent from the run page's form (a sender or an operator)."""
+
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        try:
+            payload = json.loads(str(form.get("payload", "")))
+        except (ValueError, RecursionError):
+            raise web.Refusal(400, "the message must be JSON (a string in quotes)") from None
+        await c.send(
+            p["run_id"], str(form.get("channel", "")), payload, str(form.get("message_id") or "") or None
+        )
+
+    sender = SENDER in web.caller_of(request).principal.roles
+    return await _act(request, act, run_page, (SENDER, "send messages to runs") if sender else web.SEND)
 
 
 async def cancel(request: Request) -> Response:
@@ -222,6 +239,7 @@ def routes() -> list[BaseRoute]:
         Route("/", runs_page, name="runs"),
         Route("/runs/{run_id:path}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
         Route("/runs/{run_id:path}/cancel", cancel, methods=["POST"], name="cancel"),
+        Route("/runs/{run_id:path}/send", send, methods=["POST"], name="send"),
         Route("/runs/{run_id:path}/resume", resume, methods=["POST"], name="resume"),
         Route("/runs/{run_id:path}/retry", retry, methods=["POST"], name="retry"),
         Route("/runs/{run_id:path}/accept", accept_page, name="accept"),

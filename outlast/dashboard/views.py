@@ -47,6 +47,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
+    info["inbox"] = await client.messages(run_id)  # every message: sent, and taken by which operation
     shown = {k: {"value": s.value, "version": s.version} for k, s in (await client.state(run_id)).items()}
     custom = [
         e for e in events if e["kind"].startswith("custom:")

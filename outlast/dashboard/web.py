@@ -15,7 +15,7 @@ from starlette.responses import RedirectResponse
 from outlast import errors as e
 from outlast.dashboard.auth import Caller, Gate
 from outlast.errors import OutlastError
-from outlast.identity import APPROVER, OPERATOR
+from outlast.identity import APPROVER, OPERATOR, SENDER
 from outlast.producer import AsyncClient
 
 # The HTTP status of each outlast error: what the refusal says about the request, said once. A
@@ -41,6 +41,7 @@ STATUS: dict[type[OutlastError], int] = {
     e.RunNotWaiting: 409,
     e.RunChanged: 409,
     e.NotInDoubt: 409,
+    e.MessageRefused: 409,  # unknown run, final, too large, too many untaken: the message says which
     e.Fenced: 409,
     e.InDoubt: 409,
     e.ResumeRefused: 409,
@@ -77,6 +78,7 @@ RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
 SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
+SEND = (OPERATOR, "send messages to runs")  # or the sender role: check_sender
 STALE = "refused: the form's CSRF token is missing or stale; try again"
 
 
@@ -113,6 +115,12 @@ def check_role(request: Request, role: str, what: str) -> None:
     why = gate.refusal(caller_of(request), role, what)
     if why is not None:
         raise Refusal(403, why)
+
+
+def check_sender(request: Request) -> None:
+    """Refuse (403) a caller who is neither a sender nor an operator."""
+    if SENDER not in caller_of(request).principal.roles:
+        check_role(request, *SEND)
 
 
 def has_nul(value: Any) -> bool:

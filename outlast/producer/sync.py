@@ -130,6 +130,11 @@ class _Decisions(_Loop):
     resolve = _blocking(AsyncClient.resolve)
 
 
+class _Messages(_Loop):
+    send = _blocking(AsyncClient.send)
+    messages = _blocking(AsyncClient.messages)
+
+
 class _Administration(_Loop):
     prune = _blocking(AsyncClient.prune)
     schedules = _blocking(AsyncClient.schedules)
@@ -138,5 +143,5 @@ class _Administration(_Loop):
     charts = _blocking(AsyncClient.charts)
 
 
-class Client(_Runs, _Shown, _Decisions, _Administration):
+class Client(_Runs, _Shown, _Decisions, _Messages, _Administration):
     """``Client`` is the synchronous facade over ``AsyncClient`` (its ``aio``)."""

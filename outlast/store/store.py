@@ -14,6 +14,7 @@ from outlast.store.flow import Flow
 from outlast.store.journal import Journal
 from outlast.store.leases import Leases
 from outlast.store.listing import Listing
+from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.rollup import Rollups
@@ -45,6 +46,7 @@ class Store(
     Leases,
     Journal,
     Approvals,
+    Messages,
     Budgets,
     Children,
     Fleet,

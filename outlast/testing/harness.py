@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,8 @@ from typing import Any
 import psycopg
 import redis
 
-from outlast._model import RunRecord
+from outlast._callbacks import deliver
+from outlast._model import Receipt, RunRecord
 from outlast.app import App
 from outlast.producer import Client
 from outlast.queue import Queue
@@ -45,6 +47,8 @@ _PROCESS_SETTINGS = (
     "store_retry",
     "max_payload",
     "secret_key",
+    "max_inbox",
+    "callback_url",
 )
 
 
@@ -264,6 +268,26 @@ class Harness:
         on the moved clock) sees the new time once it resumes after its next wait."""
         with self._connect() as conn:
             return move_clock(conn, seconds)
+
+    # -- messages -----------------------------------------------------------------------
+
+    def send(self, run_id: str, channel: str, payload: Any, message_id: str | None = None) -> Receipt:
+        """Send a message to the run (``Client.send``): kept until it takes it, the run woken."""
+        return self.client.send(run_id, channel, payload, message_id)
+
+    def fire_callback(
+        self, url: str, body: Any, *, idempotency_key: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """POST ``body`` (JSON; bytes or text as they are) to a callback URL a run handed out
+        (``run.callback``), as the callbacks endpoint takes it: (HTTP status, answer). Needs
+        ``secret_key`` in the harness's settings, as the workers do."""
+        if isinstance(body, bytes | str):
+            raw, kind = (body if isinstance(body, bytes) else body.encode()), "text/plain"
+        else:
+            raw, kind = json.dumps(body).encode(), "application/json"
+        token = url.rstrip("/").rsplit("/", 1)[-1]
+        client = self.client
+        return client._call(deliver(client.aio, token, raw, kind, idempotency_key))
 
     # -- what happened ------------------------------------------------------------------
 

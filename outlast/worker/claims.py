@@ -108,6 +108,7 @@ class Claims:
             control=control,
             max_payload=s.max_payload,
             secret_key=s.secret_key,
+            callback_url=s.callback_url,
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
             live=self.live,

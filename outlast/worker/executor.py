@@ -69,20 +69,20 @@ class Execution:
         control: RunControl | None = None,
         max_payload: int | None = None,
         secret_key: str | None = None,
+        callback_url: str | None = None,
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
         live: LiveOutput | None = None,
     ) -> None:
         self.run = run
-        self.secret_key = secret_key
+        self.secret_key, self.callback_url = secret_key, callback_url
         self.control = control or RunControl(
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
         self.writes = JournalWrites(store=store, control=self.control, hold=hold)
         self.journal: Journaled | None = None  # loaded once the workflow is to run
-        self.max_payload, self.live = max_payload, live  # live: the worker's (run.stream)
-        self.db_now = db_now
+        self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
         self._started: list[tuple[str, str]] = []  # (queue, id): the children this attempt created
@@ -124,8 +124,7 @@ class Execution:
         return Outcome.WAITING
 
     def hand_out(self) -> list[tuple[str, str]]:
-        """(queue, run id) to publish once the run's entry is acknowledged: the child runs this
-        attempt started and the parent its end woke; without it the sweeper hands them out."""
+        """(queue, run id) to publish once the entry is acked: children started, the parent woken."""
         return self._started + self._woken
 
     async def execute(self) -> Outcome:
@@ -178,6 +177,7 @@ class Execution:
             max_payload=self.max_payload,
             secrets=self.secrets,
             live=self.live,
+            callbacks=(self.secret_key, self.callback_url),
         )
         self._started = ctx.children_started
         try:

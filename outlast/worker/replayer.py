@@ -154,18 +154,19 @@ class Replayer:
                 f"(at {op_id}); to carry on, continue it in a new run"
             )
 
-    async def append(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
+    async def append(self, kind: str, op_id: str, data: dict[str, Any], take: str | None = None) -> Entry:
         """Journal one entry as the lease holder (fenced), with the held entries before it, in one
-        statement. Parallel calls append concurrently: each entry is chained to the head *before*
-        its write commits, and the writer commits a run's writes in order; a write that fails
-        leaves the run, so the head never outlives it."""
+        statement (which also takes the message ``take`` from the run's inbox, when given).
+        Parallel calls append concurrently: each entry is chained to the head *before* its write
+        commits, and the writer commits a run's writes in order; a write that fails leaves the
+        run, so the head never outlives it."""
         if self._control.offline:  # never reached past go_live; a write is refused all the same
             raise JournalEnd(op_id, f"to journal a {kind} entry")
         entry = self._chain(kind, op_id, data)
         crossed = kind in _CROSSED and self._writes.held  # a crash test's kill points (inert unless armed)
         if crossed:
             failpoints.hit("with_result_held", kind)
-        await self._writes.commit(entry)
+        await self._writes.commit(entry, take)
         if crossed:
             failpoints.hit("after_fenced_write", kind)
         return entry

@@ -1,9 +1,8 @@
 """``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
-Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
-``sleep_until``, ``approval``, and what the run shows (``set_state``, ``emit``, ``stream``, of
-``Showing``) — and is handed to the part that owns it: the replayer (the journal and its cursor),
-the dispatcher (tool calls and the gap table), the waits (timers, approvals), ``Shown``.
+Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``receive``, ``callback``, what the run
+shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the replayer (the
+journal), the dispatcher (tool calls, the gap table), the waits, the inbox (messages), ``Shown``.
 """
 
 from __future__ import annotations
@@ -27,11 +26,11 @@ from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.flow import FlowGate
+from outlast.worker.inbox import Inbox
 from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.shown import Showing, Shown
 from outlast.worker.underway import UnderWay, may_park
-from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
 
 P = ParamSpec("P")
@@ -56,6 +55,7 @@ class Run(Showing):
         max_payload: int | None = None,
         secrets: Secrets | None = None,
         live: LiveOutput | None = None,
+        callbacks: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.id = record.id
         self.input = record.input
@@ -77,7 +77,8 @@ class Run(Showing):
         # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
         self._under_way = UnderWay()
         settled = self._under_way.settled
-        self._waits = Waits(
+        wf = app.workflows.get(record.workflow)
+        self._waits = Inbox(
             store=store,
             control=control,
             writes=writes,
@@ -85,6 +86,8 @@ class Run(Showing):
             settled=settled,
             secrets=secrets,
             max_payload=max_payload,
+            channels=None if wf is None else wf.channels,
+            callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
         )
         self._children = RunChildren(
             record=record,
@@ -201,6 +204,17 @@ class Run(Showing):
         return self._pausing(
             self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
         )
+
+    def receive(self, channel: str, timeout: float | None = None) -> Awaitable[Any]:
+        """The next message on ``channel``, oldest first (as its declared type, if any), or None
+        once ``timeout`` seconds pass (a durable timer). The run waits (reason ``message``) with
+        no worker held; a message it took is served from its journal on every resume."""
+        return self._pausing(self._waits.receive(self._replayer.position(), channel, timeout))
+
+    def callback(self, channel: str, *, expires_in: float = 86400.0) -> Awaitable[str]:
+        """An unguessable URL whose POSTed body becomes a message on ``channel`` of this run, good
+        for ``expires_in`` seconds (journaled once; signed with ``OUTLAST_SECRET_KEY``)."""
+        return self._waits.callback(self._replayer.position(), channel, expires_in)
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if

@@ -5,6 +5,7 @@ up takes the run again when it is woken (a due timer, a decision, an expiry).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,8 +40,13 @@ class Waits:
         settled: Callable[[], Awaitable[None]],
         secrets: Secrets,
         max_payload: int | None = None,
+        channels: dict[str, Any] | None = None,
+        callbacks: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.run_id = control.run_id
+        self._channels = channels  # the workflow's declared message channels (None: any): inbox.py
+        self._callbacks = callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
+        self._taking = asyncio.Lock()  # one look-and-take at a time (parallel receives): inbox.py
         self.max_payload = max_payload  # the largest approval arguments stored
         self._store = store
         self._control = control

@@ -91,12 +91,13 @@ class JournalWrites:
         failpoints.hit("after_fenced_write", what)
         return done
 
-    async def commit(self, entry: Entry) -> None:
+    async def commit(self, entry: Entry, take: str | None = None) -> None:
         """Append ``entry`` with the held entries before it, in one statement, queued at once. One
         that carries held entries is made even if its caller is cancelled (a hand-over), and every
-        flush awaits it until it is done."""
+        flush awaits it until it is done. ``take``: the message the entry records, taken from the
+        run's inbox by the same statement."""
         held, self.held = self.held, []
-        written = self._send(held, entry) if held else self._submit(entry, held)
+        written = self._send(held, entry, take) if held else self._submit(entry, held, take)
         with contextlib.suppress(Exception):  # its failure as _written kept it: raised below
             await (asyncio.shield(written) if held else written)
         if self.broken is not None and (written.exception() or appended(written.result()) is None):
@@ -115,14 +116,23 @@ class JournalWrites:
             held, self.held = self.held, []
             self._send(held[:-1], held[-1])
 
-    def _send(self, held: list[Entry], entry: Entry) -> asyncio.Future[list[dict[str, Any]]]:
-        written = self._submit(entry, held)
+    def _send(
+        self, held: list[Entry], entry: Entry, take: str | None = None
+    ) -> asyncio.Future[list[dict[str, Any]]]:
+        written = self._submit(entry, held, take)
         self._carriers.append(written)
         return written
 
-    def _submit(self, entry: Entry, held: list[Entry]) -> asyncio.Future[list[dict[str, Any]]]:
+    def _submit(
+        self, entry: Entry, held: list[Entry], take: str | None = None
+    ) -> asyncio.Future[list[dict[str, Any]]]:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
-        written = self._store.submit_append(self.run_id, self._control.token, entry, held)
+        token = self._control.token
+        written = (
+            self._store.submit_append(self.run_id, token, entry, held)
+            if take is None
+            else self._store.submit_take(self.run_id, token, entry, held, take)
+        )
         written.add_done_callback(self._written)
         return written
 

@@ -135,6 +135,7 @@ WITH doomed AS (
 j AS (DELETE FROM journal WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 e AS (DELETE FROM events WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 a AS (DELETE FROM approvals WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
+m AS (DELETE FROM messages WHERE run_id IN (SELECT id FROM doomed)),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 st AS (DELETE FROM run_state WHERE run_id IN (SELECT id FROM doomed)),

@@ -1,0 +1,136 @@
+"""This module signs and checks callback tokens. A callback is an unguessable URL an outside
+service may POST to with no account, its body becoming a message on one channel of one run.
+
+A token binds the run, the channel and an expiry, HMAC-SHA256-signed with a key derived from
+``OUTLAST_SECRET_KEY`` (a key of its own, so a token is never a valid hash of anything else):
+``<base64url of [run, channel, expiry]>.<base64url of the signature>``. An altered token fails its
+signature; an expired one is refused by its expiry; a token is only ever good for the run and
+channel it names. The endpoint is ``outlast.web.callbacks``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from outlast.errors import ConfigError, InvalidInput, MessageRefused
+
+if TYPE_CHECKING:
+    from outlast.producer import AsyncClient
+
+_PURPOSE = b"outlast callback v1"
+# How a refusal of a good token is answered: the status, and words about this callback only.
+_REFUSED = {
+    "unknown": (404, "not a callback"),
+    "final": (410, "this callback is closed"),
+    "too_large": (413, "the body is too large"),
+    "full": (429, "too many messages wait: try again later"),
+}
+MAX_KEY = 200  # characters of an Idempotency-Key
+
+
+class BadToken(Exception):
+    """A token that is not good: altered, foreign, malformed or expired (never says more)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """What a good token is bound to."""
+
+    run_id: str
+    channel: str
+    expires_at: datetime
+
+
+def _key(secret_key: str) -> bytes:
+    return hmac.new(secret_key.encode(), _PURPOSE, hashlib.sha256).digest()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def sign(secret_key: str | None, run_id: str, channel: str, expires_at: datetime) -> str:
+    """The token of ``run_id``'s ``channel`` until ``expires_at``."""
+    if not secret_key:
+        raise ConfigError(
+            f"run '{run_id}', channel '{channel}': a callback needs OUTLAST_SECRET_KEY (32 or more "
+            "random characters, the same for every worker and for the callbacks endpoint)"
+        )
+    body = _b64(json.dumps([run_id, channel, int(expires_at.timestamp())], separators=(",", ":")).encode())
+    mac = hmac.new(_key(secret_key), body.encode(), hashlib.sha256).digest()
+    return f"{body}.{_b64(mac)}"
+
+
+def verify(secret_key: str | None, token: str, now: datetime | None = None) -> Bound:
+    """What ``token`` is bound to, or ``BadToken``."""
+    if not secret_key or not isinstance(token, str) or len(token) > 2048 or token.count(".") != 1:
+        raise BadToken()
+    body, mac = token.split(".")
+    try:
+        wanted = hmac.new(_key(secret_key), body.encode(), hashlib.sha256).digest()
+        if not hmac.compare_digest(wanted, _unb64(mac)):
+            raise BadToken()
+        run_id, channel, expiry = json.loads(_unb64(body))
+        expires_at = datetime.fromtimestamp(int(expiry), UTC)
+    except (ValueError, TypeError) as exc:
+        raise BadToken() from exc
+    if not (isinstance(run_id, str) and isinstance(channel, str)):
+        raise BadToken()
+    if expires_at <= (now or datetime.now(UTC)):
+        raise BadToken()
+    return Bound(run_id, channel, expires_at)
+
+
+def url(base: str | None, token: str) -> str:
+    """The callback's URL: ``base`` (``OUTLAST_CALLBACK_URL``, where ``outlast.web.callbacks`` is
+    mounted), else the path the dashboard serves it at."""
+    return f"{(base or '/callbacks').rstrip('/')}/{token}"
+
+
+async def deliver(
+    client: AsyncClient, token: str, body: bytes, content_type: str = "", key: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """One delivery to the callback ``token``: (HTTP status, answer). The test kit's
+    ``fire_callback`` calls it as the endpoint does."""
+    s = client.settings
+    try:
+        bound = verify(s.secret_key, token)
+    except BadToken:
+        return 404, {"error": "not a callback"}
+    if len(body) > s.max_payload:
+        return 413, {"error": "the body is too large"}
+    if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
+        return 400, {"error": "a bad Idempotency-Key"}
+    delivery = key or hashlib.sha256(token.encode() + b"\0" + body).hexdigest()
+    try:
+        payload = _payload(content_type, body)
+        receipt = await client.send(
+            bound.run_id, bound.channel, payload, f"callback:{delivery}", via="callback"
+        )
+    except MessageRefused as exc:
+        status, said = _REFUSED.get(exc.refusal, (400, "refused"))
+        return status, {"error": said}
+    except InvalidInput:
+        return 422, {"error": "the body is not a valid message for this callback"}
+    return 202, {"accepted": True, "duplicate": receipt.duplicate}
+
+
+def _payload(content_type: str, body: bytes) -> Any:
+    """JSON sent as JSON; any other body as its text."""
+    text = body.decode("utf-8", errors="replace")
+    if "json" in content_type:
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise InvalidInput("not JSON") from None
+    return text

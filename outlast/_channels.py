@@ -1,0 +1,66 @@
+"""This module holds the rules of a workflow's declared channels. Declared with ``@app.workflow(...,
+channels={"reply": Reply})``, each gives the type a message on it must have. A pydantic model or any
+type a pydantic ``TypeAdapter`` validates. A sender's payload is validated, then stored as JSON; the
+workflow's ``receive`` gets it validated again, as that type."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from outlast.errors import InvalidInput
+
+
+@functools.lru_cache(maxsize=256)
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def adapter(kind: Any) -> TypeAdapter[Any]:
+    try:
+        return _adapter(kind)
+    except TypeError:  # an unhashable type: not cached
+        return TypeAdapter(kind)
+
+
+def check_channel(types: dict[str, Any] | None, where: str, channel: str) -> None:
+    """A workflow that declares channels is sent only on those."""
+    if types is not None and channel not in types:
+        known = ", ".join(sorted(types)) or "none"
+        raise InvalidInput(f"{where}: unknown channel (its workflow declares: {known}); nothing stored")
+
+
+def to_json(types: dict[str, Any] | None, where: str, channel: str, payload: Any) -> Any:
+    """The payload to store: validated against the channel's type (if declared) and dumped as
+    JSON; else as given. ``InvalidInput`` naming the run and the channel if it does not fit."""
+    check_channel(types, where, channel)
+    if types is None:
+        return payload
+    kind = adapter(types[channel])
+    try:
+        return kind.dump_python(kind.validate_python(payload), mode="json")
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first.get("loc", ())) or "the payload"
+        kind_name = _name(types[channel])
+        raise InvalidInput(
+            f"{where}: the payload is not a valid {kind_name} ({at}: {first['msg']}); nothing stored"
+        ) from None
+
+
+def from_json(types: dict[str, Any] | None, where: str, channel: str, payload: Any) -> Any:
+    """A taken message's payload as the workflow receives it (its channel's type, if declared)."""
+    if types is None or channel not in types:
+        return payload
+    try:
+        return adapter(types[channel]).validate_python(payload)
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"{where}: a message taken is not a valid {_name(types[channel])} ({exc.errors()[0]['msg']})"
+        ) from None
+
+
+def _name(kind: Any) -> str:
+    return str(getattr(kind, "__name__", kind))

@@ -1,0 +1,68 @@
+"""This module holds the client's messages into runs. ``send`` stores one, then wakes the run if it
+waits on the channel; ``messages`` reads the run's messages."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from outlast import _failpoints as failpoints
+from outlast._channels import to_json
+from outlast._model import Receipt
+from outlast.errors import InvalidInput, MessageRefused, UnknownRun
+from outlast.producer.checks import check_json, check_text
+from outlast.producer.core import ClientCore
+
+MAX_ID = 200  # characters of a message id or a channel name
+
+
+class Messages(ClientCore):
+    """The family of messages into runs."""
+
+    async def send(
+        self, run_id: str, channel: str, payload: Any, message_id: str | None = None, *, via: str = "client"
+    ) -> Receipt:
+        """Send ``payload`` on ``channel`` of the run: stored (kept until the run takes it, in the
+        order sent), then the run woken if it waits on that channel. The same ``message_id`` again
+        is one message: its first receipt comes back, ``duplicate`` true. A workflow that declares
+        channels is sent only on those, with a payload its type validates (when this client knows
+        the app). Refused with nothing stored (``MessageRefused``, ``InvalidInput``): an unknown or
+        final run, a payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a run with ``OUTLAST_MAX_INBOX``
+        messages untaken."""
+        where = f"run '{run_id}', channel '{channel}'"
+        check_text(channel, "a channel", where)
+        if len(channel) > MAX_ID:
+            raise InvalidInput(f"{where}: a channel name is at most {MAX_ID} characters")
+        if message_id is None:
+            message_id = uuid.uuid4().hex
+        check_text(message_id, "a message id", where)
+        if len(message_id) > MAX_ID:
+            raise InvalidInput(f"{where}: a message id is at most {MAX_ID} characters")
+        try:
+            run = await self.status(run_id)
+        except UnknownRun:
+            raise MessageRefused(f"{where}: no such run; nothing stored", "unknown") from None
+        wf = self.app.workflows.get(run.workflow) if self.app is not None else None
+        payload = to_json(wf.channels if wf is not None else None, where, channel, payload)
+        check_json(payload, "the payload", where, self.settings.max_payload)
+        row = await self.store.send_message(
+            run_id,
+            channel,
+            payload,
+            message_id,
+            max_bytes=None,  # checked here, in canonical JSON (outlast_send checks Postgres's text)
+            max_waiting=self.settings.max_inbox,
+            via=via,
+        )
+        if row["refused"] is not None:
+            raise MessageRefused(row["refused"], row["refusal"])
+        if row["queue"] is not None:  # it waited on this channel: due now
+            failpoints.hit("after_send")  # a crash test's point (the sweeper publishes it then)
+            await self.queue.publish(row["queue"], run_id, priority=run.priority)
+        return Receipt(run_id, channel, row["message_id"], row["seq"], row["sent_at"], row["duplicate"])
+
+    async def messages(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's messages in the order they were accepted: each one's channel, id, payload, who
+        sent it (``via``) and, once taken, the operation that took it (``taken_op``)."""
+        await self.status(run_id)
+        return await self.store.messages(run_id)

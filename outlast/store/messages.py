@@ -1,0 +1,94 @@
+"""``Messages`` holds the statements of messages into a run. They are a send, the lease holder's
+look at its inbox, the take (journaled and marked taken in one fenced statement), the wait on a
+channel, and the run's messages read."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from outlast._journal import Entry
+from outlast.store.base import Base
+
+
+class Messages(Base):
+    """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
+
+    async def send_message(
+        self,
+        run_id: str,
+        channel: str,
+        payload: Any,
+        message_id: str,
+        *,
+        max_bytes: int | None,
+        max_waiting: int | None,
+        via: str = "client",
+    ) -> dict[str, Any]:
+        """Store one message (0024's ``outlast_send_message``): its receipt (``message_id``,
+        ``seq``, ``sent_at``, ``duplicate``), the queue to publish its run on if it woke it, or
+        ``refusal`` (unknown, final, too_large, full) and ``refused`` (one line) with nothing stored."""
+        rows = await self._write(
+            "send",
+            run_id=run_id,
+            channel=channel,
+            payload=Jsonb(payload),
+            message_id=message_id,
+            max_bytes=max_bytes,
+            max_waiting=max_waiting,
+            via=via,
+        )
+        return rows[0]
+
+    async def inbox(self, run_id: str, token: int, channel: str) -> dict[str, Any] | None:
+        """The oldest untaken message of the channel (``message_id`` None: none), the run's count
+        of accepted messages (``messages_sent``) and whether ``token`` still holds it (``held``)."""
+        rows = await self._rows("inbox", run_id=run_id, token=token, channel=channel)
+        return rows[0] if rows else None
+
+    def submit_take(
+        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry], message_id: str
+    ) -> asyncio.Future[list[dict[str, Any]]]:
+        """The lease holder's append of ``entry`` (held entries first) that takes ``message_id``
+        from the inbox in the same statement; its rows are an append's (``appended``)."""
+        every = [*held, entry]
+        return self._submit(
+            "take",
+            run_id=run_id,
+            token=token,
+            seq=entry.seq,
+            hash=entry.hash,
+            op_id=entry.op_id,
+            message_id=message_id,
+            kinds=[e.kind for e in every],
+            op_ids=[e.op_id for e in every],
+            bodies=[e.body for e in every],
+            hashes=[e.hash for e in every],
+        )
+
+    async def await_message(
+        self, run_id: str, token: int, channel: str, seen: int, wake_at: datetime | None
+    ) -> bool:
+        """Give up the lease to wait on ``channel`` (fenced), only if the run has accepted no
+        message since its count was ``seen``. False: look at the inbox again."""
+        detail = {"reason": "message", "channel": channel, "message": f"waiting for a message on {channel!r}"}
+        if wake_at is not None:
+            detail["until"] = wake_at.isoformat()
+        rows = await self._write(
+            "await_message",
+            run_id=run_id,
+            token=token,
+            channel=channel,
+            seen=seen,
+            wake_at=wake_at,
+            detail=Jsonb(detail),
+        )
+        return bool(rows)
+
+    async def messages(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's messages in the order they were accepted, taken or not."""
+        return await self._rows("messages", run_id=run_id)

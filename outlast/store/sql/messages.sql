@@ -1,0 +1,76 @@
+-- The messages family (messages.py): a message sent into a run (`outlast_send_message`, 0024), the
+-- lease holder's look at its inbox, the take (the journal entry that records a message and the
+-- message marked taken, in one fenced statement), the wait on a channel (committed only if no
+-- message was accepted since the look), and the run's messages read.
+
+-- name: send
+-- One send: the run row locked, a repeated id answered with the first receipt, a refusal said in
+-- one line, else the message stored and the run woken if it waits on this channel (0024).
+SELECT * FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
+                                   %(max_bytes)s, %(max_waiting)s, %(via)s);
+
+-- name: inbox
+-- The lease holder's look at the channel: the oldest untaken message (if any), and the run's count
+-- of messages accepted, which its wait must still find (`await_message`); `held`: the run is still
+-- held under this token.
+SELECT r.messages_sent, outlast_held_by(r.fencing_token, r.state, %(token)s) AS held,
+       m.message_id, m.seq, m.payload, m.created_at
+FROM runs r
+LEFT JOIN LATERAL (
+    SELECT message_id, seq, payload, created_at FROM messages
+    WHERE run_id = r.id AND channel = %(channel)s AND taken_seq IS NULL
+    ORDER BY seq LIMIT 1) m ON true
+WHERE r.id = %(run_id)s;
+
+-- name: take
+-- The take: the journal entry that records the message (and the held entries before it), the
+-- message marked taken by it, and the run's count of untaken messages, all or none, as the lease
+-- holder (the `append` statement of the journal family, with the message). Run again after a
+-- commit whose acknowledgement was lost, it finds its own entry and says so.
+WITH r AS (
+    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now(),
+        messages_waiting = messages_waiting - 1
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
+      AND EXISTS (SELECT 1 FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s
+                  AND taken_seq IS NULL)
+    RETURNING id, cancel_requested),
+m AS (
+    UPDATE messages SET taken_seq = %(seq)s, taken_op = %(op_id)s, taken_at = now()
+    FROM r WHERE messages.run_id = r.id AND messages.message_id = %(message_id)s
+      AND messages.taken_seq IS NULL),
+ins AS (
+    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
+    SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash
+    FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
+         WITH ORDINALITY AS e(kind, op_id, body, hash, n)
+    RETURNING seq)
+SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+UNION ALL
+SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
+  AND runs.fencing_token = %(token)s;
+
+-- name: await_message
+-- A durable wait on a channel: the lease is given up, the channel recorded (`waits_for`), and the
+-- timeout, if any, is the wake-up time. Committed only if the run's count of accepted messages is
+-- still the one the worker looked at: a send locks the run row too, so either it committed first
+-- (this finds the count moved, and the worker looks again) or it finds the run waiting and wakes
+-- it. Run again after a lost acknowledgement, it finds the run waiting under its token.
+WITH r AS (
+    UPDATE runs SET state = 'waiting', reason = 'message', waits_for = %(channel)s, owner = NULL,
+        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s,
+        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND messages_sent = %(seen)s
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'message') WHERE waits_for = %(channel)s;
+
+-- name: messages
+-- A run's messages, in the order they were accepted: the untaken ones, and which operation took
+-- the others.
+SELECT message_id, channel, seq, payload, via, created_at, taken_seq, taken_op, taken_at
+FROM messages WHERE run_id = %(run_id)s ORDER BY seq;

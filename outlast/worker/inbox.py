@@ -1,0 +1,137 @@
+"""``Inbox`` holds a run's side of its messages: ``receive`` and ``callback``.
+
+``receive(channel, timeout)`` serves a message the run already took from its journal (in the
+same order, never from the inbox); going live, it looks at the channel's inbox and takes the
+oldest message there with the journal entry that records it, in one fenced statement (``take``:
+a stale worker cannot take it, a crash cannot take it twice). With none there, the run waits
+(``waiting``, reason ``message``, the channel in ``waits_for``) with no worker held, committed
+only if no message was accepted since the look: a send that raced the wait either came first
+(the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
+its due time is journaled once (a ``receive`` entry), and the run's wake-up time.
+
+The pieces are separate (``timer``, ``take``, ``wait``) so that a wait made of several can use
+them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from outlast import _failpoints as failpoints
+from outlast._callbacks import sign, url
+from outlast._channels import check_channel, from_json
+from outlast._journal import Entry
+from outlast.errors import Fenced, InvalidInput
+from outlast.worker.control import Suspended
+from outlast.worker.waits import Waits
+
+MAX_EXPIRY = 366 * 86400.0  # a callback is good for a year at most
+
+
+class Inbox(Waits):
+    """The run's durable waits (``Waits``: timers, approvals) and its side of its messages."""
+
+    async def receive(self, op_id: str, channel: str, timeout: float | None) -> Any:
+        if not isinstance(channel, str) or not channel:
+            raise InvalidInput(f"run '{self.run_id}': receive needs a channel name, got {channel!r}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0
+        ):
+            raise InvalidInput(f"run '{self.run_id}', channel '{channel}': timeout must be seconds >= 0")
+        check_channel(self._channels, f"run '{self.run_id}', channel '{channel}'", channel)
+        r = self._replayer
+        r.enter(op_id)
+        until = await self.timer(op_id, channel, timeout)
+        got = r.entry(op_id, "message")
+        if got is None and r.journaled(op_id) and until is None:
+            raise r.mismatch(op_id, f"receive({channel!r})")
+        if got is None:
+            await self._settled()  # calls made in parallel journal their results before a wait
+            await r.go_live(op_id, lambda: f"receive({channel!r})")
+            while got is None:
+                got, seen = await self.take(op_id, channel)
+                if got is not None:
+                    break
+                if until is not None and until <= r.db_now():
+                    got = await r.append("message", op_id, {"channel": channel, "timeout": True})
+                    break
+                if await self.wait(channel, seen, until):
+                    raise Suspended(until)
+        if got.data.get("channel") != channel:
+            raise r.mismatch(op_id, f"receive({channel!r})")
+        if got.data.get("timeout"):
+            return None
+        return from_json(
+            self._channels, f"run '{self.run_id}', channel '{channel}'", channel, got.data["payload"]
+        )
+
+    async def timer(self, op_id: str, channel: str, timeout: float | None) -> datetime | None:
+        """A receive's timeout: its due time, journaled once (None: no timeout)."""
+        if timeout is None:
+            return None
+        r = self._replayer
+        if r.journaled(op_id):
+            e = r.entry(op_id, "receive")
+            if e is None or e.data.get("channel") != channel:
+                raise r.mismatch(op_id, f"receive({channel!r}, timeout={timeout})")
+            return datetime.fromisoformat(e.data["until"])
+        await r.go_live(op_id, lambda: f"receive({channel!r}, timeout={timeout})")
+        due = r.db_now() + timedelta(seconds=timeout)
+        await r.append("receive", op_id, {"channel": channel, "until": due.isoformat()})
+        return due
+
+    async def take(self, op_id: str, channel: str) -> tuple[Entry | None, int]:
+        """Take the channel's oldest message, journaled (one fenced statement); or None and the
+        run's count of accepted messages, which a wait must still find. Receives made in parallel
+        look and take one at a time: two never reach for the same message."""
+        control = self._control
+        async with self._taking:
+            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+            if look is None or not look["held"]:
+                raise Fenced(self.run_id, control.token)
+            if look["message_id"] is None:
+                return None, int(look["messages_sent"])
+            data = {
+                "channel": channel,
+                "message_id": look["message_id"],
+                "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
+                "payload": look["payload"],
+            }
+            entry = await self._replayer.append("message", op_id, data, take=look["message_id"])
+        failpoints.hit("after_take", channel)
+        return entry, int(look["messages_sent"])
+
+    async def wait(self, channel: str, seen: int, until: datetime | None) -> bool:
+        """Commit the run's wait on ``channel`` (fenced), unless a message was accepted since the
+        run's count was ``seen`` (False: look again)."""
+        control = self._control
+        waiting = self._store.await_message(self.run_id, control.token, channel, seen, until)
+        return bool(await control.db(self._writes.fenced("wait", waiting)))
+
+    async def callback(self, op_id: str, channel: str, expires_in: float) -> str:
+        """A callback URL for ``channel``, valid ``expires_in`` seconds: its expiry journaled once
+        (never the token, which a reader of the journal could use), the token signed again from it
+        on a replay."""
+        where = f"run '{self.run_id}', channel '{channel}'"
+        check_channel(self._channels, where, channel)
+        if (
+            isinstance(expires_in, bool)
+            or not isinstance(expires_in, int | float)
+            or not 0 < expires_in <= MAX_EXPIRY
+        ):
+            raise InvalidInput(f"{where}: a callback's expires_in must be seconds in (0, {MAX_EXPIRY:.0f}]")
+        secret_key, base = self._callbacks
+        r = self._replayer
+        r.enter(op_id)
+        if r.journaled(op_id):
+            e = r.entry(op_id, "callback")
+            if e is None or e.data.get("channel") != channel:
+                raise r.mismatch(op_id, f"callback({channel!r})")
+            expires_at = datetime.fromisoformat(e.data["expires_at"])
+        else:
+            await r.go_live(op_id, lambda: f"callback({channel!r})")
+            expires_at = (r.db_now() + timedelta(seconds=expires_in)).replace(microsecond=0)
+            sign(secret_key, self.run_id, channel, expires_at)  # no key: refused before journaling
+            await r.append("callback", op_id, {"channel": channel, "expires_at": expires_at.isoformat()})
+        return url(base, sign(secret_key, self.run_id, channel, expires_at))
