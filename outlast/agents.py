@@ -333,7 +333,24 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
             kind=kind,
         )
         if effect.reconciler is not None:
-            self.app.reconcilers[name] = effect.reconciler
+            self.app.reconcilers[name] = (
+                effect.reconciler if kind == "model" else _recorded_as_returned(effect.reconciler)
+            )
+
+
+def _recorded_as_returned(reconcile: Reconciler) -> Reconciler:
+    """The user's reconciler, its answer journaled as the tool's own return would be: in the
+    shape pydantic-ai records a returned value in (``CallToolResult``, which it keeps loadable)."""
+
+    async def reconciled(args: dict[str, Any], action: Action) -> Any:
+        answer = reconcile(args, action)
+        if isinstance(answer, Awaitable):
+            answer = await answer
+        if answer is NOT_EXECUTED:
+            return answer
+        return {"kind": "tool_return", "result": pydantic_core.to_jsonable_python(answer)}
+
+    return reconciled
 
 
 def _function_tools(toolset: AbstractToolset[Any]) -> list[str]:

@@ -8,9 +8,11 @@ plain tool (in doubt after a crash); ``approving_app``'s refund above 20 needs a
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, models
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -35,6 +37,9 @@ CREATE TABLE IF NOT EXISTS effects (id serial PRIMARY KEY, run_id text NOT NULL,
     key text NOT NULL, detail text NOT NULL);
 CREATE TABLE IF NOT EXISTS refunds (key text PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);
 """
+
+
+models.ALLOW_MODEL_REQUESTS = False  # nothing here reaches a provider: the model is a script
 
 
 def setup(database_url: str, schema: str) -> None:
@@ -77,8 +82,11 @@ def lookup_order(order_id: str) -> dict[str, Any]:
 
 
 def refund(order_id: str, amount: int) -> str:
-    """Refund an order (the bank honours the idempotency key)."""
+    """Refund an order (the bank honours the idempotency key). ``SHOP_DIE_IN=refund`` (a crash
+    test's armed worker) kills the process in the middle of it, before the bank's row."""
     a = _effect("refund", f"{order_id}:{amount}")
+    if os.environ.get("SHOP_DIE_IN") == "refund":
+        os.kill(os.getpid(), signal.SIGKILL)
     with connect() as c:
         c.execute(
             "INSERT INTO refunds (key, order_id, amount) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
