@@ -216,4 +216,3 @@ def test_agent_workflow_runs_an_agent_on_a_prompt_with_test_model(outlast_harnes
     assert done.state == "succeeded", done.reason
     assert done.result == "success (no tool calls)"
     assert ops(h, run.id) == [("op-1", "echo:model")]
-
