@@ -8,22 +8,23 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, models
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.test import TestModel
 
 from outlast import App
 from outlast.agents import OutlastDurability, agent_workflow
 from outlast.testing import Harness, HarnessFactory
+from outlast.testing.agents import Script, no_model_requests
 from tests.apps import agent_shop
 
 ANSWER = 'done: lookup_order={"amount":30,"order_id":"A1"}; refund=refunded 30; email_customer=sent'
 
 
 @pytest.fixture(autouse=True)
-def no_model_requests() -> Iterator[None]:
-    allowed, models.ALLOW_MODEL_REQUESTS = models.ALLOW_MODEL_REQUESTS, False
-    yield
-    models.ALLOW_MODEL_REQUESTS = allowed
+def offline() -> Iterator[None]:
+    with no_model_requests():  # no request of these tests may reach a provider
+        yield
 
 
 def shop(
@@ -216,3 +217,28 @@ def test_agent_workflow_runs_an_agent_on_a_prompt_with_test_model(outlast_harnes
     assert done.state == "succeeded", done.reason
     assert done.result == "success (no tool calls)"
     assert ops(h, run.id) == [("op-1", "echo:model")]
+
+
+script = Script(
+    ModelResponse([ToolCallPart("lookup_order", {"order_id": "A1"}, "c1")]),
+    ModelResponse([TextPart("looked up")]),
+)
+script_app = App()
+script_agent = Agent(
+    script.model,
+    name="scripted",
+    tools=[agent_shop.lookup_order],
+    capabilities=[OutlastDurability(script_app, tools={"lookup_order": "read"})],
+)
+agent_workflow(script_app, "scripted", script_agent)
+
+
+def test_the_testing_kit_counts_the_model_s_answers_across_a_crash(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, script_app)
+    run = h.client.enqueue("scripted", {"prompt": "look A1 up"})
+    h.crash_at("after_result", tool="scripted:model")  # the first response journaled
+    h.start_worker()
+    assert h.wait(run.id).result == "looked up"
+    assert script.steps(run.id) == [1, 2]  # the journaled response was not asked for again
