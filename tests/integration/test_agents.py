@@ -4,6 +4,8 @@ from the journal on resume, with the effects each tool declared. No network: pyd
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -242,3 +244,57 @@ def test_the_testing_kit_counts_the_model_s_answers_across_a_crash(
     h.start_worker()
     assert h.wait(run.id).result == "looked up"
     assert script.steps(run.id) == [1, 2]  # the journaled response was not asked for again
+
+
+def test_an_agent_run_is_cancelled_and_timed_out_as_any_run(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, agent_shop.approving_app)
+    h.start_worker()
+    cancelled = h.client.enqueue("shop_approving", {"prompt": "refund order A1"})
+    late = h.client.enqueue("shop_approving", {"prompt": "refund order A1"}, deadline=60)
+    approval_of(h, cancelled.id)
+    approval_of(h, late.id)
+    h.client.cancel(cancelled.id)
+    assert h.wait(cancelled.id).state == "cancelled"
+    h.advance(120)  # past the deadline, still waiting for its approval
+    done = h.wait(late.id)
+    assert done.state == "timed_out", done.reason
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+    assert model_calls(h, cancelled.id) == [1, 2] and model_calls(h, late.id) == [1, 2]
+
+
+async def wait_a_little(seconds: float) -> str:
+    """Take a while."""
+    await asyncio.sleep(seconds)
+    return "waited"
+
+
+slow = Script(
+    ModelResponse([ToolCallPart("wait_a_little", {"seconds": 1.5}, "w1")]),
+    ModelResponse([ToolCallPart("wait_a_little", {"seconds": 1.5}, "w2")]),
+    ModelResponse([TextPart("done")]),
+)
+slow_app = App()
+agent_workflow(
+    slow_app,
+    "slow",
+    Agent(
+        slow.model,
+        name="slow",
+        tools=[wait_a_little],
+        capabilities=[OutlastDurability(slow_app, tools={"wait_a_little": "read"})],
+    ),
+)
+
+
+def test_a_running_agent_stops_at_its_next_crossing_when_cancelled(outlast_harness: HarnessFactory) -> None:
+    h = outlast_harness(slow_app)
+    h.start_worker()
+    run = h.client.enqueue("slow", {"prompt": "wait"})
+    h.wait(run.id, "running")
+    while slow.steps(run.id) != [1]:
+        time.sleep(0.01)
+    h.client.cancel(run.id)  # while the first tool call is under way
+    assert h.wait(run.id).state == "cancelled"
+    assert slow.steps(run.id) == [1]  # the next model request was not sent
