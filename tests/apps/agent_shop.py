@@ -121,7 +121,7 @@ def build(name: str, email: ToolEffect, refund_approval: Approval | None = None)
             "refund": idempotent(approval=refund_approval),
             "email_customer": email,
         },
-        model_cost={"tokens": 15},
+        model_cost={"tokens": 20},
     )
     agent = Agent(
         FunctionModel(script),

@@ -108,6 +108,23 @@ def test_a_resumed_agent_replays_the_model_and_sends_no_request_again(
     assert effects(h, run.id) == ONCE
 
 
+def test_a_model_request_in_flight_when_its_worker_died_is_sent_again(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch)
+    run = h.client.enqueue("shop", {"prompt": "refund order A1"})
+    # The model answered the first request; its worker died before the response was journaled.
+    h.crash_at("after_effect", tool="shop:model")
+    h.start_worker()
+    done = h.wait(run.id)
+    assert done.state == "succeeded", done.reason
+    assert done.result["output"] == ANSWER
+    assert model_calls(h, run.id) == [1, 1, 2, 3]  # that one request sent again: a cost, no effect
+    assert effects(h, run.id) == ONCE
+    how = [e.get("how") for e in h.journal(run.id) if e["kind"] == "result" and e["op"] == "op-1"]
+    assert how == ["reconciler: not executed"]
+
+
 def test_parallel_tool_calls_keep_their_identities_on_replay(
     outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,8 +215,9 @@ def test_model_usage_is_spent_from_the_budget_and_a_run_out_of_it_ends_exhausted
 ) -> None:
     h = shop(outlast_harness, monkeypatch)
     h.start_worker()
-    # Each request reserves 15 tokens and spends its usage (15): the third does not fit in 40.
-    run = h.client.enqueue("shop", {"prompt": "refund order A1"}, budget={"tokens": 40})
+    # Each request reserves 20 tokens, then spends what it used (15) instead: the third does not
+    # fit in 45 (30 spent, 20 more asked).
+    run = h.client.enqueue("shop", {"prompt": "refund order A1"}, budget={"tokens": 45})
     done = h.wait(run.id)
     assert done.state == "exhausted", done.reason
     assert "shop:model" in (done.reason or "")
