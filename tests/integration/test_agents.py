@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pydantic
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -16,6 +17,7 @@ from pydantic_ai.models.test import TestModel
 
 from outlast import App
 from outlast.agents import OutlastDurability, agent_workflow
+from outlast.status import operation, render_operation
 from outlast.testing import Harness, HarnessFactory
 from outlast.testing.agents import Script, no_model_requests
 from tests.apps import agent_shop
@@ -88,6 +90,11 @@ def test_every_model_request_and_tool_call_is_an_operation_of_the_run(
     assert second["tools"] == ["lookup_order", "refund", "email_customer"]
     parts = [p for m in second["messages"] for p in m["parts"]]
     assert {"part_kind": "tool-return", "tool_name": "lookup_order"}.items() <= parts[-1].items()
+    # As `outlast status RUN --op op-3` shows it: what the model received, beside its answer.
+    view = operation(h.client.journal(run.id), "op-3")
+    assert view is not None and view["state"] == "done"
+    shown = render_operation(run.id, view)
+    assert "shop:model" in shown and '"tool_name":"lookup_order"' in shown.replace(" ", "")
 
 
 def test_a_resumed_agent_replays_the_model_and_sends_no_request_again(
@@ -316,3 +323,27 @@ def test_a_running_agent_stops_at_its_next_crossing_when_cancelled(outlast_harne
     h.client.cancel(run.id)  # while the first tool call is under way
     assert h.wait(run.id).state == "cancelled"
     assert slow.steps(run.id) == [1]  # the next model request was not sent
+
+
+class Verdict(pydantic.BaseModel):
+    refund: bool
+    reason: str
+
+
+typed_app = App()
+agent_workflow(
+    typed_app,
+    "typed",
+    Agent(TestModel(), name="typed", output_type=Verdict, capabilities=[OutlastDurability(typed_app)]),
+)
+
+
+def test_a_structured_output_is_the_run_s_result(outlast_harness: HarnessFactory) -> None:
+    h = outlast_harness(typed_app)
+    h.start_worker()
+    run = h.client.enqueue("typed", {"prompt": "decide"})
+    done = h.wait(run.id)
+    assert done.state == "succeeded", done.reason
+    assert set(done.result) == {"refund", "reason"}
+    # Its output tool validates the model's answer: no operation of its own, no effect.
+    assert ops(h, run.id) == [("op-1", "typed:model")]
