@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterable, Iterator
 from typing import Any
 
 import pydantic
@@ -15,8 +15,8 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.test import TestModel
 
-from outlast import App
-from outlast.agents import OutlastDurability, agent_workflow
+from outlast import App, Run
+from outlast.agents import OutlastDurability, agent_workflow, run_agent
 from outlast.status import operation, render_operation
 from outlast.testing import Harness, HarnessFactory
 from outlast.testing.agents import Script, no_model_requests
@@ -347,3 +347,30 @@ def test_a_structured_output_is_the_run_s_result(outlast_harness: HarnessFactory
     assert set(done.result) == {"refund", "reason"}
     # Its output tool validates the model's answer: no operation of its own, no effect.
     assert ops(h, run.id) == [("op-1", "typed:model")]
+
+
+streamed: list[str] = []
+stream_app = App()
+stream_agent = Agent(TestModel(), name="streamed", capabilities=[OutlastDurability(stream_app)])
+
+
+async def collect(ctx: Any, events: AsyncIterable[Any]) -> None:
+    async for event in events:
+        streamed.append(type(event).__name__)
+
+
+@stream_app.workflow("streamed")
+async def streamed_run(run: Run, prompt: str) -> str:
+    result = await run_agent(run, stream_agent, prompt, event_stream_handler=collect)
+    return str(result.output)
+
+
+def test_a_streamed_request_is_delivered_live_and_journaled_as_one_request(
+    outlast_harness: HarnessFactory,
+) -> None:
+    h = outlast_harness(stream_app)
+    h.start_worker()
+    run = h.client.enqueue("streamed", {"prompt": "hi"})
+    assert h.wait(run.id).result == "success (no tool calls)"
+    assert "PartStartEvent" in streamed and "FinalResultEvent" in streamed  # live, as it came
+    assert ops(h, run.id) == [("op-1", "streamed:model")]  # the durable answer: one journaled response
