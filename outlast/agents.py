@@ -23,21 +23,23 @@ It is built on pydantic-ai's public engine API (``BaseDurabilityCapability`` and
 ``DurableOperationBackend``), as its Temporal, DBOS and Prefect capabilities are: the framework
 keeps its tool schemas, validation, retries and event stream, and hands each durable unit here.
 
-Seams left for conversations: ``AgentScope.admit`` (input admitted at the next model request) and
-``AgentScope.publish`` (the model's live output), both no-ops until a run can receive messages and
-stream (``run.receive``, ``run.stream``).
+Seams left for conversations: ``AgentScope.admit`` (input admitted at the next model request, a
+no-op until a run can receive messages) and ``AgentScope.publish`` (each live event of a streamed
+model request, inside its operation: its text goes to ``current_action().stream`` where there is
+one).
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
 import pydantic_core
 from pydantic_ai import Agent
+from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.agent.abstract import AbstractAgent
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
@@ -59,8 +61,15 @@ from pydantic_ai.durable_exec import (
     revalidate_function_call,
 )
 from pydantic_ai.exceptions import ToolFailed, UserError
-from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolCallPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessagesTypeAdapter,
+    PartDeltaEvent,
+    TextPartDelta,
+    ToolCallPart,
+)
 from pydantic_ai.run import AgentRunResult
+from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from outlast.action import NOT_EXECUTED, Action, current_action
@@ -178,7 +187,13 @@ class AgentScope:
         admitted once (``run.receive``), journaled. Nothing to admit until runs take messages."""
 
     def publish(self, event: Any) -> None:
-        """The agent's live events (``run.stream``), not journaled: nowhere to send them yet."""
+        """One live event of the model's stream, inside its request's operation, not journaled:
+        its text goes to the run's live readers where the action can stream
+        (``current_action().stream``, once runs stream live output), else nowhere."""
+        if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            stream = getattr(current_action(), "stream", None)
+            if stream is not None and event.delta.content_delta:
+                stream(event.delta.content_delta)
 
 
 _SCOPE: contextvars.ContextVar[AgentScope] = contextvars.ContextVar("outlast_agent_scope")
@@ -290,6 +305,28 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
+    def _model_stream_event_handler(self) -> EventStreamHandler[Any] | None:
+        """The handler of a streamed model request's live events, inside its operation: each event
+        is also published (``AgentScope.publish``) as it comes."""
+        inner = super()._model_stream_event_handler()
+        scope = _SCOPE.get(None)
+        if scope is None:
+            return inner
+
+        async def handler(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+            async def published() -> AsyncIterator[AgentStreamEvent]:
+                async for event in events:
+                    scope.publish(event)
+                    yield event
+
+            if inner is None:
+                async for _ in published():
+                    pass
+            else:
+                await inner(ctx, published())
+
+        return handler
 
     def get_durable_operation_backend(self) -> DurableOperationBackend[Any]:
         if self._backend is None:

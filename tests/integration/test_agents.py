@@ -16,6 +16,7 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.test import TestModel
 
 from outlast import App, Run
+from outlast.action import Action
 from outlast.agents import OutlastDurability, agent_workflow, run_agent
 from outlast.status import operation, render_operation
 from outlast.testing import Harness, HarnessFactory
@@ -366,11 +367,16 @@ async def streamed_run(run: Run, prompt: str) -> str:
 
 
 def test_a_streamed_request_is_delivered_live_and_journaled_as_one_request(
-    outlast_harness: HarnessFactory,
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Where an action can stream live output, the model's text goes there as it comes.
+    live: list[tuple[str, str]] = []
+    monkeypatch.setattr(Action, "stream", lambda self, chunk: live.append((self.tool, chunk)), raising=False)
     h = outlast_harness(stream_app)
     h.start_worker()
     run = h.client.enqueue("streamed", {"prompt": "hi"})
     assert h.wait(run.id).result == "success (no tool calls)"
     assert "PartStartEvent" in streamed and "FinalResultEvent" in streamed  # live, as it came
     assert ops(h, run.id) == [("op-1", "streamed:model")]  # the durable answer: one journaled response
+    assert live and {tool for tool, _ in live} == {"streamed:model"}
+    assert "".join(chunk for _, chunk in live) == "success (no tool calls)"
