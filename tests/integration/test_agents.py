@@ -11,9 +11,11 @@ from typing import Any
 
 import pydantic
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, FunctionToolset, RunContext
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.test import TestModel
+from pydantic_ai.toolsets import DynamicToolset
 
 from outlast import App, Run
 from outlast.action import Action
@@ -380,3 +382,18 @@ def test_a_streamed_request_is_delivered_live_and_journaled_as_one_request(
     assert ops(h, run.id) == [("op-1", "streamed:model")]  # the durable answer: one journaled response
     assert live and {tool for tool, _ in live} == {"streamed:model"}
     assert "".join(chunk for _, chunk in live) == "success (no tool calls)"
+
+
+def test_a_toolset_outlast_cannot_journal_is_refused_when_the_agent_is_built() -> None:
+    def tools(ctx: RunContext[Any]) -> FunctionToolset[Any]:
+        return FunctionToolset([agent_shop.lookup_order])
+
+    with pytest.raises(UserError, match="outlast journals function tools only, not DynamicToolset"):
+        Agent(
+            TestModel(),
+            name="d",
+            toolsets=[DynamicToolset(tools, id="d")],
+            capabilities=[OutlastDurability(App())],
+        )
+    with pytest.raises(UserError, match="tools= names no tool of it: nope"):
+        Agent(TestModel(), name="u", capabilities=[OutlastDurability(App(), tools={"nope": "read"})])
