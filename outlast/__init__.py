@@ -1,8 +1,8 @@
 """outlast: long, tool-using runs that outlast the worker that started them.
 
 This module is the public door: what it exports, with ``outlast.fence``, ``outlast.settings``,
-``outlast.identity``, ``outlast.testing`` and ``outlast.dashboard``, is the API. Every other
-module is internal and may change in any release.
+``outlast.identity``, ``outlast.testing``, ``outlast.dashboard`` and ``outlast.agents`` (with the
+``agents`` extra), is the API. Every other module is internal and may change in any release.
 """
 
 from typing import TYPE_CHECKING, Any
