@@ -55,7 +55,9 @@ class WorkerProcess:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def start(cls, name: str, settings: Settings, failpoints: str = "") -> WorkerProcess:
+    async def start(
+        cls, name: str, settings: Settings, failpoints: str = "", app: str = "outlast.demo_app:app"
+    ) -> WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")}
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -74,7 +76,7 @@ class WorkerProcess:
             OUTLAST_FAILPOINTS=failpoints,
         )
         proc = await asyncio.create_subprocess_exec(
-            *(sys.executable, "-m", "outlast", "worker", "outlast.demo_app:app"),
+            *(sys.executable, "-m", "outlast", "worker", app),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,

@@ -28,9 +28,16 @@ def dev(ctx: click.Context, stop: bool, purge: bool) -> None:
 
 
 @cli.command()
+@click.argument("story", required=False, type=click.Choice(["payments", "agent"]), default="payments")
 @click.pass_context
-def demo(ctx: click.Context) -> None:
-    """The story in under 30 seconds, on the embedded default (or the configured servers)."""
+def demo(ctx: click.Context, story: str) -> None:
+    """The story in under 30 seconds, on the embedded default (or the configured servers): a
+    payment (default), or a pydantic-ai agent (``agent``, needs outlast[agents])."""
+    if story == "agent":
+        from outlast.demo_agent import main as agent_demo
+
+        agent_demo(settings_of(ctx))
+        return
     from outlast.demo import main as demo_main
 
     demo_main(settings_of(ctx))

@@ -38,3 +38,27 @@ def test_demo_tells_the_story_with_exactly_one_transfer(world: World) -> None:
         with psycopg.connect(world.database_url, autocommit=True) as c:
             for schema in (demo_schema, bank):
                 c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+def test_demo_agent_resumes_the_agent_without_asking_the_model_again(world: World) -> None:
+    demo_schema = f"{world.schema}_demo"
+    schemas = (demo_schema, f"{demo_schema}_bank", f"{demo_schema}_shop")
+    try:
+        out = world.cli("demo", "agent")
+        assert out.returncode == 0, out.stdout + out.stderr
+        text = out.stdout
+        assert "Traceback" not in text + out.stderr
+        rid = re.search(r"Enqueued run (\w+)", text)
+        assert rid is not None, text
+        assert "demo-1 died (SIGKILL) after the refund" in text
+        assert "The model had answered 2 requests" in text
+        assert "dispatched again with the same idempotency key" in text
+        assert "The model was asked 4 times, for steps [1, 2, 3, 4]: none asked twice." in text
+        assert "Exactly one refund" in text
+        shop = f"{demo_schema}_shop"
+        assert world.sql(f'SELECT order_id, amount, requests FROM "{shop}".refunds') == [("A7", 80, 2)]
+        assert world.sql(f'SELECT count(*) FROM "{shop}".outbox') == [(1,)]
+    finally:
+        with psycopg.connect(world.database_url, autocommit=True) as c:
+            for schema in schemas:
+                c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

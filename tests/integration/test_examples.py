@@ -253,3 +253,33 @@ def test_backlog_operation_id_is_bound_to_one_draft(world: World, client: Client
     approve(client, run_id, ask)
     assert client.wait(run_id, timeout=30).state == "succeeded"
     assert items(world) == [(1, "pilot-lyon")]
+
+
+# -- support_agent --------------------------------------------------------------------------
+
+
+def test_support_agent_killed_after_a_model_response_refunds_once_after_its_approval(world: World) -> None:
+    from examples import support_agent
+
+    app = "examples.support_agent:app"
+    shop = support_agent.tables_schema(world.schema)
+    try:
+        with Client(settings=world.settings()) as c:
+            first = world.worker(app, OUTLAST_FAILPOINTS="after_result:support:model")
+            run = c.enqueue("support", {"prompt": "Refund order A7, please."})
+            killed(world, first)  # the first response journaled: a look-up of A7
+            world.worker(app)
+            ask = pending_approval(c, run.id)  # 80 is above 50: the refund waits for a person
+            assert (ask["action"], ask["args"]) == ("support.refund", {"order_id": "A7", "amount": 80})
+            c.approve(run.id, ask["op_id"], approver="support-lead", comment="ok", args_hash=ask["args_hash"])
+            done = c.wait(run.id, timeout=60)
+            assert done.state == "succeeded", done.error
+            assert done.result == "Done. Refund: refunded 80 for A7; email: sent."
+            assert world.sql(f"SELECT order_id, amount FROM {shop}.refunds") == [("A7", 80)]
+            assert world.sql(f"SELECT to_address FROM {shop}.outbox") == [("ann@example.com",)]
+            models = [e for e in c.journal(run.id) if e.kind == "result" and e.op_id in ("op-1", "op-3")]
+            assert len(models) == 2
+    finally:
+        world.stop_all()
+        with psycopg.connect(world.database_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{shop}" CASCADE'.encode())

@@ -210,7 +210,7 @@ def test_imports_under_type_checking_and_in_functions_are_read(tmp_path: Path) -
 # The public door (``outlast/__init__.py``'s docstring): every other top-level module is marked
 # internal by a leading underscore.
 PUBLIC = {"__init__", "__main__", "action", "app", "errors", "fence", "settings", "identity", "services"}
-PUBLIC |= {"demo", "demo_app"}
+PUBLIC |= {"demo", "demo_app", "demo_agent", "demo_agent_app", "agents"}
 
 
 def test_a_top_level_module_is_public_by_name_or_marked_internal() -> None:
