@@ -1,4 +1,4 @@
--- The whole outlast schema, version 23: what its migrations
+-- The whole outlast schema, version 26: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -521,6 +521,23 @@ CREATE TABLE outlast.outlast_meta (
     value text NOT NULL
 );
 
+CREATE TABLE outlast.requests (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    name text NOT NULL,
+    payload jsonb NOT NULL,
+    response_schema jsonb NOT NULL,
+    responders text[] DEFAULT '{}'::text[] NOT NULL,
+    expires_at timestamp with time zone,
+    status text DEFAULT 'pending'::text NOT NULL,
+    answer jsonb,
+    answered_by text,
+    answered_by_detail jsonb,
+    answered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'answered'::text])))
+);
+
 CREATE TABLE outlast.reservations (
     budget_id text NOT NULL,
     run_id text NOT NULL,
@@ -815,6 +832,9 @@ ALTER TABLE ONLY outlast.journal_p9
 ALTER TABLE ONLY outlast.outlast_meta
     ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY outlast.requests
+    ADD CONSTRAINT requests_pkey PRIMARY KEY (run_id, op_id);
+
 ALTER TABLE ONLY outlast.reservations
     ADD CONSTRAINT reservations_pkey PRIMARY KEY (run_id, op_id, name);
 
@@ -981,6 +1001,9 @@ ALTER TABLE outlast.events
 
 ALTER TABLE outlast.journal
     ADD CONSTRAINT journal_run_id_fkey1 FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.requests
+    ADD CONSTRAINT requests_run_id_fkey FOREIGN KEY (run_id) REFERENCES outlast.runs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
+    AnswerForbidden,
+    AnswerRefused,
     ApprovalExpired,
     ApprovalRejected,
     BudgetExhausted,
@@ -29,6 +31,7 @@ from outlast.errors import (
     PolicyRefused,
     ProgramChanged,
     RateLimited,
+    RequestExpired,
     ResumeImpossible,
     ResumeRefused,
     RunChanged,
@@ -47,7 +50,7 @@ from outlast.errors import (
     WaitTimeout,
 )
 from outlast.fence import fence
-from outlast.model import Decision, Partial, RunRecord, RunState
+from outlast.model import Answered, Decision, Partial, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run
@@ -69,6 +72,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "NOT_EXECUTED",
     "Action",
+    "AnswerForbidden",
+    "AnswerRefused",
+    "Answered",
     "App",
     "ApprovalExpired",
     "ApprovalRejected",
@@ -94,6 +100,7 @@ __all__ = [
     "PolicyRefused",
     "ProgramChanged",
     "RateLimited",
+    "RequestExpired",
     "ResumeImpossible",
     "ResumeRefused",
     "Retry",

@@ -259,6 +259,20 @@ class DecisionForbidden(DecisionRefused):
     name where the workflow asked for an authenticated decision."""
 
 
+class RequestExpired(OutlastError):
+    """Nobody answered a request (``run.request``) before it expired; uncaught, the run ends
+    ``timed_out``."""
+
+
+class AnswerRefused(OutlastError):
+    """An answer to a request that cannot be accepted: no such request, a value that does not fit
+    the response type, expired, the run no longer waiting, or a different answer to one answered."""
+
+
+class AnswerForbidden(AnswerRefused):
+    """The responder is not among the request's responders."""
+
+
 class PartialRefused(OutlastError):
     """A workflow that does not accept partial results returned a ``Partial``: the run fails."""
 

@@ -31,6 +31,7 @@ from outlast.errors import (
     InDoubt,
     InvalidInput,
     PartialRefused,
+    RequestExpired,
     ResumeImpossible,
     ResumeRefused,
 )
@@ -209,7 +210,7 @@ async def _ending(wf: Workflow, ctx: Run, run_input: dict[str, Any]) -> tuple[Ru
     except Cancelled:
         undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
         return RunState.CANCELLED, undone, None
-    except (DeadlineExceeded, ApprovalExpired) as exc:
+    except (DeadlineExceeded, ApprovalExpired, RequestExpired) as exc:
         return RunState.TIMED_OUT, None, type(exc).__name__
     except BudgetExhausted as exc:
         return RunState.EXHAUSTED, None, type(exc).__name__

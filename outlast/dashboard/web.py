@@ -32,8 +32,10 @@ STATUS: dict[type[OutlastError], int] = {
     # The caller may not make this decision (not an approver; a declared name, where the workflow
     # asked for a signed-in decider).
     e.DecisionForbidden: 403,
+    e.AnswerForbidden: 403,
     # The run (or the request) is not in the state the request needs: look again.
     e.DecisionRefused: 409,
+    e.AnswerRefused: 409,
     e.RunConflict: 409,
     e.RunFinished: 409,
     e.RunNotFinished: 409,
@@ -64,6 +66,7 @@ STATUS: dict[type[OutlastError], int] = {
     e.DeadlineExceeded: 500,
     e.ApprovalRejected: 500,
     e.ApprovalExpired: 500,
+    e.RequestExpired: 500,
     e.PartialRefused: 500,
 }
 

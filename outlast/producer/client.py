@@ -2,9 +2,9 @@
 
 It is the one implementation, composed (as redis-py composes its client from command mixins)
 from the families a caller meets: admitting runs (``admission.py``), reading and acting on them
-(``runs.py``), decisions (``decisions.py``), administration (``admin.py``) and the fleet
-(``fleet.py``), all over the connections of ``core.py``. ``Client`` (``sync.py``) is the thin
-synchronous facade over it.
+(``runs.py``), decisions (``decisions.py``), requests (``requests.py``), administration
+(``admin.py``) and the fleet (``fleet.py``), all over the connections of ``core.py``. ``Client``
+(``sync.py``) is the thin synchronous facade over it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from outlast.producer.admin import Administration
 from outlast.producer.decisions import Decisions
 from outlast.producer.fleet import Fleet
+from outlast.producer.requests import Requests
 from outlast.producer.runs import Runs
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(Runs, Decisions, Administration, Fleet):
+class AsyncClient(Runs, Decisions, Requests, Administration, Fleet):
     """Talks to Postgres (the truth) and Redis (the hand-out) on behalf of an application."""

@@ -15,6 +15,7 @@ from outlast.store.leases import Leases
 from outlast.store.listing import Listing
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
+from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
@@ -44,6 +45,7 @@ class Store(
     Leases,
     Journal,
     Approvals,
+    Requests,
     Budgets,
     Children,
     Fleet,

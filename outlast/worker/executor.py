@@ -23,6 +23,7 @@ from outlast.errors import (
     JournalAltered,
     OutlastError,
     PartialRefused,
+    RequestExpired,
     ResumeRefused,
     ServiceUnavailable,
 )
@@ -193,7 +194,7 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         except InDoubt as exc:
             return await self._wait("in_doubt", str(exc))
-        except (DeadlineExceeded, ApprovalExpired) as exc:
+        except (DeadlineExceeded, ApprovalExpired, RequestExpired) as exc:
             return await self._stopped(wf, RunState.TIMED_OUT, exc)
         except BudgetExhausted as exc:
             return await self._stopped(wf, RunState.EXHAUSTED, exc)

@@ -60,4 +60,6 @@ def describe_entry(e: Entry) -> str:
         return f"start of child run {d['child']} ({d['workflow']})"
     if e.kind == "child_result":
         return f"result of child run {d['child']}"
+    if e.kind in ("request", "response"):
+        return f"request {d['name']}" if e.kind == "request" else "the answer to a request"
     return f"{d.get('name', e.kind)}()"

@@ -1,8 +1,8 @@
 """``Run``: the one thing a workflow sees (``from outlast import Run``).
 
 Every crossing goes through here — ``call``, ``now``, ``uuid``, ``random``, ``sleep``,
-``sleep_until``, ``approval`` — and is handed to the part that owns it: the replayer (the journal
-and its cursor), the dispatcher (tool calls and the gap table), the waits (timers, approvals).
+``sleep_until``, ``approval``, ``request`` — and is handed to the part that owns it: the replayer (the journal
+and its cursor), the dispatcher (tool calls and the gap table), the waits (timers, approvals, requests).
 """
 
 from __future__ import annotations
@@ -195,6 +195,24 @@ class Run:
         return self._pausing(
             self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
         )
+
+    def request(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        response: type[R],
+        responders: list[str] | None = None,
+        expires_in: float | None = None,
+    ) -> Awaitable[R]:
+        """Publish a request ``name`` with ``payload`` and wait (reason ``request``, no worker
+        held) for its answer, returned as a ``response`` (a pydantic model, or any type pydantic
+        validates); the first valid answer stands, journaled. Only ``responders`` (user or group
+        names; none: any operator) may answer; unanswered after ``expires_in`` seconds, it
+        raises ``RequestExpired``."""
+        op_id = self._replayer.position()
+        wait = self._waits.request(op_id, name, payload, response, list(responders or []), expires_in)
+        return self._pausing(wait)
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if

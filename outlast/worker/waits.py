@@ -1,17 +1,19 @@
-"""Durable waits: timers and approvals. No worker is held while a run waits: the wait is
+"""Durable waits: timers, approvals and typed requests. No worker is held while a run waits: the wait is
 committed with the lease given up, the workflow unwinds (``Suspended``), and whichever worker is
 up takes the run again when it is woken (a due timer, a decision, an expiry).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
-from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
+from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced, InvalidInput, RequestExpired
 from outlast.journal import args_hash, jsonable
 from outlast.model import Decision
 from outlast.secrets import Secrets
@@ -27,7 +29,7 @@ _BOUND = ("action", "args_hash", "approvers", "policy_version", "authenticated")
 
 
 class Waits:
-    """The run's timers and approval requests."""
+    """The run's timers, approval requests and typed requests."""
 
     def __init__(
         self,
@@ -169,3 +171,108 @@ class Waits:
             )
         # The workflow gets the secret values back (from its own call, never from storage).
         return Decision(op_id, status, d["by"], d["comment"], self._secrets.unseal(action, d["args"], real))
+
+    async def request(
+        self,
+        op_id: str,
+        name: str,
+        payload: Any,
+        response: Any,
+        responders: list[str],
+        expires_in: float | None,
+    ) -> Any:
+        """Publish a typed request with the run's wait and return its answer as an instance of
+        ``response``: journaled (``request``, then ``response``), the same on every replay."""
+        shown: Any = self._secrets.scrub(jsonable(payload, self.max_payload))
+        phash = args_hash({"payload": shown})
+        try:
+            adapter = adapter_of(response)
+        except TypeError:  # a type that cannot be a cache key (unhashable metadata)
+            adapter = TypeAdapter(response)
+        self._replayer.enter(op_id)
+        if self._replayer.journaled(op_id):
+            asked = self._replayer.entry(op_id, "request")
+            if asked is None or (asked.data["name"], asked.data["payload_hash"]) != (name, phash):
+                raise self._replayer.mismatch(op_id, f"request {name}", phash)
+            schema = asked.data["response_schema"]
+        else:
+            await self._replayer.go_live(op_id, lambda: f"request {name}")
+            schema = schema_of(adapter, self.run_id, name)
+            await self._replayer.append(
+                "request",
+                op_id,
+                {
+                    "name": name,
+                    "payload": shown,
+                    "payload_hash": phash,
+                    "response_schema": schema,
+                    "responders": responders,
+                    "expires_in": expires_in,
+                },
+            )
+        answered = self._replayer.entry(op_id, "response")
+        if answered is None:
+            row = await self._control.db(self._store.request(self.run_id, op_id))
+            if row is not None and row["status"] == "answered":
+                answered = await self._replayer.append(
+                    "response",
+                    op_id,
+                    {
+                        "value": row["answer"],
+                        "by": row["answered_by"],
+                        "who": row["answered_by_detail"],
+                        "at": row["answered_at"].isoformat(),
+                    },
+                )
+            elif row is not None and row["expired"]:
+                answered = await self._replayer.append("response", op_id, {"expired": True})
+            else:
+                await self._settled()  # as in sleep: parallel calls journal their results first
+                await self._replayer.go_live(op_id, lambda: f"the answer to request {op_id} ({name})")
+                waiting = self._store.await_request(
+                    self.run_id,
+                    self._control.token,
+                    op_id,
+                    name=name,
+                    payload=shown,
+                    response_schema=schema,
+                    responders=responders,
+                    expires_in=expires_in,
+                )
+                if not await self._control.db(self._writes.fenced("wait", waiting)):
+                    raise Fenced(self.run_id, self._control.token)
+                log.info(
+                    "request.awaited",
+                    run_id=self.run_id,
+                    fencing_token=self._control.token,
+                    operation_id=op_id,
+                    name=name,
+                )
+                raise Suspended()
+        if answered.data.get("expired"):
+            raise RequestExpired(f"run '{self.run_id}': request {op_id} ({name}) expired unanswered")
+        try:
+            return adapter.validate_python(answered.data["value"])
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise InvalidInput(
+                f"run '{self.run_id}': the answer to request {op_id} ({name}) is not a {response}: "
+                f"{first['msg']} at {first['loc']}; the type has a rule its JSON schema does not say"
+            ) from None
+
+
+@functools.lru_cache(maxsize=256)
+def adapter_of(response: Any) -> TypeAdapter[Any]:
+    """The response type's validator, made once per type (a TypeAdapter costs milliseconds)."""
+    return TypeAdapter(response)
+
+
+def schema_of(adapter: TypeAdapter[Any], run_id: str, name: str) -> dict[str, Any]:
+    """The response type's JSON schema, stored with the request: whoever answers is checked by it."""
+    try:
+        return adapter.json_schema()
+    except PydanticUserError as exc:
+        raise InvalidInput(
+            f"run '{run_id}': request {name}: the response type has no JSON schema ({exc}); "
+            "use a pydantic model or a type pydantic can describe"
+        ) from None
