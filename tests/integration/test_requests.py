@@ -6,6 +6,9 @@ tests/apps/asking.py (``items``, ``applied``), not only in the journal."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,3 +147,33 @@ def test_a_program_answers_with_a_model_and_an_unknown_run_is_refused(h: Harness
     assert done.result is not None and (done.result["choice"], done.result["item"]) == ("reject", None)
     with pytest.raises(Exception, match="no-such-run"):
         h.respond("no-such-run", "op-2", YES)
+
+
+def cli(h: Harness, *args: str) -> subprocess.CompletedProcess[str]:
+    env = h._process_env()  # the harness's servers, schema and prefix, as a worker process gets them
+    return subprocess.run(
+        [sys.executable, "-m", "outlast", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_the_cli_lists_and_answers(h: Harness) -> None:
+    h.start_worker()
+    rid = h.client.enqueue("backlog", {"operation_id": "op-42", "draft": "pilot", "responders": ["ops"]}).id
+    h.wait(rid, "waiting")
+    shown = cli(h, "requests", rid)
+    assert shown.returncode == 0, shown.stderr
+    assert "op-2  BusinessApprovalV1  pending (responders: ops)" in shown.stdout
+    assert 'choice: "approve"|"reject"' in shown.stdout and "comment: string" in shown.stdout
+    bad = cli(h, "respond", rid, "op-2", json.dumps({**YES, "choice": "maybe"}), "--by", "ops")
+    assert bad.returncode == 1 and "the answer.choice must be one of" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    ok = cli(h, "respond", rid, "op-2", json.dumps(YES), "--by", "ops")
+    assert ok.returncode == 0 and "request op-2 answered by ops" in ok.stdout, ok.stderr
+    assert h.wait(rid).state == "succeeded"
+    again = cli(h, "respond", rid, "op-2", json.dumps(YES), "--by", "ops")
+    assert again.returncode == 0 and "already answered so by ops; nothing changed" in again.stdout
+    other = cli(h, "respond", rid, "op-2", json.dumps({**YES, "comment": "other"}), "--by", "ops")
+    assert other.returncode == 1 and "a different answer is refused" in other.stderr
+    assert items(h) == [("op-42", YES["comment"])]
+    everything = cli(h, "requests", rid, "--all")
+    assert "answered (responders: ops)" in everything.stdout and "by ops" in everything.stdout
