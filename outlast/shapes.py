@@ -12,6 +12,7 @@ cannot say (a custom validator) is checked only where the type is known: in the 
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Callable
@@ -153,3 +154,20 @@ def _kind(v: Any) -> str:
         if _TYPES[name](v):
             return name
     return type(v).__name__
+
+
+def described(schema: dict[str, Any]) -> str:
+    """The response type in a line: its title and, for an object, its fields and their types."""
+    props = schema.get("properties")
+    title = schema.get("title") or schema.get("type") or "any JSON"
+    if not isinstance(props, dict):
+        return str(title)
+    required = set(schema.get("required", []))
+
+    def kind(p: dict[str, Any]) -> str:
+        if "enum" in p or "const" in p:
+            return "|".join(json.dumps(v) for v in p.get("enum", [p.get("const")]))
+        return str(p.get("type") or p.get("$ref", "any").rsplit("/", 1)[-1])
+
+    shown = ", ".join(f"{k}{'' if k in required else '?'}: {kind(v)}" for k, v in props.items())
+    return f"{title} {{{shown}}}"

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
 from outlast.cli.common import json_arg, with_client
 from outlast.cli.group import cli
 from outlast.identity import cli_principal
-
-
-def fields(schema: dict[str, Any]) -> str:
-    """The response type in a line: its title and, for an object, its fields and their types."""
-    props = schema.get("properties")
-    title = schema.get("title") or schema.get("type") or "any JSON"
-    if not isinstance(props, dict):
-        return str(title)
-    required = set(schema.get("required", []))
-
-    def kind(p: dict[str, Any]) -> str:
-        if "enum" in p or "const" in p:
-            return "|".join(json.dumps(v) for v in p.get("enum", [p.get("const")]))
-        return str(p.get("type") or p.get("$ref", "any").rsplit("/", 1)[-1])
-
-    shown = ", ".join(f"{k}{'' if k in required else '?'}: {kind(v)}" for k, v in props.items())
-    return f"{title} {{{shown}}}"
+from outlast.shapes import described
 
 
 @cli.command("requests")
@@ -48,7 +31,7 @@ def requests_(ctx: click.Context, run_id: str, every: bool, as_json: bool) -> No
         status = "expired" if r["status"] == "pending" and r["expired"] else r["status"]
         click.echo(f"{r['id']}  {r['name']}  {status} (responders: {who}{expiry})")
         click.echo(f"  payload   {json.dumps(r['payload'], ensure_ascii=False, sort_keys=True)}")
-        click.echo(f"  response  {fields(r['response_schema'])}")
+        click.echo(f"  response  {described(r['response_schema'])}")
         if r["status"] == "answered":
             answer = json.dumps(r["answer"], ensure_ascii=False, sort_keys=True)
             click.echo(f"  answer    {answer} by {r['answered_by']}")

@@ -15,6 +15,7 @@ from outlast.dashboard import timeline as drawing
 from outlast.dashboard.auth import Gate
 from outlast.listing import RunQuery
 from outlast.producer import AsyncClient
+from outlast.shapes import described
 from outlast.status import CHILDREN_SHOWN, describe
 
 TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows, at most
@@ -22,7 +23,8 @@ TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows,
 
 async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:
     """Everything the run page shows: the status, its timeline (events and journal crossings, by
-    time), and its approvals; with ``draw``, the timeline drawn (SVG) and the tree of children."""
+    time), its approvals and the requests waiting for an answer; with ``draw``, the timeline
+    drawn (SVG) and the tree of children."""
     events = await client.events(run_id)  # first: the mark is never ahead of the status shown
     info = await describe(client, run_id)
     times = await client.journal_times(run_id)
@@ -48,7 +50,8 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
-    return {**info, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
+    asked = [r | {"type": described(r["response_schema"])} for r in await client.requests(run_id)]
+    return {**info, "requests": asked, "timeline": timeline, "mark": events[-1]["id"] if events else 0}
 
 
 def _capture_href(op: str) -> str:

@@ -74,6 +74,7 @@ STATUS: dict[type[OutlastError], int] = {
 # happen" has the effect dispatched again, a decision about the world as weighty as an approval.
 DECIDE = (APPROVER, "decide approvals")
 RESOLVE = (APPROVER, "resolve in-doubt operations")
+RESPOND = (OPERATOR, "answer requests")
 CANCEL = (OPERATOR, "cancel runs")
 RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
