@@ -7,11 +7,14 @@ an operation id, a business decision, then the effect).
 approves, applies it: ``apply`` inserts the approved item and marks the draft completed in one
 transaction; the item is unique per operation id (``ON CONFLICT DO NOTHING``), so a repeat
 returns the same item id. ``applied`` counts every dispatch of ``apply`` (no uniqueness: a repeat
-would show).
+would show). A worker started with ``ASKING_DIE_IN_APPLY`` is killed inside the first ``apply``'s
+transaction.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,6 +64,13 @@ def prepare(operation_id: str, draft: str) -> str:
     return operation_id
 
 
+def _dying() -> bool:
+    """The first ``apply`` of a worker started with ``ASKING_DIE_IN_APPLY`` dies inside its
+    transaction (the insert made, the draft not yet completed)."""
+    with connect() as c:
+        return c.execute("SELECT count(*) FROM applied").fetchone() == (1,)
+
+
 @app.tool("apply", idempotent=True)
 def apply(operation_id: str, comment: str) -> int:
     """The approved item and the draft completed, in one transaction; a repeat finds the item."""
@@ -72,6 +82,8 @@ def apply(operation_id: str, comment: str) -> int:
                 "FROM drafts WHERE operation_id = %s ON CONFLICT (operation_id) DO NOTHING",
                 (comment, operation_id),
             )
+            if os.environ.get("ASKING_DIE_IN_APPLY") and _dying():
+                os.kill(os.getpid(), signal.SIGKILL)  # mid-transaction: a crash test's window
             c.execute("UPDATE drafts SET status = 'completed' WHERE operation_id = %s", (operation_id,))
         row = c.execute("SELECT id FROM items WHERE operation_id = %s", (operation_id,)).fetchone()
     assert row is not None
