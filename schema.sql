@@ -535,7 +535,7 @@ CREATE TABLE outlast.requests (
     answered_by_detail jsonb,
     answered_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'answered'::text])))
+    CONSTRAINT requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'answered'::text, 'withdrawn'::text])))
 );
 
 CREATE TABLE outlast.reservations (
@@ -920,6 +920,8 @@ CREATE INDEX runs_tenant_window ON outlast.runs USING btree (queue, tenant, publ
 CREATE INDEX runs_unfinished ON outlast.runs USING btree (published_at) WHERE (state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text]));
 
 CREATE INDEX runs_waiting_child ON outlast.runs USING btree (id) WHERE ((state = 'waiting'::text) AND (reason = 'child'::text));
+
+CREATE INDEX runs_waiting_first ON outlast.runs USING btree (id) WHERE ((reason = 'first'::text) AND (waits_for IS NOT NULL));
 
 CREATE INDEX slots_by_run ON outlast.slots USING btree (run_id);
 

@@ -53,6 +53,7 @@ from outlast.fence import fence
 from outlast.model import Answered, Decision, Partial, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
+from outlast.worker.first import Won
 from outlast.worker.run import Run
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ __all__ = [
     "UnknownTool",
     "UnknownWorkflow",
     "WaitTimeout",
+    "Won",
     "current_action",
     "fence",
 ]

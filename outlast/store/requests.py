@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -61,3 +62,36 @@ class Requests(Base):
             detail=Jsonb({"request": op_id, "by": by, "who": who}),
         )
         return (True, rows[0]["queue"]) if rows else (False, None)
+
+    async def publish_request(
+        self,
+        run_id: str,
+        token: int,
+        op_id: str,
+        *,
+        name: str,
+        payload: Any,
+        response_schema: dict[str, Any],
+        responders: list[str],
+        expires_in: float | None,
+    ) -> tuple[bool, datetime | None]:
+        """Record a request of a ``run.first`` (once, fenced), before the run's wait. Returns
+        (held: the lease was still this token's, the request's expiry)."""
+        rows = await self._write(
+            "publish_request",
+            run_id=run_id,
+            token=token,
+            op_id=op_id,
+            req_name=name,
+            payload=Jsonb(payload),
+            response_schema=Jsonb(response_schema),
+            responders=responders,
+            expires_in=expires_in,
+        )
+        return (True, rows[0]["expires_at"]) if rows else (False, None)
+
+    async def withdraw_requests(self, run_id: str, token: int, ops: list[str]) -> list[str]:
+        """Withdraw the pending requests ``ops`` that lost a ``run.first`` (fenced)."""
+        return [
+            r["op_id"] for r in await self._write("withdraw_requests", run_id=run_id, token=token, ops=ops)
+        ]

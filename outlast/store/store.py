@@ -8,6 +8,7 @@ from outlast.store.approvals import Approvals
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
 from outlast.store.connection import Connection
+from outlast.store.first import Firsts
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
 from outlast.store.journal import Journal
@@ -46,6 +47,7 @@ class Store(
     Journal,
     Approvals,
     Requests,
+    Firsts,
     Budgets,
     Children,
     Fleet,

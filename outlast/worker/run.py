@@ -25,8 +25,10 @@ from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
+from outlast.worker.first import First, Wait, Won
 from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.requests import RunRequests
 from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
@@ -82,6 +84,7 @@ class Run:
             secrets=secrets,
             max_payload=max_payload,
         )
+        self._requests = RunRequests(store, control, writes, replayer, settled, secrets, max_payload)
         self._children = RunChildren(
             record=record,
             app=app,
@@ -92,6 +95,7 @@ class Run:
             settled=settled,
             max_payload=max_payload,
         )
+        self._first = First(self._requests, self._waits, self._children)
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
@@ -152,27 +156,33 @@ class Run:
         replayer = self._replayer
 
         async def value() -> datetime:
-            ts = await self._value(op_id, "now", lambda: replayer.db_now().timestamp())
+            ts = await self._replayer.value(op_id, "now", lambda: replayer.db_now().timestamp())
             return datetime.fromtimestamp(ts, UTC)
 
         return value()
 
     def uuid(self) -> Awaitable[str]:
         """A random UUID, journaled."""
-        return self._value(self._replayer.position(), "uuid", lambda: str(_uuid.uuid4()))
+        return self._replayer.value(self._replayer.position(), "uuid", lambda: str(_uuid.uuid4()))
 
     def random(self) -> Awaitable[float]:
         """A random float in [0, 1), journaled."""
-        return self._value(self._replayer.position(), "random", _random.random)
+        return self._replayer.value(self._replayer.position(), "random", _random.random)
 
-    def sleep(self, seconds: float) -> Awaitable[None]:
+    def sleep(self, seconds: float) -> Wait[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
-        the due time (database clock) by whichever worker is up."""
-        return self._pausing(self._waits.sleep(self._replayer.position(), seconds=seconds))
+        the due time (database clock) by whichever worker is up. A ``Wait``: awaited, or given to
+        ``first``, as every durable wait."""
+        op_id = self._replayer.position()
+        alone = lambda: self._pausing(self._waits.sleep(op_id, seconds=seconds))  # noqa: E731
+        return Wait("timer", op_id, {"seconds": seconds}, alone)
 
-    def sleep_until(self, when: datetime) -> Awaitable[None]:
+    def sleep_until(self, when: datetime) -> Wait[None]:
         """Sleep durably until ``when`` (an aware datetime)."""
-        return self._pausing(self._waits.sleep(self._replayer.position(), until=when))
+        op_id = self._replayer.position()
+        return Wait(
+            "timer", op_id, {"until": when}, lambda: self._pausing(self._waits.sleep(op_id, until=when))
+        )
 
     def approval(
         self,
@@ -183,7 +193,7 @@ class Run:
         expires_in: float | None = None,
         policy_version: str = "",
         authenticated: bool = False,
-    ) -> Awaitable[Decision]:
+    ) -> Wait[Decision]:
         """Ask people to approve ``action`` with exactly these ``args``. The run waits
         (``awaiting_approval``) with no worker held. Returns the decision (approved, or revised
         with new args that need an approval of their own); a rejection raises ``ApprovalRejected``
@@ -192,9 +202,14 @@ class Run:
         if not approvers:
             raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
         op_id = self._replayer.position()
-        return self._pausing(
-            self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
-        )
+        spec: dict[str, Any] = {
+            "action": action,
+            "args": args,
+            "approvers": approvers,
+            "expires_in": expires_in,
+        }
+        spec |= {"policy_version": policy_version, "authenticated": authenticated}
+        return Wait("approval", op_id, spec, lambda: self._pausing(self._waits.approval(op_id, **spec)))
 
     def request(
         self,
@@ -204,15 +219,21 @@ class Run:
         response: type[R],
         responders: list[str] | None = None,
         expires_in: float | None = None,
-    ) -> Awaitable[R]:
-        """Publish a request ``name`` with ``payload`` and wait (reason ``request``, no worker
-        held) for its answer, returned as a ``response`` (a pydantic model, or any type pydantic
-        validates); the first valid answer stands, journaled. Only ``responders`` (user or group
-        names; none: any operator) may answer; unanswered after ``expires_in`` seconds, it
-        raises ``RequestExpired``."""
+    ) -> Wait[R]:
+        """Publish a request and wait (reason ``request``, no worker held) for its first valid
+        answer, as a ``response`` (a type pydantic validates), from one of ``responders`` (none:
+        any operator); unanswered after ``expires_in`` seconds, ``RequestExpired``."""
         op_id = self._replayer.position()
-        wait = self._waits.request(op_id, name, payload, response, list(responders or []), expires_in)
-        return self._pausing(wait)
+        spec: dict[str, Any] = {"name": name, "payload": payload, "response": response}
+        spec |= {"responders": list(responders or []), "expires_in": expires_in}
+        return Wait("request", op_id, spec, lambda: self._pausing(self._requests.request(op_id, **spec)))
+
+    def first(self, *waits: Wait[Any]) -> Awaitable[Won]:
+        """The first of ``waits`` to be ready (a timer due, an answer, a decision, a child's end):
+        ``Won(index, value)``, one journal entry, replayed the same; the others are withdrawn.
+        The run waits meanwhile with no worker held (reason ``first``)."""
+        op_id = self._replayer.position()
+        return self._pausing(self._first.first(op_id, list(waits)))
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if
@@ -239,15 +260,7 @@ class Run:
         """The run's budget as it stands: limit, spent and reserved for each name."""
         if self._budget_id is None:
             return {}
-        rows = await self._control.db(self._store.budget(self._budget_id))
-        return {
-            r["name"]: {
-                "limit": float(r["limit_value"]),
-                "spent": float(r["spent"]),
-                "reserved": float(r["reserved"]),
-            }
-            for r in rows
-        }
+        return await self._control.db(self._store.budget_standing(self._budget_id))
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
         """A timer or an approval, counted while under way (see ``underway.may_park``)."""
@@ -282,16 +295,3 @@ class Run:
 
     async def compensate(self) -> dict[str, list[Any]]:
         return await compensate(self._app, self._replayer, self._dispatcher)
-
-    async def _value(self, op_id: str, name: str, make: Callable[[], Any]) -> Any:
-        replayer = self._replayer
-        replayer.enter(op_id)
-        if replayer.journaled(op_id):
-            e = replayer.entry(op_id, "value")
-            if e is None or e.data.get("name") != name:
-                raise replayer.mismatch(op_id, f"{name}()")
-            return e.data["value"]
-        await replayer.go_live(op_id, lambda: f"{name}()")
-        value = make()
-        await replayer.append("value", op_id, {"name": name, "value": value})
-        return value
