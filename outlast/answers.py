@@ -81,6 +81,10 @@ def judge(
             f"{where}: already answered by {request['answered_by']}; a different answer is refused "
             f"(the answer that stands: {look})"
         )
+    if request["status"] == "withdrawn":
+        raise AnswerRefused(
+            f"{where}: withdrawn: the run went on without it (another wait came first; {look})"
+        )
     if request["expired"]:
         raise AnswerRefused(f"{where}: the request expired at {request['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
     if run_state is not None:

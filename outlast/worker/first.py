@@ -93,7 +93,7 @@ class First:
         for i, (w, a) in enumerate(zip(waits, asked, strict=True)):
             outcome = await self._outcome(w, a, now)
             if outcome is not None:
-                await r.append("first", op_id, {"ops": ops, "won": i, "kind": w.kind, "outcome": outcome})
+                await r.append("first", op_id, {"ops": ops, "won": i, "won_kind": w.kind, "outcome": outcome})
                 await self._withdraw(waits, i)
                 return Won(i, self._value(w, a, outcome))
         await self._settled()  # parallel calls journal their results before the run lets go

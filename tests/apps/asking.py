@@ -125,3 +125,27 @@ async def count(run: Any, n: int = 2) -> list[int]:
     for i in range(n):
         got.append(await run.request(f"number {i}", {"i": i}, response=int))
     return got
+
+
+@app.workflow("race")
+async def race(run: Any, seconds: float = 3600) -> dict[str, Any]:
+    """The first of an answer (an int) and a timer; then a confirmation, so that the race is
+    replayed from the journal before the run ends."""
+    won = await run.first(run.request("go", {"q": "how many?"}, response=int), run.sleep(seconds))
+    confirmed = await run.request("confirm", {"won": won.which}, response=bool)
+    return {"which": won.which, "value": won.value, "confirmed": confirmed}
+
+
+@app.workflow("nap")
+async def nap(run: Any, seconds: float) -> str:
+    await run.sleep(seconds)
+    return "slept"
+
+
+@app.workflow("child_or_approval")
+async def child_or_approval(run: Any, seconds: float = 3600) -> dict[str, Any]:
+    """The first of a child's result and an approval."""
+    child = await run.start("nap", {"seconds": seconds})
+    approval = run.approval("publish", {"text": "t"}, approvers=["ops"])
+    which, value = await run.first(child.result(), approval)
+    return {"which": which, "value": value if which == 0 else value.status}
