@@ -53,8 +53,8 @@ from outlast.fence import fence
 from outlast.model import Answered, Decision, Partial, RunRecord, RunState
 from outlast.settings import Settings
 from outlast.worker.children import Child
-from outlast.worker.first import Won
 from outlast.worker.run import Run
+from outlast.worker.wait import Won
 
 if TYPE_CHECKING:
     from outlast.producer import AsyncClient, Client

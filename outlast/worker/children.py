@@ -24,8 +24,8 @@ from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
-from outlast.worker.first import Wait
 from outlast.worker.replayer import Replayer, describe
+from outlast.worker.wait import Wait
 from outlast.worker.writes import JournalWrites
 
 # A child ending so gives its result to the parent (a partial one: {"output", "unfinished"}).

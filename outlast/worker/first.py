@@ -18,48 +18,17 @@ run's wait needs (``_Branch``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from outlast.errors import Fenced, InvalidInput
 from outlast.worker.control import Suspended
 from outlast.worker.requests import RunRequests
+from outlast.worker.wait import Wait, Won
 from outlast.worker.waits import Waits
 
 if TYPE_CHECKING:
     from outlast.worker.children import RunChildren
-
-T = TypeVar("T")
-
-
-class Wait(Generic[T]):
-    """A durable wait, made but not begun: ``await`` it for the wait alone, or give it to
-    ``run.first``. Its position in the run was fixed when it was made."""
-
-    __slots__ = ("_alone", "kind", "op_id", "spec")
-
-    def __init__(
-        self, kind: str, op_id: str, spec: dict[str, Any], alone: Callable[[], Awaitable[T]]
-    ) -> None:
-        self.kind = kind  # timer, approval, request, child
-        self.op_id = op_id
-        self.spec = spec
-        self._alone = alone
-
-    def __await__(self) -> Generator[Any, None, T]:
-        return self._alone().__await__()
-
-    def __repr__(self) -> str:
-        return f"Wait({self.kind}, {self.op_id})"
-
-
-class Won(NamedTuple):
-    """What ``run.first`` returns: which wait won (its position among those given), and its
-    value (``None`` for a timer)."""
-
-    which: int
-    value: Any
 
 
 class First:
@@ -141,9 +110,13 @@ class First:
         requests = [w.op_id for w in lost if w.kind == "request"]
         approvals = [w.op_id for w in lost if w.kind == "approval"]
         if requests:
-            await self._control.db(self._store.withdraw_requests(self.run_id, token, requests))
+            await self._control.db(
+                self._writes.fenced("withdraw", self._store.withdraw_requests(self.run_id, token, requests))
+            )
         if approvals:
-            await self._control.db(self._store.withdraw_approvals(self.run_id, token, approvals))
+            await self._control.db(
+                self._writes.fenced("withdraw", self._store.withdraw_approvals(self.run_id, token, approvals))
+            )
 
     async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any]) -> None:
         """Publish the requests among the waits, then the run's wait (each fenced); raise ``Suspended``."""

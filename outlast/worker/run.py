@@ -25,11 +25,12 @@ from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.dispatcher import Dispatcher
-from outlast.worker.first import First, Wait, Won
+from outlast.worker.first import First
 from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.requests import RunRequests
 from outlast.worker.underway import UnderWay, may_park
+from outlast.worker.wait import Wait, Won
 from outlast.worker.waits import Waits
 from outlast.worker.writes import JournalWrites
 
