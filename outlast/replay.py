@@ -119,6 +119,9 @@ class _Bundled:
     async def approval(self, run_id: str, op_id: str) -> None:
         return None
 
+    async def request(self, run_id: str, op_id: str) -> None:  # no answer beyond the journal either
+        return None
+
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
         async def beyond(*args: Any, **kwargs: Any) -> Any:
             raise JournalEnd(None, f"the database ({name}): live state, which no journal holds")

@@ -6,16 +6,20 @@ tests/apps/asking.py (``items``, ``applied``), not only in the journal."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from outlast import AnswerForbidden, AnswerRefused
-from outlast.testing import Harness, HarnessFactory, outlast_harness, outlast_servers
+from outlast import AnswerForbidden, AnswerRefused, AsyncClient
+from outlast.bundle import export
+from outlast.replay import Verdict
+from outlast.testing import Harness, HarnessFactory, assert_replays, outlast_harness, outlast_servers
 from tests.apps import asking
 
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
@@ -177,3 +181,27 @@ def test_the_cli_lists_and_answers(h: Harness) -> None:
     assert items(h) == [("op-42", YES["comment"])]
     everything = cli(h, "requests", rid, "--all")
     assert "answered (responders: ops)" in everything.stdout and "by ops" in everything.stdout
+
+
+def test_a_run_with_requests_replays_offline(h: Harness, tmp_path: Path) -> None:
+    h.start_worker()
+    done_id = h.client.enqueue("race", {"seconds": 3600}).id
+    h.wait(done_id, "waiting")
+    h.respond(done_id, "op-1", 7)
+    h.wait_for_request(done_id, "op-4")
+    waiting_id = h.client.enqueue("count", {"n": 2}).id
+    h.wait(waiting_id, "waiting")
+    h.respond(done_id, "op-4", True)
+    assert h.wait(done_id).state == "succeeded"
+
+    for rid in (done_id, waiting_id):
+        out = tmp_path / rid
+
+        async def go(rid: str = rid, out: Path = out) -> None:
+            async with AsyncClient(settings=h.settings) as c:
+                await export(c, rid, out)
+
+        asyncio.run(go())
+        report = assert_replays(out, asking.app)
+        assert report.verdict == Verdict.AGREES, report
+    assert "journal end at op-1: next the code asks the answer to request op-1 (number 0)" in report.where
