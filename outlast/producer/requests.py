@@ -9,12 +9,12 @@ different one is refused.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from outlast.answers import Verdict, judge, responder, who
 from outlast.identity import Principal
-from outlast.journal import jsonable
 from outlast.model import Answered
 from outlast.producer.checks import check_json
 from outlast.producer.core import ClientCore
@@ -56,8 +56,8 @@ class Requests(ClientCore):
         refused (``AnswerRefused``). The responder is ``principal`` when authenticated (the
         dashboard, the API); else ``by`` (the CLI's ``--by``), or the operating-system user."""
         where = f"run '{run_id}', request {request_id}"
-        value = jsonable(value)  # a pydantic model or a dataclass, as JSON
-        check_json(value, "the answer", where, self.settings.max_payload)
+        # a pydantic model or a dataclass as JSON, and no more than a payload may weigh
+        value = json.loads(check_json(value, "the answer", where, self.settings.max_payload))
         p, name = responder(principal, by, where)
         record = who(p, name)
         asked = await self.status(run_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from outlast import AnswerForbidden, AnswerRefused, AsyncClient
+from outlast import AnswerForbidden, AnswerRefused, AsyncClient, InvalidInput
 from outlast.bundle import export
 from outlast.replay import Verdict
 from outlast.testing import Harness, HarnessFactory, assert_replays, outlast_harness, outlast_servers
@@ -67,6 +67,8 @@ def test_the_first_valid_answer_stands(h: Harness) -> None:
         h.respond(rid, "op-2", {"operation_id": "op-42", "choice": "approve"}, by="ops")
     with pytest.raises(AnswerForbidden, match="'mallory' may not answer"):
         h.respond(rid, "op-2", YES, by="mallory")
+    with pytest.raises(InvalidInput, match=r"request op-2: the answer is refused: the value holds NaN"):
+        h.respond(rid, "op-2", {**YES, "comment": float("nan")}, by="ops")
     with pytest.raises(AnswerRefused, match="no such request"):
         h.respond(rid, "op-9", YES, by="ops")
     assert h.sql("SELECT status, answer FROM requests WHERE run_id = %s", rid) == [("pending", None)]
