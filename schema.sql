@@ -1,4 +1,4 @@
--- The whole outlast schema, version 25: what its migrations
+-- The whole outlast schema, version 26: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -629,6 +629,23 @@ CREATE TABLE outlast.outlast_meta (
     value text NOT NULL
 );
 
+CREATE TABLE outlast.requests (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    name text NOT NULL,
+    payload jsonb NOT NULL,
+    response_schema jsonb NOT NULL,
+    responders text[] DEFAULT '{}'::text[] NOT NULL,
+    expires_at timestamp with time zone,
+    status text DEFAULT 'pending'::text NOT NULL,
+    answer jsonb,
+    answered_by text,
+    answered_by_detail jsonb,
+    answered_at timestamp with time zone,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'answered'::text, 'withdrawn'::text])))
+);
+
 CREATE TABLE outlast.reservations (
     budget_id text NOT NULL,
     run_id text NOT NULL,
@@ -935,6 +952,9 @@ ALTER TABLE ONLY outlast.messages
 ALTER TABLE ONLY outlast.outlast_meta
     ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY outlast.requests
+    ADD CONSTRAINT requests_pkey PRIMARY KEY (run_id, op_id);
+
 ALTER TABLE ONLY outlast.reservations
     ADD CONSTRAINT reservations_pkey PRIMARY KEY (run_id, op_id, name);
 
@@ -1026,6 +1046,8 @@ CREATE INDEX runs_unfinished ON outlast.runs USING btree (published_at) WHERE (s
 
 CREATE INDEX runs_waiting_child ON outlast.runs USING btree (id) WHERE ((state = 'waiting'::text) AND (reason = 'child'::text));
 
+CREATE INDEX runs_waiting_first ON outlast.runs USING btree (id) WHERE ((reason = 'first'::text) AND (waits_for IS NOT NULL));
+
 CREATE INDEX slots_by_run ON outlast.slots USING btree (run_id);
 
 CREATE INDEX watchers_by_run ON outlast.watchers USING btree (run_id);
@@ -1111,6 +1133,9 @@ ALTER TABLE outlast.journal
 
 ALTER TABLE ONLY outlast.messages
     ADD CONSTRAINT messages_run_id_fkey FOREIGN KEY (run_id) REFERENCES outlast.runs(id);
+
+ALTER TABLE ONLY outlast.requests
+    ADD CONSTRAINT requests_run_id_fkey FOREIGN KEY (run_id) REFERENCES outlast.runs(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY outlast.runs
     ADD CONSTRAINT runs_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES outlast.runs(id);

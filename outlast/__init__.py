@@ -12,10 +12,12 @@ this sentence.
 
 from typing import TYPE_CHECKING, Any
 
-from outlast._model import Chunk, Decision, Partial, Receipt, RunRecord, RunState, StateValue
+from outlast._model import Answered, Chunk, Decision, Partial, Receipt, RunRecord, RunState, StateValue
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Retry
 from outlast.errors import (
+    AnswerForbidden,
+    AnswerRefused,
     ApprovalExpired,
     ApprovalRejected,
     BudgetExhausted,
@@ -36,6 +38,7 @@ from outlast.errors import (
     PolicyRefused,
     ProgramChanged,
     RateLimited,
+    RequestExpired,
     ResumeImpossible,
     ResumeRefused,
     RunChanged,
@@ -57,6 +60,7 @@ from outlast.fence import fence
 from outlast.settings import Settings
 from outlast.worker.children import Child
 from outlast.worker.run import Run
+from outlast.worker.wait import Won
 
 if TYPE_CHECKING:
     from outlast.producer import AsyncClient, Client
@@ -75,6 +79,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "NOT_EXECUTED",
     "Action",
+    "AnswerForbidden",
+    "AnswerRefused",
+    "Answered",
     "App",
     "ApprovalExpired",
     "ApprovalRejected",
@@ -103,6 +110,7 @@ __all__ = [
     "ProgramChanged",
     "RateLimited",
     "Receipt",
+    "RequestExpired",
     "ResumeImpossible",
     "ResumeRefused",
     "Retry",
@@ -125,6 +133,7 @@ __all__ = [
     "UnknownTool",
     "UnknownWorkflow",
     "WaitTimeout",
+    "Won",
     "current_action",
     "fence",
 ]

@@ -45,6 +45,7 @@ EVENTS: dict[str, str] = {
     "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",
+    "request.awaited": "A run waits for the answer to its request `operation_id` (`name`).",
     # An operation (a tool call)
     "operation.dispatched": (
         "An operation's tool is called (`args`, secrets sealed; only with log payloads on)."

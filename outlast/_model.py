@@ -143,6 +143,18 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class Answered:
+    """What ``respond`` did: the answer that stands for the request (``value``, by ``by``), and
+    ``again``: True when this was the same answer sent again (accepted, nothing changed)."""
+
+    run_id: str
+    request_id: str
+    value: Any
+    by: str
+    again: bool
+
+
+@dataclass(frozen=True)
 class Partial(Generic[T]):
     """A workflow that accepts partial results returns a ``Partial`` when it produced part of its output.
     The run ends ``partial`` with ``{"output": output, "unfinished": unfinished}`` as its result.

@@ -34,6 +34,7 @@ from outlast.errors import (
     InDoubt,
     InvalidInput,
     PartialRefused,
+    RequestExpired,
     ResumeImpossible,
     ResumeRefused,
 )
@@ -118,6 +119,9 @@ class _Bundled:
         return _FAR
 
     async def approval(self, run_id: str, op_id: str) -> None:
+        return None
+
+    async def request(self, run_id: str, op_id: str) -> None:  # no answer beyond the journal either
         return None
 
     def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
@@ -211,7 +215,7 @@ async def _ending(wf: Workflow, ctx: Run, run_input: dict[str, Any]) -> tuple[Ru
     except Cancelled:
         undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
         return RunState.CANCELLED, undone, None
-    except (DeadlineExceeded, ApprovalExpired) as exc:
+    except (DeadlineExceeded, ApprovalExpired, RequestExpired) as exc:
         return RunState.TIMED_OUT, None, type(exc).__name__
     except BudgetExhausted as exc:
         return RunState.EXHAUSTED, None, type(exc).__name__

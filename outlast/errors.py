@@ -248,7 +248,12 @@ class BudgetExhausted(OutlastError):
         self.limits = [o["name"] for o in over]
 
 
-class DeadlineExceeded(OutlastError):
+class TimedOut(OutlastError):
+    """A time limit passed (the run's deadline, a decision's or an answer's expiry); uncaught, the
+    run ends ``timed_out``."""
+
+
+class DeadlineExceeded(TimedOut):
     """The run's deadline passed: it ends ``timed_out``."""
 
 
@@ -256,7 +261,7 @@ class ApprovalRejected(OutlastError):
     """The approver rejected the action; uncaught, the run ends ``failed``."""
 
 
-class ApprovalExpired(OutlastError):
+class ApprovalExpired(TimedOut):
     """Nobody decided before the request expired; uncaught, the run ends ``timed_out``."""
 
 
@@ -267,6 +272,20 @@ class DecisionRefused(OutlastError):
 class DecisionForbidden(DecisionRefused):
     """The decider may not make this decision: not among the request's approvers, or a declared
     name where the workflow asked for an authenticated decision."""
+
+
+class RequestExpired(TimedOut):
+    """Nobody answered a request (``run.request``) before it expired; uncaught, the run ends
+    ``timed_out``."""
+
+
+class AnswerRefused(OutlastError):
+    """An answer to a request that cannot be accepted: no such request, a value that does not fit
+    the response type, expired, the run no longer waiting, or a different answer to one answered."""
+
+
+class AnswerForbidden(AnswerRefused):
+    """The responder is not among the request's responders."""
 
 
 class PartialRefused(OutlastError):

@@ -1,12 +1,13 @@
 """Acts are what people do from the pages and the API alike, as the authenticated principal: decide an
-approval, resolve an in-doubt operation, pause, resume or trigger a schedule. The caller's role
-is checked before these are called (``web.check_role``, or the page's own refusal)."""
+approval, answer a request, resolve an in-doubt operation, pause, resume or trigger a schedule. The
+caller's role is checked before these are called (``web.check_role``, or the page's own refusal)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from outlast._model import Answered
 from outlast._secrets import shown_sealed
 from outlast.dashboard.web import Refusal
 from outlast.identity import Principal
@@ -50,6 +51,24 @@ async def decide(
             if tool is not None:  # InvalidInput naming what is wrong; the worker checks again at the call
                 tool.check(args, unchecked=shown_sealed(asked["args"], args))
         await client.revise(run_id, approval_id, args=args, **kw)
+
+
+async def respond(
+    client: AsyncClient, principal: Principal, run_id: str, request_id: str, form: dict[str, Any]
+) -> Answered:
+    """Answer a request of the run as ``principal``: the API's ``answer`` (any JSON value), or the
+    page's ``answer_json`` (its text)."""
+    if "answer" in form:
+        value = form["answer"]
+    else:
+        text = form.get("answer_json")
+        if not isinstance(text, str) or not text.strip():
+            raise Refusal(400, "the answer is required: a JSON value of the response type")
+        try:
+            value = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise Refusal(400, f"the answer is not JSON: {exc}") from None
+    return await client.respond(run_id, request_id, value, principal=principal)
 
 
 async def resolve(

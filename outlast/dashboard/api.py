@@ -17,7 +17,7 @@ from starlette.routing import BaseRoute, Route
 from outlast import _fleet as fleet
 from outlast._listing import PAGE
 from outlast.dashboard import batch, feeds, lists
-from outlast.dashboard.acts import decide, resolve, schedule_act
+from outlast.dashboard.acts import decide, resolve, respond, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
 
@@ -27,6 +27,7 @@ from outlast.dashboard.web import (
     DECIDE,
     REQUEUE,
     RESOLVE,
+    RESPOND,
     RESUME,
     RETRY,
     SCHEDULE,
@@ -158,6 +159,27 @@ async def _resolve(request: Request, c: AsyncClient) -> Any:
     return (await c.status(p["run_id"])).to_dict()
 
 
+async def _requests(request: Request, c: AsyncClient) -> Any:
+    """The run's requests waiting for an answer; ``?all=1``: answered and expired ones too."""
+    return await c.requests(request.path_params["run_id"], pending=request.query_params.get("all") != "1")
+
+
+async def _respond(request: Request, c: AsyncClient) -> Any:
+    """Answer a request as the caller: ``{"answer": <a JSON value of the response type>}``; the
+    answer that stands, and ``again`` (true: the same answer was already given)."""
+    p = request.path_params
+    if "answer" not in request.state.body:
+        raise Refusal(400, 'send {"answer": <a JSON value of the response type>}')
+    done = await respond(c, caller_of(request).principal, p["run_id"], p["request_id"], request.state.body)
+    return {
+        "run_id": done.run_id,
+        "request_id": done.request_id,
+        "answer": done.value,
+        "by": done.by,
+        "again": done.again,
+    }
+
+
 async def _cancel(request: Request, c: AsyncClient) -> Any:
     return (await c.cancel(request.path_params["run_id"], principal=caller_of(request).principal)).to_dict()
 
@@ -245,6 +267,8 @@ def routes() -> list[BaseRoute]:
         Route("/api/runs/{run_id:path}/stream", feeds.stream),
         _message_route(),
         _route("/api/runs/{run_id:path}/resolve/{op_id}", _resolve, RESOLVE),
+        _route("/api/runs/{run_id:path}/requests", _requests),
+        _route("/api/runs/{run_id:path}/requests/{request_id}", _respond, RESPOND),
         _route("/api/runs/{run_id:path}/cancel", _cancel, CANCEL),
         _route("/api/runs/{run_id:path}/resume", _resume, RESUME),
         _route("/api/runs/{run_id:path}/retry", _retry, RETRY),

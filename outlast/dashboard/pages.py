@@ -138,6 +138,13 @@ async def send(request: Request) -> Response:
     return await _act(request, act, run_page, (SENDER, "send messages to runs") if sender else web.SEND)
 
 
+async def respond(request: Request) -> Response:
+    async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
+        await acts.respond(c, who, p["run_id"], p["request_id"], form)
+
+    return await _act(request, act, run_page, web.RESPOND)
+
+
 async def cancel(request: Request) -> Response:
     async def act(c: AsyncClient, who: Principal, p: Mapping[str, str], form: dict[str, Any]) -> None:
         await c.cancel(p["run_id"], principal=who)
@@ -238,6 +245,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/", runs_page, name="runs"),
         Route("/runs/{run_id:path}/resolve/{op_id}", resolve, methods=["POST"], name="resolve"),
+        Route("/runs/{run_id:path}/respond/{request_id}", respond, methods=["POST"], name="respond"),
         Route("/runs/{run_id:path}/cancel", cancel, methods=["POST"], name="cancel"),
         Route("/runs/{run_id:path}/send", send, methods=["POST"], name="send"),
         Route("/runs/{run_id:path}/resume", resume, methods=["POST"], name="resume"),

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from outlast import _bundle as bundle
 from outlast._listing import RunQuery
+from outlast._shapes import described
 from outlast._status import CHILDREN_SHOWN, describe
 from outlast.dashboard import lists, timeline as drawing
 from outlast.dashboard.auth import Gate
@@ -21,7 +22,8 @@ TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows,
 
 async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:
     """Everything the run page shows: the status, its timeline (events and journal crossings, by
-    time), and its approvals; with ``draw``, the timeline drawn (SVG) and the tree of children."""
+    time), its approvals and the requests waiting for an answer; with ``draw``, the timeline
+    drawn (SVG) and the tree of children."""
     events = await client.events(run_id)  # first: the mark is never ahead of the status shown
     info = await describe(client, run_id)
     times = await client.journal_times(run_id)
@@ -47,6 +49,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
+    asked = [r | {"type": described(r["response_schema"])} for r in await client.requests(run_id)]
     info["inbox"] = await client.messages(run_id)  # every message: sent, and taken by which operation
     shown = {k: {"value": s.value, "version": s.version} for k, s in (await client.state(run_id)).items()}
     custom = [
@@ -54,6 +57,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
     ]  # run.emit's (outlast's own hold no colon)
     return {
         **info,
+        "requests": asked,
         "timeline": timeline,
         "shown_state": shown,
         "custom_events": custom,

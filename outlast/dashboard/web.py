@@ -33,8 +33,10 @@ STATUS: dict[type[OutlastError], int] = {
     # The caller may not make this decision (not an approver; a declared name, where the workflow
     # asked for a signed-in decider).
     e.DecisionForbidden: 403,
+    e.AnswerForbidden: 403,
     # The run (or the request) is not in the state the request needs: look again.
     e.DecisionRefused: 409,
+    e.AnswerRefused: 409,
     e.RunConflict: 409,
     e.RunFinished: 409,
     e.RunNotFinished: 409,
@@ -63,9 +65,11 @@ STATUS: dict[type[OutlastError], int] = {
     e.ToolTimeout: 500,
     e.PolicyRefused: 500,
     e.BudgetExhausted: 500,
+    e.TimedOut: 500,
     e.DeadlineExceeded: 500,
     e.ApprovalRejected: 500,
     e.ApprovalExpired: 500,
+    e.RequestExpired: 500,
     e.PartialRefused: 500,
 }
 
@@ -73,6 +77,7 @@ STATUS: dict[type[OutlastError], int] = {
 # happen" has the effect dispatched again, a decision about the world as weighty as an approval.
 DECIDE = (APPROVER, "decide approvals")
 RESOLVE = (APPROVER, "resolve in-doubt operations")
+RESPOND = (OPERATOR, "answer requests")
 CANCEL = (OPERATOR, "cancel runs")
 RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")

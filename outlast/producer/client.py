@@ -2,7 +2,7 @@
 
 It is the one implementation, composed (as redis-py composes its client from command mixins)
 from the families a caller meets: admitting runs (``admission.py``), reading and acting on them
-(``runs.py``), decisions (``decisions.py``), messages into runs (``messages.py``),
+(``runs.py``), decisions (``decisions.py``), messages into runs (``messages.py``), requests (``requests.py``),
 administration (``admin.py``) and the fleet (``fleet.py``), all over the connections of
 ``core.py``. ``Client`` (``sync.py``) is the thin synchronous facade over it.
 """
@@ -13,12 +13,13 @@ from outlast.producer.admin import Administration
 from outlast.producer.decisions import Decisions
 from outlast.producer.fleet import Fleet
 from outlast.producer.messages import Messages
+from outlast.producer.requests import Requests
 from outlast.producer.runs import Runs
 from outlast.producer.shown import Shown
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(Runs, Shown, Decisions, Messages, Administration, Fleet):
+class AsyncClient(Runs, Shown, Decisions, Messages, Requests, Administration, Fleet):
     """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
     application."""

@@ -128,6 +128,8 @@ class _Decisions(_Loop):
     reject = _blocking(AsyncClient.reject)
     revise = _blocking(AsyncClient.revise)
     resolve = _blocking(AsyncClient.resolve)
+    requests = _blocking(AsyncClient.requests)
+    respond = _blocking(AsyncClient.respond)
 
 
 class _Messages(_Loop):

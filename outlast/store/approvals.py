@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -82,3 +83,41 @@ class Approvals(Base):
         """The requests still waiting for a decision, oldest first, with their run's workflow
         and queue and ``seconds_left`` (None without an expiry)."""
         return await self._rows("pending_approvals", limit=limit)
+
+    async def publish_approval(
+        self,
+        run_id: str,
+        token: int,
+        op_id: str,
+        *,
+        action: str,
+        args: dict[str, Any],
+        args_hash: str,
+        policy_version: str,
+        approvers: list[str],
+        expires_in: float | None,
+        authenticated: bool = False,
+    ) -> tuple[bool, datetime | None]:
+        """Record an approval request of a ``run.first`` (once, fenced), before the run's wait.
+        Returns (held, the request's expiry)."""
+        rows = await self._write(
+            "publish_approval",
+            id=f"{run_id}:{op_id}",
+            run_id=run_id,
+            token=token,
+            op_id=op_id,
+            action=action,
+            args=Jsonb(args),
+            args_hash=args_hash,
+            policy_version=policy_version,
+            approvers=approvers,
+            expires_in=expires_in,
+            authenticated=authenticated,
+        )
+        return (True, rows[0]["expires_at"]) if rows else (False, None)
+
+    async def withdraw_approvals(self, run_id: str, token: int, ops: list[str]) -> list[str]:
+        """Expire now the pending approval requests ``ops`` that lost a ``run.first`` (fenced)."""
+        return [
+            r["op_id"] for r in await self._write("withdraw_approvals", run_id=run_id, token=token, ops=ops)
+        ]

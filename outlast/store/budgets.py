@@ -45,3 +45,14 @@ class Budgets(Base):
 
     async def budget(self, budget_id: str) -> list[dict[str, Any]]:
         return await self._rows("budget", budget_id=budget_id)
+
+    async def budget_standing(self, budget_id: str) -> dict[str, dict[str, float]]:
+        """The budget as it stands: limit, spent and reserved for each name."""
+        return {
+            r["name"]: {
+                "limit": float(r["limit_value"]),
+                "spent": float(r["spent"]),
+                "reserved": float(r["reserved"]),
+            }
+            for r in await self.budget(budget_id)
+        }

@@ -9,6 +9,7 @@ from outlast.store.approvals import Approvals
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
 from outlast.store.connection import Connection
+from outlast.store.first import Firsts
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
 from outlast.store.journal import Journal
@@ -17,6 +18,7 @@ from outlast.store.listing import Listing
 from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
+from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
@@ -47,6 +49,8 @@ class Store(
     Journal,
     Approvals,
     Messages,
+    Requests,
+    Firsts,
     Budgets,
     Children,
     Fleet,

@@ -19,7 +19,7 @@ import psycopg
 import redis
 
 from outlast._callbacks import deliver
-from outlast._model import Receipt, RunRecord
+from outlast._model import Answered, Receipt, RunRecord
 from outlast.app import App
 from outlast.producer import Client
 from outlast.queue import Queue
@@ -254,6 +254,30 @@ class Harness:
         swap = Replacement(self.app.reconcilers, tool, fn)
         self._swaps.append(swap)
         return swap
+
+    # -- requests -----------------------------------------------------------------------
+
+    def requests(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's requests waiting for an answer (``Client.requests``)."""
+        return self.client.requests(run_id)
+
+    def respond(self, run_id: str, request_id: str, value: Any, *, by: str | None = None) -> Answered:
+        """Answer a request of the run as ``by`` (``Client.respond``: checked, the first valid
+        answer stands; the same again is accepted, ``again`` True)."""
+        return self.client.respond(run_id, request_id, value, by=by)
+
+    def wait_for_request(self, run_id: str, request_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait until the run waits on its request ``request_id``; return the request."""
+        until = time.monotonic() + timeout
+        while True:
+            self._raise_worker_error()
+            run = self.client.status(run_id)
+            pending = {r["id"]: r for r in self.client.requests(run_id)}
+            if run.state == "waiting" and run.reason == "request" and request_id in pending:
+                return pending[request_id]
+            if time.monotonic() > until:
+                raise AssertionError(f"run {run_id} is {run.state}, not waiting on request {request_id}")
+            time.sleep(0.05)
 
     # -- time ---------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from outlast.settings import check_name
 from outlast.store import Store
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
+from outlast.worker.wait import Wait
 from outlast.worker.writes import JournalWrites
 
 # A child ending so gives its result to the parent (a partial one: {"output", "unfinished"}).
@@ -40,11 +41,13 @@ class Child:
         self.id = id
         self.workflow = workflow
 
-    def result(self) -> Awaitable[Any]:
+    def result(self) -> Wait[Any]:
         """The child's result once it is final: the parent waits durably meanwhile (reason
         ``child``, no worker held). A child that ended other than succeeded or partial raises
-        ``ChildFailed``, which the workflow may catch. The crossing's position is fixed here."""
-        return self._children.result(self._children.position(), self)
+        ``ChildFailed``, which the workflow may catch. The crossing's position is fixed here (a
+        ``Wait``: awaited, or given to ``run.first``)."""
+        op_id, children = self._children.position(), self._children
+        return Wait("child", op_id, {"child": self}, lambda: children.result(op_id, self))
 
     def __repr__(self) -> str:
         return f"Child({self.id!r}, {self.workflow!r})"
@@ -191,7 +194,11 @@ class RunChildren:
             raise Suspended()
 
     def _outcome(self, child: Child, e: Entry) -> Any:
-        d = e.data
+        return self.outcome(child, e.data)
+
+    def outcome(self, child: Child, d: dict[str, Any]) -> Any:
+        """The child's result, as journaled (``d``: its final state, result and reason), or
+        ``ChildFailed`` when it did not succeed."""
         if RunState(d["state"]) in _DELIVERED:
             return d["result"]
         raise ChildFailed(child.id, child.workflow, d["state"], d["reason"])

@@ -17,7 +17,6 @@ from outlast._model import Partial, RunRecord, RunState
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
-    ApprovalExpired,
     BudgetExhausted,
     Cancelled,
     DeadlineExceeded,
@@ -28,6 +27,7 @@ from outlast.errors import (
     PartialRefused,
     ResumeRefused,
     ServiceUnavailable,
+    TimedOut,
 )
 from outlast.queue import RateWindows
 from outlast.store import Store
@@ -196,7 +196,7 @@ class Execution:
             return await self._wait(exc.reason, str(exc))
         except InDoubt as exc:
             return await self._wait("in_doubt", str(exc))
-        except (DeadlineExceeded, ApprovalExpired) as exc:
+        except TimedOut as exc:
             return await self._stopped(wf, RunState.TIMED_OUT, exc)
         except BudgetExhausted as exc:
             return await self._stopped(wf, RunState.EXHAUSTED, exc)

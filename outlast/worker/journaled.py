@@ -65,4 +65,6 @@ def describe_entry(e: Entry) -> str:
         return f"emit({d['event']!r})"
     if e.kind == "child_result":
         return f"result of child run {d['child']}"
+    if e.kind in ("request", "response"):
+        return f"request {d['name']}" if e.kind == "request" else "the answer to a request"
     return f"{d.get('name', e.kind)}()"

@@ -194,3 +194,17 @@ class Replayer:
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
         return entry
+
+    async def value(self, op_id: str, name: str, make: Callable[[], Any]) -> Any:
+        """A journaled value (``run.now()``, ``uuid()``, ``random()``): made once, then the journal's."""
+        replayer = self
+        replayer.enter(op_id)
+        if replayer.journaled(op_id):
+            e = replayer.entry(op_id, "value")
+            if e is None or e.data.get("name") != name:
+                raise replayer.mismatch(op_id, f"{name}()")
+            return e.data["value"]
+        await replayer.go_live(op_id, lambda: f"{name}()")
+        value = make()
+        await replayer.append("value", op_id, {"name": name, "value": value})
+        return value

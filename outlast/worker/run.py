@@ -1,8 +1,8 @@
 """``Run`` is the one thing a workflow sees (``from outlast import Run``).
 
-Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``receive``, ``callback``, what the run
-shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the replayer (the
-journal), the dispatcher (tool calls, the gap table), the waits, the inbox (messages), ``Shown``.
+Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``request``, ``receive``, ``callback``,
+what the run shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the
+replayer, the dispatcher, the waits, the requests, the inbox (messages), ``Shown``.
 """
 
 from __future__ import annotations
@@ -24,20 +24,24 @@ from outlast.store import Store
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
+from outlast.worker.conversing import Conversing
 from outlast.worker.dispatcher import Dispatcher
+from outlast.worker.first import First
 from outlast.worker.flow import FlowGate
 from outlast.worker.inbox import Inbox
 from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled, Replayer
+from outlast.worker.requests import RunRequests
 from outlast.worker.shown import Showing, Shown
 from outlast.worker.underway import UnderWay, may_park
+from outlast.worker.wait import Wait
 from outlast.worker.writes import JournalWrites
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class Run(Showing):
+class Run(Showing, Conversing):
     """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
@@ -89,6 +93,7 @@ class Run(Showing):
             channels=None if wf is None else wf.channels,
             callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
         )
+        self._requests = RunRequests(store, control, writes, replayer, settled, secrets, max_payload)
         self._children = RunChildren(
             record=record,
             app=app,
@@ -100,6 +105,7 @@ class Run(Showing):
             max_payload=max_payload,
         )
         self._shown = Shown(replayer=replayer, secrets=secrets, live=live, max_payload=max_payload)
+        self._first = First(self._requests, self._waits, self._children)
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
@@ -161,27 +167,33 @@ class Run(Showing):
         replayer = self._replayer
 
         async def value() -> datetime:
-            ts = await self._value(op_id, "now", lambda: replayer.db_now().timestamp())
+            ts = await self._replayer.value(op_id, "now", lambda: replayer.db_now().timestamp())
             return datetime.fromtimestamp(ts, UTC)
 
         return value()
 
     def uuid(self) -> Awaitable[str]:
         """A random UUID, journaled."""
-        return self._value(self._replayer.position(), "uuid", lambda: str(_uuid.uuid4()))
+        return self._replayer.value(self._replayer.position(), "uuid", lambda: str(_uuid.uuid4()))
 
     def random(self) -> Awaitable[float]:
         """A random float in [0, 1), journaled."""
-        return self._value(self._replayer.position(), "random", _random.random)
+        return self._replayer.value(self._replayer.position(), "random", _random.random)
 
-    def sleep(self, seconds: float) -> Awaitable[None]:
+    def sleep(self, seconds: float) -> Wait[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
-        the due time (database clock) by whichever worker is up."""
-        return self._pausing(self._waits.sleep(self._replayer.position(), seconds=seconds))
+        the due time (database clock) by whichever worker is up. A ``Wait``: awaited, or given to
+        ``first``, as every durable wait."""
+        op_id = self._replayer.position()
+        alone = lambda: self._pausing(self._waits.sleep(op_id, seconds=seconds))  # noqa: E731
+        return Wait("timer", op_id, {"seconds": seconds}, alone)
 
-    def sleep_until(self, when: datetime) -> Awaitable[None]:
+    def sleep_until(self, when: datetime) -> Wait[None]:
         """Sleep durably until ``when`` (an aware datetime)."""
-        return self._pausing(self._waits.sleep(self._replayer.position(), until=when))
+        op_id = self._replayer.position()
+        return Wait(
+            "timer", op_id, {"until": when}, lambda: self._pausing(self._waits.sleep(op_id, until=when))
+        )
 
     def approval(
         self,
@@ -192,7 +204,7 @@ class Run(Showing):
         expires_in: float | None = None,
         policy_version: str = "",
         authenticated: bool = False,
-    ) -> Awaitable[Decision]:
+    ) -> Wait[Decision]:
         """Ask people to approve ``action`` with exactly these ``args``. The run waits
         (``awaiting_approval``) with no worker held. Returns the decision (approved, or revised
         with new args that need an approval of their own); a rejection raises ``ApprovalRejected``
@@ -201,20 +213,14 @@ class Run(Showing):
         if not approvers:
             raise InvalidInput(f"run '{self.id}': an approval needs at least one approver")
         op_id = self._replayer.position()
-        return self._pausing(
-            self._waits.approval(op_id, action, args, approvers, expires_in, policy_version, authenticated)
-        )
-
-    def receive(self, channel: str, timeout: float | None = None) -> Awaitable[Any]:
-        """The next message on ``channel``, oldest first (as its declared type, if any), or None
-        once ``timeout`` seconds pass (a durable timer). The run waits (reason ``message``) with
-        no worker held; a message it took is served from its journal on every resume."""
-        return self._pausing(self._waits.receive(self._replayer.position(), channel, timeout))
-
-    def callback(self, channel: str, *, expires_in: float = 86400.0) -> Awaitable[str]:
-        """An unguessable URL whose POSTed body becomes a message on ``channel`` of this run, good
-        for ``expires_in`` seconds (journaled once; signed with ``OUTLAST_SECRET_KEY``)."""
-        return self._waits.callback(self._replayer.position(), channel, expires_in)
+        spec: dict[str, Any] = {
+            "action": action,
+            "args": args,
+            "approvers": approvers,
+            "expires_in": expires_in,
+        }
+        spec |= {"policy_version": policy_version, "authenticated": authenticated}
+        return Wait("approval", op_id, spec, lambda: self._pausing(self._waits.approval(op_id, **spec)))
 
     def patched(self, name: str) -> bool:
         """A patch marker, for changing a workflow under runs already started: ``if
@@ -241,15 +247,7 @@ class Run(Showing):
         """The run's budget as it stands: limit, spent and reserved for each name."""
         if self._budget_id is None:
             return {}
-        rows = await self._control.db(self._store.budget(self._budget_id))
-        return {
-            r["name"]: {
-                "limit": float(r["limit_value"]),
-                "spent": float(r["spent"]),
-                "reserved": float(r["reserved"]),
-            }
-            for r in rows
-        }
+        return await self._control.db(self._store.budget_standing(self._budget_id))
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
         """A timer or an approval, counted while under way (see ``underway.may_park``)."""
@@ -284,16 +282,3 @@ class Run(Showing):
 
     async def compensate(self) -> dict[str, list[Any]]:
         return await compensate(self._app, self._replayer, self._dispatcher)
-
-    async def _value(self, op_id: str, name: str, make: Callable[[], Any]) -> Any:
-        replayer = self._replayer
-        replayer.enter(op_id)
-        if replayer.journaled(op_id):
-            e = replayer.entry(op_id, "value")
-            if e is None or e.data.get("name") != name:
-                raise replayer.mismatch(op_id, f"{name}()")
-            return e.data["value"]
-        await replayer.go_live(op_id, lambda: f"{name}()")
-        value = make()
-        await replayer.append("value", op_id, {"name": name, "value": value})
-        return value

@@ -70,6 +70,7 @@ class Sweeper:
             else:
                 await self.queue.publish(q, run_id, priority=priority)
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
+        await self.store.wake_first_waiters()  # the same, for a run.first with a child among its waits
         await self.republish(log, self.s.republish_after)
         await self.turns(log)
         await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication

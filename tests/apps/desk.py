@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from pydantic import BaseModel, Field
+
 from outlast import App
 
 app = App()
@@ -70,3 +72,17 @@ async def tour(run: Any, text: str) -> dict[str, Any]:
 @app.workflow("kid")
 async def kid(run: Any, text: str) -> dict[str, Any]:
     return {"kid": text}
+
+
+class Refund(BaseModel):
+    """The answer ``refund`` asks the on-call operators for."""
+
+    amount: int = Field(ge=0)
+    reason: str
+
+
+@app.workflow("refund")
+async def refund(run: Any, order: str) -> dict[str, Any]:
+    """Ask someone of ``oncall`` how much of ``order`` to refund (a typed request)."""
+    answer = await run.request("refund", {"order": order}, response=Refund, responders=["oncall"])
+    return {"order": order, "amount": answer.amount, "reason": answer.reason, "type": type(answer).__name__}

@@ -353,3 +353,42 @@ def test_the_run_page_draws_its_timeline_and_its_children(d: Desk, http: TestCli
     assert "succeeded" in tree.group(1) and "kid" in tree.group(1)
     kid = http.get(f"/runs/{quote(child['id'], safe='')}", headers=bearer(d.bob))
     assert kid.status_code == 200 and child["id"] in kid.text
+
+
+def test_requests_listed_to_viewers_answered_by_operators(d: Desk, http: TestClient) -> None:
+    run = d.client.enqueue("refund", {"order": "A-17"})
+    d.reach(run.id, "waiting")
+    listed = http.get(f"/api/runs/{run.id}/requests", headers=bearer(d.bob))
+    assert listed.status_code == 200, listed.text
+    [req] = listed.json()
+    assert (req["name"], req["payload"], req["responders"]) == ("refund", {"order": "A-17"}, ["oncall"])
+    url = f"/api/runs/{run.id}/requests/{req['id']}"
+    answer = {"answer": {"amount": 30, "reason": "late"}}
+    viewer = http.post(url, json=answer, headers=bearer(d.bob))
+    assert viewer.status_code == 403 and "operator role" in viewer.json()["error"], viewer.text
+    bad = http.post(url, json={"answer": {"amount": -1, "reason": "x"}}, headers=bearer(d.olga))
+    assert bad.status_code == 409 and "the answer.amount must be >= 0" in bad.json()["error"], bad.text
+    no_body = http.post(url, json={}, headers=bearer(d.olga))
+    assert no_body.status_code == 400
+
+    # The run page shows the request, with a form for olga (an operator among the responders).
+    csrf = sign_in(http, d.olga)
+    page = http.get(f"/runs/{run.id}")
+    assert "Requests" in page.text and "Refund {amount: integer, reason: string}" in page.text
+    assert f'action="/runs/{run.id}/respond/{req["id"]}"' in page.text
+    form = {"csrf": csrf, "answer_json": json.dumps(answer["answer"])}
+    posted = http.post(f"/runs/{run.id}/respond/{req['id']}", data=form, follow_redirects=False)
+    assert posted.status_code == 303, posted.text
+    assert d.client.wait(run.id, timeout=20).result == {
+        "order": "A-17",
+        "amount": 30,
+        "reason": "late",
+        "type": "Refund",
+    }
+
+    again = http.post(url, json=answer, headers=bearer(d.olga))
+    assert again.status_code == 200 and again.json()["again"] is True and again.json()["by"] == "olga"
+    other = http.post(url, json={"answer": {"amount": 31, "reason": "late"}}, headers=bearer(d.olga))
+    assert other.status_code == 409 and "a different answer is refused" in other.json()["error"]
+    [response] = d.journal(run.id, "response")
+    assert response["by"] == "olga" and response["who"]["how"] == "session"

@@ -82,7 +82,9 @@ def run_page(page: Path, world: World, harness: Any) -> list[str]:
                 workers.append(w)
             else:
                 assert block.marker == "", f"{where}: unknown marker {block.marker!r}"
-            exec(compile(block.code, where, "exec"), ns)
+            # as a reader runs it: without this module's `from __future__ import annotations` (a
+            # pydantic model of the page could not resolve its postponed annotations)
+            exec(compile(block.code, where, "exec", dont_inherit=True), ns)
         for name, fn in list(ns.items()):
             if name.startswith("test_") and inspect.isfunction(fn):
                 wants = inspect.signature(fn).parameters

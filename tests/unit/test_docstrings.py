@@ -34,7 +34,7 @@ VERBS = frozenset(
     is are has can must acts applies apply carries comes computes connects covers declares deals
     decides defines enqueues executes exports fetches gives hands holds journals keep keeps lets live
     makes moves puts reaches resolves says sees serves sets share shares shows show signs starts
-    stores talks takes tells tracks uses wakes owns gathers sends
+    stores talks takes tells tracks uses wakes owns gathers sends lists list publishes
     """.split()
 )
 

@@ -26,6 +26,12 @@ FENCED = {
     "wait_child",
     "await_approval",
     "await_message",
+    "await_request",
+    "publish_request",
+    "publish_approval",
+    "withdraw_requests",
+    "withdraw_approvals",
+    "wait_first",
     "release",
 }
 # Token-keyed, yet not a step of the run: giving slots back (a held result lost after it is
@@ -44,13 +50,13 @@ WORKER_APPENDS = {"submit_append", "submit_take"}
 # claimed; the wake-up of another run (a parent).
 UNFENCED = {
     # reads
-    "approval", "budget", "cutoff", "db_now", "due", "get_run", "journal", "program_served",
-    "redis_used", "run_gauges", "schedules", "unseen", "workers",
+    "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
+    "journal", "program_served", "redis_used", "run_gauges", "schedules", "unseen", "workers",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "claim", "renew", "beat_programs", "beat_worker", "forget_worker",
     "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
-    "wake_child_waiters", "turns", "prune", "advance_schedule", "declare_schedule", "insert_run",
-    "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
+    "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule",
+    "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run
     "event", "settle", "refuse_program", "wake_parent",
 }  # fmt: skip

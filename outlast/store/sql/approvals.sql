@@ -64,3 +64,27 @@ SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= (SELECT at FROM outlas
 FROM approvals a JOIN runs r ON r.id = a.run_id
 WHERE a.status = 'pending' AND r.state = 'awaiting_approval'
 ORDER BY a.created_at LIMIT %(limit)s;
+
+-- name: publish_approval
+-- An approval request of a `run.first` made visible before the run's wait (`wait_first`), fenced,
+-- once (a replay finds it, and its expiry stands). Its expiry comes back.
+WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)),
+a AS (
+    INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,
+                           authenticated)
+    SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
+           %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
+    FROM r
+    ON CONFLICT (run_id, op_id) DO NOTHING
+    RETURNING expires_at)
+SELECT expires_at FROM a
+UNION ALL
+SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND EXISTS (SELECT 1 FROM r);
+
+-- name: withdraw_approvals
+-- The approval requests that lost a `run.first`, still pending, expire now (a decision is then
+-- refused), by the lease holder.
+UPDATE approvals SET expires_at = (SELECT at FROM outlast_now())
+WHERE run_id = %(run_id)s AND op_id = ANY(%(ops)s::text[]) AND status = 'pending'
+  AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s))
+RETURNING op_id;

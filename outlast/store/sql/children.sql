@@ -72,8 +72,11 @@ RETURNING runs.id;
 -- a parent whose wait commits after this, and a worker that dies before it gets here).
 -- Not stamped as published: should the worker die before it publishes, the next sweep does.
 UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now()
-WHERE id = %(id)s AND state = 'waiting' AND reason = 'child' AND waits_for = %(child)s
-  AND wake_at IS NULL
+WHERE id = %(id)s AND waits_for = %(child)s
+  AND ((state = 'waiting' AND reason = 'child' AND wake_at IS NULL)
+       -- the first of several waits, one of them this child (a timer among them may be due later)
+       OR (state IN ('waiting', 'awaiting_approval') AND reason = 'first'
+           AND (wake_at IS NULL OR wake_at > (SELECT at FROM outlast_now()))))
 RETURNING queue;
 
 -- name: children

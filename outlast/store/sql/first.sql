@@ -1,0 +1,33 @@
+-- The first family (first.py): a run waiting on the first of several waits (`run.first`): its
+-- fenced wait, and the sweeper's wake-up of such a run whose child is final.
+
+-- name: wait_first
+-- The run waits on the first of several waits (reason 'first'): `awaiting_approval` when an
+-- approval is among them (a decision finds it so), else `waiting`; woken at the earliest due time
+-- (a timer, an expiry), by an answer, a decision, or the end of the child it `waits_for`. Run again
+-- after a lost acknowledgement, it finds the wait.
+WITH r AS (
+    UPDATE runs SET state = %(state)s, reason = 'first', waits_for = %(child)s, owner = NULL,
+        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s,
+        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+    RETURNING id),
+e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
+SELECT id AS run_id FROM r
+UNION ALL
+SELECT id FROM outlast_redone(%(run_id)s, %(token)s, %(state)s, 'first');
+
+-- name: wake_first_waiters
+-- The sweeper: a run waiting on the first of several waits, one of them a child that is final, is
+-- due now (as `wake_child_waiters` does for reason 'child': a child's end that came before the
+-- wait committed woke nothing). SKIP LOCKED, one index probe per waiting run (runs_waiting_first).
+WITH w AS (
+    SELECT p.id FROM runs p
+    WHERE p.reason = 'first' AND p.waits_for IS NOT NULL AND p.state IN ('waiting', 'awaiting_approval')
+      AND (p.wake_at IS NULL OR p.wake_at > (SELECT at FROM outlast_now()))
+      AND EXISTS (SELECT 1 FROM runs c WHERE c.id = p.waits_for AND outlast_final(c.state))
+    ORDER BY p.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now() FROM w WHERE runs.id = w.id
+RETURNING runs.id;
