@@ -98,6 +98,7 @@ class Writer:
         self._pooled = pooled
         self._unavailable = unavailable
         self.retry_for = retry_for
+        self._hurried = False  # a stopping worker: a write that fails is not retried
         # Writes queued, in order: a deque and one waker, not an asyncio.Queue (whose put and get
         # cost eight Python calls a write; the writer is its only reader and never bounds it).
         self._queue: collections.deque[_Write] = collections.deque()
@@ -127,6 +128,11 @@ class Writer:
         if self._wake is not None and not self._wake.done():
             self._wake.set_result(None)
         return w.done
+
+    def hurry(self) -> None:
+        """From now on a write that fails fails at once, the one being retried too (a worker past
+        its grace period: what it cannot write is left to the leases)."""
+        self._hurried = True
 
     async def close(self) -> None:
         if self._task is not None:
@@ -177,7 +183,7 @@ class Writer:
                     failed = [(w, exc) for w in writes]
                 else:
                     failed = await self._one_by_one(writes)
-                late = time.monotonic() > deadline
+                late = self._hurried or time.monotonic() > deadline
                 for w, why in failed:  # each judged by its own failure
                     if why is None:  # not tried: behind its run's earlier write, tried first
                         continue
@@ -187,7 +193,7 @@ class Writer:
                 if not self._warned:
                     self._warned = True
                     log.warning("store.writes_failing", retry_for=self.retry_for, error=str(exc))
-                await asyncio.sleep(delay)
+                await asyncio.sleep(0 if self._hurried else delay)
                 delay = min(delay * 2, 0.5)
                 writes = [w for w, _ in failed]
                 continue
