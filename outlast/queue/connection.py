@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
+    OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
     TryAgainError,
@@ -25,11 +26,13 @@ from outlast.queue.sentinel import is_sentinel_url, sentinel_client
 from outlast.urls import redact
 
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
-# also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).
+# also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known);
+# and a Redis full (``maxmemory`` with ``noeviction``), which refuses writes until it has room.
 OUTAGE = (
     RedisConnectionError,
     RedisTimeoutError,
     ReadOnlyError,
+    OutOfMemoryError,
     ClusterDownError,
     TryAgainError,
     RedisClusterException,
@@ -94,6 +97,11 @@ class Connection:
         return f"{self.prefix}:alive"
 
     def _unavailable(self, exc: Exception) -> ServiceUnavailable:
+        if isinstance(exc, OutOfMemoryError):
+            return ServiceUnavailable(
+                f"Redis at {redact(self.url)} is full and refuses writes ({exc}): raise its maxmemory "
+                "or free memory (what Postgres recorded is published once it has room)"
+            )
         return ServiceUnavailable(f"cannot reach Redis at {redact(self.url)}: {exc}")
 
     async def close(self) -> None:
