@@ -19,7 +19,7 @@ from tests.nemesis import Nemesis
 
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
-SEED = int(os.environ.get("OUTLAST_NEMESIS_SEED", "20261204"))
+SEED = int(os.environ.get("OUTLAST_NEMESIS_SEED", "2993"))
 SECONDS = float(os.environ.get("OUTLAST_NEMESIS_SECONDS", "40"))
 KEEP = Path(os.environ.get("OUTLAST_NEMESIS_KEEP", ROOT / ".nemesis"))
 
