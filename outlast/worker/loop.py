@@ -219,10 +219,11 @@ class Worker:
             return
         self.log.info("worker.draining", grace=self.s.grace, runs=len(self.tasks))
         _done, pending = await asyncio.wait(set(self.tasks), timeout=self.s.grace)
+        if not pending:
+            return
         # Past the grace period a write that fails is not retried: the run is left to its lease.
         self.store.writer.hurry()
         for a in list(self.active.values()):
             if a.task is not None and a.task in pending:
                 a.task.cancel()
-        if pending:
-            await asyncio.wait(pending)  # bounded by the stop's own limit
+        await asyncio.wait(pending)  # bounded by the stop's own limit (STOP_SLACK)

@@ -133,6 +133,8 @@ class Nemesis:
         self.count = 0  # runs each producer enqueues
         self.logname: dict[int, str] = {}
         self.born: dict[int, float] = {}
+        self.fence_seen = 0  # the last effect watched
+        self.fence_last: dict[str, int] = {}  # each run's newest token among its effects
         self.down: set[int] = set()  # workers killed or stopped by a fault under way
 
     # -- the servers -----------------------------------------------------------------------
@@ -396,12 +398,15 @@ class Nemesis:
             except Exception as exc:  # a fault that could not be applied is a finding of its own
                 self.report.violations.append(f"applying {f} ({'begin' if starting else 'end'}): {exc}")
             self.revive()
+            self.watch()
             with contextlib.suppress(Exception):
                 finals.append((time.monotonic() - began, self.final_count()))
         self.heal()
         faulted = time.monotonic() - began
         self.report.figures["fault phase s"] = round(faulted, 1)
-        self.report.figures["runs final during faults"] = finals[-1][1] if finals else 0
+        done = finals[-1][1] if finals else 0
+        self.report.figures["runs final during faults"] = done
+        self.report.figures["runs final per second during faults"] = round(done / faulted, 2)
         self.settle(heal_for)
         self.report.figures["healed in s"] = round(time.monotonic() - began - faulted, 1)
         (self.tmp / "stop").write_text("")
@@ -535,14 +540,27 @@ class Nemesis:
     def check_fencing(self, runs: dict[str, tuple[Any, ...]]) -> None:
         """Within a run, no effect lands with an older token than one before it (two owners
         writing after a takeover), nor with a token newer than the run's."""
-        v = self.report.violations
-        last: dict[str, int] = {}
-        for rid, token in self.world_sql("SELECT run_id, token FROM effects ORDER BY id"):
-            if token < last.get(rid, 0):
-                v.append(f"{rid}: an effect with token {token} after one with {last[rid]} (two owners)")
-            last[rid] = max(token, last.get(rid, 0))
+        self.watch()
+        for rid, token in self.fence_last.items():
             if rid in runs and token > runs[rid][2]:
-                v.append(f"{rid}: an effect with token {token}, newer than the run's {runs[rid][2]}")
+                self.report.violations.append(
+                    f"{rid}: an effect with token {token}, newer than the run's {runs[rid][2]}"
+                )
+
+    def watch(self) -> None:
+        """Continuously (after every fault's beginning and end), the effects written since the last
+        look: none with an older fencing token than an earlier effect of its run."""
+        rows = self.world_sql(
+            "SELECT id, run_id, token FROM effects WHERE id > %s ORDER BY id", self.fence_seen
+        )
+        for eid, rid, token in rows:
+            if token < self.fence_last.get(rid, 0):
+                self.report.violations.append(
+                    f"{rid}: effect {eid} with token {token} after one with {self.fence_last[rid]} "
+                    "(two owners)"
+                )
+            self.fence_last[rid] = max(token, self.fence_last.get(rid, 0))
+            self.fence_seen = eid
 
     async def verify(self, ids: list[str]) -> list[tuple[str, int]]:
         s = Settings(
