@@ -11,11 +11,15 @@ import json
 import signal
 import subprocess
 import time
+import uuid
+from pathlib import Path
 
+import psycopg
 import pytest
 
-from tests.conftest import wait_for
-from tests.faults import FaultWorld, enqueue_many
+from tests.apps import faults as faults_app
+from tests.conftest import drop_keys, drop_schemas, migrate_schema, wait_for
+from tests.faults import FaultWorld, PrivatePostgres, PrivateRedis, enqueue_many
 
 pytestmark = pytest.mark.crash
 
@@ -64,3 +68,48 @@ def test_sigterm_with_postgres_killed_mid_tool(fw: FaultWorld) -> None:
     effects = fw.effects()
     wanted = {(rid, f"op-{k}") for rid in ids for k in range(1, 6)}
     assert set(effects) == wanted and set(effects.values()) == {1}, sorted(effects.items())[:10]
+
+
+@pytest.mark.timeout(180)
+def test_sigterm_with_its_database_dropped_mid_tool(
+    services: tuple[str, str], private_servers: tuple[PrivatePostgres, PrivateRedis], tmp_path: Path
+) -> None:
+    """The database itself dropped under the worker (``DROP DATABASE ... WITH (FORCE)``): every
+    connection cut, every new one refused. Nothing is left to recover; the worker still exits
+    within its grace period (+5 s) of SIGTERM."""
+    pg, rd = private_servers
+    pg.ensure_up()
+    rd.ensure_up()
+    tag = uuid.uuid4().hex[:10]
+    with psycopg.connect(pg.url(), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "d_{tag}"'.encode())
+    w = FaultWorld(
+        pg.url(f"d_{tag}"), rd.url, f"t_{tag}", f"t{tag}", tmp_path,
+        effects_url=services[0], effects_schema=f"fx_{tag}", pg=pg, rd=rd,
+    )  # fmt: skip
+    migrate_schema(w.database_url, w.schema)
+    faults_app.setup(w.effects_url, w.effects_schema)
+    try:
+        a = w.start("dropped-a", "-c", "8", "--grace", f"{GRACE:g}", OUTLAST_GRACE=f"{GRACE:g}")
+        enqueue_many(w, "mixed", [{"seconds": 1.0} for _ in range(RUNS)])
+        busy = "SELECT count(*) FROM runs WHERE state = 'running' AND journal_len > 0"
+        wait_for(lambda: w.sql(busy)[0][0] == RUNS, 60, 0.05, "every run to be mid-tool")
+        with psycopg.connect(pg.url(), autocommit=True) as c:
+            c.execute(f'DROP DATABASE "d_{tag}" WITH (FORCE)'.encode())
+        time.sleep(0.5)
+        began = time.monotonic()
+        a.send_signal(signal.SIGTERM)
+        try:
+            a.wait(GRACE + 5)
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"the worker had not exited {time.monotonic() - began:.1f}s after SIGTERM "
+                f"(grace {GRACE:g}s) with its database dropped\n" + w.log_tail()
+            )
+        print(f"\nworker exited {time.monotonic() - began:.1f}s after SIGTERM (grace {GRACE:g}s)")
+    finally:
+        w.stop_all()
+        drop_keys(w)
+        drop_schemas(w.effects_url, w.effects_schema)
+        with psycopg.connect(pg.url(), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "d_{tag}" WITH (FORCE)'.encode())
