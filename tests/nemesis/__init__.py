@@ -102,10 +102,9 @@ class Report:
     figures: dict[str, Any] = field(default_factory=dict)
 
     def window_of(self, at: float, slack: float) -> str | None:
-        for begin, end, what in self.windows:
-            if begin - slack <= at <= end + slack:
-                return what
-        return None
+        """The faults whose window (widened by ``slack`` seconds) holds ``at``, or None."""
+        found = [what for begin, end, what in self.windows if begin - slack <= at <= end + slack]
+        return ", ".join(found) or None
 
 
 class Nemesis:
