@@ -222,7 +222,7 @@ class Worker:
         if not pending:
             return
         # Past the grace period a write that fails is not retried: the run is left to its lease.
-        self.store.writer.hurry()
+        self.store.hurry()
         for a in list(self.active.values()):
             if a.task is not None and a.task in pending:
                 a.task.cancel()
