@@ -116,6 +116,24 @@ class Connection:
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
 
+    async def refusing_writes(self) -> str | None:
+        """Why Redis refuses writes now, or None: full (``maxmemory`` reached with ``noeviction``;
+        not asked of a cluster, whose nodes each have their own)."""
+        if self.cluster:
+            return None
+        try:
+            async with self._gate:
+                memory = await self.redis.info("memory")
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
+        if limit and used >= limit and memory.get("maxmemory_policy") == "noeviction":
+            return (
+                f"Redis at {redact(self.url)} is full ({used} of maxmemory {limit} bytes, noeviction) "
+                "and refuses writes: raise its maxmemory or free memory"
+            )
+        return None
+
     async def script(self, source: str, keys: list[str], *args: str) -> Any:
         """Run a Lua script of this package's own (``rate.py``) through the gate; an outage is
         ``ServiceUnavailable``."""

@@ -47,3 +47,32 @@ def test_postgres_read_only_for_a_few_leases_moves_no_run(fw: FaultWorld) -> Non
     moved = fw.sql("SELECT count(*) FROM runs WHERE id = ANY(%s) AND fencing_token > 1", ids)[0][0]
     print(f"\nruns claimed more than once: {moved}")
     assert moved == 0, f"{moved} runs changed hands after Postgres was read-only, their owners alive"
+
+
+def test_health_fails_while_postgres_is_read_only_or_redis_is_full(fw: FaultWorld) -> None:
+    """``outlast health`` answers, and fails, naming what refuses writes and the way out: Postgres
+    read-only (``default_transaction_read_only``), Redis full (``maxmemory`` with
+    ``noeviction``); healthy again once each is over."""
+    assert fw.rd is not None
+    healthy = fw.cli("health")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    read_only(fw, True)
+    try:
+        found = fw.cli("health")
+    finally:
+        read_only(fw, False)
+    assert found.returncode == 1 and "refuses writes (a standby not promoted" in found.stderr, found.stderr
+    r = fw.redis()
+    try:
+        used = int(r.info("memory")["used_memory"])
+        r.config_set("maxmemory-policy", "noeviction")
+        r.config_set("maxmemory", str(used))
+        full = fw.cli("health")
+    finally:
+        r.config_set("maxmemory", "0")
+        r.close()
+    assert full.returncode == 1 and "is full" in full.stderr and "raise its maxmemory" in full.stderr, (
+        full.stderr
+    )
+    again = fw.cli("health")
+    assert again.returncode == 0, again.stderr
