@@ -594,10 +594,11 @@ class Nemesis:
         for w in range(len(WORKERS)):
             self.signal(w, signal.SIGCONT)
             self.signal(w, signal.SIGKILL)
-        for p in [*self.producers, *(q for q in self.procs.values() if q is not None)]:
+        for p in self.producers:
             with contextlib.suppress(Exception):
                 p.kill()
                 p.wait(10)
+        self.world.stop_all()  # every worker process ever started, reaped
         with contextlib.suppress(Exception):
             self.links.close()
         self.pair.destroy()

@@ -7,6 +7,7 @@ old ones are closed) and mended."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -56,6 +57,12 @@ class Link:
         assert task is not None
         self._clients.add(task)
         task.add_done_callback(self._clients.discard)
+        # Closed by reset() or shut(): ends quietly (asyncio's server asks a cancelled
+        # connection's task for its exception, and logs the CancelledError otherwise).
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._forward(reader, writer)
+
+    async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await self.up.wait()  # a cut link accepts and hangs
         try:
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target())
