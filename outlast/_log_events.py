@@ -15,6 +15,14 @@ EVENTS: dict[str, str] = {
     "worker.stopping": "A worker got a `signal`: it stops taking work and hands over within `grace` seconds.",
     "worker.draining": "A stopping worker waits up to `grace` seconds for its `runs` in flight.",
     "worker.stopped": "A worker stopped.",
+    "worker.stop_forced": (
+        "A stopping worker's hand-over outlasted its `grace` plus a few seconds (Postgres or Redis "
+        "out of reach): it exits anyway, leaving `runs` to their leases."
+    ),
+    "library.log": (
+        "A library's own log record (`logger`, `message`, `exception`), such as psycopg_pool's "
+        "failed connection attempts."
+    ),
     "worker.step_failing": "A background `step` failed (`error`); it is tried again.",
     "pool.stopping": "The process pool got a `signal`: it stops its worker processes.",
     "pool.process_exited": "A worker process `pid` died (`how`; `served`: whether it had served); "

@@ -34,9 +34,39 @@ def drop_payloads(
     return event_dict
 
 
+class Library(logging.Handler):
+    """The libraries' own log records (psycopg_pool's ``error connecting in 'pool-1'``, asyncio's)
+    as structured lines: ``library.log`` with the record's ``logger`` and ``message``. Without it
+    Python prints them as plain lines, in the middle of a JSON log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            extra = {}
+            if record.exc_info:
+                extra["exception"] = logging.Formatter().formatException(record.exc_info)
+            message = record.getMessage()
+            structlog.get_logger(record.name).log(
+                record.levelno, "library.log", logger=record.name, message=message, **extra
+            )
+        except Exception:  # a log line must never break its caller
+            self.handleError(record)
+
+
+def route_libraries(on: bool) -> None:
+    """Send the standard library's log records (warnings and up) through the structured log, or
+    stop (``on`` False); one handler at most, however often it is called."""
+    root = logging.getLogger()
+    for h in [h for h in root.handlers if isinstance(h, Library)]:
+        root.removeHandler(h)
+    if on:
+        root.addHandler(Library(logging.WARNING))
+
+
 def configure(fmt: str = "auto", level: int = logging.INFO) -> None:
-    """``fmt``: ``json``, ``console`` or ``auto`` (console on a terminal, JSON otherwise)."""
+    """``fmt``: ``json``, ``console`` or ``auto`` (console on a terminal, JSON otherwise). In JSON
+    every line is JSON: the libraries' log records go through the structured log too."""
     json_out = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    route_libraries(json_out)
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer(ensure_ascii=False)
         if json_out

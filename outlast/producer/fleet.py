@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from outlast._latency import BOUNDS, summary
+from outlast._urls import redact
 from outlast.errors import SchemaError, ServiceUnavailable
 from outlast.producer.core import ClientCore
 from outlast.queue import run_id_problem
@@ -36,6 +37,12 @@ class Fleet(ClientCore):
             await self.store.check_schema()
             fine.append(f"schema '{self.settings.schema}' at version {SCHEMA_VERSION}")
             schema_ok = True
+            if not await self.store.writable():
+                wrong.append(
+                    f"Postgres at {redact(self.settings.database_url or '')} refuses writes (a standby "
+                    "not promoted, or default_transaction_read_only on): point OUTLAST_DATABASE_URL at "
+                    "the primary, or turn read-only off"
+                )
         except (ServiceUnavailable, SchemaError) as exc:
             wrong.append(str(exc))
         try:
@@ -46,6 +53,8 @@ class Fleet(ClientCore):
         try:
             await self.queue.ping()
             fine.append("redis answers")
+            if full := await self.queue.refusing_writes():
+                wrong.append(full)
         except ServiceUnavailable as exc:
             wrong.append(str(exc))
         if worker and schema_ok:

@@ -124,6 +124,8 @@ class _Shown(_Loop):
 
 class _Decisions(_Loop):
     approvals = _blocking(AsyncClient.approvals)
+    approval = _blocking(AsyncClient.approval)
+    pending_approvals = _blocking(AsyncClient.pending_approvals)
     approve = _blocking(AsyncClient.approve)
     reject = _blocking(AsyncClient.reject)
     revise = _blocking(AsyncClient.revise)

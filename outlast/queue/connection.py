@@ -14,6 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
     ConnectionError as RedisConnectionError,
+    OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
     TimeoutError as RedisTimeoutError,
@@ -25,11 +26,13 @@ from outlast.errors import ServiceUnavailable
 from outlast.queue.sentinel import is_sentinel_url, sentinel_client
 
 # Errors that mean "Redis is not there (or not writable) right now": retry later. On a cluster,
-# also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known).
+# also a slot with no master for now (CLUSTERDOWN, TRYAGAIN while a slot moves, no node known);
+# and a Redis full (``maxmemory`` with ``noeviction``), which refuses writes until it has room.
 OUTAGE = (
     RedisConnectionError,
     RedisTimeoutError,
     ReadOnlyError,
+    OutOfMemoryError,
     ClusterDownError,
     TryAgainError,
     RedisClusterException,
@@ -94,6 +97,11 @@ class Connection:
         return f"{self.prefix}:alive"
 
     def _unavailable(self, exc: Exception) -> ServiceUnavailable:
+        if isinstance(exc, OutOfMemoryError):
+            return ServiceUnavailable(
+                f"Redis at {redact(self.url)} is full and refuses writes ({exc}): raise its maxmemory "
+                "or free memory (what Postgres recorded is published once it has room)"
+            )
         return ServiceUnavailable(f"cannot reach Redis at {redact(self.url)}: {exc}")
 
     async def close(self) -> None:
@@ -107,6 +115,24 @@ class Connection:
                 await self.redis.ping()
         except OUTAGE as exc:
             raise self._unavailable(exc) from exc
+
+    async def refusing_writes(self) -> str | None:
+        """Why Redis refuses writes now, or None: full (``maxmemory`` reached with ``noeviction``;
+        not asked of a cluster, whose nodes each have their own)."""
+        if self.cluster:
+            return None
+        try:
+            async with self._gate:
+                memory = await self.redis.info("memory")
+        except OUTAGE as exc:
+            raise self._unavailable(exc) from exc
+        limit, used = int(memory.get("maxmemory", 0)), int(memory.get("used_memory", 0))
+        if limit and used >= limit and memory.get("maxmemory_policy") == "noeviction":
+            return (
+                f"Redis at {redact(self.url)} is full ({used} of maxmemory {limit} bytes, noeviction) "
+                "and refuses writes: raise its maxmemory or free memory"
+            )
+        return None
 
     async def script(self, source: str, keys: list[str], *args: str) -> Any:
         """Run a Lua script of this package's own (``rate.py``) through the gate; an outage is

@@ -187,6 +187,11 @@ class Connection(Base):
         if check:
             await self.check_schema()
 
+    def hurry(self) -> None:
+        """A write that fails from now on fails at once, without retries (a stopping worker past
+        its grace period: what it cannot write is left to the leases)."""
+        self.writer.hurry()
+
     async def close(self) -> None:
         if self._shared is not None:
             await self._shared.close()

@@ -22,6 +22,10 @@ class Fleet(Base):
         params["worker"] = params.pop("name")
         await self._rows("beat_worker", **params)
 
+    async def writable(self) -> bool:
+        """Whether Postgres takes writes here: not a standby, not read-only by default."""
+        return bool((await self._rows("writable"))[0]["writable"])
+
     async def forget_worker(self, name: str) -> None:
         await self._rows("forget_worker", worker=name)
 

@@ -87,6 +87,7 @@ class Lane:
         self._pooled = pooled
         self._unavailable = unavailable
         self.retry_for = retry_for
+        self.hurried = False  # a stopping worker: a write that fails is not retried (Writer.hurry)
         self._conn: Conn | None = None
         self._wire: Wire | None = None
         self._warned = False
@@ -127,7 +128,7 @@ class Lane:
                     failed = [(w, exc) for w in writes]
                 else:
                     failed = await self._one_by_one(writes)
-                late = time.monotonic() > deadline
+                late = self.hurried or time.monotonic() > deadline
                 for w, why in failed:  # each judged by its own failure
                     if why is None:  # not tried: behind its run's earlier write, tried first
                         continue
@@ -137,7 +138,7 @@ class Lane:
                 if not self._warned:
                     self._warned = True
                     log.warning("store.writes_failing", retry_for=self.retry_for, error=str(exc))
-                await asyncio.sleep(delay)
+                await asyncio.sleep(0 if self.hurried else delay)
                 delay = min(delay * 2, 0.5)
                 writes = [w for w, _ in failed]
                 continue

@@ -29,6 +29,11 @@ _WAYS_OUT = (
     ),
     ("no pg_hba.conf entry", "allow this host and user in the server's pg_hba.conf"),
     ("connection refused", "is Postgres running there? check the host and port in OUTLAST_DATABASE_URL"),
+    (
+        "read-only transaction",
+        "it refuses writes: a standby not promoted, or default_transaction_read_only on; point "
+        "OUTLAST_DATABASE_URL at the primary",
+    ),
 )
 
 

@@ -117,6 +117,12 @@ class Writer:
         self._poke()
         return w.done
 
+    def hurry(self) -> None:
+        """From now on a write that fails fails at once, the one being retried too (a worker past
+        its grace period: what it cannot write is left to the leases)."""
+        for lane in self.lanes:
+            lane.hurried = True
+
     def _poke(self) -> None:
         self._stuck = False
         if self._wake is not None and not self._wake.done():

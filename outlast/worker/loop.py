@@ -37,6 +37,10 @@ from outlast.worker.threads import TOOL_THREADS
 
 log = structlog.get_logger("outlast.worker")
 
+# Seconds past the grace period that a stopping worker gives its hand-over (the runs released, the
+# entries acknowledged) before it exits anyway; its caller closes the store and queue after.
+STOP_SLACK = 3.0
+
 __all__ = ["Active", "Worker"]
 
 
@@ -121,6 +125,25 @@ class Worker:
             work.append(asyncio.create_task(self.every(metrics.REFRESH, self._gauges)))
         beat = asyncio.create_task(self._heartbeat_loop())  # goes on while runs are handed over
         await self.stopping.wait()
+        try:
+            # Whatever Postgres and Redis do (gone, paused, refusing), the hand-over ends within
+            # the grace period and a bound: what it could not write is left to the leases, as
+            # after a crash (the journal is the truth; the entries stay unacknowledged).
+            async with asyncio.timeout(self.s.grace + STOP_SLACK):
+                await self._stop(work)
+        except TimeoutError:
+            self.log.warning("worker.stop_forced", grace=self.s.grace, runs=len(self.tasks))
+            for t in (*work, *self.tasks):
+                t.cancel()
+        self._done.set()
+        beat.cancel()
+        await asyncio.gather(beat, return_exceptions=True)
+        for t in self._timers:  # the sweeper wakes these runs instead
+            t.cancel()
+        self.log.info("worker.stopped")
+
+    async def _stop(self, work: list[asyncio.Task[None]]) -> None:
+        """The hand-over: reading stops, the runs finish or are released, entries acknowledged."""
         for t in work:
             t.cancel()
         await asyncio.gather(*work, return_exceptions=True)
@@ -128,13 +151,9 @@ class Worker:
         await self._hand_over()
         if self.acks.task is not None:
             await self.acks.task
-        self._done.set()
-        beat.cancel()
-        await asyncio.gather(beat, return_exceptions=True)
-        for t in self._timers:  # the sweeper wakes these runs instead
-            t.cancel()
         with contextlib.suppress(Exception):  # a record left behind is shown as gone, then swept
-            await self.store.forget_worker(self.name)
+            async with asyncio.timeout(1.0):
+                await self.store.forget_worker(self.name)
         await self.live.close()  # the chunks still queued are sent
         self.log.info("worker.stopped")
 
@@ -206,8 +225,11 @@ class Worker:
             return
         self.log.info("worker.draining", grace=self.s.grace, runs=len(self.tasks))
         _done, pending = await asyncio.wait(set(self.tasks), timeout=self.s.grace)
+        if not pending:
+            return
+        # Past the grace period a write that fails is not retried: the run is left to its lease.
+        self.store.hurry()
         for a in list(self.active.values()):
             if a.task is not None and a.task in pending:
                 a.task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=self.s.grace * 2 + 5)
+        await asyncio.wait(pending)  # bounded by the stop's own limit (STOP_SLACK)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,20 @@ def test_the_docs_table_names_every_event() -> None:
     table = load_hooks().logs_reference()
     for name, what in EVENTS.items():
         assert f"| `{name}` | {what} |" in table, name
+
+
+def test_a_librarys_own_log_record_is_a_json_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """psycopg_pool logs its failed connection attempts through the standard library: in JSON mode
+    they are JSON lines too, not plain text in the middle of the log."""
+    logs.configure("json")
+    try:
+        logging.getLogger("psycopg.pool").warning("error connecting in %r: %s", "pool-1", "refused")
+        err = capsys.readouterr().err
+    finally:
+        logs.route_libraries(False)
+        structlog.reset_defaults()
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    line = json.loads(lines[0])
+    assert line["event"] == "library.log" and line["logger"] == "psycopg.pool"
+    assert line["message"] == "error connecting in 'pool-1': refused" and line["level"] == "warning"

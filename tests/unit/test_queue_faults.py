@@ -320,3 +320,33 @@ async def test_read_levels_gives_each_level_its_count_and_survives_a_vanished_gr
     assert await queue.lost_data() != []
     await queue.publish(Q, "l0", priority="low")
     assert [d.run_id for d in (await queue.read_levels(Q, "c1", {"high": 1, "low": 1}))["low"]] == ["l0"]
+
+
+# -- Redis full --------------------------------------------------------------------------
+
+
+class _FullPipeline:
+    """A pipeline of a Redis at ``maxmemory`` with ``noeviction``: every write refused."""
+
+    async def __aenter__(self) -> _FullPipeline:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **kw: self
+
+    async def execute(self) -> Any:
+        from redis.exceptions import OutOfMemoryError
+
+        raise OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+
+
+async def test_a_full_redis_is_an_outage_that_says_so(queue: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A publish refused by a full Redis is ServiceUnavailable (the run stays recorded, the
+    producer may retry, the sweeper publishes it), not redis-py's own error, and its line says
+    what to do."""
+    monkeypatch.setattr(queue.redis, "pipeline", lambda **kw: _FullPipeline())
+    with pytest.raises(ServiceUnavailable, match=r"is full and refuses writes .*raise its maxmemory"):
+        await queue.publish(Q, "r1")

@@ -271,3 +271,22 @@ async def test_a_lanes_failed_batch_is_retried_without_touching_the_other_lanes(
     committed = [sql for wire in wires for sql in wire.committed]
     assert sorted(committed) == sorted(["first", "second"] + [f"other-{i}" for i in range(5)])
     assert committed.index("first") < committed.index("second")
+
+
+async def test_a_hurried_writer_retries_nothing() -> None:
+    """A worker past its grace period hurries its writer: the write being retried (Postgres gone,
+    ``retry_for`` 60 s) fails now, and so does a later one at its first failure."""
+
+    async def connect() -> Any:
+        raise psycopg.OperationalError("connection refused")
+
+    w = Writer(connect, lambda exc: ServiceUnavailable(str(exc)), 60.0)
+    first = w.submit("first", {}, key="run-1")
+    await asyncio.sleep(0.3)  # a few tries, then the backoff
+    assert not first.done()
+    w.hurry()
+    with pytest.raises(ServiceUnavailable):
+        await asyncio.wait_for(first, 1.0)
+    with pytest.raises(ServiceUnavailable):
+        await asyncio.wait_for(w.write("second", {}, key="run-2"), 1.0)
+    await w.close()

@@ -21,6 +21,11 @@ WITH w AS (
 INSERT INTO worker_code (name, code_version) SELECT name, %(code_version)s FROM w
 ON CONFLICT (name) DO UPDATE SET code_version = EXCLUDED.code_version;
 
+-- name: writable
+-- Whether a transaction here may write (outlast health): not on a standby not yet promoted, nor
+-- with default_transaction_read_only on; either refuses every write of a worker.
+SELECT NOT pg_is_in_recovery() AND current_setting('transaction_read_only') = 'off' AS writable;
+
 -- name: forget_worker
 DELETE FROM workers WHERE name = %(worker)s;
 
