@@ -104,11 +104,11 @@ async def pair(run: Any) -> list[Any]:
 
 @app.workflow("reply_or_timer")
 async def reply_or_timer(
-    run: Any, seconds: float = 3600.0, timer_first: bool = False, then: bool = False
+    run: Any, seconds: float = 3600.0, timer_first: bool = False, then: bool = False, timeout: Any = None
 ) -> dict[str, Any]:
-    """The first of a message on ``reply`` and a timer (the timer given first if ``timer_first``),
-    acted on once; then, if ``then``, the next message on ``reply``."""
-    waits = [run.receive("reply"), run.sleep(seconds)]
+    """The first of a message on ``reply`` (None after ``timeout``) and a timer (given first if
+    ``timer_first``), acted on once; then, if ``then``, the next message on ``reply``."""
+    waits = [run.receive("reply", timeout=timeout), run.sleep(seconds)]
     if timer_first:
         waits.reverse()
     won = await run.first(*waits)

@@ -74,6 +74,20 @@ def test_a_message_for_a_losing_receive_stays_for_the_next_receive(world: World,
     assert taken(world, run.id) == [("m-1", "op-5")]  # taken by the next receive, not by the race
 
 
+def test_a_receive_timeout_among_the_waits_is_a_durable_timer(world: World, client: Client) -> None:
+    run = client.enqueue("reply_or_timer", {"seconds": 3600, "timeout": 0.3})
+    with worker(world, chat.app):
+        assert done(client, run.id) == {"kind": "message", "value": None, "then": None}
+    kinds = [(k, op) for k, op, _ in journal(world, run.id)][:3]
+    assert kinds == [("receive", "op-1"), ("timer", "op-2"), ("first", "op-3")]  # its due time, once
+    (entry,) = firsts(world, run.id)
+    assert (entry["won"], entry["outcome"]) == (0, {"channel": "reply", "timeout": True})
+    with_messages = client.enqueue("reply_or_timer", {"seconds": 3600, "timeout": 3600})
+    client.send(with_messages.id, "reply", "in time")
+    with worker(world, chat.app):
+        assert done(client, with_messages.id) == {"kind": "message", "value": "in time", "then": None}
+
+
 def test_a_send_that_commits_while_the_first_wait_is_made_is_not_lost(world: World, client: Client) -> None:
     """The run looked at its inbox (nothing), then a send holds the run row while the run's wait
     on the first of a receive and a timer is sent: the wait blocks on it and is refused once it
