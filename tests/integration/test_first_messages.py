@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 import psycopg
+import pytest
 
 from outlast import Client
 from outlast.store import Store
@@ -86,6 +87,32 @@ def test_a_receive_timeout_among_the_waits_is_a_durable_timer(world: World, clie
     client.send(with_messages.id, "reply", "in time")
     with worker(world, chat.app):
         assert done(client, with_messages.id) == {"kind": "message", "value": "in time", "then": None}
+
+
+def test_a_message_sent_just_before_the_wait_commits_is_taken(
+    world: World, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real worker: a send commits after the run looked at its inbox and before its wait is
+    sent. The wait is refused (the count moved), the worker looks again and the message wins."""
+    from outlast.store.first import Firsts
+
+    real, waits = Firsts.wait_first, []
+
+    async def raced(self: Firsts, run_id: str, token: int, **kw: Any) -> bool:
+        if not waits:
+            with psycopg.connect(world.database_url, options=f"-c search_path={world.schema}") as c:
+                c.execute("SELECT * FROM outlast_send(%s, 'reply', '\"raced\"'::jsonb, 'r-1')", (run_id,))
+        committed = await real(self, run_id, token, **kw)
+        waits.append(committed)
+        return committed
+
+    monkeypatch.setattr(Firsts, "wait_first", raced)
+    run = client.enqueue("reply_or_timer", {"seconds": 3600})
+    with worker(world, chat.app):
+        assert done(client, run.id) == {"kind": "message", "value": "raced", "then": None}
+    assert waits == [False]  # refused once; the second look found the message
+    assert world.sql("SELECT fencing_token FROM runs WHERE id = %s", run.id) == [(1,)]  # one claim
+    assert taken(world, run.id) == [("r-1", "op-3")]
 
 
 def test_a_send_that_commits_while_the_first_wait_is_made_is_not_lost(world: World, client: Client) -> None:
