@@ -1,4 +1,4 @@
--- The whole outlast schema, version 26: what its migrations
+-- The whole outlast schema, version 27: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -125,6 +125,7 @@ CREATE TABLE outlast.runs (
     started_at timestamp with time zone,
     messages_sent bigint DEFAULT 0 NOT NULL,
     messages_waiting integer DEFAULT 0 NOT NULL,
+    waits_channels text[],
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );
@@ -166,7 +167,7 @@ DECLARE
     what text := format('run %L, channel %L', p_run_id, p_channel);
 BEGIN
     SELECT runs.id, runs.state, runs.reason, runs.waits_for, runs.wake_at, runs.messages_waiting,
-           runs.queue AS q INTO r
+           runs.queue AS q, runs.waits_channels INTO r
     FROM runs WHERE runs.id = p_run_id FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'unknown',
@@ -195,7 +196,9 @@ BEGIN
         RETURN;
     END IF;
     at := (SELECT o.at FROM outlast_now() o);
-    woke := r.state = 'waiting' AND r.reason = 'message' AND r.waits_for = p_channel
+    woke := ((r.state = 'waiting' AND r.reason = 'message' AND r.waits_for = p_channel)
+             OR (r.state IN ('waiting', 'awaiting_approval') AND r.reason = 'first'
+                 AND p_channel = ANY (r.waits_channels)))
             AND (r.wake_at IS NULL OR r.wake_at > at);
     UPDATE runs SET messages_sent = runs.messages_sent + 1, messages_waiting = runs.messages_waiting + 1,
         wake_at = CASE WHEN woke THEN at ELSE runs.wake_at END

@@ -1,6 +1,7 @@
 """A message's round trip at light load: from ``send`` called to the workflow holding the message
 (``run.receive`` returned), one message at a time, each run waiting (no worker held) when its
-next message is sent. Printed as p50 and p99, beside how long ``send`` itself took.
+next message is sent. Printed as p50 and p99, from ``send`` called and from ``send`` returned,
+beside how long ``send`` itself took.
 
     OUTLAST_DATABASE_URL=... OUTLAST_REDIS_URL=... PYTHONPATH=. python3 bench/messages.py --runs 10 --turns 20
 
@@ -52,7 +53,7 @@ def main() -> None:
     h = Harness.create(app, db, rd, sweep_interval=1.0)
     try:
         h.start_worker()
-        trips, sends = [], []
+        trips, sends, after = [], [], []
         for r in range(a.runs):
             run = h.client.enqueue("turns", {"n": a.turns})
             for k in range(a.turns):
@@ -64,11 +65,13 @@ def main() -> None:
                 with arrived:
                     arrived.wait_for(lambda mid=mid: mid in held, timeout=30)
                 trips.append((held[mid] - began) * 1000)
+                after.append((held[mid] - sent) * 1000)
                 sends.append((sent - began) * 1000)
             h.wait(run.id)
         load = os.getloadavg()[0]
         print(f"{len(trips)} messages ({a.runs} runs x {a.turns} turns), load average {load:.1f}")
         print(f"send -> workflow holds it: p50 {pct(trips, 0.5):.1f} ms, p99 {pct(trips, 0.99):.1f} ms")
+        print(f"send returns -> held:      p50 {pct(after, 0.5):.1f} ms, p99 {pct(after, 0.99):.1f} ms")
         print(f"send() itself:             p50 {pct(sends, 0.5):.1f} ms, p99 {pct(sends, 0.99):.1f} ms")
         print(f"mean round trip {statistics.mean(trips):.1f} ms")
     finally:

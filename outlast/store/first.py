@@ -23,9 +23,13 @@ class Firsts(Base):
         wake_at: datetime | None,
         child: str | None,
         detail: dict[str, Any],
+        channels: list[str] | None = None,
+        seen: int | None = None,
     ) -> bool:
         """Give up the lease and wait (``state``: ``waiting``, or ``awaiting_approval`` when an
-        approval is among the waits) until ``wake_at``, an answer, a decision or ``child``'s end."""
+        approval is among the waits) until ``wake_at``, an answer, a decision, ``child``'s end or a
+        message on one of ``channels``; with channels, only if the run's count of accepted messages
+        is still ``seen`` (False: look again, as a fenced-out wait is)."""
         rows = await self._write(
             "wait_first",
             run_id=run_id,
@@ -34,6 +38,8 @@ class Firsts(Base):
             wake_at=wake_at,
             child=child,
             detail=Jsonb(detail),
+            channels=channels or None,
+            seen=seen,
         )
         return bool(rows)
 

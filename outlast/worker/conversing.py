@@ -49,17 +49,23 @@ class Conversing:
         return Wait("request", op_id, spec, lambda: self._pausing(self._requests.request(op_id, **spec)))
 
     def first(self, *waits: Wait[Any]) -> Awaitable[Won]:
-        """The first of ``waits`` to be ready (a timer due, an answer, a decision, a child's end):
+        """The first of ``waits`` to be ready (a timer due, an answer, a decision, a child's end, a
+        message):
         ``Won(index, value)``, one journal entry, replayed the same; the others are withdrawn.
         The run waits meanwhile with no worker held (reason ``first``)."""
         op_id = self._replayer.position()
         return self._pausing(self._first.first(op_id, list(waits)))
 
-    def receive(self, channel: str, timeout: float | None = None) -> Awaitable[Any]:
+    def receive(self, channel: str, timeout: float | None = None) -> Wait[Any]:
         """The next message on ``channel``, oldest first (as its declared type, if any), or None
         once ``timeout`` seconds pass (a durable timer). The run waits (reason ``message``) with
-        no worker held; a message it took is served from its journal on every resume."""
-        return self._pausing(self._waits.receive(self._replayer.position(), channel, timeout))
+        no worker held; a message it took is served from its journal on every resume. Given to
+        ``first``, it takes a message only if it wins."""
+        op_id = self._replayer.position()
+        spec: dict[str, Any] = {"channel": channel, "timeout": timeout}
+        return Wait(
+            "message", op_id, spec, lambda: self._pausing(self._waits.receive(op_id, channel, timeout))
+        )
 
     def callback(self, channel: str, *, expires_in: float = 86400.0) -> Awaitable[str]:
         """An unguessable URL whose POSTed body becomes a message on ``channel`` of this run, good

@@ -4,18 +4,22 @@
 and its value (``Won``).
 
 A durable wait's call (``run.sleep``, ``run.sleep_until``, ``run.approval``, ``run.request``,
-``child.result()``) returns a ``Wait``: awaited alone, it is that wait; given to ``run.first``, it is
-one of the waits that race. Each wait is asked as it is alone (its position, and the entry that
-asks it: ``timer``, ``approval``, ``request``), then the first that is ready wins: its outcome is
+``run.receive``, ``child.result()``) returns a ``Wait``: awaited alone, it is that wait; given to
+``run.first``, it is one of the waits that race. Each wait is asked as it is alone (its position,
+and the entry that asks it: ``timer``, ``approval``, ``request``, a receive's ``receive`` for its
+timeout), then the first that is ready wins: its outcome is
 one journal entry (``first``: the waits, which won, its outcome), replayed the same way. While none
 is ready the run waits with no worker held (reason ``first``; ``awaiting_approval`` when an approval
 is among the waits, so that a decision finds it), woken at the earliest due time (a timer, an
-expiry), by an answer, a decision, or the end of its child. The losing waits are withdrawn: a
-request is ``withdrawn`` (an answer is refused), an approval request expires, a timer is nothing
-the run waits for any more, a child runs on unawaited. When more than one is ready by the time the
-run looks, the first in the order given wins. A wait is a kind of crossing, so a wait of another
-kind (a message's ``receive``) joins by giving its ask, readiness, value, withdrawal and what the
-run's wait needs (``_Branch``).
+expiry), by an answer, a decision, the end of its child, or a message on a channel it receives
+on (``waits_channels``: a send wakes it; the wait commits only if no message was accepted since the
+run looked, as a receive's does). A receive that wins takes its message in the statement that
+journals the ``first`` entry; one that loses takes nothing (the message stays for the next
+receive). The losing waits are withdrawn: a request is ``withdrawn`` (an answer is refused), an
+approval request expires, a timer is nothing the run waits for any more, a child runs on
+unawaited. When more than one is ready by the time the run looks, the first in the order given
+wins. A wait of another kind joins by giving its ask, readiness, value, withdrawal and what the
+run's wait needs.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from outlast.errors import Fenced, InvalidInput
 from outlast.worker.control import Suspended
+from outlast.worker.inbox import Inbox
 from outlast.worker.requests import RunRequests
 from outlast.worker.wait import Wait, Won
-from outlast.worker.waits import Waits
 
 if TYPE_CHECKING:
     from outlast.worker.children import RunChildren
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
 class First:
     """The run's composed waits."""
 
-    def __init__(self, requests: RunRequests, waits: Waits, children: RunChildren) -> None:
+    def __init__(self, requests: RunRequests, waits: Inbox, children: RunChildren) -> None:
         self.run_id = requests.run_id
         self._store, self._control, self._writes = requests.store, requests.control, requests.writes
         self._replayer, self._settled = requests.replayer, requests.settled
@@ -60,17 +64,49 @@ class First:
                 e.data["won"], self._value(waits[e.data["won"]], asked[e.data["won"]], e.data["outcome"])
             )
         await r.go_live(op_id, lambda: f"first of {', '.join(ops)}")
-        now = await self._control.db(self._store.db_now())
-        for i, (w, a) in enumerate(zip(waits, asked, strict=True)):
-            outcome = await self._outcome(w, a, now)
-            if outcome is not None:
-                await r.append("first", op_id, {"ops": ops, "won": i, "won_kind": w.kind, "outcome": outcome})
-                await self._withdraw(waits, i)
-                return Won(i, self._value(w, a, outcome))
-        await self._settled()  # parallel calls journal their results before the run lets go
-        await r.go_live(op_id, lambda: f"the first of {', '.join(ops)}")
-        await self._wait(op_id, waits, asked)
-        raise AssertionError("unreachable")  # _wait raises Suspended
+        while True:
+            won, seen = await self._race(op_id, waits, asked)
+            if won is not None:
+                return won
+            await self._settled()  # parallel calls journal their results before the run lets go
+            await r.go_live(op_id, lambda: f"the first of {', '.join(ops)}")
+            await self._wait(op_id, waits, asked, seen)  # raises Suspended, or a message came: look again
+
+    async def _race(
+        self, op_id: str, waits: list[Wait[Any]], asked: list[Any]
+    ) -> tuple[Won | None, int | None]:
+        """The first ready wait, journaled (a message taken by the same statement), and its losers
+        withdrawn; or None and the run's count of accepted messages at its first look (None: no
+        receive among the waits), which the run's wait must still find."""
+        seen: int | None = None
+        async with self._waits.taking:  # a parallel receive never takes the message looked at
+            now = await self._control.db(self._store.db_now())
+            for i, (w, a) in enumerate(zip(waits, asked, strict=True)):
+                if w.kind == "message":
+                    outcome, count = await self._message(w, a, now)
+                    seen = count if seen is None else seen
+                else:
+                    outcome = await self._outcome(w, a, now)
+                if outcome is None:
+                    continue
+                data = {"ops": [w.op_id for w in waits], "won": i, "won_kind": w.kind, "outcome": outcome}
+                await self._replayer.append("first", op_id, data, take=outcome.get("message_id"))
+                break
+            else:
+                return None, seen
+        await self._withdraw(waits, i)
+        return Won(i, self._value(w, a, outcome)), seen
+
+    async def _message(
+        self, w: Wait[Any], until: datetime | None, now: datetime
+    ) -> tuple[dict[str, Any] | None, int]:
+        """A receive's outcome: the channel's oldest message (taken if it wins), its timeout if
+        due, or None; and the run's count of accepted messages."""
+        channel = w.spec["channel"]
+        data, seen = await self._waits.look(channel)
+        if data is None and until is not None and until <= now:
+            data = {"channel": channel, "timeout": True}
+        return data, seen
 
     async def _ask(self, w: Wait[Any]) -> Any:
         s = w.spec
@@ -81,6 +117,10 @@ class First:
             return await self._waits.ask_approval(w.op_id, **s)
         if w.kind == "request":
             return await self._requests.ask(w.op_id, **s)
+        if w.kind == "message":  # its timeout's due time (journaled once), or None
+            self._waits.check_receive(s["channel"], s["timeout"])
+            self._replayer.enter(w.op_id)
+            return await self._waits.timer(w.op_id, s["channel"], s["timeout"])
         self._replayer.enter(w.op_id)  # a child's result: its outcome is the first entry's
         return s["child"]
 
@@ -103,6 +143,8 @@ class First:
             return self._waits.decision(w.op_id, asked.action, outcome, asked.real)
         if w.kind == "request":
             return self._requests.answer(w.op_id, asked, outcome)
+        if w.kind == "message":
+            return self._waits.served(w.spec["channel"], outcome)
         return self._children.outcome(asked, outcome)
 
     async def _withdraw(self, waits: list[Wait[Any]], won: int) -> None:
@@ -120,12 +162,14 @@ class First:
                 self._writes.fenced("withdraw", self._store.withdraw_approvals(self.run_id, token, approvals))
             )
 
-    async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any]) -> None:
-        """Publish the requests among the waits, then the run's wait (each fenced); raise ``Suspended``."""
+    async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any], seen: int | None) -> None:
+        """Publish the requests among the waits, then the run's wait (each fenced); raise
+        ``Suspended``. Returns if a message was accepted since the count ``seen``: look again."""
         token, dues = self._control.token, []
         for w, a in zip(waits, asked, strict=True):
-            if w.kind == "timer":
-                dues.append(a)
+            if w.kind in ("timer", "message"):
+                if a is not None:
+                    dues.append(a)
                 continue
             if w.kind == "approval":
                 made = self._store.publish_approval(self.run_id, token, w.op_id, **a.row())
@@ -149,10 +193,14 @@ class First:
             wake_at=wake_at,
             child=children[0] if children else None,
             detail=detail | {"first": op_id},
+            channels=[w.spec["channel"] for w in waits if w.kind == "message"],
+            seen=seen,
         )
-        if not await self._control.db(self._writes.fenced("wait", waiting)):
+        if await self._control.db(self._writes.fenced("wait", waiting)):
+            raise Suspended(wake_at)
+        if seen is None:
             raise Fenced(self.run_id, token)
-        raise Suspended(wake_at)
+        # not committed: a message came since the look (or the run was taken over: the look says)
 
 
 def checked(run_id: str, waits: list[Any]) -> None:
@@ -163,7 +211,7 @@ def checked(run_id: str, waits: list[Any]) -> None:
         if not isinstance(w, Wait):
             raise InvalidInput(
                 f"run '{run_id}': first() takes waits (run.sleep, run.sleep_until, run.approval, "
-                f"run.request, child.result()), not {type(w).__name__}"
+                f"run.request, run.receive, child.result()), not {type(w).__name__}"
             )
     if sum(w.kind == "child" for w in waits) > 1:
         raise InvalidInput(f"run '{run_id}': first() waits for one child's result at most")

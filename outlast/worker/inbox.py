@@ -9,12 +9,13 @@ only if no message was accepted since the look: a send that raced the wait eithe
 (the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
 its due time is journaled once (a ``receive`` entry), and the run's wake-up time.
 
-The pieces are separate (``timer``, ``take``, ``wait``) so that a wait made of several can use
-them.
+The pieces are separate (``timer``, ``look``, ``take``, ``wait``, ``served``) so that a wait made of
+several (``run.first``, ``first.py``) can use them.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,7 +33,8 @@ MAX_EXPIRY = 366 * 86400.0  # a callback is good for a year at most
 class Inbox(Waits):
     """The run's durable waits (``Waits``: timers, approvals) and its side of its messages."""
 
-    async def receive(self, op_id: str, channel: str, timeout: float | None) -> Any:
+    def check_receive(self, channel: str, timeout: float | None) -> None:
+        """A receive's channel (declared, if the workflow declares channels) and timeout."""
         if not isinstance(channel, str) or not channel:
             raise InvalidInput(f"run '{self.run_id}': receive needs a channel name, got {channel!r}")
         if timeout is not None and (
@@ -40,6 +42,9 @@ class Inbox(Waits):
         ):
             raise InvalidInput(f"run '{self.run_id}', channel '{channel}': timeout must be seconds >= 0")
         check_channel(self._channels, f"run '{self.run_id}', channel '{channel}'", channel)
+
+    async def receive(self, op_id: str, channel: str, timeout: float | None) -> Any:
+        self.check_receive(channel, timeout)
         r = self._replayer
         r.enter(op_id)
         until = await self.timer(op_id, channel, timeout)
@@ -60,10 +65,15 @@ class Inbox(Waits):
                     raise Suspended(until)
         if got.data.get("channel") != channel:
             raise r.mismatch(op_id, f"receive({channel!r})")
-        if got.data.get("timeout"):
+        return self.served(channel, got.data)
+
+    def served(self, channel: str, taken: dict[str, Any]) -> Any:
+        """What a receive returns for what it took: the payload (as the channel's declared type, if
+        any), or None for a timeout."""
+        if taken.get("timeout"):
             return None
         return from_json(
-            self._channels, f"run '{self.run_id}', channel '{channel}'", channel, got.data["payload"]
+            self._channels, f"run '{self.run_id}', channel '{channel}'", channel, taken["payload"]
         )
 
     async def timer(self, op_id: str, channel: str, timeout: float | None) -> datetime | None:
@@ -85,22 +95,35 @@ class Inbox(Waits):
         """Take the channel's oldest message, journaled (one fenced statement); or None and the
         run's count of accepted messages, which a wait must still find. Receives made in parallel
         look and take one at a time: two never reach for the same message."""
-        control = self._control
-        async with self._taking:
-            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
-            if look is None or not look["held"]:
-                raise Fenced(self.run_id, control.token)
-            if look["message_id"] is None:
-                return None, int(look["messages_sent"])
-            data = {
-                "channel": channel,
-                "message_id": look["message_id"],
-                "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
-                "payload": look["payload"],
-            }
-            entry = await self._replayer.append("message", op_id, data, take=look["message_id"])
+        async with self.taking:
+            data, seen = await self.look(channel)
+            if data is None:
+                return None, seen
+            entry = await self._replayer.append("message", op_id, data, take=data["message_id"])
         failpoints.hit("after_take", channel)
-        return entry, int(look["messages_sent"])
+        return entry, seen
+
+    @property
+    def taking(self) -> asyncio.Lock:
+        """Held from a look to its take (``run.first`` holds it too)."""
+        return self._taking
+
+    async def look(self, channel: str) -> tuple[dict[str, Any] | None, int]:
+        """The channel's oldest untaken message, as a take journals it (None: none), and the run's
+        count of accepted messages; ``Fenced`` if the run is no longer held."""
+        control = self._control
+        look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+        if look is None or not look["held"]:
+            raise Fenced(self.run_id, control.token)
+        if look["message_id"] is None:
+            return None, int(look["messages_sent"])
+        data = {
+            "channel": channel,
+            "message_id": look["message_id"],
+            "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
+            "payload": look["payload"],
+        }
+        return data, int(look["messages_sent"])
 
     async def wait(self, channel: str, seen: int, until: datetime | None) -> bool:
         """Commit the run's wait on ``channel`` (fenced), unless a message was accepted since the

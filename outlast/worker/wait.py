@@ -1,7 +1,7 @@
 """A ``Wait`` is what a durable wait's call returns.
 
-The calls are ``run.sleep``, ``run.sleep_until``, ``run.approval``, ``run.request`` and
-``child.result()``; a ``Wait`` is awaited alone or given to ``run.first``, which returns a
+The calls are ``run.sleep``, ``run.sleep_until``, ``run.approval``, ``run.request``,
+``run.receive`` and ``child.result()``; a ``Wait`` is awaited alone or given to ``run.first``, which returns a
 ``Won`` (``first.py``)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class Wait(Generic[T]):
     def __init__(
         self, kind: str, op_id: str, spec: dict[str, Any], alone: Callable[[], Awaitable[T]]
     ) -> None:
-        self.kind = kind  # timer, approval, request, child
+        self.kind = kind  # timer, approval, request, message, child
         self.op_id = op_id
         self.spec = spec
         self._alone = alone

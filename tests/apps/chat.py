@@ -100,3 +100,19 @@ async def pair(run: Any) -> list[Any]:
     import asyncio
 
     return list(await asyncio.gather(run.receive("in"), run.receive("in")))
+
+
+@app.workflow("reply_or_timer")
+async def reply_or_timer(
+    run: Any, seconds: float = 3600.0, timer_first: bool = False, then: bool = False, timeout: Any = None
+) -> dict[str, Any]:
+    """The first of a message on ``reply`` (None after ``timeout``) and a timer (given first if
+    ``timer_first``), acted on once; then, if ``then``, the next message on ``reply``."""
+    waits = [run.receive("reply", timeout=timeout), run.sleep(seconds)]
+    if timer_first:
+        waits.reverse()
+    won = await run.first(*waits)
+    kind = waits[won.which].kind
+    await run.call(handle, n=0, message={"kind": kind, "value": won.value})
+    after = await run.receive("reply") if then else None
+    return {"kind": kind, "value": won.value, "then": after}

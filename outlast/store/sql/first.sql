@@ -4,13 +4,18 @@
 -- name: wait_first
 -- The run waits on the first of several waits (reason 'first'): `awaiting_approval` when an
 -- approval is among them (a decision finds it so), else `waiting`; woken at the earliest due time
--- (a timer, an expiry), by an answer, a decision, or the end of the child it `waits_for`. Run again
--- after a lost acknowledgement, it finds the wait.
+-- (a timer, an expiry), by an answer, a decision, the end of the child it `waits_for`, or a message
+-- on one of the channels it receives on (`waits_channels`). With receives among the waits, it is
+-- committed only if the run's count of accepted messages is still `seen` (as `await_message`: a
+-- send that raced it came first, and the worker looks again, or finds it waiting and wakes it).
+-- Run again after a lost acknowledgement, it finds the wait.
 WITH r AS (
     UPDATE runs SET state = %(state)s, reason = 'first', waits_for = %(child)s, owner = NULL,
+        waits_channels = %(channels)s,
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s,
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND (%(seen)s::bigint IS NULL OR messages_sent = %(seen)s::bigint)
     RETURNING id),
 e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
 SELECT id AS run_id FROM r
