@@ -69,6 +69,8 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelMessagesTypeAdapter,
     PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
     TextPartDelta,
     ToolCallPart,
 )
@@ -203,10 +205,14 @@ class AgentScope:
         """One live event of the model's stream, inside its request's operation, not journaled:
         its text goes to the run's live readers where the action can stream
         (``current_action().stream``, once runs stream live output), else nowhere."""
-        if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            stream = getattr(current_action(), "stream", None)
-            if stream is not None and event.delta.content_delta:
-                stream(event.delta.content_delta)
+        text = ""
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = event.part.content  # a text part's first piece comes with its start
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            text = event.delta.content_delta
+        stream = getattr(current_action(), "stream", None)
+        if stream is not None and text:
+            stream(text)
 
 
 def _prompt(message: Any) -> str:
