@@ -1,5 +1,7 @@
 """A support agent (pydantic-ai) that outlasts its worker: it looks an order up (a read), refunds it
-(idempotent, with an approval above 50), and emails the customer (reconciled against the outbox).
+(idempotent, with an approval above 50), emails the customer (reconciled against the outbox), streams
+its answers live (``outlast stream RUN``) and, asked to, waits for the customer's replies with no
+worker held (a message the customer sends while it works is admitted at its next model request).
 
 It needs ``outlast[agents]``. With no model named it answers from a script (no API key, no network);
 ``SUPPORT_MODEL=openai:gpt-4o`` (any pydantic-ai model name, its provider's key in the environment)
@@ -12,7 +14,9 @@ Postgres, in schema ``outlast_shop``):
     outlast enqueue support --input '{"prompt": "Refund order A7, please."}' --wait    # another
 
 Order A7 costs 80: the refund waits for an approval (``outlast approvals``, then ``outlast approve``
-or ``outlast revise``). To see a crash and a resume, start the worker armed to die once the model's
+or ``outlast revise``). With ``"replies": 1`` in the input, the run then waits for the customer's
+reply (``outlast send RUN customer '"Thanks!"'``) and answers it; ``outlast stream RUN`` shows the
+answers as they are written. To see a crash and a resume, start the worker armed to die once the model's
 second response is journaled, then start it again: the journaled responses are replayed, not asked
 for again, and the shop has one refund:
 
@@ -23,13 +27,21 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from examples import own_tables
 from outlast import NOT_EXECUTED, Action, App, Run, current_action
@@ -104,7 +116,13 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """The model when none is named: look the order up, refund it, email the customer, answer."""
+    """The model when none is named: look the order up, refund it, email the customer, answer;
+    then answer each reply of the customer."""
+    wrote = [p.content for p in getattr(messages[-1], "parts", ()) if isinstance(p, UserPromptPart)]
+    if wrote and any(isinstance(m, ModelResponse) for m in messages):  # the customer wrote again
+        return ModelResponse(
+            [TextPart(f"Thank you for your reply ({wrote[-1]}). Anything else, just write.")]
+        )
     returns = {
         p.tool_name: p.content
         for m in messages
@@ -126,8 +144,23 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     )
 
 
+async def streamed(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """The script, streamed as a provider streams: its text word by word, its tool calls whole."""
+    for index, part in enumerate(scripted(messages, info).parts):
+        if isinstance(part, TextPart):
+            words = part.content.split(" ")
+            for i, word in enumerate(words):
+                yield word if i == 0 else f" {word}"
+        elif isinstance(part, ToolCallPart):
+            yield {
+                index: DeltaToolCall(
+                    name=part.tool_name, json_args=part.args_as_json_str(), tool_call_id=part.tool_call_id
+                )
+            }
+
+
 def model() -> Model | str:
-    return os.environ.get("SUPPORT_MODEL") or FunctionModel(scripted)
+    return os.environ.get("SUPPORT_MODEL") or FunctionModel(scripted, stream_function=streamed)
 
 
 support_agent = Agent(
@@ -152,6 +185,21 @@ support_agent = Agent(
 
 
 @app.workflow("support")
-async def support(run: Run, prompt: str) -> str:
-    result = await run_agent(run, support_agent, prompt)
-    return str(result.output)
+async def support(run: Run, prompt: str, replies: int = 0) -> str:
+    """Answer the customer, streamed; then wait (no worker held, a day at most) for up to
+    ``replies`` replies on the channel ``customer``, each answered on the conversation so far.
+    The agent's last answer is the result."""
+    history: list[ModelMessage] = []
+    answer = ""
+    for turn in range(replies + 1):
+        if turn:
+            reply = await run.receive("customer", timeout=86400)
+            if reply is None:
+                break
+            prompt = reply if isinstance(reply, str) else str(reply.get("text", reply))
+        result = await run_agent(
+            run, support_agent, prompt, message_history=history, admit="customer", stream=True
+        )
+        history = result.all_messages()
+        answer = str(result.output)
+    return answer

@@ -23,15 +23,19 @@ It is built on pydantic-ai's public engine API (``BaseDurabilityCapability`` and
 ``DurableOperationBackend``), as its Temporal, DBOS and Prefect capabilities are: the framework
 keeps its tool schemas, validation, retries and event stream, and hands each durable unit here.
 
-Seams left for conversations: ``AgentScope.admit`` (input admitted at the next model request, a
-no-op until a run can receive messages) and ``AgentScope.publish`` (each live event of a streamed
-model request, inside its operation: its text goes to ``current_action().stream`` where there is
-one).
+Conversations: ``run_agent(..., admit="CHANNEL")`` admits the messages that arrived on the run's
+channel while the agent worked, once, at its next model request (``AgentScope.admit``: each taken
+with ``run.receive(CHANNEL, timeout=0)``, journaled, replayed the same on a resume), into the
+agent's own history; ``run_agent(..., stream=True)`` streams each model request, whose text goes to
+the run's live readers as it comes (``AgentScope.publish``: ``current_action().stream``), while
+the durable answer is the journaled response.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -65,9 +69,12 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelMessagesTypeAdapter,
     PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
     TextPartDelta,
     ToolCallPart,
 )
+from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
@@ -166,9 +173,9 @@ def _declared(value: Declared) -> ToolEffect:
 class AgentScope:
     """One agent run inside one outlast run: what the capability's operations go through."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, channel: str | None = None) -> None:
         self.run = run
-        self.agent_runs = 0  # agent runs started in this workflow execution: their stable ids
+        self.channel = channel  # where input admitted at the next model request arrives
         # tool call id -> the arguments approved for it, or why it is not made
         self.decided: dict[str, dict[str, Any] | str] = {}
 
@@ -182,20 +189,50 @@ class AgentScope:
         finally:
             _BODY.reset(token)
 
-    async def admit(self) -> None:
-        """Before each model request: where input that arrived while the agent worked will be
-        admitted once (``run.receive``), journaled. Nothing to admit until runs take messages."""
+    async def admit(self) -> list[str]:
+        """Before each model request: the messages that arrived on the scope's channel while the
+        agent worked, oldest first, each taken once and journaled (``run.receive`` with
+        ``timeout=0``: a message waiting is taken, else None at once, no wait), as the user's
+        prompts. A resumed run is served them from its journal."""
+        admitted: list[str] = []
+        if self.channel is None:
+            return admitted
+        while (message := await self.run.receive(self.channel, timeout=0)) is not None:
+            admitted.append(_prompt(message))
+        return admitted
 
     def publish(self, event: Any) -> None:
         """One live event of the model's stream, inside its request's operation, not journaled:
         its text goes to the run's live readers where the action can stream
         (``current_action().stream``, once runs stream live output), else nowhere."""
-        if isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-            stream = getattr(current_action(), "stream", None)
-            if stream is not None and event.delta.content_delta:
-                stream(event.delta.content_delta)
+        text = ""
+        if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+            text = event.part.content  # a text part's first piece comes with its start
+        elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+            text = event.delta.content_delta
+        stream = getattr(current_action(), "stream", None)
+        if stream is not None and text:
+            stream(text)
 
 
+def _prompt(message: Any) -> str:
+    """A message admitted as the user's prompt: a text as it is, ``{"text": ...}`` its text,
+    any other JSON as JSON."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, dict) and isinstance(message.get("text"), str):
+        return str(message["text"])
+    return json.dumps(pydantic_core.to_jsonable_python(message, fallback=repr))
+
+
+async def _ignored(ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]) -> None:
+    """The event stream handler of a run streamed for its live readers only."""
+    async for _ in events:
+        pass
+
+
+# agent runs started in each workflow execution (its Run): their stable ids, one per run_agent
+_AGENT_RUNS: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()
 _SCOPE: contextvars.ContextVar[AgentScope] = contextvars.ContextVar("outlast_agent_scope")
 _BODY: contextvars.ContextVar[Callable[[dict[str, Any]], Awaitable[Any]]] = contextvars.ContextVar(
     "outlast_agent_body"
@@ -211,14 +248,27 @@ async def _dispatched(**args: Any) -> Any:
     return await body(args)
 
 
-async def run_agent(run: Run, agent: AbstractAgent[Any, Any], user_prompt: Any = None, **kwargs: Any) -> Any:
+async def run_agent(
+    run: Run,
+    agent: AbstractAgent[Any, Any],
+    user_prompt: Any = None,
+    *,
+    admit: str | None = None,
+    stream: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Run ``agent`` (with an ``OutlastDurability``) as part of the workflow's ``run``: every model
     request and tool call is an operation of ``run``. Takes ``agent.run``'s arguments; returns its
-    ``AgentRunResult``."""
+    ``AgentRunResult``. ``admit``: a channel whose messages, arrived while the agent works, are
+    admitted once at its next model request (journaled). ``stream``: model requests are streamed
+    (the model must stream), their text sent live to ``client.stream(run_id)`` as it comes, even
+    with no ``event_stream_handler``."""
     if OutlastDurability.from_agent(agent) is None:
         raise UserError(f"run '{run.id}': the agent has no OutlastDurability capability: add it to the Agent")
+    if stream and kwargs.get("event_stream_handler") is None:
+        kwargs["event_stream_handler"] = _ignored
     scope = _SCOPE.get(None)
-    token = _SCOPE.set(scope if scope is not None and scope.run is run else AgentScope(run))
+    token = _SCOPE.set(scope if scope is not None and scope.run is run else AgentScope(run, admit))
     try:
         return await agent.run(user_prompt, **kwargs)
     finally:
@@ -300,11 +350,23 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
         scope = _SCOPE.get(None)
         if scope is None:
             return None
-        scope.agent_runs += 1  # the same count on every resume: the workflow is deterministic
-        return f"{scope.run.id}:agent-{scope.agent_runs}"
+        count = _AGENT_RUNS.get(scope.run, 0) + 1  # the same on every resume: the workflow is deterministic
+        _AGENT_RUNS[scope.run] = count
+        return f"{scope.run.id}:agent-{count}"
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         return conversation_id_from_run_id(run_id) if self.in_durable_context else None
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Admit the input that arrived while the agent worked (``AgentScope.admit``): enqueued
+        for this request, so that pydantic-ai puts it in the request and in the agent's history."""
+        scope = _SCOPE.get(None)
+        if scope is not None:
+            for prompt in await scope.admit():
+                ctx.enqueue(prompt)
+        return await super().before_model_request(ctx, request_context)
 
     def _model_stream_event_handler(self) -> EventStreamHandler[Any] | None:
         """The handler of a streamed model request's live events, inside its operation: each event
@@ -462,7 +524,6 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
 
     async def _model(self, scope: AgentScope, params: Any) -> Any:
         op, cap = self._operation, self._capability
-        await scope.admit()
 
         async def body(args: dict[str, Any]) -> Any:
             action = current_action()

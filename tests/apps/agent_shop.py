@@ -4,7 +4,9 @@ tables of the test's own schema, so a worker process killed mid-run leaves them 
 
 The script: look the order up (a read); refund it and email the customer, in parallel (two tool
 calls of one response: an idempotent refund, a reconciled email); answer. ``plain_app``'s email is a
-plain tool (in doubt after a crash); ``approving_app``'s refund above 20 needs ann's approval."""
+plain tool (in doubt after a crash); ``approving_app``'s refund above 20 needs ann's approval;
+``admitting_app``'s agent admits the messages on the channel ``customer`` at each model request, and
+the model counts in ``model_saw`` how many times each request carried the customer's message."""
 
 from __future__ import annotations
 
@@ -13,7 +15,14 @@ import signal
 from typing import Any
 
 from pydantic_ai import Agent, models
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
@@ -35,6 +44,8 @@ TABLES = """
 CREATE TABLE IF NOT EXISTS model_calls (id serial PRIMARY KEY, run_id text NOT NULL, step int NOT NULL);
 CREATE TABLE IF NOT EXISTS effects (id serial PRIMARY KEY, run_id text NOT NULL, tool text NOT NULL,
     key text NOT NULL, detail text NOT NULL);
+CREATE TABLE IF NOT EXISTS model_saw (id serial PRIMARY KEY, run_id text NOT NULL, step int NOT NULL,
+    times int NOT NULL);
 CREATE TABLE IF NOT EXISTS refunds (key text PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);
 """
 
@@ -75,6 +86,26 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse([TextPart(f"done: {said}")], usage=usage)
 
 
+CUSTOMER_SAYS = "also refund B2"
+
+
+def admitting_script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The script, counting first how many times the request carries the customer's message."""
+    times = sum(
+        p.content == CUSTOMER_SAYS
+        for m in messages
+        for p in getattr(m, "parts", [])
+        if isinstance(p, UserPromptPart)
+    )
+    step = sum(isinstance(m, ModelResponse) for m in messages) + 1
+    with connect() as c:
+        c.execute(
+            "INSERT INTO model_saw (run_id, step, times) VALUES (%s, %s, %s)",
+            (current_action().run_id, step, times),
+        )
+    return script(messages, info)
+
+
 def lookup_order(order_id: str) -> dict[str, Any]:
     """Look an order up."""
     _effect("lookup_order", order_id)
@@ -110,7 +141,9 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
     return "sent" if row else NOT_EXECUTED
 
 
-def build(name: str, email: ToolEffect, refund_approval: Approval | None = None) -> App:
+def build(
+    name: str, email: ToolEffect, refund_approval: Approval | None = None, admit: str | None = None
+) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
     returns its answer and whether an email call was in doubt (``run.in_doubt``)."""
     app = App()
@@ -124,7 +157,7 @@ def build(name: str, email: ToolEffect, refund_approval: Approval | None = None)
         model_cost={"tokens": 20},
     )
     agent = Agent(
-        FunctionModel(script),
+        FunctionModel(admitting_script if admit else script),
         name=name,
         tools=[lookup_order, refund, email_customer],
         capabilities=[durability],
@@ -132,7 +165,7 @@ def build(name: str, email: ToolEffect, refund_approval: Approval | None = None)
 
     @app.workflow(name)
     async def support(run: Run, prompt: str) -> dict[str, Any]:
-        result = await run_agent(run, agent, prompt)
+        result = await run_agent(run, agent, prompt, admit=admit)
         return {"output": result.output, "in_doubt": run.in_doubt(f"{name}.email_customer")}
 
     return app
@@ -143,3 +176,4 @@ plain_app = build("shop_plain", plain())
 approving_app = build(
     "shop_approving", reconciled(email_sent), Approval(["ann"], when=lambda args: args["amount"] > 20)
 )
+admitting_app = build("shop_admitting", reconciled(email_sent), admit="customer")

@@ -104,3 +104,26 @@ def test_killed_after_a_plain_tool_s_effect_it_is_in_doubt_never_run_twice(world
         sent = dispatches(world, run_id)
         assert (sent["lookup_order"], sent["email_customer"]) == (1, 1)  # never run twice
         assert world.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def test_killed_after_the_response_to_an_admitted_message_it_is_served_from_the_journal(world: World) -> None:
+    agent_shop.setup(world.database_url, world.schema)
+    admitting = "tests.apps.agent_shop:admitting_app"
+    with Client(settings=world.settings()) as c:
+        run_id = c.enqueue("shop_admitting", {"prompt": "refund order A1"}).id
+        c.send(run_id, "customer", agent_shop.CUSTOMER_SAYS)  # kept: admitted at the first request
+        killed(world.worker(admitting, OUTLAST_FAILPOINTS="after_result:shop_admitting:model"))
+        world.worker(admitting)
+        run = c.wait(run_id, timeout=90)
+        assert run.state == "succeeded", run.reason
+        assert model_calls(world, run_id) == [
+            1,
+            2,
+            3,
+        ]  # the response journaled before the kill: not asked again
+        # Every request carried the message once: after the resume, served from the journal (the
+        # inbox is empty), not taken again, not lost.
+        saw = world.sql("SELECT step, times FROM model_saw WHERE run_id = %s ORDER BY id", run_id)
+        assert saw == [(1, 1), (2, 1), (3, 1)]
+        taken = [e for e in c.journal(run_id) if e.data["kind"] == "message" and not e.data.get("timeout")]
+        assert [e.data["payload"] for e in taken] == [agent_shop.CUSTOMER_SAYS]

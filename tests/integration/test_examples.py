@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from examples import backlog_approval, pending_approval, research_report
-from outlast import Client
+from outlast import Client, RunRecord
 from outlast.errors import DecisionRefused
 from tests.conftest import World, wait_for
 
@@ -277,8 +277,37 @@ def test_support_agent_killed_after_a_model_response_refunds_once_after_its_appr
             assert done.result == "Done. Refund: refunded 80 for A7; email: sent."
             assert world.sql(f"SELECT order_id, amount FROM {shop}.refunds") == [("A7", 80)]
             assert world.sql(f"SELECT to_address FROM {shop}.outbox") == [("ann@example.com",)]
-            models = [e for e in c.journal(run.id) if e.kind == "result" and e.op_id in ("op-1", "op-3")]
-            assert len(models) == 2
+            journal = c.journal(run.id)
+            models = [e.op_id for e in journal if e.kind == "intention" and e.data["tool"] == "support:model"]
+            answered = [e.op_id for e in journal if e.kind == "result" and e.op_id in models]
+            assert len(models) == 4 and answered == models  # each response journaled once
+    finally:
+        world.stop_all()
+        with psycopg.connect(world.database_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{shop}" CASCADE'.encode())
+
+
+def test_support_agent_streams_its_answers_and_waits_for_the_customer_s_reply(world: World) -> None:
+    from examples import support_agent
+
+    shop = support_agent.tables_schema(world.schema)
+    try:
+        with Client(settings=world.settings()) as c:
+            world.worker("examples.support_agent:app")
+            run = c.enqueue("support", {"prompt": "Refund order A7, please.", "replies": 1})
+            ask = pending_approval(c, run.id)
+            c.approve(run.id, ask["op_id"], approver="support-lead", comment="ok", args_hash=ask["args_hash"])
+            waiting = wait_for(lambda: c.status(run.id).reason == "message", what="the reply awaited")
+            assert waiting and c.status(run.id).lease_expires_at is None  # no worker held
+            c.send(run.id, "customer", "Thanks!")
+            items = list(c.stream(run.id))  # the answers as they were written, then the run
+            done = items[-1]
+            assert isinstance(done, RunRecord) and done.state == "succeeded", done
+            thanks = "Thank you for your reply (Thanks!). Anything else, just write."
+            assert done.result == thanks
+            live = "".join(item.data for item in items[:-1])
+            assert live == "Done. Refund: refunded 80 for A7; email: sent." + thanks
+            assert len(items) > 3  # word by word, not whole
     finally:
         world.stop_all()
         with psycopg.connect(world.database_url, autocommit=True) as conn:
