@@ -100,6 +100,10 @@ ACTS = {
     "/api/batch/resume": "operator",
     "/api/batch/retry": "operator",
     "/batch/{act}": "operator",
+    "/api/runs/{run_id:path}/messages/{channel}": "operator",  # or a sender (test_messages_http)
+    "/runs/{run_id:path}/send": "operator",
+    "/api/runs/{run_id:path}/requests/{request_id}": "operator",
+    "/runs/{run_id:path}/respond/{request_id}": "operator",
 }
 
 
@@ -109,7 +113,7 @@ def test_each_route_for_each_role(d: Desk, http: TestClient) -> None:
         for r in http.app.routes  # type: ignore[attr-defined]
         if isinstance(r, Route) and "POST" in (r.methods or ()) and r.path not in ("/login", "/logout")
     }
-    assert posts == set(ACTS)
+    assert posts - {"/callbacks/{token}"} == set(ACTS)  # a callback's signed token is its own key
     gets = [
         re.sub(r"\{[^}]+\}", "x", r.path)
         for r in http.app.routes  # type: ignore[attr-defined]
