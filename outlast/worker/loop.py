@@ -155,7 +155,6 @@ class Worker:
             async with asyncio.timeout(1.0):
                 await self.store.forget_worker(self.name)
         await self.live.close()  # the chunks still queued are sent
-        self.log.info("worker.stopped")
 
     def stop(self) -> None:
         self.stopping.set()
