@@ -455,6 +455,8 @@ def test_two_dashboard_processes_share_one_session_across_a_restart(d: Desk, bro
     card.locator("textarea[name=comment]").fill("on the second process")
     card.locator("button.approve").click()  # its form's CSRF token holds on either process
     on_two.wait_for_url(run_url(two, run.id))
+    # the decision is committed before the redirect; its journal entry, when a worker resumes the run
+    wait_for(lambda: d.journal(run.id, "decision"), what="the decision journaled by the resumed run")
     [decision] = d.journal(run.id, "decision")
     assert "alice" in str(decision) and "on the second process" in str(decision)
 
