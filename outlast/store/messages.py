@@ -37,7 +37,8 @@ class Messages(Base):
     ) -> dict[str, Any]:
         """Store one message (0024's ``outlast_send_message``): its receipt (``message_id``,
         ``seq``, ``sent_at``, ``duplicate``), the queue to publish its run on if it woke it, or
-        ``refusal`` (unknown, final, unknown_channel, too_large, full) and ``refused`` (one line) with nothing stored."""
+        ``refusal`` (unknown, final, unknown_channel, too_large, full) and ``refused`` (one
+        line) with nothing stored."""
         rows = await self._write(
             "send",
             run_id=run_id,
