@@ -1,4 +1,4 @@
--- The whole outlast schema, version 27: what its migrations
+-- The whole outlast schema, version 28: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -9,6 +9,14 @@ CREATE FUNCTION outlast.outlast_add_counts(a bigint[], b bigint[]) RETURNS bigin
     AS $$
     SELECT array_agg(coalesce(x, 0) + coalesce(y, 0) ORDER BY i)
     FROM unnest(a, b) WITH ORDINALITY AS t(x, y, i)
+$$;
+
+CREATE FUNCTION outlast.outlast_declared(p_workflow text, p_program text) RETURNS TABLE(channels jsonb)
+    LANGUAGE sql STABLE
+    AS $$
+    SELECT d.channels FROM workflow_channels d
+    WHERE d.workflow = p_workflow AND (p_program IS NULL OR d.program = p_program)
+    ORDER BY d.published_at DESC LIMIT 1
 $$;
 
 CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
@@ -167,8 +175,9 @@ DECLARE
     what text := format('run %L, channel %L', p_run_id, p_channel);
 BEGIN
     SELECT runs.id, runs.state, runs.reason, runs.waits_for, runs.wake_at, runs.messages_waiting,
-           runs.queue AS q, runs.waits_channels INTO r
-    FROM runs WHERE runs.id = p_run_id FOR NO KEY UPDATE;
+           runs.queue AS q, runs.waits_channels, d.channels INTO r
+    FROM runs LEFT JOIN LATERAL outlast_declared(runs.workflow, runs.program) d ON true
+    WHERE runs.id = p_run_id FOR NO KEY UPDATE OF runs;
     IF NOT FOUND THEN
         RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'unknown',
             format('%s: no such run; nothing stored', what);
@@ -182,6 +191,12 @@ BEGIN
     IF outlast_final(r.state) THEN
         RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'final',
             format('%s: the run is %s and takes no more messages; nothing stored', what, r.state);
+        RETURN;
+    END IF;
+    IF r.channels IS NOT NULL AND NOT r.channels ? p_channel THEN
+        RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'unknown_channel',
+            format('%s: unknown channel (its workflow declares: %s); nothing stored', what,
+                   coalesce((SELECT string_agg(k, ', ' ORDER BY k) FROM jsonb_object_keys(r.channels) k), 'none'));
         RETURN;
     END IF;
     IF p_max_bytes IS NOT NULL AND octet_length(p_payload::text) > p_max_bytes THEN
@@ -760,6 +775,13 @@ CREATE TABLE outlast.workers (
     tool_threads_busy integer DEFAULT 0 NOT NULL
 );
 
+CREATE TABLE outlast.workflow_channels (
+    workflow text NOT NULL,
+    program text NOT NULL,
+    channels jsonb,
+    published_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p0 FOR VALUES WITH (modulus 16, remainder 0);
 
 ALTER TABLE ONLY outlast.events ATTACH PARTITION outlast.events_p1 FOR VALUES WITH (modulus 16, remainder 1);
@@ -999,6 +1021,9 @@ ALTER TABLE ONLY outlast.worker_code
 
 ALTER TABLE ONLY outlast.workers
     ADD CONSTRAINT workers_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY outlast.workflow_channels
+    ADD CONSTRAINT workflow_channels_pkey PRIMARY KEY (workflow, program);
 
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
 

@@ -120,8 +120,8 @@ async def deliver(
     except MessageRefused as exc:
         status, said = _REFUSED.get(exc.refusal, (400, "refused"))
         return status, {"error": said}
-    except InvalidInput:
-        return 422, {"error": "the body is not a valid message for this callback"}
+    except InvalidInput as exc:  # it names the run and the channel, which the token shows anyway
+        return 422, {"error": f"the body is not a valid message for this callback: {exc}"}
     return 202, {"accepted": True, "duplicate": receipt.duplicate}
 
 

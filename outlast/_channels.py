@@ -1,7 +1,10 @@
 """This module holds the rules of a workflow's declared channels. Declared with ``@app.workflow(...,
 channels={"reply": Reply})``, each gives the type a message on it must have. A pydantic model or any
 type a pydantic ``TypeAdapter`` validates. A sender's payload is validated, then stored as JSON; the
-workflow's ``receive`` gets it validated again, as that type."""
+workflow's ``receive`` gets it validated again, as that type.
+
+A sender without the program checks the payload against the type's JSON schema, which every worker
+publishes (``schemas``, ``outlast_declared`` of migration 0028) and ``_shapes`` checks."""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import functools
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticInvalidForJsonSchema
 
+from outlast import _shapes
 from outlast.errors import InvalidInput
 
 
@@ -48,6 +53,31 @@ def to_json(types: dict[str, Any] | None, where: str, channel: str, payload: Any
         raise InvalidInput(
             f"{where}: the payload is not a valid {kind_name} ({at}: {first['msg']}); nothing stored"
         ) from None
+
+
+def schemas(types: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each channel's JSON schema, as workers publish them (None: the workflow declares none). A
+    type pydantic cannot write a schema for gets ``{}``: any payload, validated at the take."""
+    if types is None:
+        return None
+    out: dict[str, Any] = {}
+    for channel, kind in types.items():
+        try:
+            out[channel] = adapter(kind).json_schema()
+        except PydanticInvalidForJsonSchema:
+            out[channel] = {}
+    return out
+
+
+def check_schema(schema: dict[str, Any] | None, where: str, payload: Any) -> None:
+    """``InvalidInput`` naming the run and the channel if ``payload`` does not fit the channel's
+    published JSON schema (None: no schema, nothing to check)."""
+    if schema is None:
+        return
+    wrong = _shapes.problem(schema, payload, "the payload")
+    if wrong is not None:
+        kind = schema.get("title") or schema.get("type") or "value"
+        raise InvalidInput(f"{where}: the payload is not a valid {kind} ({wrong}); nothing stored")
 
 
 def from_json(types: dict[str, Any] | None, where: str, channel: str, payload: Any) -> Any:

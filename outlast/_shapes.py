@@ -1,4 +1,5 @@
-"""``check`` holds a value against a JSON schema, as pydantic writes one for a response type.
+"""``check`` holds a value against a JSON schema, as pydantic writes one for a response type or a
+channel's type.
 
 A request's response type is a Python type in the workflow's program; whoever answers (the CLI,
 the dashboard, another program) may not have that program. So the request stores the type's JSON
@@ -38,9 +39,9 @@ _FORMATS: dict[str, Callable[[str], object]] = {
 }
 
 
-def problem(schema: dict[str, Any], value: Any) -> str | None:
-    """What in ``value`` does not fit ``schema`` (a path and why), or None when it fits."""
-    return _check(schema, value, schema, "the answer")
+def problem(schema: dict[str, Any], value: Any, what: str = "the answer") -> str | None:
+    """What in ``value`` (called ``what``) does not fit ``schema`` (a path and why), or None."""
+    return _check(schema, value, schema, what)
 
 
 def _check(s: dict[str, Any] | bool, v: Any, root: dict[str, Any], at: str) -> str | None:
@@ -104,7 +105,7 @@ def _object(s: dict[str, Any], v: dict[str, Any], root: dict[str, Any], at: str)
         where = f"{at}.{name}"
         sub = props.get(name, extra)
         if sub is False:
-            return f"{where} is not a field of the response type"
+            return f"{where} is not a field of its type"
         if (p := _check(sub, item, root, where)) is not None:
             return p
     return None

@@ -13,6 +13,7 @@ import pydantic
 import tenacity
 from pydantic_core import ErrorDetails
 
+from outlast._channels import schemas
 from outlast._limits import Rate, parse_rates
 from outlast._model import Partial
 from outlast._schedules import CatchUp, Schedule
@@ -423,3 +424,10 @@ class App:
 
     def programs(self) -> dict[str, str]:
         return {name: wf.program for name, wf in self.workflows.items()}
+
+    def declared_channels(self) -> list[dict[str, Any]]:
+        """Each workflow's program and its channels' JSON schemas, as a worker publishes them."""
+        return [
+            {"workflow": name, "program": wf.program, "channels": schemas(wf.channels)}
+            for name, wf in self.workflows.items()
+        ]

@@ -19,7 +19,10 @@ from outlast.producer import AsyncClient
     "--app",
     "app_spec",
     metavar="MODULE:APP",
-    help="The app whose workflow declares typed channels: the message is validated before it is stored.",
+    help=(
+        "The app whose workflow declares typed channels: the message is validated by its type too (without "
+        "it, by the JSON schema the workers published), before it is stored."
+    ),
 )
 @click.pass_context
 def send(

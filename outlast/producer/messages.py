@@ -7,9 +7,9 @@ import uuid
 from typing import Any
 
 from outlast import _failpoints as failpoints
-from outlast._channels import to_json
+from outlast._channels import check_schema, to_json
 from outlast._model import Receipt
-from outlast.errors import InvalidInput, MessageRefused, UnknownRun
+from outlast.errors import InvalidInput, MessageRefused
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore
 
@@ -25,10 +25,11 @@ class Messages(ClientCore):
         """Send ``payload`` on ``channel`` of the run: stored (kept until the run takes it, in the
         order sent), then the run woken if it waits on that channel. The same ``message_id`` again
         is one message: its first receipt comes back, ``duplicate`` true. A workflow that declares
-        channels is sent only on those, with a payload its type validates (when this client knows
-        the app). Refused with nothing stored (``MessageRefused``, ``InvalidInput``): an unknown or
-        final run, a payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a run with ``OUTLAST_MAX_INBOX``
-        messages untaken."""
+        channels is sent only on those, with a payload that fits the JSON schema its workers
+        published (and its type, when this client knows the app). Refused with nothing stored
+        (``MessageRefused``, ``InvalidInput``): an unknown or final run, an unknown channel, a
+        payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a run with ``OUTLAST_MAX_INBOX`` messages
+        untaken."""
         where = f"run '{run_id}', channel '{channel}'"
         check_text(channel, "a channel", where)
         if len(channel) > MAX_ID:
@@ -38,13 +39,15 @@ class Messages(ClientCore):
         check_text(message_id, "a message id", where)
         if len(message_id) > MAX_ID:
             raise InvalidInput(f"{where}: a message id is at most {MAX_ID} characters")
-        try:
-            run = await self.status(run_id)
-        except UnknownRun:
-            raise MessageRefused(f"{where}: no such run; nothing stored", "unknown") from None
-        wf = self.app.workflows.get(run.workflow) if self.app is not None else None
+        check_text(run_id, "a run id", "")
+        await self.open()
+        run = await self.store.send_to(run_id, channel)  # instead of the status read: no read more
+        if run is None:
+            raise MessageRefused(f"{where}: no such run; nothing stored", "unknown")
+        wf = self.app.workflows.get(run["workflow"]) if self.app is not None else None
         payload = to_json(wf.channels if wf is not None else None, where, channel, payload)
         check_json(payload, "the payload", where, self.settings.max_payload)
+        check_schema(run["schema"], where, payload)  # as the run's workers published it (0028)
         row = await self.store.send_message(
             run_id,
             channel,
@@ -54,11 +57,13 @@ class Messages(ClientCore):
             max_waiting=self.settings.max_inbox,
             via=via,
         )
+        if row["refusal"] == "unknown_channel":  # a bad request, as an invalid payload is
+            raise InvalidInput(row["refused"])
         if row["refused"] is not None:
             raise MessageRefused(row["refused"], row["refusal"])
         if row["queue"] is not None:  # it waited on this channel: due now
             failpoints.hit("after_send")  # a crash test's point (the sweeper publishes it then)
-            await self.queue.publish(row["queue"], run_id, priority=run.priority)
+            await self.queue.publish(row["queue"], run_id, priority=run["priority"])
         return Receipt(run_id, channel, row["message_id"], row["seq"], row["sent_at"], row["duplicate"])
 
     async def messages(self, run_id: str) -> list[dict[str, Any]]:

@@ -41,6 +41,11 @@ class Fleet(Base):
         """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
         await self._rows("beat_programs", queues=queues, programs=Jsonb(programs))
 
+    async def declare_channels(self, declared: list[dict[str, Any]]) -> None:
+        """Publish the channels each workflow declares, per program (``workflow``, ``program``,
+        ``channels``: {channel: JSON schema}, or None for none declared)."""
+        await self._rows("declare_channels", declared=Jsonb(declared))
+
     async def program_served(self, run_id: str, within: float) -> bool:
         """Whether the run is ready for a worker of its program, and a live worker serves that
         program on the run's queue (or one did in the last ``within`` seconds)."""

@@ -18,6 +18,12 @@ from outlast.store.base import Base
 class Messages(Base):
     """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
 
+    async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:
+        """The run's ``workflow`` and ``priority``, and the JSON ``schema`` its declared channels
+        give ``channel`` (None: not declared); None: no such run."""
+        rows = await self._rows("send_to", run_id=run_id, channel=channel)
+        return rows[0] if rows else None
+
     async def send_message(
         self,
         run_id: str,
@@ -31,7 +37,8 @@ class Messages(Base):
     ) -> dict[str, Any]:
         """Store one message (0024's ``outlast_send_message``): its receipt (``message_id``,
         ``seq``, ``sent_at``, ``duplicate``), the queue to publish its run on if it woke it, or
-        ``refusal`` (unknown, final, too_large, full) and ``refused`` (one line) with nothing stored."""
+        ``refusal`` (unknown, final, unknown_channel, too_large, full) and ``refused`` (one
+        line) with nothing stored."""
         rows = await self._write(
             "send",
             run_id=run_id,

@@ -1,7 +1,8 @@
 """A heartbeat comes every third of a lease. It does this: every held lease renewed in one
 statement, a run whose token moved on marked *lost* (its task cancelled), a cancellation asked for
 passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
-heartbeat record and the programs it serves. It also says whether Postgres has answered this worker
+heartbeat record and the programs it serves (and, at the first beat, the channels its workflows
+declare). It also says whether Postgres has answered this worker
 steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
 takes over no run until then."""
 
@@ -13,6 +14,7 @@ import math
 import os
 import socket
 import time
+from typing import Any
 
 from redis.exceptions import RedisError
 
@@ -29,8 +31,17 @@ from outlast.worker.threads import TOOL_THREADS
 class Heartbeat:
     """The ``Heartbeat`` is the worker's proof of life: its leases, its entries and its record."""
 
-    def __init__(self, *, state: WorkerState, settings: Settings, store: Store, queue: Queue) -> None:
+    def __init__(
+        self,
+        *,
+        state: WorkerState,
+        settings: Settings,
+        store: Store,
+        queue: Queue,
+        declared: list[dict[str, Any]],
+    ) -> None:
         self.state = state
+        self.declared: list[dict[str, Any]] | None = declared  # published at the first beat answered
         self.s = settings
         self.store = store
         self.queue = queue
@@ -79,6 +90,9 @@ class Heartbeat:
             raise
         self._answered()
         await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
+        if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
+            await self.store.declare_channels(self.declared)
+            self.declared = None
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
         """The leases renewed, within two thirds of a lease (answered later, a renewal proves

@@ -66,7 +66,9 @@ class Worker:
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         # Built in the order they need one another: each is given the others' methods it uses.
         self.acks = Acks(queue=queue)
-        self.heartbeat = Heartbeat(state=self.state, settings=settings, store=store, queue=queue)
+        self.heartbeat = Heartbeat(
+            state=self.state, settings=settings, store=store, queue=queue, declared=app.declared_channels()
+        )
         self.claims = Claims(
             state=self.state,
             settings=settings,

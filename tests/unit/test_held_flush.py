@@ -53,8 +53,8 @@ UNFENCED = {
     "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
     "journal", "program_served", "redis_used", "run_gauges", "schedules", "unseen", "workers",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
-    "open", "close", "hurry", "claim", "renew", "beat_programs", "beat_worker", "forget_worker",
-    "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
+    "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",
+    "forget_worker", "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
     "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule",
     "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run

@@ -30,7 +30,7 @@ def beat(h: Heartbeat, clock: list[float], every: float = 0.5, times: int = 1) -
 
 
 def heartbeat() -> Heartbeat:
-    parts: Any = {"state": None, "store": None, "queue": None}  # settled() reads none of them
+    parts: Any = {"state": None, "store": None, "queue": None, "declared": []}  # settled() reads none
     return Heartbeat(settings=cast(Any, SimpleNamespace(lease_ttl=TTL)), **parts)
 
 

@@ -88,3 +88,13 @@ WHERE r.id = %(id)s AND r.program IS NOT NULL
 
 -- name: forget_served_programs
 DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);
+
+-- name: declare_channels
+-- At a worker's start: the channels each of its workflows declares, per program (0028), as
+-- {channel: JSON schema}, or NULL for a workflow that declares none. Published again by a later
+-- start, it is the newest (`outlast_declared`). %(declared)s: [{workflow, program, channels}].
+INSERT INTO workflow_channels (workflow, program, channels)
+SELECT d ->> 'workflow', d ->> 'program', nullif(d -> 'channels', 'null')
+FROM jsonb_array_elements(%(declared)s) AS d
+ORDER BY 1, 2
+ON CONFLICT (workflow, program) DO UPDATE SET channels = EXCLUDED.channels, published_at = now();

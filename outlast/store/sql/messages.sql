@@ -1,7 +1,16 @@
--- The messages family (messages.py): a message sent into a run (`outlast_send_message`, 0024), the
--- lease holder's look at its inbox, the take (the journal entry that records a message and the
--- message marked taken, in one fenced statement), the wait on a channel (committed only if no
--- message was accepted since the look), and the run's messages read.
+-- The messages family (messages.py): what a send reads of its run, a message sent into a run
+-- (`outlast_send_message`, 0024, 0027, 0028), the lease holder's look at its inbox, the take (the
+-- journal entry that records a message and the message marked taken, in one fenced statement), the
+-- wait on a channel (committed only if no message was accepted since the look), and the run's
+-- messages read.
+
+-- name: send_to
+-- What a send needs to know of the run first, in one read by its key: its workflow, its priority
+-- (to publish it if the send wakes it), and the JSON schema of the channel its declaration gives
+-- (0028's `outlast_declared`; NULL: undeclared, or the workflow declares no channels).
+SELECT r.workflow, r.priority, d.channels -> %(channel)s AS schema
+FROM runs r LEFT JOIN LATERAL outlast_declared(r.workflow, r.program) d ON true
+WHERE r.id = %(run_id)s;
 
 -- name: send
 -- One send: the run row locked, a repeated id answered with the first receipt, a refusal said in
