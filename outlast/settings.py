@@ -275,6 +275,14 @@ class Settings:
         ge=0,
         le=3600,
     )
+    slow_round_trip: float = setting(
+        0.1,
+        "Seconds a Postgres round trip may take before a worker logs store.slow and outlast health "
+        "fails (a lease renewal must be answered within two thirds of the lease TTL).",
+        "seconds",
+        gt=0,
+        le=60,
+    )
     writer_in_flight: int = setting(
         1,
         "Transactions the shared-commit writer keeps in flight at once, each on a connection of its own.",

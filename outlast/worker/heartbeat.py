@@ -3,7 +3,8 @@ statement, a run whose token moved on marked *lost* (its task cancelled), a canc
 passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
 heartbeat record and the programs it serves. It also says whether Postgres has answered this worker
 steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
-takes over no run until then."""
+takes over no run until then. It times what it awaits of Postgres anyway: a round trip over
+``OUTLAST_SLOW_ROUND_TRIP`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import os
 import socket
 import time
 
+import structlog
 from redis.exceptions import RedisError
 
 from outlast import _metrics as metrics
@@ -24,6 +26,8 @@ from outlast.store import Store
 from outlast.store.records import Lease
 from outlast.worker.state import WorkerState
 from outlast.worker.threads import TOOL_THREADS
+
+log = structlog.get_logger("outlast.worker")
 
 
 class Heartbeat:
@@ -39,6 +43,7 @@ class Heartbeat:
         # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
         self.since = math.inf
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
+        self.slow = False  # the last beat's round trip was over OUTLAST_SLOW_ROUND_TRIP
 
     async def heartbeat(self) -> None:
         state = self.state
@@ -50,6 +55,7 @@ class Heartbeat:
         except ServiceUnavailable:
             self.since = math.inf  # not settled until Postgres has answered again for a lease
             raise
+        renewed = time.monotonic() - sent if held else math.inf
         for rid, lease in leases.items():
             a = state.active.get(rid)
             if a is None:
@@ -73,11 +79,15 @@ class Heartbeat:
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
             await self.queue.touch(proven + state.read_ahead, state.name)
         try:
+            beat = time.monotonic()
             await self.store.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
             self.since = math.inf
             raise
         self._answered()
+        # The faster of two one-statement round trips: a wait for a pooled connection or a row
+        # lock inflates one of them, seldom both.
+        self._judge(min(renewed, time.monotonic() - beat))
         await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
@@ -93,6 +103,24 @@ class Heartbeat:
         if not (await asyncio.wait({task}, timeout=wait))[0]:
             raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")
         return task.result()
+
+    def _judge(self, round_trip: float) -> None:
+        """Log the start of an episode of slow round trips, and its end, once each."""
+        ttl, over = self.s.lease_ttl, self.s.slow_round_trip
+        if round_trip > over and not self.slow:
+            log.warning(
+                "store.slow",
+                round_trip_ms=round(round_trip * 1000),
+                threshold_ms=round(over * 1000),
+                risks=(
+                    f"every commit and dispatch waits on it; leases ({ttl:g}s) are renewed every "
+                    f"{ttl / 3:.3g}s, a renewal not answered within {ttl * 2 / 3:.3g}s fails, and a "
+                    "run whose lease is not proven waits before each dispatch, then is left"
+                ),
+            )
+        elif round_trip <= over and self.slow:
+            log.info("store.fast_again", round_trip_ms=round(round_trip * 1000))
+        self.slow = round_trip > over
 
     def _answered(self) -> None:
         now = time.monotonic()
