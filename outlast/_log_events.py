@@ -101,9 +101,10 @@ EVENTS: dict[str, str] = {
     "store.writes_recovered": "Writes to Postgres go through again.",
     "store.slow": (
         "A Postgres round trip (a lease renewal, a heartbeat record) took `round_trip_ms`, over "
-        "`OUTLAST_SLOW_ROUND_TRIP` (`threshold_ms`); `risks` says what it puts at risk. Once an episode."
+        "`threshold_ms` (`OUTLAST_SLOW_ROUND_TRIP`, at most a tenth of the lease TTL); `risks` "
+        "says what it puts at risk. Once an episode."
     ),
-    "store.fast_again": "Postgres round trips are back under `OUTLAST_SLOW_ROUND_TRIP` (`round_trip_ms`).",
+    "store.fast_again": "Postgres round trips are back under the `store.slow` threshold (`round_trip_ms`).",
     "store.writer_lane_refused": (
         "The writer could not open one more connection (`error`): it keeps `lanes` transactions in"
         " flight instead of `OUTLAST_WRITER_IN_FLIGHT`."

@@ -278,7 +278,7 @@ class Settings:
     slow_round_trip: float = setting(
         0.1,
         "Seconds a Postgres round trip may take before a worker logs store.slow and outlast health "
-        "fails (a lease renewal must be answered within two thirds of the lease TTL).",
+        "fails (or a tenth of the lease TTL, if less).",
         "seconds",
         gt=0,
         le=60,
@@ -439,6 +439,13 @@ class Settings:
             if f.name not in given and e.get(env_var(f.name))
         }
         return cls(**read, **given)
+
+    @property
+    def slow_after(self) -> float:
+        """Seconds past which a Postgres round trip is *slow*: ``slow_round_trip``, or a tenth of
+        the lease TTL if less (a lease needs about ten round trips: the fault tests lost none at
+        ten, and left runs in doubt at four)."""
+        return min(self.slow_round_trip, self.lease_ttl / 10)
 
     def with_(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced (None means: keep), checked again."""

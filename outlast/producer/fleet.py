@@ -72,21 +72,21 @@ class Fleet(ClientCore):
 
     async def _slow_round_trip(self) -> str | None:
         """What is wrong when a Postgres round trip from here (the fastest of three one-row reads)
-        takes longer than ``OUTLAST_SLOW_ROUND_TRIP``, or None."""
+        takes longer than ``Settings.slow_after``, or None."""
         took = []
         for _ in range(3):
             began = time.monotonic()
             await self.store.writable()
             took.append(time.monotonic() - began)
-        ttl, over = self.settings.lease_ttl, self.settings.slow_round_trip
+        ttl, over = self.settings.lease_ttl, self.settings.slow_after
         if min(took) <= over:
             return None
         return (
             f"Postgres at {redact(self.settings.database_url or '')} is slow: a round trip took "
-            f"{min(took) * 1000:.0f} ms, over OUTLAST_SLOW_ROUND_TRIP ({over * 1000:.0f} ms); every "
-            f"commit waits on it, and a lease renewal (OUTLAST_LEASE_TTL {ttl:g}s) fails if not answered "
-            f"within {ttl * 2 / 3:.3g}s: run the workers nearer to Postgres, or raise "
-            "OUTLAST_LEASE_TTL (at least ten round trips) and OUTLAST_SLOW_ROUND_TRIP with it"
+            f"{min(took) * 1000:.0f} ms, over OUTLAST_SLOW_ROUND_TRIP ({over * 1000:.0f} ms, at most "
+            f"a tenth of OUTLAST_LEASE_TTL {ttl:g}s); every commit waits on it, and a lease renewal "
+            f"not answered within {ttl * 2 / 3:.3g}s fails: run the workers nearer to Postgres, or "
+            "raise OUTLAST_LEASE_TTL (ten round trips at least) and OUTLAST_SLOW_ROUND_TRIP"
         )
 
     async def workers(self) -> list[dict[str, Any]]:

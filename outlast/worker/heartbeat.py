@@ -4,7 +4,7 @@ passed to its run; then the entries of the runs whose lease it proved touched in
 heartbeat record and the programs it serves. It also says whether Postgres has answered this worker
 steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
 takes over no run until then. It times what it awaits of Postgres anyway: a round trip over
-``OUTLAST_SLOW_ROUND_TRIP`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
+``Settings.slow_after`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class Heartbeat:
 
     def _judge(self, round_trip: float) -> None:
         """Log the start of an episode of slow round trips, and its end, once each."""
-        ttl, over = self.s.lease_ttl, self.s.slow_round_trip
+        ttl, over = self.s.lease_ttl, self.s.slow_after
         if round_trip > over and not self.slow:
             log.warning(
                 "store.slow",
