@@ -83,7 +83,7 @@ class Fleet(ClientCore):
             return None
         return (
             f"Postgres at {redact(self.settings.database_url or '')} is slow: a round trip took "
-            f"{min(took) * 1000:.0f} ms, over OUTLAST_SLOW_ROUND_TRIP ({over * 1000:.0f} ms, at most "
+            f"{min(took) * 1000:.0f} ms, over {over * 1000:.0f} ms (OUTLAST_SLOW_ROUND_TRIP, at most "
             f"a tenth of OUTLAST_LEASE_TTL {ttl:g}s); every commit waits on it, and a lease renewal "
             f"not answered within {ttl * 2 / 3:.3g}s fails: run the workers nearer to Postgres, or "
             "raise OUTLAST_LEASE_TTL (ten round trips at least) and OUTLAST_SLOW_ROUND_TRIP"

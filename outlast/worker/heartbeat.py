@@ -43,7 +43,7 @@ class Heartbeat:
         # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
         self.since = math.inf
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
-        self.slow = False  # the last beat's round trip was over OUTLAST_SLOW_ROUND_TRIP
+        self.slow = False  # the last beat's round trip was over Settings.slow_after
 
     async def heartbeat(self) -> None:
         state = self.state
