@@ -99,6 +99,12 @@ EVENTS: dict[str, str] = {
     ),
     "store.writes_failing": "Writes to Postgres failed (`error`); retrying for up to `retry_for` seconds.",
     "store.writes_recovered": "Writes to Postgres go through again.",
+    "store.slow": (
+        "A Postgres round trip (a lease renewal, a heartbeat record) took `round_trip_ms`, over "
+        "`threshold_ms` (`OUTLAST_SLOW_ROUND_TRIP`, at most a tenth of the lease TTL); `risks` "
+        "says what it puts at risk. Once an episode."
+    ),
+    "store.fast_again": "Postgres round trips are back under the `store.slow` threshold (`round_trip_ms`).",
     "store.writer_lane_refused": (
         "The writer could not open one more connection (`error`): it keeps `lanes` transactions in"
         " flight instead of `OUTLAST_WRITER_IN_FLIGHT`."

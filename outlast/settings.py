@@ -275,6 +275,14 @@ class Settings:
         ge=0,
         le=3600,
     )
+    slow_round_trip: float = setting(
+        0.1,
+        "Seconds a Postgres round trip may take before a worker logs store.slow and outlast health "
+        "fails (or a tenth of the lease TTL, if less).",
+        "seconds",
+        gt=0,
+        le=60,
+    )
     writer_in_flight: int = setting(
         1,
         "Transactions the shared-commit writer keeps in flight at once, each on a connection of its own.",
@@ -431,6 +439,13 @@ class Settings:
             if f.name not in given and e.get(env_var(f.name))
         }
         return cls(**read, **given)
+
+    @property
+    def slow_after(self) -> float:
+        """Seconds past which a Postgres round trip is *slow*: ``slow_round_trip``, or a tenth of
+        the lease TTL if less (a lease needs about ten round trips: the fault tests lost none at
+        ten, and left runs in doubt at four)."""
+        return min(self.slow_round_trip, self.lease_ttl / 10)
 
     def with_(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced (None means: keep), checked again."""

@@ -5,6 +5,7 @@ Postgres first."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Literal
@@ -43,6 +44,8 @@ class Fleet(ClientCore):
                     "not promoted, or default_transaction_read_only on): point OUTLAST_DATABASE_URL at "
                     "the primary, or turn read-only off"
                 )
+            if slow := await self._slow_round_trip():
+                wrong.append(slow)
         except (ServiceUnavailable, SchemaError) as exc:
             wrong.append(str(exc))
         try:
@@ -66,6 +69,25 @@ class Fleet(ClientCore):
                     "no live worker (no heartbeat within three lease TTLs); start one: outlast worker"
                 )
         return fine, wrong
+
+    async def _slow_round_trip(self) -> str | None:
+        """What is wrong when a Postgres round trip from here (the fastest of three one-row reads)
+        takes longer than ``Settings.slow_after``, or None."""
+        took = []
+        for _ in range(3):
+            began = time.monotonic()
+            await self.store.writable()
+            took.append(time.monotonic() - began)
+        ttl, over = self.settings.lease_ttl, self.settings.slow_after
+        if min(took) <= over:
+            return None
+        return (
+            f"Postgres at {redact(self.settings.database_url or '')} is slow: a round trip took "
+            f"{min(took) * 1000:.0f} ms, over {over * 1000:.0f} ms (OUTLAST_SLOW_ROUND_TRIP, at most "
+            f"a tenth of OUTLAST_LEASE_TTL {ttl:g}s); every commit waits on it, and a lease renewal "
+            f"not answered within {ttl * 2 / 3:.3g}s fails: run the workers nearer to Postgres, or "
+            "raise OUTLAST_LEASE_TTL (ten round trips at least) and OUTLAST_SLOW_ROUND_TRIP"
+        )
 
     async def workers(self) -> list[dict[str, Any]]:
         """Every worker's heartbeat record, with ``live`` (a beat within three lease TTLs) and

@@ -4,7 +4,8 @@ passed to its run; then the entries of the runs whose lease it proved touched in
 heartbeat record and the programs it serves (and, at the first beat, the channels its workflows
 declare). It also says whether Postgres has answered this worker
 steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
-takes over no run until then."""
+takes over no run until then. It times what it awaits of Postgres anyway: a round trip over
+``Settings.slow_after`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import socket
 import time
 from typing import Any
 
+import structlog
 from redis.exceptions import RedisError
 
 from outlast import _metrics as metrics
@@ -26,6 +28,8 @@ from outlast.store import Store
 from outlast.store.records import Lease
 from outlast.worker.state import WorkerState
 from outlast.worker.threads import TOOL_THREADS
+
+log = structlog.get_logger("outlast.worker")
 
 
 class Heartbeat:
@@ -50,6 +54,7 @@ class Heartbeat:
         # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
         self.since = math.inf
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
+        self.slow = False  # the last beat's round trip was over Settings.slow_after
 
     async def heartbeat(self) -> None:
         state = self.state
@@ -61,6 +66,7 @@ class Heartbeat:
         except ServiceUnavailable:
             self.since = math.inf  # not settled until Postgres has answered again for a lease
             raise
+        renewed = time.monotonic() - sent if held else math.inf
         for rid, lease in leases.items():
             a = state.active.get(rid)
             if a is None:
@@ -84,11 +90,15 @@ class Heartbeat:
         with contextlib.suppress(ServiceUnavailable, RedisError, OSError):
             await self.queue.touch(proven + state.read_ahead, state.name)
         try:
+            beat = time.monotonic()
             await self.store.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
             self.since = math.inf
             raise
         self._answered()
+        # The faster of two one-statement round trips: a wait for a pooled connection or a row
+        # lock inflates one of them, seldom both.
+        self._judge(min(renewed, time.monotonic() - beat))
         await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
         if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
             await self.store.declare_channels(self.declared)
@@ -107,6 +117,24 @@ class Heartbeat:
         if not (await asyncio.wait({task}, timeout=wait))[0]:
             raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")
         return task.result()
+
+    def _judge(self, round_trip: float) -> None:
+        """Log the start of an episode of slow round trips, and its end, once each."""
+        ttl, over = self.s.lease_ttl, self.s.slow_after
+        if round_trip > over and not self.slow:
+            log.warning(
+                "store.slow",
+                round_trip_ms=round(round_trip * 1000),
+                threshold_ms=round(over * 1000),
+                risks=(
+                    f"every commit and dispatch waits on it; leases ({ttl:g}s) are renewed every "
+                    f"{ttl / 3:.3g}s, a renewal not answered within {ttl * 2 / 3:.3g}s fails, and a "
+                    "run whose lease is not proven waits before each dispatch, then is left"
+                ),
+            )
+        elif round_trip <= over and self.slow:
+            log.info("store.fast_again", round_trip_ms=round(round_trip * 1000))
+        self.slow = round_trip > over
 
     def _answered(self) -> None:
         now = time.monotonic()

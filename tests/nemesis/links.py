@@ -82,17 +82,32 @@ class Link:
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: asyncio.Event
     ) -> None:
-        while True:
-            await gate.wait()
-            data = await reader.read(65536)
-            if not data:
-                writer.close()
-                return
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            await gate.wait()  # cut while reading: the bytes are held, not forwarded
-            writer.write(data)
-            await writer.drain()
+        """Forward what ``reader`` gives, each chunk ``delay`` after it was read (as far.py does:
+        chunks sent together arrive together, a slowed link's delays do not add up)."""
+        loop = asyncio.get_running_loop()
+        held: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def deliver() -> None:
+            while True:
+                due, data = await held.get()
+                await asyncio.sleep(due - loop.time())
+                if not data:
+                    writer.close()
+                    return
+                await gate.wait()  # cut while held: the bytes stay held, not forwarded
+                writer.write(data)
+                await writer.drain()
+
+        sender = asyncio.ensure_future(deliver())
+        try:
+            data = b"-"
+            while data:
+                await gate.wait()
+                data = await reader.read(65536)
+                held.put_nowait((loop.time() + self.delay, data))
+            await sender
+        finally:
+            sender.cancel()
 
     def _call(self, fn: Callable[[], None]) -> None:
         self.links.loop.call_soon_threadsafe(fn)
