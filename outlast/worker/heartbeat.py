@@ -104,10 +104,17 @@ class Heartbeat:
         """Postgres has answered this worker's heartbeats for a whole lease with no gap: the
         owners of runs it could take over have had a lease to renew. Not at first: a worker
         whose first answer comes just after an outage (a slow start on a loaded machine) would
-        otherwise take over every run whose owner had not renewed yet."""
-        now, ttl = time.monotonic(), self.s.lease_ttl
-        silent = self.answered is not None and now - self.answered > ttl * 2 / 3  # a beat overdue
-        return not silent and now >= self.since + ttl
+        otherwise reclaim the entries of every run whose owner had not renewed yet."""
+        return self.steady() >= self.s.lease_ttl
+
+    def steady(self) -> float:
+        """The seconds Postgres has answered this worker's heartbeats with no gap of a lease (0
+        while a beat is overdue, or before the first answer). A claim passes it: the owner of
+        an expired lease that has not beaten since keeps its run (``claim`` in leases.sql)."""
+        now = time.monotonic()
+        if self.answered is None or now - self.answered > self.s.lease_ttl * 2 / 3:  # a beat overdue
+            return 0.0
+        return max(now - self.since, 0.0)
 
     def record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""
