@@ -29,9 +29,9 @@ class Leases(Base):
         """Take the run's lease (a new fencing token), or None if it is not to be taken (nor
         is a run of another queue than ``queue``, when given). Returns the run, the database
         clock at the claim, and the run of the same tenant it made the turn of, if any.
-        ``steady``: the seconds Postgres has answered the claimer with no gap (``Heartbeat.steady``);
-        an expired lease whose owner has not beaten since is not taken until that owner has been
-        silent for three of its TTLs since. None: no outage to allow for."""
+        ``steady``: the seconds Postgres has answered the claimer since an outage it saw
+        (``Heartbeat.steady``); an expired lease whose owner has not beaten since is not taken
+        until that owner has been silent for three of its TTLs since. None: no outage seen."""
         rows = await self._write(
             "claim",
             id=run_id,

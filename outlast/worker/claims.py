@@ -53,7 +53,7 @@ class Claims:
         ack: Callable[[Delivery], Awaitable[None]],
         later: Later,
         settled: Callable[[], bool],
-        steady: Callable[[], float],
+        steady: Callable[[], float | None],
         live: LiveOutput | None = None,
     ) -> None:
         self.state = state
@@ -183,10 +183,10 @@ class Claims:
     async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
         """The run's lease taken, and when the claim was sent. A worker claims no reclaimed entry
         until Postgres has answered it for a whole lease (from its start, or after an outage
-        every worker saw); nor does the claim take an expired lease whose owner has not beaten
-        since, until it has been silent for three of its TTLs (the claim says how long Postgres
-        has answered this worker): the owner's first renewal after an outage decides (an
-        expired lease renews under its unchanged token), not a race against a timer."""
+        every worker saw); nor, after an outage this worker saw, does the claim take an expired
+        lease whose owner has not beaten since, until it has been silent for three of its TTLs
+        (the claim says how long Postgres has answered this worker again): the owner's first
+        renewal decides (an expired lease renews under its unchanged token), not a timer."""
         s = self.s
         while reclaimed and not self._settled() and not self.state.stopping.is_set():
             await asyncio.sleep(s.lease_ttl / 10)

@@ -11,8 +11,8 @@
 -- next held run is published in the same statement (turn_id; the claimer adds its stream entry,
 -- else the sweeper does).
 -- An expired lease is not taken from an owner that may still renew it after an outage: Postgres
--- has answered the claimer for only %(steady)s seconds (its heartbeats, with no gap of a lease),
--- and the owner has not beaten since (its record, `beat_worker`: after its renewal), nor has it
+-- has answered the claimer for only %(steady)s seconds since an outage it saw (NULL: it saw none),
+-- and the owner has not beaten since (its record, `beat_worker`: after its renewals), nor has it
 -- been silent for three of its TTLs since then (`outlast_live`, the outage not counted). Its
 -- first renewal after the outage decides; a worker dead for good loses its runs three TTLs on.
 WITH c AS (
