@@ -17,10 +17,12 @@ class Fleet(Base):
         """Upsert a worker's heartbeat record (name, host, pid, queues, programs, concurrency,
         lease_ttl, runs_held), and the schema version this code knows (a contract migration waits
         for older workers to go: ``Migrations._refuse_older_workers``); the database clock stamps
-        the beat."""
+        the beat. On the renewals' connection, as ``beat_programs``: after an outage the pool
+        reconnects with a backoff of seconds, and a beat queued behind it would hold up the next
+        renewals (the owner would leave its runs, its record would say nothing of its life)."""
         params = {**record, "programs": Jsonb(record["programs"]), "code_version": SCHEMA_VERSION}
         params["worker"] = params.pop("name")
-        await self._rows("beat_worker", **params)
+        await self._beat_rows("beat_worker", **params)
 
     async def writable(self) -> bool:
         """Whether Postgres takes writes here: not a standby, not read-only by default."""
@@ -39,7 +41,7 @@ class Fleet(Base):
 
     async def beat_programs(self, queues: list[str], programs: dict[str, str]) -> None:
         """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
-        await self._rows("beat_programs", queues=queues, programs=Jsonb(programs))
+        await self._beat_rows("beat_programs", queues=queues, programs=Jsonb(programs))
 
     async def declare_channels(self, declared: list[dict[str, Any]]) -> None:
         """Publish the channels each workflow declares, per program (``workflow``, ``program``,

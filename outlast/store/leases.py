@@ -18,11 +18,20 @@ class Leases(Base):
     by its token."""
 
     async def claim(
-        self, run_id: str, worker: str, ttl: float, programs: dict[str, str], queue: str | None = None
+        self,
+        run_id: str,
+        worker: str,
+        ttl: float,
+        programs: dict[str, str],
+        queue: str | None = None,
+        steady: float | None = None,
     ) -> Claimed | None:
         """Take the run's lease (a new fencing token), or None if it is not to be taken (nor
         is a run of another queue than ``queue``, when given). Returns the run, the database
-        clock at the claim, and the run of the same tenant it made the turn of, if any."""
+        clock at the claim, and the run of the same tenant it made the turn of, if any.
+        ``steady``: the seconds Postgres has answered the claimer since an outage it saw
+        (``Heartbeat.steady``); an expired lease whose owner has not beaten since is not taken
+        until that owner has been silent for three of its TTLs since. None: no outage seen."""
         rows = await self._write(
             "claim",
             id=run_id,
@@ -31,6 +40,7 @@ class Leases(Base):
             programs=json.dumps(programs),
             queue=queue,
             window=self.tenant_window,
+            steady=steady,
         )
         if not rows:
             return None

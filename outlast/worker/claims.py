@@ -53,6 +53,7 @@ class Claims:
         ack: Callable[[Delivery], Awaitable[None]],
         later: Later,
         settled: Callable[[], bool],
+        steady: Callable[[], float | None],
         live: LiveOutput | None = None,
     ) -> None:
         self.state = state
@@ -65,6 +66,7 @@ class Claims:
         self._ack = ack
         self._later = later
         self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
+        self._steady = steady  # Heartbeat.steady: for how long it has
 
     async def serve(self, d: Delivery, reclaimed: bool) -> None:
         try:
@@ -181,8 +183,10 @@ class Claims:
     async def _claim(self, d: Delivery, run_id: str, reclaimed: bool) -> tuple[Claimed | None, float]:
         """The run's lease taken, and when the claim was sent. A worker claims no reclaimed entry
         until Postgres has answered it for a whole lease (from its start, or after an outage
-        every worker saw): the runs' owners renew first (an expired lease renews under its
-        unchanged token), so that no run is taken over from a live owner."""
+        every worker saw); nor, after an outage this worker saw, does the claim take an expired
+        lease whose owner has not beaten since, until it has been silent for three of its TTLs
+        (the claim says how long Postgres has answered this worker again): the owner's first
+        renewal decides (an expired lease renews under its unchanged token), not a timer."""
         s = self.s
         while reclaimed and not self._settled() and not self.state.stopping.is_set():
             await asyncio.sleep(s.lease_ttl / 10)
@@ -192,7 +196,7 @@ class Claims:
         while True:
             sent = time.monotonic()
             claimed = await self.store.claim(
-                run_id, self.state.name, s.lease_ttl, self.state.programs, d.queue
+                run_id, self.state.name, s.lease_ttl, self.state.programs, d.queue, self._steady()
             )
             if claimed is not None or time.monotonic() >= give_up or self.state.stopping.is_set():
                 return claimed, sent

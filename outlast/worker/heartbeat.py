@@ -53,6 +53,7 @@ class Heartbeat:
         # Since when Postgres has answered every beat, with no gap of a lease: from the first
         # answer on. Before it, this worker knows nothing of an outage the runs' owners had.
         self.since = math.inf
+        self.outage = False  # a beat failed, or was answered a lease late, since this worker started
         self._renewal: asyncio.Task[dict[str, Lease]] | None = None
         self.slow = False  # the last beat's round trip was over Settings.slow_after
 
@@ -64,7 +65,7 @@ class Heartbeat:
         try:
             leases = await self._renew(held)
         except ServiceUnavailable:
-            self.since = math.inf  # not settled until Postgres has answered again for a lease
+            self._lost()
             raise
         renewed = time.monotonic() - sent if held else math.inf
         for rid, lease in leases.items():
@@ -93,7 +94,7 @@ class Heartbeat:
             beat = time.monotonic()
             await self.store.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
-            self.since = math.inf
+            self._lost()
             raise
         self._answered()
         # The faster of two one-statement round trips: a wait for a pooled connection or a row
@@ -136,20 +137,40 @@ class Heartbeat:
             log.info("store.fast_again", round_trip_ms=round(round_trip * 1000))
         self.slow = round_trip > over
 
+    def _lost(self) -> None:
+        self.since = math.inf  # not settled until Postgres has answered again for a lease
+        self.outage = True
+
     def _answered(self) -> None:
         now = time.monotonic()
-        if self.since == math.inf or (self.answered is not None and now - self.answered > self.s.lease_ttl):
-            self.since = now  # the first answer, after a failure, or after a silence of a lease
+        if self.answered is not None and now - self.answered > self.s.lease_ttl:
+            self._lost()  # a silence of a lease: an outage, or this worker was paused
+        if self.since == math.inf:
+            self.since = now  # the first answer, or the first after an outage
         self.answered = now
 
     def settled(self) -> bool:
         """Postgres has answered this worker's heartbeats for a whole lease with no gap: the
         owners of runs it could take over have had a lease to renew. Not at first: a worker
         whose first answer comes just after an outage (a slow start on a loaded machine) would
-        otherwise take over every run whose owner had not renewed yet."""
-        now, ttl = time.monotonic(), self.s.lease_ttl
-        silent = self.answered is not None and now - self.answered > ttl * 2 / 3  # a beat overdue
-        return not silent and now >= self.since + ttl
+        otherwise reclaim the entries of every run whose owner had not renewed yet."""
+        return self._answered_for() >= self.s.lease_ttl
+
+    def steady(self) -> float | None:
+        """The seconds Postgres has answered this worker's heartbeats since the outage it saw
+        (0 while a beat is overdue); None when it saw none (no beat failed nor came a lease
+        late): there is nothing to allow for. A claim passes it: the owner of an expired lease
+        that has not beaten since keeps its run for three of its TTLs (``claim`` in leases.sql)."""
+        answered_for = self._answered_for()
+        return answered_for if self.outage or answered_for == 0.0 else None
+
+    def _answered_for(self) -> float:
+        """The seconds Postgres has answered every beat, with no gap of a lease (0 while a beat
+        is overdue, or before the first answer)."""
+        now = time.monotonic()
+        if self.answered is None or now - self.answered > self.s.lease_ttl * 2 / 3:  # a beat overdue
+            return 0.0
+        return max(now - self.since, 0.0)
 
     def record(self) -> dict[str, object]:
         """This worker's heartbeat record (``outlast workers``, ``outlast health --worker``)."""

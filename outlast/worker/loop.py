@@ -80,6 +80,7 @@ class Worker:
             ack=self.acks.ack,
             later=self.later,
             settled=self.heartbeat.settled,
+            steady=self.heartbeat.steady,
         )
         self.intake = Intake(
             state=self.state,

@@ -65,16 +65,10 @@ def test_postgres_stopped_and_started_mid_load(fw: FaultWorld) -> None:
     took = fw.wait_settled(ids, timeout=150)
     print(f"all {RUNS} runs settled {took:.1f}s after Postgres came back")
     check_every_run_once(fw, ids)
-    # No storm of takeovers. The leases (2 s) all ran out during the outage: usually each owner
-    # renews before the other worker claims, and keeps its runs; on a loaded machine the other
-    # worker may win some of those races. Either way a run changes hands at most once (no run goes
-    # back and forth), and the effects above are exactly one per operation.
-    claims = (
-        "SELECT count(*) FILTER (WHERE fencing_token > 1), max(fencing_token) FROM runs WHERE id = ANY(%s)"
-    )
-    moved, most = fw.sql(claims, ids)[0]
-    print(f"runs claimed more than once: {moved}; the most claims of one run: {most}")
-    assert most <= 2
+    # No storm of takeovers. The leases (2 s) all ran out during the outage, and each owner keeps
+    # its runs: its first renewal after the outage decides, however late the other worker is
+    # answered (tests/faults/test_outage_takeovers.py makes it late on purpose).
+    assert claimed_twice(fw, ids) == 0
 
 
 @pytest.mark.timeout(240)

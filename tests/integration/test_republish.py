@@ -203,3 +203,31 @@ async def test_a_run_on_a_queue_no_worker_serves_is_republished_once_not_every_p
         assert (await c.status(run)).state == "queued"
     finally:
         await c.close()
+
+
+async def test_a_deadline_passed_in_the_backlog_adds_no_second_entry(world: World) -> None:
+    """Runs whose deadline passes while their entries wait in a backlog are not published again by
+    the deadline sweep: the queue's depth (the charts') counts each run once, and the sweep ends
+    them ``timed_out`` once ``republish_after`` has passed beyond the deadline, no worker having
+    come for them. A run held by its tenant's window has no entry: that one is published."""
+    s = world.settings(republish_after=0.6, tenant_window=1)
+    c = AsyncClient(settings=s)
+    await c.open()
+    try:
+        await c.queue.ensure_group("default")
+        backlog = [run.id for run in await c.enqueue_many("echo", [{}] * 5, deadline=0.2)]
+        first, held = [r.id for r in await c.enqueue_many("echo", [{}] * 2, deadline=0.2, tenant="t")]
+        assert (await c.queue.depth("default"))[0] == 6  # the tenant's second run is held
+        await asyncio.sleep(0.3)
+        sweeper = Sweeper(c.store, c.queue, s, ["default"])
+        await sweeper.sweep(structlog.get_logger())
+        depth, _age = await c.queue.depth("default")
+        assert depth == 7  # the five and the tenant's first, once each; its held run, once
+        assert await c.queue.redis.xlen(c.queue.stream("default")) == 7
+        await asyncio.sleep(0.6)
+        await sweeper.sweep(structlog.get_logger())
+        states = dict(world.sql("SELECT id, state FROM runs"))
+        assert {states[r] for r in [*backlog, first, held]} == {"timed_out"}
+        assert await c.queue.redis.xlen(c.queue.stream("default")) == 7
+    finally:
+        await c.close()

@@ -10,6 +10,11 @@
 -- the expiry. A tenant's run taken makes room in its tenant's window (0014_fair): the tenant's
 -- next held run is published in the same statement (turn_id; the claimer adds its stream entry,
 -- else the sweeper does).
+-- An expired lease is not taken from an owner that may still renew it after an outage: Postgres
+-- has answered the claimer for only %(steady)s seconds since an outage it saw (NULL: it saw none),
+-- and the owner has not beaten since (its record, `beat_worker`: after its renewals), nor has it
+-- been silent for three of its TTLs since then (`outlast_live`, the outage not counted). Its
+-- first renewal after the outage decides; a worker dead for good loses its runs three TTLs on.
 WITH c AS (
     UPDATE runs SET
         state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'running' END,
@@ -25,7 +30,10 @@ WITH c AS (
     WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
-           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now())
+               AND NOT EXISTS (
+                   SELECT 1 FROM workers w, LATERAL (SELECT now() - make_interval(secs => %(steady)s::float8) AS at) back
+                   WHERE w.name = runs.owner AND w.last_beat < back.at AND outlast_live(back.at, w.lease_ttl)))
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
            OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= (SELECT at FROM outlast_now())))
            OR (state = 'awaiting_approval' AND wake_at <= (SELECT at FROM outlast_now()))

@@ -84,14 +84,16 @@ RETURNING runs.id, runs.queue, runs.priority;
 -- A deadline that passed while nothing ran: the run is stamped published, to be published at once
 -- (queue, priority), so that a worker claims it and ends it through the executor (its partial
 -- handler runs); one still not ended %(grace)s seconds past its deadline (no worker serves its
--- workflow, or its entry was lost) is ended here, timed_out (queue NULL).
+-- workflow, or its entry was lost) is ended here, timed_out (queue NULL). Not a queued run that
+-- was published (not held by its tenant's window): its entry is on its way, in a backlog perhaps,
+-- and a second entry would only add to the queue's depth (a lost one is re-published by `due`).
 WITH late AS (
     SELECT id, deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s) AS overdue FROM runs
     WHERE deadline < (SELECT at FROM outlast_now())
       AND (state IN ('queued', 'waiting', 'awaiting_approval')
            OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
            OR (state = 'cancelling' AND lease_expires_at IS NULL))
-      AND (published_at IS NULL OR published_at < deadline
+      AND ((published_at IS NULL OR (published_at < deadline AND state <> 'queued'))
            OR deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s))
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
 ended AS (
