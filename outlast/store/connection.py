@@ -140,6 +140,12 @@ class Connection(Base):
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc, self.listen_url) from exc
 
+    def listener(self) -> Listener:
+        """A ``Listener`` of its own (a worker's lingering receives share it), which connects when
+        first joined (never through a transaction pooler without OUTLAST_LISTEN_URL: its readers
+        poll)."""
+        return Listener(self._listener)
+
     @property
     def wakeups(self) -> str:
         """How a waiting client learns of a run's change, in words (``outlast health``)."""

@@ -16,6 +16,7 @@ several (``run.first``, ``first.py``) can use them.
 from __future__ import annotations
 
 import asyncio
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,18 +55,31 @@ class Inbox(Waits):
         if got is None:
             await self._settled()  # calls made in parallel journal their results before a wait
             await r.go_live(op_id, lambda: f"receive({channel!r})")
-            while got is None:
-                got, seen = await self.take(op_id, channel)
-                if got is not None:
-                    break
-                if until is not None and until <= r.db_now():
-                    got = await r.append("message", op_id, {"channel": channel, "timeout": True})
-                    break
-                if await self.wait(channel, seen, until):
-                    raise Suspended(until)
+            got = await self.live(op_id, channel, until)
         if got.data.get("channel") != channel:
             raise r.mismatch(op_id, f"receive({channel!r})")
         return self.served(channel, got.data)
+
+    async def live(self, op_id: str, channel: str, until: datetime | None) -> Entry:
+        """The receive gone live: the message taken, or the timeout journaled; with none yet, the
+        run lingers held a moment (``linger.py``), then waits (``Suspended``)."""
+        r, linger = self._replayer, self._control.linger
+        while True:
+            got, seen = await self.take(op_id, channel)
+            if got is None and linger is not None:
+                left = math.inf if until is None else (until - r.db_now()).total_seconds()
+                held = await linger.hold(self._control, lambda: self.take(op_id, channel), left)
+                linger = None  # once per receive: a wait that failed (a message came) looks again
+                if held is not None:
+                    got, seen = held
+            if got is not None:
+                return got
+            if until is not None and until <= r.db_now():
+                return await r.append("message", op_id, {"channel": channel, "timeout": True})
+            if self._control.cancel.is_set():
+                await r.go_live(op_id)  # a cancellation seen while it lingered ends the run now
+            if await self.wait(channel, seen, until):
+                raise Suspended(until)
 
     def served(self, channel: str, taken: dict[str, Any]) -> Any:
         """What a receive returns for what it took: the payload (as the channel's declared type, if
@@ -115,6 +129,8 @@ class Inbox(Waits):
         look = await control.db(self._store.inbox(self.run_id, control.token, channel))
         if look is None or not look["held"]:
             raise Fenced(self.run_id, control.token)
+        if look["cancel_requested"]:
+            control.cancelled()  # as a heartbeat would say, later
         if look["message_id"] is None:
             return None, int(look["messages_sent"])
         data = {
