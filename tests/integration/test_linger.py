@@ -96,10 +96,10 @@ def test_a_stopping_worker_ends_a_linger_at_once_and_the_run_waits_with_nothing_
         wait_for(lambda: lingering(world, run.id), what="the run lingering again")
         stopping = time.monotonic()
     took = time.monotonic() - stopping
-    assert took < 1.0, f"the stop took {took:.2f}s (the tests' grace is 1s)"  # not the grace, not the linger
-    # the wait committed as without a linger (not released for another worker to replay)
+    # the wait committed as without a linger: not left to the grace (1s here), then released
     waiting = client.status(run.id)
     assert (waiting.state, waiting.reason, waiting.waits_for) == ("waiting", "message", "in")
+    assert took < 3.0, f"the stop took {took:.2f}s with a linger of 30s"
     client.send(run.id, "in", "second")
     with worker(world, chat.app, receive_linger=30.0):
         assert done(client, run.id) == ["first", "second"]
