@@ -141,9 +141,7 @@ class Connection(Base):
             raise self._unavailable(exc, self.listen_url) from exc
 
     def listener(self) -> Listener:
-        """A ``Listener`` of its own (a worker's lingering receives share it), which connects when
-        first joined (never through a transaction pooler without OUTLAST_LISTEN_URL: its readers
-        poll)."""
+        """A ``Listener`` of its own (a worker's lingering receives'), connected when first joined."""
         return Listener(self._listener)
 
     @property

@@ -148,6 +148,10 @@ class RunControl:
         if self._grace is None and self.ttl is not None:
             self._grace = asyncio.get_running_loop().call_later(self.ttl / 3, self.sync_calls.abandon)
 
+    def leaving(self) -> bool:
+        """The run is to stop here: the worker hands it over, it is cancelled, or it is lost."""
+        return self.stop.is_set() or self.cancel.is_set() or self.lost.is_set()
+
     def proven(self, sent_at: float) -> None:
         """A claim or renewal sent at ``sent_at`` (monotonic) was granted: proven until
         ``sent_at + ttl`` (from the sending, not the answer: on the safe side)."""

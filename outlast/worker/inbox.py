@@ -16,6 +16,7 @@ several (``run.first``, ``first.py``) can use them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from datetime import datetime, timedelta
 from typing import Any
@@ -68,7 +69,8 @@ class Inbox(Waits):
             got, seen = await self.take(op_id, channel)
             if got is None and linger is not None:
                 left = math.inf if until is None else (until - r.db_now()).total_seconds()
-                held = await linger.hold(self._control, lambda: self.take(op_id, channel), left)
+                look = functools.partial(self.take, op_id, channel)
+                held = await linger.hold(self.run_id, look, left, self._control.leaving)
                 linger = None  # once per receive: a wait that failed (a message came) looks again
                 if held is not None:
                     got, seen = held

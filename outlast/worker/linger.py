@@ -28,7 +28,6 @@ from outlast._journal import Entry
 from outlast.store import Store
 from outlast.store.listener import Listener, SharedWatch
 from outlast.store.notify import Watch, channel
-from outlast.worker.control import RunControl
 
 log = structlog.get_logger("outlast.worker")
 POLL = 0.25  # seconds between looks while no notification can reach the worker
@@ -47,34 +46,37 @@ class Linger:
         self._stopped = False
         self._told = False  # the lack of LISTEN logged once
 
-    async def hold(self, control: RunControl, look: Look, span: float) -> tuple[Entry | None, int] | None:
-        """Linger up to ``span`` seconds (the setting's at most) for a message, looking with
-        ``look``: what the last look found (a message taken, or none and the run's count of
-        accepted messages); None if the run does not linger (0, or the worker stops)."""
+    async def hold(
+        self, run_id: str, look: Look, span: float, leaving: Callable[[], bool]
+    ) -> tuple[Entry | None, int] | None:
+        """Linger up to ``span`` seconds (the setting's at most) for a message to the run
+        ``run_id``, looking with ``look``, unless ``leaving`` (the run is stopped, cancelled or
+        lost): what the last look found (a message taken, or none and the run's count of accepted
+        messages); None if the run does not linger (0, or the worker stops)."""
         span = min(span, self.seconds)
         if span <= 0 or self._stopped:
             return None
         if self._listener is None:
             self._listener = self._store.listener()
-        watch = SharedWatch(self._listener, control.run_id, channel(self._store.schema, control.run_id), POLL)
+        watch = SharedWatch(self._listener, run_id, channel(self._store.schema, run_id), POLL)
         self._watches.add(watch)
         try:
             await watch.start()
             self._tell(watch)
             end = time.monotonic() + span
             got, seen = await look()
-            while got is None and not self._ends(control) and (left := end - time.monotonic()) > 0:
+            while got is None and not self._ends(leaving) and (left := end - time.monotonic()) > 0:
                 await watch.changed(left)
-                if self._ends(control):
-                    break  # the wait, committed only if no message came since ``seen``, says
+                if self._ends(leaving):
+                    break  # no look: the wait fails if a message came since ``seen``, and looks
                 got, seen = await look()
             return got, seen
         finally:
             self._watches.discard(watch)
             await watch.close()
 
-    def _ends(self, control: RunControl) -> bool:
-        return self._stopped or control.stop.is_set() or control.cancel.is_set() or control.lost.is_set()
+    def _ends(self, leaving: Callable[[], bool]) -> bool:
+        return self._stopped or leaving()
 
     def _tell(self, watch: Watch) -> None:
         if not watch.listening and not self._told:

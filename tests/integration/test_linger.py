@@ -63,7 +63,9 @@ def test_turns_sent_within_the_linger_are_taken_by_the_same_worker_with_no_repla
     assert world.sql("SELECT count(*) FROM watchers") == [(0,)]  # each linger left its watch
 
 
-def test_a_message_sent_after_the_linger_wakes_the_waiting_run_as_before(world: World, client: Client) -> None:
+def test_a_message_sent_after_the_linger_wakes_the_waiting_run_as_before(
+    world: World, client: Client
+) -> None:
     run = client.enqueue("converse", {"turns": 1})
     with worker(world, chat.app, receive_linger=0.3):
         waiting = reach(client, run.id, "waiting")
