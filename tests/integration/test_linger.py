@@ -63,6 +63,19 @@ def test_turns_sent_within_the_linger_are_taken_by_the_same_worker_with_no_repla
     assert world.sql("SELECT count(*) FROM watchers") == [(0,)]  # each linger left its watch
 
 
+def test_a_linger_longer_than_the_lease_keeps_the_run_held_by_its_worker(
+    world: World, client: Client
+) -> None:
+    run = client.enqueue("converse", {"turns": 1})
+    with worker(world, chat.app, receive_linger=8.0, lease_ttl=1.0):
+        wait_for(lambda: lingering(world, run.id), what="the run lingering")
+        time.sleep(3.0)  # three leases: renewed by the heartbeat, as for any run it holds
+        assert lingering(world, run.id)
+        client.send(run.id, "in", "after three leases")
+        assert done(client, run.id) == ["after three leases"]
+    assert (claims(world, run.id), waits(world, run.id)) == (1, 0)
+
+
 def test_a_message_sent_after_the_linger_wakes_the_waiting_run_as_before(
     world: World, client: Client
 ) -> None:
