@@ -132,3 +132,24 @@ def test_a_cancellation_ends_a_linger_at_once(world: World, client: Client) -> N
     assert ended.state == "cancelled"
     assert took < 5.0, f"the cancellation took {took:.2f}s to end a linger of 30s"
     assert (claims(world, run.id), waits(world, run.id)) == (1, 0)
+
+
+def test_many_runs_lingering_at_once_share_one_listening_connection_and_all_settle(
+    world: World, client: Client
+) -> None:
+    runs = [client.enqueue("converse", {"turns": 1}) for _ in range(40)]
+    with worker(world, chat.app, receive_linger=30.0, concurrency=50):
+        # each join pauses the shared connection's reading; a reader that took the pause for a
+        # lost connection left and joined again, and 40 at once never all settled
+        wait_for(
+            lambda: (
+                world.sql("SELECT count(DISTINCT run_id), count(DISTINCT pid) FROM watchers") == [(40, 1)]
+            ),
+            timeout=15,
+            what="40 runs lingering on one connection",
+        )
+        for r in runs:
+            client.send(r.id, "in", r.id)
+        for r in runs:
+            assert done(client, r.id) == [r.id]
+    assert {claims(world, r.id) for r in runs} == {1}
