@@ -3,7 +3,8 @@
 ``receive(channel, timeout)`` serves a message the run already took from its journal (in the
 same order, never from the inbox); going live, it looks at the channel's inbox and takes the
 oldest message there with the journal entry that records it, in one fenced statement (``take``:
-a stale worker cannot take it, a crash cannot take it twice). With none there, the run waits
+a stale worker cannot take it, a crash cannot take it twice). With none there, the run lingers a
+moment held by its worker, woken by a send (``linger.py``); with none still, it waits
 (``waiting``, reason ``message``, the channel in ``waits_for``) with no worker held, committed
 only if no message was accepted since the look: a send that raced the wait either came first
 (the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
