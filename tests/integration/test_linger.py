@@ -153,3 +153,12 @@ def test_many_runs_lingering_at_once_share_one_listening_connection_and_all_sett
         for r in runs:
             assert done(client, r.id) == [r.id]
     assert {claims(world, r.id) for r in runs} == {1}
+
+
+def test_a_lost_lease_ends_a_linger_at_once(world: World, client: Client) -> None:
+    run = client.enqueue("converse", {"turns": 1})
+    with worker(world, chat.app, receive_linger=30.0) as w:
+        wait_for(lambda: lingering(world, run.id), what="the run lingering")
+        world.sql("UPDATE runs SET fencing_token = fencing_token + 1 WHERE id = %s", run.id)  # taken over
+        # the next heartbeat (a third of the 2s lease) finds the token moved: the run is let go
+        wait_for(lambda: not w.active and world.sql("SELECT count(*) FROM watchers") == [(0,)], timeout=5)
