@@ -31,6 +31,7 @@ EVENTS: dict[str, str] = {
     "run.resumed": "A run resumed: `entries` journaled entries re-derived with no effect.",
     "run.finished": "A run ended in its final `state` (`reason`).",
     "run.waiting": "A run waits durably (`reason`, `message`).",
+    "linger.polling": "A worker's lingering receives look every `every` seconds, with no LISTEN (`why`).",
     "run.throttled": "A run waits in place for room (`waits_for`: a rate window or a slot).",
     "run.parked": "A run gave its worker back to wait for room (`reason`, `message`).",
     "run.fenced": "A run's write was refused: another worker holds its lease now (`error`).",

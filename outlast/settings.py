@@ -300,6 +300,14 @@ class Settings:
     max_inbox: int = setting(
         1000, "Messages a run may hold untaken; a send past it is refused.", "messages", ge=1, le=1000000
     )
+    receive_linger: float = setting(
+        2.0,
+        "Seconds a run whose receive finds no message stays held in its worker's memory, woken by a "
+        "send, before it waits with no worker held (0: it waits at once).",
+        "s",
+        ge=0,
+        le=60,
+    )
     callback_url: str | None = setting(
         None,
         "Public base URL of the callbacks endpoint (where outlast.web.callbacks is mounted, e.g. "

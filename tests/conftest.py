@@ -164,6 +164,7 @@ class World:
             republish_after=1.0,
             grace=1.0,
             writer_in_flight=IN_FLIGHT,
+            receive_linger=0.0,  # a receive waits at once; a test of the linger sets its own
         )
         return base.with_(**kw)
 
@@ -178,6 +179,7 @@ class World:
             OUTLAST_SWEEP_INTERVAL="0.3",
             OUTLAST_REPUBLISH_AFTER="1",
             OUTLAST_GRACE="1",
+            OUTLAST_RECEIVE_LINGER="0",
             OUTLAST_LOG_FORMAT="json",
             OUTLAST_WRITER_IN_FLIGHT=str(IN_FLIGHT),
             PYTHONPATH=str(ROOT),

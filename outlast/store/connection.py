@@ -140,6 +140,10 @@ class Connection(Base):
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc, self.listen_url) from exc
 
+    def listener(self) -> Listener:
+        """A ``Listener`` of its own (a worker's lingering receives'), connected when first joined."""
+        return Listener(self._listener)
+
     @property
     def wakeups(self) -> str:
         """How a waiting client learns of a run's change, in words (``outlast health``)."""

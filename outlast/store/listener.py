@@ -39,11 +39,14 @@ class Listener:
         self._lock = asyncio.Lock()  # one change of the connection's LISTENs at a time
         self._probing = asyncio.Lock()
         self._heard = 0  # the generation a probe was last heard on (0: none)
+        self._paused = False  # reading stopped while a LISTEN or its undoing runs
         self.generation = 0  # how many connections were opened: a reader's joins are on one
 
     @property
     def up(self) -> bool:
-        return self._reading is not None and not self._reading.done()
+        """Listening: reading, or paused for a LISTEN (a reader that saw it paused would leave and
+        join again, pausing it in turn: with many readers joining at once, none would settle)."""
+        return self._reading is not None and (self._paused or not self._reading.done())
 
     @property
     def channels(self) -> int:
@@ -126,18 +129,21 @@ class Listener:
         (if not, the connection is given up: each reader polls, then joins a new one)."""
         conn, reading = self._conn, self._reading
         assert conn is not None and reading is not None
-        reading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reading
+        self._paused = True
         try:
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
             for statement, params in statements:
                 await conn.execute(statement, params)
         except BaseException as exc:  # an error or a cancellation mid-statement: not reused
+            self._paused = False
             await self.close()
             self._lost()
             if isinstance(exc, psycopg.Error):
                 return False
             raise
+        self._paused = False
         self._reading = asyncio.create_task(self._read(conn))
         return True
 

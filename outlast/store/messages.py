@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
 from outlast.store.base import Base
+from outlast.store.notify import channel as channel_of
 
 
 class Messages(Base):
@@ -48,12 +49,14 @@ class Messages(Base):
             max_bytes=max_bytes,
             max_waiting=max_waiting,
             via=via,
+            notify=channel_of(self.schema, run_id),
         )
         return rows[0]
 
     async def inbox(self, run_id: str, token: int, channel: str) -> dict[str, Any] | None:
         """The oldest untaken message of the channel (``message_id`` None: none), the run's count
-        of accepted messages (``messages_sent``) and whether ``token`` still holds it (``held``)."""
+        of accepted messages (``messages_sent``), whether ``token`` still holds it (``held``) and
+        whether a cancellation was asked for (``cancel_requested``)."""
         rows = await self._rows("inbox", run_id=run_id, token=token, channel=channel)
         return rows[0] if rows else None
 

@@ -115,6 +115,10 @@ class Watch:
         Then the reader must poll."""
         raise NotImplementedError
 
+    def wake(self) -> None:
+        """Make ``changed`` return now (its reader is asked to stop)."""
+        self._news.set()
+
     async def changed(self, timeout: float | None = None) -> None:
         """Return when the run may have changed since the last return, or after ``timeout``
         seconds at most (``poll`` at most while not listening)."""

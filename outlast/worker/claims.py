@@ -24,6 +24,7 @@ from outlast.settings import Settings
 from outlast.store import Claimed, Store
 from outlast.worker.control import Interrupted, RunControl
 from outlast.worker.executor import Execution, Outcome
+from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
 from outlast.worker.state import Active, WorkerState
 
@@ -55,6 +56,7 @@ class Claims:
         settled: Callable[[], bool],
         steady: Callable[[], float | None],
         live: LiveOutput | None = None,
+        linger: Linger | None = None,
     ) -> None:
         self.state = state
         self.s = settings
@@ -63,6 +65,7 @@ class Claims:
         self.queue = queue
         self.windows = windows  # shared rate limits of tools (outlast.worker.flow)
         self.live = live  # where its runs' live chunks go
+        self.linger = linger  # a receive with no message waits here a moment (worker/linger.py)
         self._ack = ack
         self._later = later
         self._settled = settled  # Heartbeat.settled: Postgres has answered for a whole lease
@@ -100,7 +103,12 @@ class Claims:
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
             self._later(0.0, turn[1], turn[0], priority=turn[2])
         control = RunControl(
-            run_id=run.id, token=run.fencing_token, ttl=s.lease_ttl, sent_at=sent, cancel=run.cancel_requested
+            run_id=run.id,
+            token=run.fencing_token,
+            ttl=s.lease_ttl,
+            sent_at=sent,
+            cancel=run.cancel_requested,
+            linger=self.linger,
         )
         execution = Execution(
             run=run,

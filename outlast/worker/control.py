@@ -14,9 +14,12 @@ import math
 import time
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from outlast.errors import ServiceUnavailable
+
+if TYPE_CHECKING:
+    from outlast.worker.linger import Linger
 
 T = TypeVar("T")
 
@@ -119,8 +122,10 @@ class RunControl:
         sent_at: float | None = None,
         cancel: bool = False,
         offline: bool = False,
+        linger: Linger | None = None,
     ) -> None:
         self.run_id = run_id
+        self.linger = linger  # the worker's lingering receives (None: a receive waits at once)
         self.offline = offline  # an offline replay: the run never goes live (``JournalEnd``)
         self.token = token
         self.ttl = ttl  # None: no lease to prove (tests that run an execution by hand)
@@ -142,6 +147,10 @@ class RunControl:
         self.cancel.set()
         if self._grace is None and self.ttl is not None:
             self._grace = asyncio.get_running_loop().call_later(self.ttl / 3, self.sync_calls.abandon)
+
+    def leaving(self) -> bool:
+        """The run is to stop here: the worker hands it over, it is cancelled, or it is lost."""
+        return self.stop.is_set() or self.cancel.is_set() or self.lost.is_set()
 
     def proven(self, sent_at: float) -> None:
         """A claim or renewal sent at ``sent_at`` (monotonic) was granted: proven until

@@ -3,7 +3,8 @@
 ``receive(channel, timeout)`` serves a message the run already took from its journal (in the
 same order, never from the inbox); going live, it looks at the channel's inbox and takes the
 oldest message there with the journal entry that records it, in one fenced statement (``take``:
-a stale worker cannot take it, a crash cannot take it twice). With none there, the run waits
+a stale worker cannot take it, a crash cannot take it twice). With none there, the run lingers a
+moment held by its worker, woken by a send (``linger.py``); with none still, it waits
 (``waiting``, reason ``message``, the channel in ``waits_for``) with no worker held, committed
 only if no message was accepted since the look: a send that raced the wait either came first
 (the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
@@ -16,6 +17,8 @@ several (``run.first``, ``first.py``) can use them.
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,18 +57,32 @@ class Inbox(Waits):
         if got is None:
             await self._settled()  # calls made in parallel journal their results before a wait
             await r.go_live(op_id, lambda: f"receive({channel!r})")
-            while got is None:
-                got, seen = await self.take(op_id, channel)
-                if got is not None:
-                    break
-                if until is not None and until <= r.db_now():
-                    got = await r.append("message", op_id, {"channel": channel, "timeout": True})
-                    break
-                if await self.wait(channel, seen, until):
-                    raise Suspended(until)
+            got = await self.live(op_id, channel, until)
         if got.data.get("channel") != channel:
             raise r.mismatch(op_id, f"receive({channel!r})")
         return self.served(channel, got.data)
+
+    async def live(self, op_id: str, channel: str, until: datetime | None) -> Entry:
+        """The receive gone live: the message taken, or the timeout journaled; with none yet, the
+        run lingers held a moment (``linger.py``), then waits (``Suspended``)."""
+        r, linger = self._replayer, self._control.linger
+        while True:
+            got, seen = await self.take(op_id, channel)
+            if got is None and linger is not None:
+                left = math.inf if until is None else (until - r.db_now()).total_seconds()
+                look = functools.partial(self.take, op_id, channel)
+                held = await linger.hold(self.run_id, look, left, self._control.leaving)
+                linger = None  # once per receive: a wait that failed (a message came) looks again
+                if held is not None:
+                    got, seen = held
+            if got is not None:
+                return got
+            if until is not None and until <= r.db_now():
+                return await r.append("message", op_id, {"channel": channel, "timeout": True})
+            if self._control.cancel.is_set():
+                await r.go_live(op_id)  # a cancellation seen while it lingered ends the run now
+            if await self.wait(channel, seen, until):
+                raise Suspended(until)
 
     def served(self, channel: str, taken: dict[str, Any]) -> Any:
         """What a receive returns for what it took: the payload (as the channel's declared type, if
@@ -115,6 +132,8 @@ class Inbox(Waits):
         look = await control.db(self._store.inbox(self.run_id, control.token, channel))
         if look is None or not look["held"]:
             raise Fenced(self.run_id, control.token)
+        if look["cancel_requested"]:
+            control.cancelled()  # as a heartbeat would say, later
         if look["message_id"] is None:
             return None, int(look["messages_sent"])
         data = {

@@ -30,6 +30,7 @@ from outlast.worker.acks import Acks
 from outlast.worker.claims import Claims
 from outlast.worker.heartbeat import Heartbeat
 from outlast.worker.intake import Intake
+from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
 from outlast.worker.state import Active, WorkerState
 from outlast.worker.sweeper import Sweeper
@@ -63,6 +64,7 @@ class Worker:
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
+        self.linger = Linger(seconds=settings.receive_linger, store=store)  # receives held a moment
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         # Built in the order they need one another: each is given the others' methods it uses.
         self.acks = Acks(queue=queue)
@@ -77,6 +79,7 @@ class Worker:
             queue=queue,
             windows=self.windows,
             live=self.live,
+            linger=self.linger,
             ack=self.acks.ack,
             later=self.later,
             settled=self.heartbeat.settled,
@@ -128,6 +131,7 @@ class Worker:
             work.append(asyncio.create_task(self.every(metrics.REFRESH, self._gauges)))
         beat = asyncio.create_task(self._heartbeat_loop())  # goes on while runs are handed over
         await self.stopping.wait()
+        self.linger.stop()  # a lingering receive commits its wait now: the run is let go at once
         try:
             # Whatever Postgres and Redis do (gone, paused, refusing), the hand-over ends within
             # the grace period and a bound: what it could not write is left to the leases, as
@@ -139,6 +143,8 @@ class Worker:
             for t in (*work, *self.tasks):
                 t.cancel()
         self._done.set()
+        with contextlib.suppress(Exception):  # its watchers' rows go with its connection
+            await self.linger.close()
         beat.cancel()
         await asyncio.gather(beat, return_exceptions=True)
         for t in self._timers:  # the sweeper wakes these runs instead

@@ -59,6 +59,9 @@ UNFENCED = {
     "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run
     "event", "settle", "refuse_program", "wake_parent",
+    # the listening connection of the receives that linger (worker/linger.py), the schema that
+    # names their channels, and how they hear (for its log line): LISTEN, no write
+    "listener", "schema", "wakeups",
 }  # fmt: skip
 FIGURES = {"writer.busy"}  # not a method: read for the metrics, the only use of these attributes
 

@@ -14,15 +14,21 @@ WHERE r.id = %(run_id)s;
 
 -- name: send
 -- One send: the run row locked, a repeated id answered with the first receipt, a refusal said in
--- one line, else the message stored and the run woken if it waits on this channel (0024).
-SELECT * FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
-                                   %(max_bytes)s, %(max_waiting)s, %(via)s);
+-- one line, else the message stored and the run woken if it waits on this channel (0024). A run
+-- someone watches (a worker's receive that lingers, see worker/linger.py) is notified on its
+-- channel (%(notify)s), as its events notify it: a run nobody watches pays one index look-up.
+SELECT s.*, (SELECT count(*) FROM (
+        SELECT pg_notify(%(notify)s, '') FROM watchers
+        WHERE watchers.run_id = %(run_id)s AND s.seq IS NOT NULL AND NOT s.duplicate LIMIT 1) n
+    ) AS notified
+FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
+                          %(max_bytes)s, %(max_waiting)s, %(via)s) s;
 
 -- name: inbox
 -- The lease holder's look at the channel: the oldest untaken message (if any), and the run's count
 -- of messages accepted, which its wait must still find (`await_message`); `held`: the run is still
--- held under this token.
-SELECT r.messages_sent, outlast_held_by(r.fencing_token, r.state, %(token)s) AS held,
+-- held under this token; `cancel_requested`: a cancellation was asked for meanwhile.
+SELECT r.messages_sent, outlast_held_by(r.fencing_token, r.state, %(token)s) AS held, r.cancel_requested,
        m.message_id, m.seq, m.payload, m.created_at
 FROM runs r
 LEFT JOIN LATERAL (
