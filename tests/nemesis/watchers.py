@@ -33,7 +33,7 @@ class Takeovers:
         self.sql = sql
         self.pending: dict[str, tuple[int, float, str]] = {}  # run -> token, fault's time, kind
         self.delays: dict[str, list[float]] = defaultdict(list)
-        self.kept = 0  # runs its holder ended itself (a pause shorter than the lease, a hand-over...)
+        self.kept = 0  # runs its holder ended or parked itself (a pause shorter than the lease...)
         self.held: list[tuple[str, int, str]] = []  # run, token, owner: the last look
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -66,7 +66,7 @@ class Takeovers:
                     if token > was:
                         self.delays[kind].append(now - at)
                         del self.pending[rid]
-                    elif state not in ("running", "cancelling"):
+                    elif state not in ("running", "cancelling", "queued"):  # a hand-over: queued
                         self.kept += 1
                         del self.pending[rid]
 
