@@ -594,9 +594,7 @@ class Nemesis:
             if p.workflow == "chat"
         }
         taken = self.world_sql("SELECT run_id, op_id, sender, n FROM taken")
-        journaled = dict(
-            self.sql("SELECT run_id, count(*) FROM journal WHERE kind = 'message' GROUP BY 1")
-        )
+        journaled = dict(self.sql("SELECT run_id, count(*) FROM journal WHERE kind = 'message' GROUP BY 1"))
         self.report.figures["chat runs, messages taken"] = (len(chats), len(taken))
         self.report.violations += checks.messages_taken(chats, taken, journaled)
 
