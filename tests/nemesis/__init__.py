@@ -634,12 +634,13 @@ class Nemesis:
             return
         d.stopping.set()
         d.thread.join(10)
-        failed = [at for at, ok in d.probes if not ok]
+        failed = [(at, why) for at, why in d.probes if why]
         self.report.figures["dashboard probes, failed"] = (len(d.probes), len(failed))
         if failed:
-            self.report.figures["dashboard failures, by window"] = Counter(
-                ", ".join(w.kind for w in checks.windows_over(self.report.windows, at, at)) or "none"
-                for at in failed
+            windows = self.report.windows
+            self.report.figures["dashboard failures, by why and window"] = Counter(
+                f"{why} in {', '.join(w.kind for w in checks.windows_over(windows, at, at)) or 'none'}"
+                for at, why in failed
             )
         if not d.recovered(30.0):
             self.report.violations.append("the dashboard answered no probe in 30 s once the faults healed")

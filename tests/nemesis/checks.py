@@ -5,6 +5,7 @@ tests/nemesis/test_checks.py feeds each a broken history and sees it fail."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ def delays(figures: dict[str, list[float]]) -> dict[str, str]:
         q = sorted(d)
         out[kind] = (
             f"{len(q)} runs, median {statistics.median(q):.1f}s, "
-            f"p90 {q[int(0.9 * (len(q) - 1))]:.1f}s, max {q[-1]:.1f}s"
+            f"p90 {q[math.ceil(0.9 * len(q)) - 1]:.1f}s, max {q[-1]:.1f}s"
         )
     return out
 

@@ -94,19 +94,20 @@ class Dashboard:
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
             )
-        self.probes: list[tuple[float, bool]] = []  # wall-clock time, answered
+        self.probes: list[tuple[float, str]] = []  # wall-clock time, why it failed ("": answered)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.poll, name="dashboard", daemon=True)
 
-    def probe(self) -> bool:
+    def probe(self) -> str:
+        """ "" when answered, else why not (an HTTP status, or the error's class)."""
         request = urllib.request.Request(self.url, headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(request, timeout=3) as answer:
-                return int(answer.status) < 500
+            with urllib.request.urlopen(request, timeout=3):
+                return ""
         except urllib.error.HTTPError as exc:
-            return exc.code < 500
-        except OSError:
-            return False
+            return "" if exc.code < 500 else f"HTTP {exc.code}"
+        except OSError as exc:
+            return type(exc).__name__
 
     def poll(self) -> None:
         while not self.stopping.wait(1.0):
@@ -116,7 +117,7 @@ class Dashboard:
         """Whether a probe is answered within ``within`` seconds (after the faults healed)."""
         until = time.monotonic() + within
         while time.monotonic() < until:
-            if self.proc.poll() is None and self.probe():
+            if self.proc.poll() is None and not self.probe():
                 return True
             time.sleep(0.5)
         return False
