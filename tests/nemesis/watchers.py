@@ -106,6 +106,8 @@ class Dashboard:
                 return ""
         except urllib.error.HTTPError as exc:
             return "" if exc.code < 500 else f"HTTP {exc.code}"
+        except urllib.error.URLError as exc:  # the connection's own error
+            return f"URLError: {exc.reason}"[:60]
         except OSError as exc:
             return type(exc).__name__
 
