@@ -497,7 +497,7 @@ class Nemesis:
             if n:
                 cmd += ["--result", json.dumps({"resolved": "by the world"})]
             done = self.world.cli(*cmd, **self.env(len(WORKERS)))
-            if done.returncode and "not waiting on an in-doubt" in done.stderr:
+            if done.returncode and "not waiting on an in-doubt" in done.stdout + done.stderr:
                 continue  # cancelled (or resolved) since it was read: settle reads it again
             if done.returncode:
                 self.report.violations.append(f"resolving {rid} {op}: {done.stdout}{done.stderr}"[:300])
