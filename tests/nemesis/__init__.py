@@ -355,7 +355,8 @@ class Nemesis:
 
     def revive(self) -> None:
         """A worker that died on its own (one started while Postgres or Redis was out of reach
-        exits, as a deployment's supervisor would see): started again, and counted."""
+        exits, as a deployment's supervisor would see): started again, and counted; the dashboard
+        too."""
         for w in range(len(WORKERS)):
             p = self.procs.get(w)
             if w not in self.down and p is not None and p.poll() is not None:
@@ -363,6 +364,8 @@ class Nemesis:
                     self.report.figures.get("workers that exited on their own", 0) + 1
                 )
                 self.start_worker(w)
+        if self.dashboard is not None:
+            self.dashboard.revive()
 
     def heal(self) -> None:
         """Every link mended, every worker running and resumed, every server up and writable."""
@@ -381,6 +384,8 @@ class Nemesis:
             p = self.procs.get(w)
             if p is None or p.poll() is not None:
                 self.start_worker(w)
+        if self.dashboard is not None:
+            self.dashboard.revive()
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -637,7 +642,7 @@ class Nemesis:
         d.stopping.set()
         d.thread.join(10)
         failed = [(at, why) for at, why in d.probes if why]
-        self.report.figures["dashboard probes, failed"] = (len(d.probes), len(failed))
+        self.report.figures["dashboard probes, failed, started"] = (len(d.probes), len(failed), d.started)
         if failed:
             windows = self.report.windows
             self.report.figures["dashboard failures, by why and window"] = Counter(

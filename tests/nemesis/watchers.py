@@ -86,17 +86,29 @@ class Dashboard:
         self.token = add_user(users, "nemesis", ["viewers"])
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api/runs/{run_id}"
-        with open(folder / "dashboard.log", "wb") as out:
-            self.proc = subprocess.Popen(
+        self.env, self.folder = dict(env, OUTLAST_USERS=str(users)), folder
+        self.started = 0
+        self.proc = self.start()
+        self.probes: list[tuple[float, str]] = []  # wall-clock time, why it failed ("": answered)
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.poll, name="dashboard", daemon=True)
+
+    def start(self) -> subprocess.Popen[bytes]:
+        """The process (again, after it exited: one started while Postgres is out of reach exits, as
+        a supervisor would see), its log in the folder."""
+        self.started += 1
+        with open(self.folder / f"dashboard-{self.started}.log", "wb") as out:
+            return subprocess.Popen(
                 [sys.executable, "-m", "outlast", "dashboard", "--port", str(self.port)],
-                env=dict(env, OUTLAST_USERS=str(users)),
+                env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
             )
-        self.probes: list[tuple[float, str]] = []  # wall-clock time, why it failed ("": answered)
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.poll, name="dashboard", daemon=True)
+
+    def revive(self) -> None:
+        if self.proc.poll() is not None:
+            self.proc = self.start()
 
     def probe(self) -> str:
         """ "" when answered, else why not (an HTTP status, or the error's class)."""
