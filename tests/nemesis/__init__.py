@@ -161,6 +161,7 @@ class Nemesis:
         self.takeovers.thread.start()
         first = self.planned_ids(1)[0]
         self.dashboard = Dashboard(self.world.env(**self.env(len(WORKERS))), self.tmp, first)
+        self.dashboard.recovered(30.0)  # listening before the first probe counts
         self.dashboard.thread.start()
 
     def env(self, w: int) -> dict[str, str]:
