@@ -1,4 +1,5 @@
-"""The nemesis's workload (tests/nemesis): payments, approvals, durable timers and child runs, over a
+"""The nemesis's workload (tests/nemesis): payments, approvals, durable timers, child runs and
+conversations (runs that take messages), over a
 world of tables on a Postgres the nemesis never touches (``FAULTS_EFFECTS_URL`` and
 ``FAULTS_EFFECTS_SCHEMA``, as tests/apps/faults.py).
 
@@ -6,7 +7,11 @@ world of tables on a Postgres the nemesis never touches (``FAULTS_EFFECTS_URL`` 
   dispatches (``calls``);
 - ``notify``: plain, with a reconciler that looks its ``effects`` row up by idempotency key (the
   world fences writers by token, as faults.py's ``reconciled``);
-- ``audit``: plain, no promise: one ``effects`` row per dispatch, so a silent repeat shows.
+- ``audit``: plain, no promise: one ``effects`` row per dispatch, so a silent repeat shows;
+- ``take``: idempotent; one ``taken`` row per idempotency key for each message a chat run took.
+
+A transfer spends its amount from the run's budget (500 reserved, then ``charge``): what outlast
+records as spent must equal the ledger's amounts.
 
 ``pace`` (seconds) makes a tool sleep a random part of it first, so that faults land inside tools.
 """
@@ -26,6 +31,8 @@ TABLES = (
     + """
 CREATE TABLE IF NOT EXISTS ledger (key text PRIMARY KEY, run_id text NOT NULL, op_id text NOT NULL,
     amount int NOT NULL, token bigint NOT NULL, calls int NOT NULL DEFAULT 1);
+CREATE TABLE IF NOT EXISTS taken (key text PRIMARY KEY, run_id text NOT NULL, op_id text NOT NULL,
+    sender int NOT NULL, n int NOT NULL, calls int NOT NULL DEFAULT 1);
 """
 )
 
@@ -47,9 +54,10 @@ async def _pace(pace: float) -> None:
         await asyncio.sleep(random.uniform(0, pace))
 
 
-@app.tool("transfer", idempotent=True)
+@app.tool("transfer", idempotent=True, cost={"usd": 500})
 async def transfer(amount: int, pace: float = 0.0) -> dict[str, Any]:
     a = current_action()
+    a.charge(usd=amount)
     await _pace(pace)
     pool = await world._pool()
     async with pool.connection() as c:
@@ -95,6 +103,20 @@ async def notify_done(args: dict[str, Any], action: Action) -> Any:
     return {"effect": rows[0][0], "op": action.operation_id}
 
 
+@app.tool("take", idempotent=True)
+async def take(sender: int, n: int, pace: float = 0.0) -> dict[str, Any]:
+    a = current_action()
+    await _pace(pace)
+    pool = await world._pool()
+    async with pool.connection() as c:
+        await c.execute(
+            "INSERT INTO taken (key, run_id, op_id, sender, n) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET calls = taken.calls + 1",
+            (a.idempotency_key, a.run_id, a.operation_id, sender, n),
+        )
+    return {"took": [sender, n]}
+
+
 @app.tool("audit")
 async def audit(what: str, pace: float = 0.0) -> dict[str, Any]:
     await _pace(pace)
@@ -134,3 +156,13 @@ async def parent(run: Any, amount: int, pace: float = 0.3) -> dict[str, Any]:
     children = [await run.start("payment", {"amount": amount + k, "pace": pace}) for k in range(2)]
     results = [await child.result() for child in children]
     return {"children": results, "noted": await run.call("audit", what="both paid", pace=pace)}
+
+
+@app.workflow("chat")
+async def chat(run: Any, each: int, pace: float = 0.3) -> dict[str, Any]:
+    """``each`` messages from each of the two producers, each driving the ``take`` tool."""
+    took = []
+    for _ in range(2 * each):
+        m = await run.receive("m")
+        took.append((await run.call("take", sender=m["from"], n=m["n"], pace=pace))["took"])
+    return {"took": took}

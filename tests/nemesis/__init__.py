@@ -34,7 +34,10 @@ from tests.apps import nemesis as app
 from tests.conftest import ROOT, World, migrate_schema
 from tests.faults import PrivateRedis, _children
 from tests.faults.pair import Pair
+from tests.nemesis import checks
+from tests.nemesis.checks import Window
 from tests.nemesis.links import Link, Links
+from tests.nemesis.watchers import Dashboard, Takeovers
 from tests.nemesis.workload import plan
 
 APP = "tests.apps.nemesis:app"
@@ -50,7 +53,8 @@ WORKERS = (
 # The kinds of fault, each with what it holds while it lasts (one fault at a time on each).
 WORKER_FAULTS = ("kill", "pause", "term")
 LINK_FAULTS = ("cut_pg", "cut_redis", "cut_both", "half_pg", "half_redis", "slow_pg", "slow_redis")
-PG_FAULTS = ("pg_restart", "pg_readonly", "failover")
+PG_FAULTS = ("pg_restart", "pg_readonly", "failover", "migrate")
+MIGRATION = "ALTER TABLE runs ADD COLUMN nemesis_probe int"  # an expand step: a lock on the busiest table
 REDIS_FAULTS = ("redis_restart", "redis_loss", "redis_full")
 
 
@@ -97,14 +101,10 @@ def schedule(seed: int, seconds: float) -> list[Fault]:
 class Report:
     seed: int
     faults: Counter[str] = field(default_factory=Counter)
-    windows: list[tuple[float, float, str]] = field(default_factory=list)  # wall-clock begin, end, fault
+    windows: list[Window] = field(default_factory=list)
+    zero: float = 0.0  # the schedule's start, wall clock
     violations: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
-
-    def window_of(self, at: float, slack: float) -> str | None:
-        """The faults whose window (widened by ``slack`` seconds) holds ``at``, or None."""
-        found = [what for begin, end, what in self.windows if begin - slack <= at <= end + slack]
-        return ", ".join(found) or None
 
 
 class Nemesis:
@@ -135,6 +135,9 @@ class Nemesis:
         self.fence_seen = 0  # the last effect watched
         self.fence_last: dict[str, int] = {}  # each run's newest token among its effects
         self.down: set[int] = set()  # workers killed or stopped by a fault under way
+        self.takeovers = Takeovers(self.sql)
+        self.dashboard: Dashboard | None = None
+        self.migration: psycopg.Connection[Any] | None = None  # holds the migration's lock
 
     # -- the servers -----------------------------------------------------------------------
 
@@ -155,6 +158,11 @@ class Nemesis:
             self.link[(w, "redis")] = self.links.link(f"w{w}-redis", lambda: self.rd.port)
         for w in range(len(WORKERS)):
             self.start_worker(w)
+        self.takeovers.thread.start()
+        first = self.planned_ids(1)[0]
+        self.dashboard = Dashboard(self.world.env(**self.env(len(WORKERS))), self.tmp, first)
+        self.dashboard.recovered(30.0)  # listening before the first probe counts
+        self.dashboard.thread.start()
 
     def env(self, w: int) -> dict[str, str]:
         env = {
@@ -189,7 +197,10 @@ class Nemesis:
 
     def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         with psycopg.connect(
-            self.url(self.pg_port()), autocommit=True, options="-c search_path=outlast", connect_timeout=5
+            self.url(self.pg_port()),
+            autocommit=True,
+            options="-c search_path=outlast -c lock_timeout=2s",  # never behind the migration's lock
+            connect_timeout=5,
         ) as c:
             cur = c.execute(statement.encode(), params)
             return cur.fetchall() if cur.description else []
@@ -220,6 +231,8 @@ class Nemesis:
             time.sleep(max(self.born.get(w, 0.0) + 1.0 - time.monotonic(), 0.0))
         if f.kind in ("kill", "term"):
             self.down.add(w)
+        if f.kind in WORKER_FAULTS:
+            self.takeovers.struck(WORKERS[w][0], f.kind)
         if f.kind.startswith(("cut_", "half_", "slow_")):
             how, _, where = f.kind.partition("_")
             for s in ("pg", "redis") if where == "both" else (where,):
@@ -260,6 +273,30 @@ class Nemesis:
             if link.name.endswith("-pg"):
                 link.reset()
 
+    def begin_migrate(self, w: int) -> None:
+        """A migration under load: a DDL that takes the busiest table's lock, held for the fault's
+        length (its transaction then rolled back), then ``outlast migrate`` run again, waited for
+        (no other fault begins meanwhile: Postgres is this fault's until it is done)."""
+        c = psycopg.connect(self.url(self.pg_port()), options="-c search_path=outlast", connect_timeout=5)
+        c.execute(b"SET lock_timeout = '5s'")
+        c.execute(MIGRATION.encode())
+        self.migration = c
+
+    def end_migrate(self) -> None:
+        c, self.migration = self.migration, None
+        if c is not None:
+            with contextlib.suppress(psycopg.Error):
+                c.rollback()
+            c.close()
+        done = self.world.cli("migrate", **self.env(len(WORKERS)))
+        self.report.figures["outlast migrate run again under load"] = (
+            self.report.figures.get("outlast migrate run again under load", 0) + 1
+        )
+        if done.returncode:
+            self.report.violations.append(
+                f"outlast migrate under load exited {done.returncode}: {done.stdout}{done.stderr}"[:400]
+            )
+
     def begin_redis_restart(self, w: int) -> None:
         self.rd.stop()
 
@@ -294,6 +331,8 @@ class Nemesis:
         elif f.kind == "pg_readonly":
             self.admin("ALTER SYSTEM RESET default_transaction_read_only")
             self.admin("SELECT pg_reload_conf()")
+        elif f.kind == "migrate":
+            self.end_migrate()
         elif f.kind in ("redis_restart", "redis_loss"):
             self.rd.start(self.rd.persistent)
         elif f.kind == "redis_full":
@@ -317,7 +356,8 @@ class Nemesis:
 
     def revive(self) -> None:
         """A worker that died on its own (one started while Postgres or Redis was out of reach
-        exits, as a deployment's supervisor would see): started again, and counted."""
+        exits, as a deployment's supervisor would see): started again, and counted; the dashboard
+        too."""
         for w in range(len(WORKERS)):
             p = self.procs.get(w)
             if w not in self.down and p is not None and p.poll() is not None:
@@ -325,6 +365,8 @@ class Nemesis:
                     self.report.figures.get("workers that exited on their own", 0) + 1
                 )
                 self.start_worker(w)
+        if self.dashboard is not None:
+            self.dashboard.revive()
 
     def heal(self) -> None:
         """Every link mended, every worker running and resumed, every server up and writable."""
@@ -343,6 +385,8 @@ class Nemesis:
             p = self.procs.get(w)
             if p is None or p.poll() is not None:
                 self.start_worker(w)
+        if self.dashboard is not None:
+            self.dashboard.revive()
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -380,6 +424,7 @@ class Nemesis:
         began_wall: dict[int, float] = {}
         self.produce()
         began = time.monotonic()
+        self.report.zero = time.time()
         finals: list[tuple[float, int]] = []
         for at, starting, i in events:
             time.sleep(max(began + at - time.monotonic(), 0.0))
@@ -391,9 +436,7 @@ class Nemesis:
                     self.report.faults[f.kind] += 1
                 else:
                     self.end(f)
-                    self.report.windows.append(
-                        (began_wall[i], time.time(), f"{f.kind}@{WORKERS[f.target][0]}")
-                    )
+                    self.report.windows.append(Window(f.kind, self.target(f), began_wall[i], time.time()))
             except Exception as exc:  # a fault that could not be applied is a finding of its own
                 self.report.violations.append(f"applying {f} ({'begin' if starting else 'end'}): {exc}")
             self.revive()
@@ -415,6 +458,11 @@ class Nemesis:
         self.check()
         return self.report
 
+    def target(self, f: Fault) -> str:
+        if f.kind in PG_FAULTS:
+            return "postgres"
+        return "redis" if f.kind in REDIS_FAULTS else WORKERS[f.target][0]
+
     def final_count(self) -> int:
         return int(
             self.sql("SELECT count(*) FROM runs WHERE state IN ('succeeded', 'failed', 'cancelled')")[0][0]
@@ -422,6 +470,9 @@ class Nemesis:
 
     def planned(self) -> list[str]:
         return [p.run_id for k in range(2) for p in plan(self.seed, k, self.count)]
+
+    def planned_ids(self, count: int) -> list[str]:
+        return [p.run_id for p in plan(self.seed, 0, count)]
 
     def settle(self, timeout: float) -> None:
         """Wait until every run is final, resolving each in-doubt operation by the world's truth."""
@@ -445,16 +496,15 @@ class Nemesis:
             "SELECT d.run_id, d.op_id, d.created_at FROM journal d JOIN runs r ON r.id = d.run_id "
             "WHERE d.kind = 'in_doubt' AND r.state = 'waiting' AND r.reason = 'in_doubt'"
         )
-        for rid, op, at in rows:
+        for rid, op, _at in rows:
             n = self.world_sql("SELECT count(*) FROM effects WHERE run_id = %s AND op_id = %s", rid, op)[0][0]
-            why = self.report.window_of(at.timestamp(), 3 * TTL)
-            self.report.figures.setdefault("in doubt", []).append(f"{rid} {op}: {n} effect(s), in {why}")
-            if why is None:
-                self.report.violations.append(f"{rid} {op} in doubt at {at} outside every fault window")
+            self.report.figures.setdefault("in doubt resolved", []).append(f"{rid} {op}: {n} effect(s)")
             cmd = ["resolve", rid, op, "--executed" if n else "--not-executed"]
             if n:
                 cmd += ["--result", json.dumps({"resolved": "by the world"})]
             done = self.world.cli(*cmd, **self.env(len(WORKERS)))
+            if done.returncode and "not waiting on an in-doubt" in done.stdout + done.stderr:
+                continue  # cancelled (or resolved) since it was read: settle reads it again
             if done.returncode:
                 self.report.violations.append(f"resolving {rid} {op}: {done.stdout}{done.stderr}"[:300])
 
@@ -466,6 +516,10 @@ class Nemesis:
         self.check_runs(runs)
         self.check_effects(runs)
         self.check_fencing(runs)
+        self.check_messages()
+        self.check_budgets()
+        self.check_in_doubt()
+        self.figures_of_faults()
         v = self.report.violations
         bad = asyncio.run(self.verify(list(runs)))
         if bad:
@@ -536,6 +590,69 @@ class Nemesis:
         if decisions:
             v.append(f"approvals decided more than once: {decisions[:3]}")
 
+    def check_messages(self) -> None:
+        """Messages are taken exactly once, in order (tests/nemesis/checks.py)."""
+        chats = {
+            p.run_id: int(p.input["each"])
+            for k in range(2)
+            for p in plan(self.seed, k, self.count)
+            if p.workflow == "chat"
+        }
+        taken = self.world_sql("SELECT run_id, op_id, sender, n FROM taken")
+        journaled = dict(self.sql("SELECT run_id, count(*) FROM journal WHERE kind = 'message' GROUP BY 1"))
+        self.report.figures["chat runs, messages taken"] = (len(chats), len(taken))
+        self.report.violations += checks.messages_taken(chats, taken, journaled)
+
+    def check_budgets(self) -> None:
+        """The budget spent equals the spend in the world: each budget's ``spent`` against the
+        ledger's amounts of the runs that share it."""
+        of = dict(self.sql("SELECT id, budget_id FROM runs WHERE budget_id IS NOT NULL"))
+        spent = {b: float(x) for b, x in self.sql("SELECT budget_id, spent FROM budgets WHERE name = 'usd'")}
+        paid: dict[str, float] = dict.fromkeys(spent, 0.0)
+        for rid, amount in self.world_sql("SELECT run_id, amount FROM ledger"):
+            if rid in of:
+                paid[of[rid]] = paid.get(of[rid], 0.0) + amount
+            else:
+                self.report.violations.append(f"{rid}: a transfer in the ledger, its run has no budget")
+        self.report.figures["budgets, usd spent"] = (len(spent), sum(spent.values()))
+        self.report.violations += checks.budget_spent(spent, paid)
+
+    def check_in_doubt(self) -> None:
+        """Each in-doubt operation names the fault window(s) its doubt overlapped; none is a violation."""
+        rows = self.sql(
+            "SELECT d.run_id, d.op_id, min(i.created_at), min(d.created_at) FROM journal d "
+            "JOIN journal i ON i.run_id = d.run_id AND i.op_id = d.op_id AND i.kind = 'intention' "
+            "WHERE d.kind = 'in_doubt' GROUP BY 1, 2 ORDER BY 4"
+        )
+        doubts = [(r, o, i.timestamp(), d.timestamp()) for r, o, i, d in rows]
+        lines, bad = checks.in_doubt_windows(doubts, self.report.windows, self.report.zero)
+        self.report.figures["in doubt"] = lines
+        self.report.violations += bad
+
+    def figures_of_faults(self) -> None:
+        """Takeover delays, the runs each kind of fault slowed, and the dashboard's probes."""
+        self.takeovers.stop()
+        self.report.figures["takeover delays"] = checks.delays(self.takeovers.delays)
+        self.report.figures["held runs ended by their holder"] = self.takeovers.kept
+        times = self.sql("SELECT created_at, finished_at FROM runs WHERE finished_at IS NOT NULL")
+        spans = [(a.timestamp(), b.timestamp()) for a, b in times]
+        self.report.figures["runs slowed, by fault"] = checks.slowed(spans, self.report.windows)
+        d = self.dashboard
+        if d is None:
+            return
+        d.stopping.set()
+        d.thread.join(10)
+        failed = [(at, why) for at, why in d.probes if why]
+        self.report.figures["dashboard probes, failed, started"] = (len(d.probes), len(failed), d.started)
+        if failed:
+            windows = self.report.windows
+            self.report.figures["dashboard failures, by why and window"] = Counter(
+                f"{why} in {', '.join(w.kind for w in checks.windows_over(windows, at, at)) or 'none'}"
+                for at, why in failed
+            )
+        if not d.recovered(30.0):
+            self.report.violations.append("the dashboard answered no probe in 30 s once the faults healed")
+
     def check_fencing(self, runs: dict[str, tuple[Any, ...]]) -> None:
         """Within a run, no effect lands with an older token than one before it (two owners
         writing after a takeover), nor with a token newer than the run's."""
@@ -591,6 +708,9 @@ class Nemesis:
         return into
 
     def destroy(self) -> None:
+        self.takeovers.stop()
+        if self.dashboard is not None:
+            self.dashboard.stop()
         for w in range(len(WORKERS)):
             self.signal(w, signal.SIGCONT)
             self.signal(w, signal.SIGKILL)

@@ -20,7 +20,7 @@ from tests.nemesis import Nemesis
 pytestmark = [pytest.mark.crash, pytest.mark.slow]
 
 SEED = int(os.environ.get("OUTLAST_NEMESIS_SEED", "2993"))
-SECONDS = float(os.environ.get("OUTLAST_NEMESIS_SECONDS", "40"))
+SECONDS = float(os.environ.get("OUTLAST_NEMESIS_SECONDS", "120"))
 KEEP = Path(os.environ.get("OUTLAST_NEMESIS_KEEP", ROOT / ".nemesis"))
 
 
