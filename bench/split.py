@@ -29,7 +29,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psutil
 import psycopg
-from common import DEFAULT_DB, Config, busy_ticks, drop_schema, free_port, percentile, pid_cpu, private_redis, rss_mb
+from common import (
+    DEFAULT_DB,
+    Config,
+    busy_ticks,
+    drop_schema,
+    free_port,
+    percentile,
+    pid_cpu,
+    private_redis,
+    rss_mb,
+)
 from outlast_runs import Workers, enqueue_all, fresh, settings, wait_final
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +58,7 @@ def ports_to(pids: list[int], port: int) -> set[int]:
 
 def backends(url: str, ports: set[int]) -> list[int]:
     with psycopg.connect(url, autocommit=True) as c:
-        rows = c.execute("SELECT pid, client_port FROM pg_stat_activity WHERE client_port IS NOT NULL").fetchall()
+        rows = c.execute("SELECT pid, client_port FROM pg_stat_activity WHERE client_port > 0").fetchall()
     return [pid for pid, port in rows if port in ports]
 
 
