@@ -117,7 +117,7 @@ def drain(cfg: Config, processes: int, concurrency: int, in_flight: int, far: li
         "runs/s": cfg.runs / seconds,
         "worker CPU us/op": 1e6 * split["workers"] / (cfg.runs * K),
         "per-op p50 ms": 1000 * percentile(per_op, 0.5),
-        "pg connections": len(pg),
+        "pg connections": len(parts["postgres"]),  # at the end: the lanes and renewals open late
         "host busy cores": host_s / seconds,
         **{f"{name} cores": v / seconds for name, v in split.items()},
     }

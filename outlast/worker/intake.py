@@ -115,7 +115,11 @@ class Intake:
         run's claim. Read when a place freed, they waited for two round trips to Redis (the ack,
         then the read) after the run's final commit, the writer idle meanwhile: 9 ms before every
         batch of claims on a loaded 2-core machine. They are touched by the heartbeat while they
-        wait, and go back to the queue when the worker stops (``return_early``)."""
+        wait, and go back to the queue when the worker stops (``return_early``). Refilled once
+        half is used, not at every run's end: a read for one place costs up to a round trip a
+        level."""
+        if len(self.state.read_ahead) > self.s.concurrency // 2:
+            return
         for q in self.state.queues:
             want = self.s.concurrency - len(self.state.read_ahead)
             if want <= 0:
