@@ -75,10 +75,7 @@ class Intake:
                 while self.state.read_ahead and self.room_left() > 0:
                     self.start(self.state.read_ahead.pop(0))
                 if self.room_left() <= 0:
-                    self.place_freed.clear()  # before the read: a place freed meanwhile is seen
-                    await self.read_ahead()
-                    if self.room_left() > 0:
-                        continue
+                    self.place_freed.clear()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(
                             self.place_freed.wait(), max(next_reclaim - time.monotonic(), 0.01)
@@ -95,7 +92,7 @@ class Intake:
                     most = READ_WAIT if len(self.state.queues) == 1 else PASS_WAIT
                     left = min(next_reclaim - time.monotonic(), most) * 1000 / len(self.state.queues)
                     started = False
-                    for d in await self._read(q, max(50, int(left)), self.room_left()):
+                    for d in await self._read(q, max(50, int(left))):
                         if self.room_left() > 0:
                             self.start(d)
                             started = True
@@ -109,25 +106,8 @@ class Intake:
                 log.warning("queue.read_failing", error=str(exc))
                 await asyncio.sleep(1)
 
-    async def read_ahead(self) -> None:
-        """While every place is taken, entries for the places freed next are read ahead (up to
-        ``concurrency``, none waited for), so that a run's end is followed at once by the next
-        run's claim. Read when a place freed, they waited for two round trips to Redis (the ack,
-        then the read) after the run's final commit, the writer idle meanwhile: 9 ms before every
-        batch of claims on a loaded 2-core machine. They are touched by the heartbeat while they
-        wait, and go back to the queue when the worker stops (``return_early``). Refilled once
-        half is used, not at every run's end: a read for one place costs up to a round trip a
-        level."""
-        if len(self.state.read_ahead) > self.s.concurrency // 2:
-            return
-        for q in self.state.queues:
-            want = self.s.concurrency - len(self.state.read_ahead)
-            if want <= 0:
-                return
-            self.state.read_ahead += await self._read(q, None, want)
-
-    async def _read(self, queue: str, block: int | None, room: int) -> list[Delivery]:
-        """Entries of the queue's priority levels for ``room`` places: each level its weighted share
+    async def _read(self, queue: str, block: int) -> list[Delivery]:
+        """Entries of the queue's priority levels for the room left: each level its weighted share
         (``priority.Weighted``; one round trip for all of them), what a level leaves unused to the
         others, highest first; with
         nothing waiting, one read that waits for any level (up to one entry a level: those past
@@ -138,11 +118,11 @@ class Intake:
         the run it gave. The reads that do not wait would mostly find nothing then, at the cost of
         a round trip (about 0.2 ms of CPU, beside the claim just sent); the read that waits
         returns at once what came since. A backlog on several levels is never read so (its
-        waiting read brings more than one entry): their shares hold. ``block`` None: no read
-        waits (what ``read_ahead`` reads)."""
+        waiting read brings more than one entry): their shares hold."""
+        room = self.room_left()
         name = self.state.name
         got: list[Delivery] = []
-        if block is None or queue not in self._quiet or not len(self.state.tasks) <= 1 < room:
+        if queue not in self._quiet or not len(self.state.tasks) <= 1 < room:
             drained: set[str] = set()  # levels that gave fewer than asked: read them no more this round
             share = self._levels.setdefault(queue, Weighted()).share(room)
             for level, read in (await self.queue.read_levels(queue, name, share)).items():
@@ -152,8 +132,6 @@ class Intake:
             for level in LEVELS:
                 if level not in drained:
                     got += await self.queue.read(queue, name, room - len(got), None, priority=level)
-        if block is None:
-            return got
         if not got:
             got = await self.queue.read_any(queue, name, block)
             if len(got) <= 1:

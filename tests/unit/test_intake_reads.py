@@ -56,7 +56,7 @@ def reads(concurrency: int, holding: int, waited: list[list[str]], times: int) -
     made = []
     for _ in range(times):
         queue.calls = []
-        asyncio.run(intake._read("default", 50, concurrency - holding))
+        asyncio.run(intake._read("default", 50))
         made.append(queue.calls[0] if queue.calls == ["wait"] else "shares first")
     return made
 
@@ -76,45 +76,6 @@ def test_entries_of_several_levels_come_by_shares_next() -> None:
 def test_a_busier_worker_reads_shares_first() -> None:
     assert reads(4, 2, [["normal"], ["normal"]], 3) == ["shares first"] * 3
     assert reads(1, 0, [["normal"], ["normal"]], 3) == ["shares first"] * 3  # one place: a share picks it
-
-
-class Backlog(Reads):
-    """A queue with a backlog on every level: each read brings all it asks for."""
-
-    async def read_levels(
-        self, queue: str, consumer: str, counts: dict[str, int]
-    ) -> dict[str, list[Delivery]]:
-        self.calls.append("shares")
-        return {
-            lv: [Delivery(queue, f"{i}-0", {"run": f"{lv}{i}"}, priority=lv) for i in range(n)]
-            for lv, n in counts.items()
-            if n > 0
-        }
-
-    async def read(self, queue: str, consumer: str, count: int, *args: Any, **kw: Any) -> list[Delivery]:
-        self.calls.append("level")
-        return [Delivery(queue, f"{i}-0", {"run": f"more{i}"}) for i in range(count)]
-
-    async def any_idle(self, queue: str, min_idle_ms: int) -> bool:
-        return False
-
-
-def test_a_worker_whose_places_are_all_taken_reads_the_next_entries_ahead() -> None:
-    # Read only once a place freed, the next run's claim waited for two round trips to Redis
-    # after the last run's final commit, the writer idle meanwhile.
-    state = WorkerState(queues=["default"], programs={}, name="w", tasks=cast(Any, set(range(4))))
-    queue = Backlog([])
-    intake = intake_of(state, SimpleNamespace(concurrency=4, lease_ttl=30.0), queue)
-
-    async def a_while() -> None:
-        loop = asyncio.create_task(intake.read_loop())
-        await asyncio.sleep(0.05)
-        state.stopping.set()
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
-
-    asyncio.run(a_while())
-    assert len(state.read_ahead) == 4 and "wait" not in queue.calls  # up to its concurrency, none waited for
 
 
 def waits(queues: list[str], lease_ttl: float = 30.0) -> list[int]:
