@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable
 
 import structlog
 from redis.exceptions import RedisError
@@ -28,16 +27,14 @@ class Acks:
         self._failing = False
         self._unacked: list[tuple[Delivery, asyncio.Future[None]]] = []
 
-    def ack(self, d: Delivery) -> Awaitable[None]:
+    async def ack(self, d: Delivery) -> None:
         """Acknowledge once the run's state is committed. Batched: entries acknowledged while a
-        round trip is out go together in the next one. Queued at the call; what it returns is
-        done once ``d``'s round trip is. A caller need not wait for it: a worker that stops waits
-        for every queued acknowledgement (``Worker._stop``)."""
+        round trip is out go together in the next one; returns once ``d``'s round trip is done."""
         done = asyncio.get_running_loop().create_future()
         self._unacked.append((d, done))
         if self.task is None:
             self.task = asyncio.create_task(self._batches(), context=self.context.copy())
-        return asyncio.shield(done)
+        await asyncio.shield(done)
 
     async def _batches(self) -> None:
         try:

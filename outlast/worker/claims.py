@@ -136,15 +136,9 @@ class Claims:
         if outcome is Outcome.FINAL and self.live is not None:
             self.live.ended(run_id)  # its live readers told at once, if it streamed here
         failpoints.hit("before_ack")
-        acked = self._ack(d)
-        others = execution.hand_out()
-        if others or execution.wake_at is not None:
-            await acked  # this entry gone before another is published for these runs
-        # Else the run's place is free now: its acknowledgement goes on the next round trip
-        # without it. Waiting for it held the place (and the next run's claim) for a Redis round
-        # trip after every final commit; the writer stood idle meanwhile.
+        await self._ack(d)
         execution.log.debug("run.acknowledged", outcome=outcome.value)
-        for queue, other in others:  # child runs started, a parent woken
+        for queue, other in execution.hand_out():  # child runs started, a parent woken
             self._later(0.0, queue, other)
         if execution.wake_at is not None:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
