@@ -19,12 +19,20 @@ EVENTS: dict[str, str] = {
         "A stopping worker's hand-over outlasted its `grace` plus a few seconds (Postgres or Redis "
         "out of reach): it exits anyway, leaving `runs` to their leases."
     ),
+    "worker.close_abandoned": (
+        "A stopped worker's connections did not close `within` seconds (a server out of reach): "
+        "the process exits anyway, leaving them to the OS."
+    ),
     "library.log": (
         "A library's own log record (`logger`, `message`, `exception`), such as psycopg_pool's "
         "failed connection attempts."
     ),
     "worker.step_failing": "A background `step` failed (`error`); it is tried again.",
     "pool.stopping": "The process pool got a `signal`: it stops its worker processes.",
+    "pool.process_killed": (
+        "A stopping pool's worker process `pid` outlived its bound (`after` seconds: grace plus "
+        "the stop's and the closes' own): killed (SIGKILL), its runs left to their leases."
+    ),
     "pool.process_exited": "A worker process `pid` died (`how`; `served`: whether it had served); "
     "another starts in `restart_in` seconds.",
     # A run

@@ -39,8 +39,10 @@ from outlast.worker.threads import TOOL_THREADS
 log = structlog.get_logger("outlast.worker")
 
 # Seconds past the grace period that a stopping worker gives its hand-over (the runs released, the
-# entries acknowledged) before it exits anyway; its caller closes the store and queue after.
+# entries acknowledged) before it exits anyway; its caller closes the store and queue after,
+# within CLOSE_WITHIN seconds (what cannot close by then is left to the OS at exit).
 STOP_SLACK = 3.0
+CLOSE_WITHIN = 1.0
 
 __all__ = ["Active", "Worker"]
 

@@ -5,6 +5,7 @@ non-zero, when a child keeps dying before it could serve."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import multiprocessing
 import os
@@ -29,13 +30,14 @@ from outlast.queue import Queue
 from outlast.settings import Settings
 from outlast.store import Store
 from outlast.worker import eventloop
-from outlast.worker.loop import Worker
+from outlast.worker.loop import CLOSE_WITHIN, STOP_SLACK, Worker
 
 log = structlog.get_logger("outlast.pool")
 
 MAX_START_FAILURES = 5  # a child dead before it was ready this many times in a row: give up
 STEADY = 30.0  # seconds a child must live for its place's backoff to start over
 MAX_BACKOFF = 30.0
+KILL_MARGIN = 0.5  # past a child's own bound (grace + STOP_SLACK + CLOSE_WITHIN): SIGKILL
 
 
 def load_app(spec: str) -> App:
@@ -81,8 +83,19 @@ async def run_worker(
         eventloop.pace_collector()
         await worker.run()
     finally:
-        await store.close()
-        await queue.close()
+        await _close(store, queue)
+
+
+async def _close(store: Store, queue: Queue) -> None:
+    """Close the store and the queue within CLOSE_WITHIN. Whatever cannot close by then (a
+    connection attempt hanging on a half-open link) is left to the OS at exit: nothing durable
+    waits on it, what was not written is left to the leases, as after a crash."""
+    try:
+        async with asyncio.timeout(CLOSE_WITHIN):
+            await store.close()
+            await queue.close()
+    except TimeoutError:
+        log.warning("worker.close_abandoned", within=CLOSE_WITHIN)
 
 
 def _watch_parent(parent: int) -> None:
@@ -161,10 +174,19 @@ class Pool:
                 os.kill(p.pid, sig)
 
     def _stop(self, sig: int) -> None:
+        """Wait for every child, each within its own bound and a margin; one still alive is
+        killed (SIGKILL), said in the log: its runs are left to their leases, as after a crash."""
         self._pass_on(sig)  # also a child started as the signal came
+        bound = self.args[1].grace + STOP_SLACK + CLOSE_WITHIN + KILL_MARGIN
+        deadline = time.monotonic() + bound
         for place in self.places:
-            if place.process is not None:
-                place.process.join()
+            p = place.process
+            if p is not None:
+                p.join(max(deadline - time.monotonic(), 0.0))
+                if p.is_alive():
+                    log.warning("pool.process_killed", pid=p.pid, after=bound)
+                    p.kill()
+                    p.join()
 
     def _step(self) -> None:
         now = time.monotonic()

@@ -1,6 +1,7 @@
 """The supervised pool (`outlast worker --processes P`) under real failures: a child killed with
 SIGKILL is replaced and every run still finishes; children that keep dying at start make the
-pool exit non-zero; SIGTERM to the pool hands the runs over."""
+pool exit non-zero; SIGTERM to the pool hands the runs over; a child that outlives its bound
+after SIGTERM is killed."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from outlast import Client
 from outlast.errors import ConfigError
-from outlast.worker.pool import load_app, run_worker
+from outlast.worker.loop import CLOSE_WITHIN, STOP_SLACK
+from outlast.worker.pool import KILL_MARGIN, Pool, load_app, run_worker
 from tests.conftest import World, wait_for
 
 pytestmark = pytest.mark.crash
@@ -113,6 +117,33 @@ def test_children_stop_cleanly_when_the_pool_is_killed(world: World) -> None:
     wait_for(lambda: world.sql("SELECT count(*) FROM workers") == [(0,)], timeout=20, what="clean stops")
     for pid in children:
         wait_for(lambda p=pid: not _alive(p), timeout=10, what=f"child {pid} to exit")
+
+
+def _deaf(listening: Any) -> None:
+    """A child stuck past its stop: SIGTERM ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    listening.set()
+    time.sleep(120)
+
+
+@pytest.mark.timeout(60)
+def test_a_child_outliving_its_bound_after_sigterm_is_killed(world: World) -> None:
+    pool = Pool("tests.apps.basic:app", world.settings().with_(grace=0.5), [], 1)
+    deaf = pool.ctx.Event()
+    child = pool.ctx.Process(target=_deaf, args=(deaf,))
+    child.start()
+    pool.places[0].process = child
+    assert deaf.wait(30)
+    began = time.monotonic()
+    with capture_logs() as logs:
+        pool._stop(signal.SIGTERM)
+    took = time.monotonic() - began
+    bound = 0.5 + STOP_SLACK + CLOSE_WITHIN + KILL_MARGIN
+    assert child.exitcode == -signal.SIGKILL
+    assert bound <= took < bound + 1.0, f"stopped in {took:.1f}s, its bound {bound:g}s"
+    assert [e for e in logs if e["event"] == "pool.process_killed"] == [
+        {"event": "pool.process_killed", "pid": child.pid, "after": bound, "log_level": "warning"}
+    ]
 
 
 def _alive(pid: int) -> bool:
