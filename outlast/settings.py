@@ -301,7 +301,7 @@ class Settings:
         1000, "Messages a run may hold untaken; a send past it is refused.", "messages", ge=1, le=1000000
     )
     receive_linger: float = setting(
-        2.0,
+        0.5,
         "Seconds a run whose receive finds no message stays held in its worker's memory, woken by a "
         "send, before it waits with no worker held (0: it waits at once).",
         "s",
