@@ -202,9 +202,7 @@ class Connection(Base):
         if self._beat is not None:
             await self._beat.close()
         await self.writer.close()
-        # Its workers get half a second (psycopg_pool's default is 5 s): one may be connecting
-        # through a half-open link, and nothing waits on a connection the pool is closing.
-        await self._pool.close(timeout=0.5)
+        await self._pool.close(timeout=0.5)  # not psycopg_pool's 5 s: a worker may hang connecting
 
     @contextlib.asynccontextmanager
     async def _conn(self) -> AsyncIterator[Conn]:
