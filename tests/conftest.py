@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # The writer's transactions in flight in every test world's workers and stores (the setting's
 # default unless asked: ``OUTLAST_TEST_WRITER_IN_FLIGHT=2 pytest tests/faults`` tries two).
 IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writer_in_flight)
+# A receive waits at once in the tests (a test of the linger sets its own); this runs them lingering.
+LINGER = os.environ.get("OUTLAST_TEST_RECEIVE_LINGER") or "0"
 
 
 def _given() -> tuple[str, str] | None:
@@ -164,7 +166,7 @@ class World:
             republish_after=1.0,
             grace=1.0,
             writer_in_flight=IN_FLIGHT,
-            receive_linger=0.0,  # a receive waits at once; a test of the linger sets its own
+            receive_linger=float(LINGER),
         )
         return base.with_(**kw)
 
@@ -179,7 +181,7 @@ class World:
             OUTLAST_SWEEP_INTERVAL="0.3",
             OUTLAST_REPUBLISH_AFTER="1",
             OUTLAST_GRACE="1",
-            OUTLAST_RECEIVE_LINGER="0",
+            OUTLAST_RECEIVE_LINGER=LINGER,
             OUTLAST_LOG_FORMAT="json",
             OUTLAST_WRITER_IN_FLIGHT=str(IN_FLIGHT),
             PYTHONPATH=str(ROOT),
