@@ -59,6 +59,14 @@ EVENTS: dict[str, str] = {
     "run.program_changed": (
         "A run's program changed since it started and no worker serves it (`message`: the way out)."
     ),
+    "run.unknown_workflow": (
+        "A run of a `workflow` this worker's app does not know, and no live worker knows: it stays "
+        "queued (published again) until a worker that knows it starts."
+    ),
+    "worker.unknown_workflows": (
+        "At start: unfinished runs on this worker's queues are of `workflows` its app does not know "
+        "(another app on the same queue: route each app to its own queue)."
+    ),
     "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",

@@ -54,6 +54,12 @@ class Fleet(Base):
         rows = await self._rows("program_served", id=run_id, within=within)
         return bool(rows and rows[0]["served"])
 
+    async def unknown_workflows(self, queues: list[str], programs: dict[str, str]) -> list[str]:
+        """The workflows of unfinished runs on ``queues`` that are not in ``programs`` (another
+        app's, sharing a queue), at most ten."""
+        rows = await self._rows("unknown_workflows", queues=queues, programs=Jsonb(programs))
+        return [r["workflow"] for r in rows]
+
     async def forget_served_programs(self, after: float) -> None:
         await self._rows("forget_served_programs", after=after)
 
