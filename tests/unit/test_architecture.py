@@ -63,12 +63,16 @@ def broken_links(text: str, base: Path) -> list[str]:
 
 
 def missing_paths(text: str, root: Path) -> list[str]:
-    """The path-like mentions of ``text`` that name nothing under ``root`` (a pattern with ``*`` or
-    ``NNNN`` must match at least one file)."""
+    """The path-like mentions of ``text`` that name nothing under ``root`` (a pattern, with ``*`` or
+    a placeholder in capitals such as ``FAMILY`` or ``NNNN``, must match at least one file)."""
     missing = []
     for name in sorted(set(PATH.findall(text))):
-        pattern = name.replace("NNNN", "[0-9][0-9][0-9][0-9]")
-        if "*" in pattern or "[" in pattern:
+        # A segment with a placeholder in capitals (FAMILY.sql, NNNN_name.sql) stands for any name.
+        pattern = "/".join(
+            "*" + seg[seg.index(".") :] if "." in seg and re.search("[A-Z]{3,}", seg) else seg
+            for seg in name.split("/")
+        )
+        if "*" in pattern:
             if not any(root.glob(pattern)):
                 missing.append(name)
         elif not (root / name).exists():
@@ -160,6 +164,28 @@ def test_the_guarantees_table_lives_in_the_docs_and_names_real_files() -> None:
     assert not missing, f"docs/guarantees.md names paths that do not exist: {missing}"
 
 
+def test_contributing_states_the_caps_the_tests_hold_and_names_real_files() -> None:
+    """CONTRIBUTING.md's design rules give the numbers the checks use, and every file it names exists."""
+    import tomllib
+
+    from tests.unit.test_rooms import MAX_LINES, MAX_METHODS
+
+    ruff = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    rules = text.partition("\n## Design rules\n")[2].partition("\n## ")[0]
+    for said in (
+        f"**{MAX_LINES} lines a module**",
+        f"**{MAX_METHODS} methods a class**",
+        f"**Complexity {ruff['lint']['mccabe']['max-complexity']} a function**",
+        f"at most {ruff['line-length']} characters",
+    ):
+        assert said in rules, f"CONTRIBUTING.md's design rules should say {said!r}"
+    for part in ("### The caps", "### Narrow doors", "### Adding a crossing", "### Reading `duplicates`"):
+        assert part in rules, f"CONTRIBUTING.md's design rules lack {part}"
+    missing = missing_paths(text, ROOT)
+    assert not missing, f"CONTRIBUTING.md names paths that do not exist: {missing}"
+
+
 def test_the_checks_find_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "here.py").write_text("a\nb\n")
     (tmp_path / "doc.md").write_text("# Title\n\n## The `store` part\n```\n# not a heading\n```\n")
@@ -174,10 +200,19 @@ def test_the_checks_find_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "outlast" / "m").mkdir()
     (tmp_path / "outlast" / "m" / "0001_a.sql").write_text("")
     prose = (
-        "`outlast/store/sql/leases.sql`, `outlast/store/sql/` and outlast/m/NNNN_*.sql exist; "
+        "`outlast/store/sql/leases.sql`, `outlast/store/sql/`, outlast/m/NNNN_*.sql, outlast/m/NNNN_name.sql"
+        " and outlast/store/sql/FAMILY.sql exist; "
         "`outlast/worker/gone.py`, outlast/store/sql/*.py and tests/unit/x.py do not (a.outlast/x is no path)."
     )
-    assert missing_paths(prose, tmp_path) == ["outlast/store/sql/*.py", "outlast/worker/gone.py", "tests/unit/x.py"]
+    assert missing_paths(prose, tmp_path) == [
+        "outlast/store/sql/*.py",
+        "outlast/worker/gone.py",
+        "tests/unit/x.py",
+    ]
+    assert missing_paths("outlast/m/NNNN_name.py and outlast/FAMILY.sql", tmp_path) == [
+        "outlast/FAMILY.sql",
+        "outlast/m/NNNN_name.py",
+    ]
     page = "# Page\n## Code map\n\n### One\n`outlast/a.py`\n### Two\nnothing\n## Next\n### Three\n"
     assert {k: set(PATH.findall(v)) for k, v in sections(page, "Code map").items()} == {
         "One": {"outlast/a.py"},
