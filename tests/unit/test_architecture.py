@@ -202,7 +202,7 @@ def test_the_checks_find_what_is_wrong(tmp_path: Path) -> None:
     prose = (
         "`outlast/store/sql/leases.sql`, `outlast/store/sql/`, outlast/m/NNNN_*.sql, outlast/m/NNNN_name.sql"
         " and outlast/store/sql/FAMILY.sql exist; "
-        "`outlast/worker/gone.py`, outlast/store/sql/*.py and tests/unit/x.py do not (a.outlast/x is no path)."
+        "`outlast/worker/gone.py`, outlast/store/sql/*.py and tests/unit/x.py do not (a.outlast/x: no path)."
     )
     assert missing_paths(prose, tmp_path) == [
         "outlast/store/sql/*.py",
