@@ -60,11 +60,13 @@ def test_a_post_to_the_callback_becomes_the_message(world: World, client: Client
             again = http.post(f"/{token}", json=body)  # the provider delivers it again
             assert again.json() == {"accepted": True, "duplicate": True}
         result = done(client, run.id)
-    assert result == {"url": url, "paid": body}
+    # the tool was given the URL (url_of reads what it wrote); the run's result shows it masked
+    assert result == {"url": "https://x.test/cb/[secret]", "paid": body}
     assert messages(world, run.id) == 1
-    # the token is not in the journal: only its channel and expiry (a reader could use it)
+    # the token is not in the journal: its channel, expiry and the run's incarnation (a reader could use it)
     entry = next(d for k, _, d in journal(world, run.id) if k == "callback")
-    assert set(entry) - {"seq", "kind", "op"} == {"channel", "expires_at"} and token not in json.dumps(entry)
+    assert set(entry) - {"seq", "kind", "op"} == {"channel", "expires_at", "born"}
+    assert token not in json.dumps(journal(world, run.id))
 
 
 def test_the_same_idempotency_key_is_one_message(world: World, client: Client) -> None:
