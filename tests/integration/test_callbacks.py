@@ -251,3 +251,27 @@ def test_a_token_is_refused_by_a_later_run_of_the_same_id(world: World, client: 
         assert messages(world, second.id) == 0
         fresh = token_of(world, client, second.id, "paid")  # the new run's own is good
         assert httpx.post(f"{base}/callbacks/{fresh}", json={"ok": True}, timeout=10).status_code == 202
+
+
+def test_a_run_an_earlier_version_journaled_replays_and_takes_its_callback(
+    world: World, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that waits across the upgrade: an earlier version journaled its callback without an
+    incarnation, signed its token without one, and journaled the tool's arguments with the URL in
+    clear. Its URL is still good, and its replay (which now masks the URL) takes the delivery."""
+    from outlast._secrets import Secrets
+    from outlast.worker import run as run_module
+
+    run = client.enqueue("hook")
+    with monkeypatch.context() as earlier:
+        earlier.setattr(run_module, "incarnation", lambda _: None)
+        earlier.setattr(Secrets, "known", lambda self, value: None)
+        with worker(world, chat.app, secret_key=KEY):
+            url = url_of(world, run.id)
+            reach(client, run.id, "waiting")
+    token = url.rsplit("/", 1)[1]
+    assert token in json.dumps(journal(world, run.id))  # in clear, as an earlier version left it
+    with worker(world, chat.app, secret_key=KEY), served(world.settings(secret_key=KEY)) as base:
+        got = httpx.post(f"{base}/callbacks/{token}", json={"paid": 1}, timeout=10)
+        assert got.status_code == 202, got.text
+        assert done(client, run.id) == {"url": "/callbacks/[secret]", "paid": {"paid": 1}}
