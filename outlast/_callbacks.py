@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from outlast.errors import ConfigError, InvalidInput, MessageRefused
@@ -40,7 +40,6 @@ _REFUSED = {
     "full": (429, "too many messages wait: try again later"),
 }
 MAX_KEY = 200  # characters of an Idempotency-Key
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class BadToken(Exception):
@@ -54,12 +53,7 @@ class Bound:
     run_id: str
     channel: str
     expires_at: datetime
-    born: int | None  # the run's incarnation (``incarnation``); None: a token signed before them
-
-
-def incarnation(created_at: datetime) -> int:
-    """The incarnation a token binds: the run row's creation time, in whole microseconds."""
-    return (created_at - _EPOCH) // timedelta(microseconds=1)
+    born: int | None  # the run's incarnation (``_model.incarnation``); None: a token signed before them
 
 
 def _key(secret_key: str) -> bytes:

@@ -7,9 +7,8 @@ import uuid
 from typing import Any
 
 from outlast import _failpoints as failpoints
-from outlast._callbacks import incarnation
 from outlast._channels import check_schema, to_json
-from outlast._model import Receipt
+from outlast._model import Receipt, incarnation
 from outlast.errors import InvalidInput, MessageRefused
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore

@@ -16,8 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
-from outlast._callbacks import incarnation
-from outlast._model import Decision, RunRecord
+from outlast._model import Decision, RunRecord, incarnation
 from outlast._secrets import Secrets
 from outlast.app import App
 from outlast.errors import InvalidInput

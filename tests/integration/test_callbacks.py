@@ -20,7 +20,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from outlast import Client
-from outlast._callbacks import incarnation, sign
+from outlast._callbacks import sign
+from outlast._model import incarnation
 from outlast.dashboard.app import create_app
 from outlast.identity import add_user
 from outlast.web import Callbacks
