@@ -20,8 +20,8 @@ class Messages(Base):
     """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
 
     async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:
-        """The run's ``workflow`` and ``priority``, and the JSON ``schema`` its declared channels
-        give ``channel`` (None: not declared); None: no such run."""
+        """The run's ``workflow``, ``priority`` and ``created_at`` (its incarnation), and the JSON
+        ``schema`` its declared channels give ``channel`` (None: not declared); None: no such run."""
         rows = await self._rows("send_to", run_id=run_id, channel=channel)
         return rows[0] if rows else None
 
@@ -52,6 +52,11 @@ class Messages(Base):
             notify=channel_of(self.schema, run_id),
         )
         return rows[0]
+
+    async def message_channel(self, run_id: str, message_id: str) -> str | None:
+        """The channel the run's message ``message_id`` was sent on (None: no such message)."""
+        rows = await self._rows("message_channel", run_id=run_id, message_id=message_id)
+        return rows[0]["channel"] if rows else None
 
     async def inbox(self, run_id: str, token: int, channel: str) -> dict[str, Any] | None:
         """The oldest untaken message of the channel (``message_id`` None: none), the run's count

@@ -152,9 +152,11 @@ class Inbox(Waits):
         return bool(await control.db(self._writes.fenced("wait", waiting)))
 
     async def callback(self, op_id: str, channel: str, expires_in: float) -> str:
-        """A callback URL for ``channel``, valid ``expires_in`` seconds: its expiry journaled once
-        (never the token, which a reader of the journal could use), the token signed again from it
-        on a replay."""
+        """A callback URL for ``channel``, valid ``expires_in`` seconds: its expiry and the run's
+        incarnation journaled once (never the token, which a reader of the journal could use), the
+        token signed again from them on a replay (an entry journaled before incarnations: without
+        one). The token is a known secret of the run from then on: masked wherever the URL would
+        be stored, logged or shown."""
         where = f"run '{self.run_id}', channel '{channel}'"
         check_channel(self._channels, where, channel)
         if (
@@ -170,10 +172,13 @@ class Inbox(Waits):
             e = r.entry(op_id, "callback")
             if e is None or e.data.get("channel") != channel:
                 raise r.mismatch(op_id, f"callback({channel!r})")
-            expires_at = datetime.fromisoformat(e.data["expires_at"])
+            expires_at, born = datetime.fromisoformat(e.data["expires_at"]), e.data.get("born")
         else:
             await r.go_live(op_id, lambda: f"callback({channel!r})")
-            expires_at = (r.db_now() + timedelta(seconds=expires_in)).replace(microsecond=0)
+            expires_at, born = (r.db_now() + timedelta(seconds=expires_in)).replace(microsecond=0), self.born
             sign(secret_key, self.run_id, channel, expires_at)  # no key: refused before journaling
-            await r.append("callback", op_id, {"channel": channel, "expires_at": expires_at.isoformat()})
-        return url(base, sign(secret_key, self.run_id, channel, expires_at))
+            entry = {"channel": channel, "expires_at": expires_at.isoformat(), "born": born}
+            await r.append("callback", op_id, entry)
+        token = sign(secret_key, self.run_id, channel, expires_at, born)
+        self._secrets.known(token)
+        return url(base, token)

@@ -6,9 +6,10 @@
 
 -- name: send_to
 -- What a send needs to know of the run first, in one read by its key: its workflow, its priority
--- (to publish it if the send wakes it), and the JSON schema of the channel its declaration gives
+-- (to publish it if the send wakes it), its creation time (the incarnation a callback's token
+-- binds), and the JSON schema of the channel its declaration gives
 -- (0028's `outlast_declared`; NULL: undeclared, or the workflow declares no channels).
-SELECT r.workflow, r.priority, d.channels -> %(channel)s AS schema
+SELECT r.workflow, r.priority, r.created_at, d.channels -> %(channel)s AS schema
 FROM runs r LEFT JOIN LATERAL outlast_declared(r.workflow, r.program) d ON true
 WHERE r.id = %(run_id)s;
 
@@ -23,6 +24,11 @@ SELECT s.*, (SELECT count(*) FROM (
     ) AS notified
 FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
                           %(max_bytes)s, %(max_waiting)s, %(via)s) s;
+
+-- name: message_channel
+-- The channel a message id of the run was sent on (a send answered as a duplicate: the same id on
+-- another channel is refused).
+SELECT channel FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s;
 
 -- name: inbox
 -- The lease holder's look at the channel: the oldest untaken message (if any), and the run's count
