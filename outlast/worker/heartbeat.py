@@ -103,7 +103,11 @@ class Heartbeat:
         await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
         if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
             s = self.s  # and its limits, for outlast_send (0029)
-            limits = {"max_payload": s.max_payload, "max_inbox": s.max_inbox, "max_inbox_run": s.max_inbox_run}
+            limits = {
+                "max_payload": s.max_payload,
+                "max_inbox": s.max_inbox,
+                "max_inbox_run": s.max_inbox_run,
+            }
             await self.store.declare_channels(self.declared, limits)
             self.declared = None
 

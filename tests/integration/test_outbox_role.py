@@ -58,7 +58,11 @@ def app_role(world: World) -> Iterator[str]:
 def test_the_sender_role_sends_and_does_nothing_else(world: World, app_role: str) -> None:
     chat.setup(world.database_url, world.schema)
     with worker(world, chat.app, **LIMITS):  # its start writes the limits outlast_send applies
-        wait_for(lambda: world.sql("SELECT max_payload, max_inbox, max_inbox_run FROM send_limits") == [(2048, 2, 3)])
+        wait_for(
+            lambda: (
+                world.sql("SELECT max_payload, max_inbox, max_inbox_run FROM send_limits") == [(2048, 2, 3)]
+            )
+        )
     with Client(settings=world.settings(), app=chat.app) as c:
         run = c.enqueue("converse", {"turns": 1})  # no worker serves it now: nothing is taken
     s = sql.Identifier(world.schema)
@@ -69,8 +73,10 @@ def test_the_sender_role_sends_and_does_nothing_else(world: World, app_role: str
         app.execute("SET outlast.max_inbox = '1000000'")
         app.execute("SET outlast.max_payload = '2000000000'")
         # nor do tables of the caller's own named as outlast's, found first on its search_path
-        app.execute("CREATE TEMP TABLE send_limits AS SELECT true AS one, 10000000 AS max_payload, "
-                    "1000000 AS max_inbox, 1000000 AS max_inbox_run")
+        app.execute(
+            "CREATE TEMP TABLE send_limits AS SELECT true AS one, 10000000 AS max_payload, "
+            "1000000 AS max_inbox, 1000000 AS max_inbox_run"
+        )
         app.execute("CREATE TEMP TABLE messages (LIKE pg_class)")
         app.execute("SET search_path = pg_temp, public")
         row = app.execute(send, (run.id, "in", '{"order": 1}')).fetchone()
