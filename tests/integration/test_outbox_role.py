@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import fields
 
 import psycopg
 import pytest
@@ -16,6 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from outlast import Client
+from outlast.settings import Settings
 from tests.apps import chat
 from tests.conftest import ROOT, World, wait_for
 from tests.integration.test_waiting import worker
@@ -57,12 +59,11 @@ def app_role(world: World) -> Iterator[str]:
 
 def test_the_sender_role_sends_and_does_nothing_else(world: World, app_role: str) -> None:
     chat.setup(world.database_url, world.schema)
+    limits = "SELECT max_payload, max_inbox, max_inbox_run FROM send_limits"
+    defaults = {f.name: f.default for f in fields(Settings)}
+    assert world.sql(limits) == [tuple(defaults[k] for k in LIMITS)]  # the migration's: settings.py's
     with worker(world, chat.app, **LIMITS):  # its start writes the limits outlast_send applies
-        wait_for(
-            lambda: (
-                world.sql("SELECT max_payload, max_inbox, max_inbox_run FROM send_limits") == [(2048, 2, 3)]
-            )
-        )
+        wait_for(lambda: world.sql(limits) == [(2048, 2, 3)], what="the worker's limits")
     with Client(settings=world.settings(), app=chat.app) as c:
         run = c.enqueue("converse", {"turns": 1})  # no worker serves it now: nothing is taken
     s = sql.Identifier(world.schema)
