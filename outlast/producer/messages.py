@@ -35,10 +35,10 @@ class Messages(ClientCore):
         channels is sent only on those, with a payload that fits the JSON schema its workers
         published (and its type, when this client knows the app). Refused with nothing stored
         (``MessageRefused``, ``InvalidInput``): an unknown or final run, an unknown channel, a
-        payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a run with ``OUTLAST_MAX_INBOX`` messages
-        untaken; a ``message_id`` already sent on another channel of the run (``conflict``). A
-        callback gives ``born``, the incarnation its token binds: another run of the same id is
-        refused as unknown."""
+        payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a channel with ``OUTLAST_MAX_INBOX`` messages
+        untaken, a run with ``OUTLAST_MAX_INBOX_RUN``; a ``message_id`` already sent on another
+        channel of the run (``conflict``). A callback gives ``born``, the incarnation its token
+        binds: another run of the same id is refused as unknown."""
         where = f"run '{run_id}', channel '{channel}'"
         check_text(channel, "a channel", where)
         if len(channel) > MAX_ID:
@@ -64,6 +64,7 @@ class Messages(ClientCore):
             message_id,
             max_bytes=None,  # checked here, in canonical JSON (outlast_send checks Postgres's text)
             max_waiting=self.settings.max_inbox,
+            max_waiting_run=self.settings.max_inbox_run,
             via=via,
         )
         if row["refusal"] == "unknown_channel":  # a bad request, as an invalid payload is

@@ -34,9 +34,11 @@ class Messages(Base):
         *,
         max_bytes: int | None,
         max_waiting: int | None,
+        max_waiting_run: int | None = None,
         via: str = "client",
     ) -> dict[str, Any]:
-        """Store one message (0024's ``outlast_send_message``): its receipt (``message_id``,
+        """Store one message (0029's ``outlast_send_message``: at most ``max_waiting`` untaken on
+        the channel, ``max_waiting_run`` in the run): its receipt (``message_id``,
         ``seq``, ``sent_at``, ``duplicate``), the queue to publish its run on if it woke it, or
         ``refusal`` (unknown, final, unknown_channel, too_large, full) and ``refused`` (one
         line) with nothing stored."""
@@ -48,6 +50,7 @@ class Messages(Base):
             message_id=message_id,
             max_bytes=max_bytes,
             max_waiting=max_waiting,
+            max_waiting_run=max_waiting_run,
             via=via,
             notify=channel_of(self.schema, run_id),
         )

@@ -49,6 +49,7 @@ _PROCESS_SETTINGS = (
     "max_payload",
     "secret_key",
     "max_inbox",
+    "max_inbox_run",
     "callback_url",
 )
 

@@ -100,6 +100,10 @@ DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(af
 -- At a worker's start: the channels each of its workflows declares, per program (0028), as
 -- {channel: JSON schema}, or NULL for a workflow that declares none. Published again by a later
 -- start, it is the newest (`outlast_declared`). %(declared)s: [{workflow, program, channels}].
+-- With them, the limits `outlast_send` applies, from this worker's settings (0029).
+WITH limits AS (
+    UPDATE send_limits SET max_payload = %(max_payload)s, max_inbox = %(max_inbox)s,
+        max_inbox_run = %(max_inbox_run)s, published_at = now())
 INSERT INTO workflow_channels (workflow, program, channels)
 SELECT d ->> 'workflow', d ->> 'program', nullif(d -> 'channels', 'null')
 FROM jsonb_array_elements(%(declared)s) AS d

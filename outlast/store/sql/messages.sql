@@ -1,5 +1,5 @@
 -- The messages family (messages.py): what a send reads of its run, a message sent into a run
--- (`outlast_send_message`, 0024, 0027, 0028), the lease holder's look at its inbox, the take (the
+-- (`outlast_send_message`, 0024, 0027, 0028, 0029), the lease holder's look at its inbox, the take (the
 -- journal entry that records a message and the message marked taken, in one fenced statement), the
 -- wait on a channel (committed only if no message was accepted since the look), and the run's
 -- messages read.
@@ -15,15 +15,16 @@ WHERE r.id = %(run_id)s;
 
 -- name: send
 -- One send: the run row locked, a repeated id answered with the first receipt, a refusal said in
--- one line, else the message stored and the run woken if it waits on this channel (0024). A run
--- someone watches (a worker's receive that lingers, see worker/linger.py) is notified on its
--- channel (%(notify)s), as its events notify it: a run nobody watches pays one index look-up.
+-- one line, else the message stored and the run woken if it waits on this channel (0024); bounded
+-- per channel and per run (0029). A run someone watches (a worker's receive that lingers, see
+-- worker/linger.py) is notified on its channel (%(notify)s), as its events notify it: a run nobody
+-- watches pays one index look-up.
 SELECT s.*, (SELECT count(*) FROM (
         SELECT pg_notify(%(notify)s, '') FROM watchers
         WHERE watchers.run_id = %(run_id)s AND s.seq IS NOT NULL AND NOT s.duplicate LIMIT 1) n
     ) AS notified
 FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
-                          %(max_bytes)s, %(max_waiting)s, %(via)s) s;
+                          %(max_bytes)s, %(max_waiting)s, %(max_waiting_run)s, %(via)s) s;
 
 -- name: message_channel
 -- The channel a message id of the run was sent on (a send answered as a duplicate: the same id on
