@@ -1,4 +1,4 @@
--- The whole outlast schema, version 28: what its migrations
+-- The whole outlast schema, version 31: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
 -- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
 
@@ -639,7 +639,9 @@ CREATE TABLE outlast.messages (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     taken_seq integer,
     taken_op text,
-    taken_at timestamp with time zone
+    taken_at timestamp with time zone,
+    set_aside text,
+    set_aside_at timestamp with time zone
 );
 
 CREATE TABLE outlast.outlast_meta (
