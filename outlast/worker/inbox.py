@@ -149,7 +149,8 @@ class Inbox(Waits):
             if why is None:
                 break
             message_id = look["message_id"]
-            await control.db(self._store.set_aside(self.run_id, control.token, message_id, why))
+            aside = self._store.set_aside(self.run_id, control.token, message_id, why)
+            await control.db(self._writes.fenced("set_aside", aside))
             log.warning("message.set_aside", run_id=self.run_id, channel=channel, message_id=message_id)
         data = {
             "channel": channel,

@@ -1,0 +1,3 @@
+-- compat: expand
+-- Version 29: a local stand-in for another branch's migration (never committed).
+SELECT 1;
