@@ -188,3 +188,23 @@ def test_a_payload_the_run_cannot_take_is_set_aside_and_the_run_waits_on(world: 
         assert done(bare, run.id) == {"text": "ok", "score": 2, "count": 3}
     kept = world.sql("SELECT channel, set_aside IS NULL, taken_seq IS NULL FROM messages ORDER BY seq")
     assert kept == [("reply", False, True), ("reply", True, False), ("count", True, False)]
+
+
+def test_a_payload_set_aside_among_the_first_of_several_waits(world: World, bare: Client) -> None:
+    """A receive among ``run.first``'s waits looks at the inbox the same way: the payload its type
+    refuses is set aside, the run waits on (reason ``first``), and the valid one wins."""
+    run = bare.enqueue("support_or_timer")
+    send = "SELECT * FROM outlast_send(%s, 'reply', %s::jsonb, %s)"
+    with (
+        worker(world, chat.app),
+        psycopg.connect(world.database_url, options=f"-c search_path={world.schema}", autocommit=True) as sql,
+    ):
+        reach(bare, run.id, "waiting")
+        sql.execute(send, (run.id, '{"text": ["not", "a", "text"]}', "bad"))
+        wait_for(lambda: stored(world, "SELECT count(*) FROM messages WHERE set_aside IS NOT NULL") == 1)
+        wait_for(lambda: bare.status(run.id).state == "waiting", what="the run to wait again")
+        assert bare.status(run.id).reason == "first"
+        sql.execute(send, (run.id, '{"text": "ok"}', "good"))
+        assert done(bare, run.id) == {"text": "ok", "score": 0}
+    why = world.sql("SELECT set_aside FROM messages WHERE message_id = 'bad'")[0][0]
+    assert why == "not a valid Reply (text: Input should be a valid string)", why
