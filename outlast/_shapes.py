@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_core import SchemaValidator, ValidationError, core_schema
+from pydantic_core import CoreConfig, SchemaError, SchemaValidator, ValidationError, core_schema
 
 _INT64 = 2**63
 
@@ -50,10 +50,15 @@ _FORMATS: dict[str, Callable[[], core_schema.CoreSchema]] = {
 
 @functools.lru_cache(maxsize=256)
 def _validator(fmt: str | None, pattern: str | None) -> SchemaValidator:
-    """pydantic's own check of a text's format (one it writes) and pattern, as the take runs it."""
+    """pydantic's own check of a text's format (one it writes) and pattern, as the take runs it: a
+    pattern in pydantic's default regular expressions, else (look-arounds) in Python's, which a type
+    must then have asked for (``regex_engine="python-re"``)."""
     if fmt is not None:
         return SchemaValidator(_FORMATS[fmt]())
-    return SchemaValidator(core_schema.str_schema(pattern=pattern))
+    try:
+        return SchemaValidator(core_schema.str_schema(pattern=pattern))
+    except SchemaError:
+        return SchemaValidator(core_schema.str_schema(pattern=pattern), CoreConfig(regex_engine="python-re"))
 
 
 def problem(schema: dict[str, Any], value: Any, what: str = "the answer") -> str | None:
@@ -157,7 +162,7 @@ def _text(s: dict[str, Any], v: str, at: str) -> str | None:
 def _fits(fmt: str | None, pattern: str | None, v: str) -> bool:
     try:
         _validator(fmt, pattern).validate_python(v)
-    except ValidationError:
+    except (ValidationError, SchemaError):  # a pattern no engine reads: nothing fits it
         return False
     return True
 
@@ -176,8 +181,12 @@ _SAID |= {"less_than": "exclusiveMaximum", "multiple_of": "multipleOf"}
 @functools.lru_cache(maxsize=256)
 def _numeric(integer: bool, bounds: tuple[tuple[str, Any], ...]) -> SchemaValidator:
     """pydantic's own check of a number's bounds (its rounding of ``multipleOf`` included)."""
-    made = core_schema.int_schema if integer else core_schema.float_schema
-    return SchemaValidator(made(**{_BOUNDS[k][0]: b for k, b in bounds}))
+    named = {_BOUNDS[k][0]: b for k, b in bounds}
+    try:
+        made = core_schema.int_schema(**named) if integer else core_schema.float_schema(**named)
+        return SchemaValidator(made)
+    except SchemaError:  # an integer's bound that is no integer: no type pydantic builds writes one
+        return SchemaValidator(core_schema.float_schema(**named))
 
 
 def _number(s: dict[str, Any], v: float, at: str) -> str | None:

@@ -250,3 +250,18 @@ def test_what_the_issue_found_is_refused() -> None:
     for kind, value in cases:
         assert not pydantic_takes(TypeAdapter(kind), value), (kind, value)
         assert problem(TypeAdapter(kind).json_schema(), value) is not None, (kind, value)
+
+
+def test_a_pattern_in_pythons_regular_expressions_is_checked_as_its_type_checks_it() -> None:
+    """A look-around pattern (a type with ``regex_engine="python-re"``) is checked with Python's
+    engine, as its type does; a pattern no engine reads refuses every text rather than raising."""
+    kind = create_model(
+        "Look",
+        __config__=ConfigDict(regex_engine="python-re"),
+        code=(Annotated[str, Field(pattern=r"(?<=a)b")], ...),
+    )
+    adapter = TypeAdapter(kind)
+    for code in ("ab", "cb", "b"):
+        value = {"code": code}
+        assert (problem(adapter.json_schema(), value) is None) == pydantic_takes(adapter, value), code
+    assert problem({"type": "string", "pattern": "("}, "x") == "the answer must match ("
