@@ -214,6 +214,7 @@ BEGIN
     IF p_max_waiting IS NOT NULL THEN  -- the channel's untaken messages, on the inbox index up to the bound
         n := (SELECT count(*) FROM (SELECT 1 FROM messages
               WHERE messages.run_id = p_run_id AND messages.channel = p_channel AND messages.taken_seq IS NULL
+                AND messages.set_aside IS NULL
               LIMIT p_max_waiting) w);
         IF n >= p_max_waiting THEN
             RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'full',
@@ -657,7 +658,9 @@ CREATE TABLE outlast.messages (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     taken_seq integer,
     taken_op text,
-    taken_at timestamp with time zone
+    taken_at timestamp with time zone,
+    set_aside text,
+    set_aside_at timestamp with time zone
 );
 
 CREATE TABLE outlast.outlast_meta (

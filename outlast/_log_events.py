@@ -71,6 +71,10 @@ EVENTS: dict[str, str] = {
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",
     "request.awaited": "A run waits for the answer to its request `operation_id` (`name`).",
+    "message.set_aside": (
+        "A run set aside message `message_id` on `channel`: its channel's type refuses the payload "
+        "(stored unchecked, by `outlast_send`). It is kept with why; the run waits for another."
+    ),
     # An operation (a tool call)
     "operation.dispatched": (
         "An operation's tool is called (`args`, secrets sealed; only with log payloads on)."

@@ -1,6 +1,6 @@
 """``Messages`` holds the statements of messages into a run. They are a send, the lease holder's
-look at its inbox, the take (journaled and marked taken in one fenced statement), the wait on a
-channel, and the run's messages read."""
+look at its inbox, the take (journaled and marked taken in one fenced statement), a message the run
+cannot take set aside, the wait on a channel, and the run's messages read."""
 
 from __future__ import annotations
 
@@ -88,6 +88,10 @@ class Messages(Base):
             hashes=[e.hash for e in every],
         )
 
+    async def set_aside(self, run_id: str, token: int, message_id: str, reason: str) -> None:
+        """Set aside a message the run cannot take, with why (fenced: as the lease holder only)."""
+        await self._write("set_aside", run_id=run_id, token=token, message_id=message_id, reason=reason)
+
     async def await_message(
         self, run_id: str, token: int, channel: str, seen: int, wake_at: datetime | None
     ) -> bool:
@@ -108,5 +112,6 @@ class Messages(Base):
         return bool(rows)
 
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's messages in the order they were accepted, taken or not."""
+        """The run's messages in the order they were accepted, taken, set aside (``set_aside``:
+        why) or neither."""
         return await self._rows("messages", run_id=run_id)

@@ -10,6 +10,9 @@ only if no message was accepted since the look: a send that raced the wait eithe
 (the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
 its due time is journaled once (a ``receive`` entry), and the run's wake-up time.
 
+A message whose payload the channel's declared type refuses (stored unchecked, by ``outlast_send``)
+is never taken: the look sets it aside, kept with why, and looks again; the run goes on waiting.
+
 The pieces are separate (``timer``, ``look``, ``take``, ``wait``, ``served``) so that a wait made of
 several (``run.first``, ``first.py``) can use them.
 """
@@ -22,13 +25,17 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+
 from outlast import _failpoints as failpoints
 from outlast._callbacks import sign, url
-from outlast._channels import check_channel, from_json
+from outlast._channels import check_channel, from_json, unfit
 from outlast._journal import Entry
 from outlast.errors import Fenced, InvalidInput
 from outlast.worker.control import Suspended
 from outlast.worker.waits import Waits
+
+log = structlog.get_logger("outlast.run")
 
 MAX_EXPIRY = 366 * 86400.0  # a callback is good for a year at most
 
@@ -126,16 +133,25 @@ class Inbox(Waits):
         return self._taking
 
     async def look(self, channel: str) -> tuple[dict[str, Any] | None, int]:
-        """The channel's oldest untaken message, as a take journals it (None: none), and the run's
-        count of accepted messages; ``Fenced`` if the run is no longer held."""
+        """The channel's oldest untaken message the run can take, as a take journals it (None:
+        none; one its type refuses is set aside on the way), and the run's count of accepted
+        messages; ``Fenced`` if the run is no longer held."""
         control = self._control
-        look = await control.db(self._store.inbox(self.run_id, control.token, channel))
-        if look is None or not look["held"]:
-            raise Fenced(self.run_id, control.token)
-        if look["cancel_requested"]:
-            control.cancelled()  # as a heartbeat would say, later
-        if look["message_id"] is None:
-            return None, int(look["messages_sent"])
+        while True:
+            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+            if look is None or not look["held"]:
+                raise Fenced(self.run_id, control.token)
+            if look["cancel_requested"]:
+                control.cancelled()  # as a heartbeat would say, later
+            if look["message_id"] is None:
+                return None, int(look["messages_sent"])
+            why = unfit(self._channels, channel, look["payload"])
+            if why is None:
+                break
+            message_id = look["message_id"]
+            aside = self._store.set_aside(self.run_id, control.token, message_id, why)
+            await control.db(self._writes.fenced("set_aside", aside))
+            log.warning("message.set_aside", run_id=self.run_id, channel=channel, message_id=message_id)
         data = {
             "channel": channel,
             "message_id": look["message_id"],

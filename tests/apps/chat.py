@@ -86,6 +86,13 @@ async def support(run: Any) -> dict[str, Any]:
     return {"text": reply.text, "score": reply.score, "count": count}
 
 
+@app.workflow("support_or_timer", channels={"reply": Reply})
+async def support_or_timer(run: Any) -> Any:
+    """The first of a typed reply and an hour's timer: the reply, as its JSON."""
+    won = await run.first(run.receive("reply"), run.sleep(3600))
+    return won.value.model_dump() if won.which == 0 else None
+
+
 @app.workflow("hook")
 async def hook(run: Any, expires_in: float = 3600.0) -> Any:
     """A callback URL, shown as the run's first message to the world, then its delivery."""

@@ -26,6 +26,7 @@ FENCED = {
     "wait_child",
     "await_approval",
     "await_message",
+    "set_aside",
     "await_request",
     "publish_request",
     "publish_approval",

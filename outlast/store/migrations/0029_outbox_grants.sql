@@ -4,7 +4,15 @@
 -- settings), the send that bounds each channel's untaken messages and the run's as a whole
 -- (`outlast_send_message`, a new overload: 0028's is now a wrapper with its old meaning), and
 -- `outlast_send` a SECURITY DEFINER function with a fixed search_path, the only one a sender's role
--- needs (docs/secrets.md); the inner send callable by no one but the schema's owner.
+-- needs (docs/secrets.md); the inner send callable by no one but the schema's owner. And a message
+-- the run cannot take is set aside, not fatal: a payload stored without its channel's type checked
+-- (`outlast_send` checks only the channel) that the run's program then refuses is kept, marked with
+-- why (`set_aside`), and left out of the inbox and its bounds; the run goes on waiting.
+
+-- Why the run could not take the message (its channel's type refused the payload), and when it
+-- was set aside; NULL: not set aside (in the inbox while `taken_seq` is NULL too).
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS set_aside text;
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS set_aside_at timestamptz;
 
 -- The limits `outlast_send` applies: the workers' OUTLAST_MAX_PAYLOAD, OUTLAST_MAX_INBOX and
 -- OUTLAST_MAX_INBOX_RUN, written by each worker of this code at its start (the last start wins),
@@ -68,6 +76,7 @@ BEGIN
     IF p_max_waiting IS NOT NULL THEN  -- the channel's untaken messages, on the inbox index up to the bound
         n := (SELECT count(*) FROM (SELECT 1 FROM messages
               WHERE messages.run_id = p_run_id AND messages.channel = p_channel AND messages.taken_seq IS NULL
+                AND messages.set_aside IS NULL
               LIMIT p_max_waiting) w);
         IF n >= p_max_waiting THEN
             RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'full',
