@@ -18,7 +18,7 @@ from tests.conftest import World, wait_for
 from tests.crash import journal, killed, last_message, settled
 
 APP = "tests.apps.secret:app"
-KEY = "k" * 40  # OUTLAST_SECRET_KEY
+KEY = "u2Xq_9fRk4TzLm1Vb7Nc0Hs6Jd3Pw8Ge5Ay-Ko"  # OUTLAST_SECRET_KEY
 
 
 def dump(world: World) -> str:
@@ -144,6 +144,16 @@ def test_a_short_key_is_refused_without_showing_it(world: World, value: str) -> 
     assert done.returncode == 2
     assert "OUTLAST_SECRET_KEY must be 32 or more printable characters" in done.stderr
     assert value not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["a" * 32, "password" * 4])
+def test_a_predictable_key_is_refused_saying_how_to_make_one(world: World, value: str) -> None:
+    done = world.cli("worker", APP, OUTLAST_SECRET_KEY=value)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("outlast: error: OUTLAST_SECRET_KEY is too predictable"), done.stderr
+    assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in lines[-1]
+    assert value not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_key_is_in_no_display_of_the_settings(world: World) -> None:
