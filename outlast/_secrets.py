@@ -7,16 +7,17 @@ with ``OUTLAST_SECRET_KEY`` over the value's canonical JSON. The value lives onl
 memory: a replay recomputes the call and compares the hashes, and a pending intention re-dispatched
 after a crash takes the value from the replayed call. Nothing ever reads a secret back.
 
-A run's ``Secrets`` also remembers the clear values it sealed (the *known* secrets of the run):
-they are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land, in a tool's
-result and error, the workflow's result, error and reason, a wait's message, an approval's
-arguments and a decision's revised ones, before any of it is journaled, stored, logged or put in a
-span; a value shorter than ``SHORTEST`` characters is sealed but not searched for in text (it would
-mask ordinary words). A value is searched for in each form it may be written in (``forms``: its
-``repr``, JSON text, percent-encoding...), since a message that quotes a PEM key with ``!r``
-holds ``\\n`` where the key holds a newline; the forms of a value are worked out once, when it is
-sealed. An approver cannot type a new value for a sealed argument (``check_revision``): nothing
-could keep it but the store.
+A run's ``Secrets`` also remembers the clear values it sealed (the *known* secrets of the run): they
+are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land, in a tool's other
+arguments (a known key passed inside a prompt or a URL), its result and error, the workflow's
+result, error and reason, a wait's message, an approval's arguments and a decision's revised ones, a
+live chunk (``run.stream``, ``current_action().stream``), before any of it is journaled, stored,
+sent, logged or put in a span; a value shorter than ``SHORTEST`` characters is sealed but not
+searched for in text (it would mask ordinary words). A value is searched for in each form it may be
+written in (``forms``: its ``repr``, JSON text, percent-encoding...), since a message that quotes a
+PEM key with ``!r`` holds ``\\n`` where the key holds a newline; the forms of a value are worked out
+once, when it is sealed. An approver cannot type a new value for a sealed argument
+(``check_revision``): nothing could keep it but the store.
 """
 
 from __future__ import annotations
@@ -154,14 +155,17 @@ class Secrets:
 
     def seal(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """``args`` (the call's own values) as stored: each secret argument given replaced by its
-        keyed hash; its value is remembered, to be scrubbed out of everything the run stores."""
+        keyed hash; its value is remembered, to be scrubbed out of everything the run stores, the
+        other arguments of this call and of every later one (of any tool) included."""
         names = self.names(tool)
-        if not names or not SEALING:  # most tools: a copy, with no test per argument (3 per operation)
+        if not SEALING:
             return dict(args)
+        if not names:  # most tools: a copy, searched only once the run knows a secret (3 per operation)
+            return self.scrub(dict(args))
         for k in names:
             if k in args:
                 self._learn(args[k])
-        return {k: self._hash(v) if k in names else v for k, v in args.items()}
+        return self.scrub({k: self._hash(v) if k in names else v for k, v in args.items()})
 
     def scrub(self, value: T) -> T:
         """``value`` (text, or JSON: keys and strings at any depth) with every known secret value

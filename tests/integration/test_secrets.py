@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from outlast import Client
+from outlast._model import RunRecord
 from tests.conftest import World, wait_for
 from tests.crash import journal, killed, last_message, settled
 
@@ -86,6 +87,29 @@ def test_a_secret_is_never_stored_logged_or_exported(world: World, tmp_path: Pat
     assert "[secret]" in logs and "[secret]" in database and "[secret]" in exported
     for where, text in (("the database", database), ("the logs", logs), ("the bundle", exported)):
         assert secret not in text, f"the secret is in {where}"
+
+
+def test_a_known_secret_is_masked_in_live_output_and_in_another_tools_arguments(world: World) -> None:
+    """A tool that streams its secret key, the workflow that streams it after, and another tool given
+    the key inside arguments that are not secret: no chunk in Redis, no reader and no row holds it."""
+    secret = f"sk-live-{uuid.uuid4().hex}"
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("streams_key", {}).id
+        world.worker(APP, **secret_world(world, secret))
+        assert settled(client, rid).state == "succeeded"
+        read = [item.data for item in client.stream(rid) if not isinstance(item, RunRecord)]
+    assert read == [
+        "calling with [secret]",
+        {"key": "[secret]", "note": "Bearer [secret]"},
+        "the workflow streams [secret]",
+    ]
+    raw = world.redis().xrange(f"{world.prefix}:live:{{{rid}}}")
+    assert raw and secret.encode() not in repr(raw).encode()
+    asked = [
+        b["args"] for _s, k, _op, b in journal(world, rid) if k == "intention" and b["tool"] == "ask_model"
+    ]
+    assert asked == [{"prompt": "use the key [secret] to answer", "url": "https://x.test/?k=[secret]"}]
+    assert secret not in dump(world)
 
 
 def test_another_secret_on_replay_is_refused_by_name(world: World) -> None:
