@@ -31,6 +31,8 @@ class Scrubbed:
     """One run's way to its worker's ``LiveOutput`` (``run.stream``, ``current_action().stream``):
     each chunk with the secret values the run knows masked, as a journaled value is."""
 
+    __slots__ = ("_live", "_secrets")
+
     def __init__(self, live: LiveOutput, secrets: Secrets) -> None:
         self._live, self._secrets = live, secrets
 
