@@ -1,7 +1,8 @@
 """Input anyone signed in (or anyone holding a callback's URL) can send is refused with a 400 that
 says why, never a server error, through ``outlast dashboard`` (uvicorn, in a process of its own): a
 callback body nested 100,000 levels deep, a live-output stream's ``Last-Event-ID`` that is no chunk
-id, an answer or a result holding a number of 5,000 digits. The run is left as it was."""
+id, an answer, a result or a batch's count holding a number of 5,000 digits. The run is left as
+it was."""
 
 from __future__ import annotations
 
@@ -46,5 +47,7 @@ def test_hostile_input_is_a_400_saying_why(world: World) -> None:
             form = {"csrf": csrf, "answer_json": HUGE}
             posted = http.post(f"/runs/{run.id}/respond/{req['id']}", data=form)
             assert posted.status_code == 400 and "the answer holds a number of too many digits" in posted.text
+            batch = http.post("/batch/cancel", data={"csrf": csrf, "count": HUGE, "digest": "d"})
+            assert batch.status_code == 400 and "a whole number of runs" in batch.text, batch.text
         assert d.client.status(run.id).state == "waiting"
         assert world.sql("SELECT count(*) FROM messages WHERE run_id = %s", run.id) == [(0,)]
