@@ -32,6 +32,7 @@ from urllib.parse import quote, quote_plus
 
 from outlast._journal import canonical
 from outlast.errors import ConfigError, DecisionRefused
+from outlast.settings import MAKE_KEY
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
 # arguments of the call (name -> value). The call's secret values are replaced afterwards anyway.
@@ -78,7 +79,7 @@ def require_key(app: SecretsApp, key: str | None) -> None:
     if declared:
         raise ConfigError(
             f"OUTLAST_SECRET_KEY is not set, and the app declares secret arguments: {', '.join(declared)}; "
-            "set it to a random value of 32 or more characters, the same for every worker"
+            f"set it to a random value of 32 or more characters, the same for every worker: {MAKE_KEY}"
         )
 
 
