@@ -150,6 +150,8 @@ async def deliver(
         return status, {"error": said}
     except InvalidInput as exc:  # it names the run and the channel, which the token shows anyway
         return 422, {"error": f"the body is not a valid message for this callback: {exc}"}
+    except RecursionError:  # JSON nested deeper than it can be read
+        return 400, {"error": "the body is nested too deep: a JSON value of a few levels"}
     return 202, {"accepted": True, "duplicate": receipt.duplicate}
 
 

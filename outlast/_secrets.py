@@ -7,16 +7,17 @@ with ``OUTLAST_SECRET_KEY`` over the value's canonical JSON. The value lives onl
 memory: a replay recomputes the call and compares the hashes, and a pending intention re-dispatched
 after a crash takes the value from the replayed call. Nothing ever reads a secret back.
 
-A run's ``Secrets`` also remembers the clear values it sealed (the *known* secrets of the run):
-they are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land, in a tool's
-result and error, the workflow's result, error and reason, a wait's message, an approval's
-arguments and a decision's revised ones, before any of it is journaled, stored, logged or put in a
-span; a value shorter than ``SHORTEST`` characters is sealed but not searched for in text (it would
-mask ordinary words). A value is searched for in each form it may be written in (``forms``: its
-``repr``, JSON text, percent-encoding...), since a message that quotes a PEM key with ``!r``
-holds ``\\n`` where the key holds a newline; the forms of a value are worked out once, when it is
-sealed. An approver cannot type a new value for a sealed argument (``check_revision``): nothing
-could keep it but the store.
+A run's ``Secrets`` also remembers the clear values it sealed (the *known* secrets of the run): they
+are replaced by ``[secret]`` (``scrub``) wherever they would otherwise land, in a tool's other
+arguments (a known key passed inside a prompt or a URL), its result and error, the workflow's
+result, error and reason, a wait's message, an approval's arguments and a decision's revised ones, a
+live chunk (``run.stream``, ``current_action().stream``), before any of it is journaled, stored,
+sent, logged or put in a span; a value shorter than ``SHORTEST`` characters is sealed but not
+searched for in text (it would mask ordinary words). A value is searched for in each form it may be
+written in (``forms``: its ``repr``, JSON text, percent-encoding...), since a message that quotes a
+PEM key with ``!r`` holds ``\\n`` where the key holds a newline; the forms of a value are worked out
+once, when it is sealed. An approver cannot type a new value for a sealed argument
+(``check_revision``): nothing could keep it but the store.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from urllib.parse import quote, quote_plus
 
 from outlast._journal import args_hash, canonical
 from outlast.errors import ConfigError, DecisionRefused
+from outlast.settings import MAKE_KEY
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
 # arguments of the call (name -> value). The call's secret values are replaced afterwards anyway.
@@ -77,7 +79,7 @@ def require_key(app: SecretsApp, key: str | None) -> None:
     if declared:
         raise ConfigError(
             f"OUTLAST_SECRET_KEY is not set, and the app declares secret arguments: {', '.join(declared)}; "
-            "set it to a random value of 32 or more characters, the same for every worker"
+            f"set it to a random value of 32 or more characters, the same for every worker: {MAKE_KEY}"
         )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
@@ -141,10 +142,28 @@ def check_schema(value: object) -> str:
     return value
 
 
+MAKE_KEY = 'python -c "import secrets; print(secrets.token_urlsafe(32))"'
+KEY_BITS = 64  # the least a key's estimated entropy may be (``key_bits``)
+
+
+def key_bits(key: str) -> float:
+    """An estimate of the bits of chance in ``key``, low for a predictable one: the entropy of its
+    characters' frequencies (0 for one character repeated) times its length, where a run of three
+    characters seen before counts for nothing (``"password" * 4`` is no longer than ``"password"``).
+    A random key of 32 characters or more, even of digits only, is far above ``KEY_BITS``."""
+    counts = Counter(key)
+    per_char = -sum(n / len(key) * math.log2(n / len(key)) for n in counts.values())
+    return per_char * (len({key[i : i + 3] for i in range(len(key) - 2)}) + 2)
+
+
 def _check_secret_key(value: object) -> str:
-    """A key of 32 or more characters; the message never shows the value."""
+    """A random key of 32 or more characters; the message never shows the value."""
     if not (isinstance(value, str) and len(value) >= 32 and value.isprintable()):
-        raise ValueError("must be 32 or more printable characters (e.g. the output of: openssl rand -hex 32)")
+        raise ValueError(f"must be 32 or more printable characters; make one with: {MAKE_KEY}")
+    if key_bits(value) < KEY_BITS:
+        raise ValueError(
+            f"is too predictable (repeated or few characters): make a random one with: {MAKE_KEY}"
+        )
     return value
 
 

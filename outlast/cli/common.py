@@ -1,11 +1,13 @@
 """Every family of commands shares this module. It holds an option read from a setting's declaration (its
 ``OUTLAST_*`` variable shown in help), the settings parsed once by the group, a client opened
-for one command, and the parsing of JSON, queue names and ``--since``."""
+for one command, the parsing of JSON, queue names and ``--since``, and ``shown``: how text a run's
+senders, tools or model shaped is printed."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,6 +22,17 @@ if TYPE_CHECKING:
     from outlast.producer import AsyncClient
 
 T = TypeVar("T")
+# What a terminal may act on rather than show: C0 controls (ESC, CR, BEL...), DEL and C1 controls
+# (CSI, OSC as one character), and the invisible format characters (zero-width, line and paragraph
+# separators, bidirectional embeddings, overrides and isolates) that make text read otherwise.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def shown(text: str, keep: str = "") -> str:
+    """``text`` as the CLI prints it: each control character written as its escape (``\\x1b``,
+    ``\\r``, ``\\u202e``), as the pages show it inert, except those in ``keep`` (a stream's
+    newlines and tabs). Every printer of text a run, its senders or its model shaped goes through it."""
+    return _CONTROL.sub(lambda m: m[0] if m[0] in keep else m[0].encode("unicode_escape").decode(), text)
 
 
 def option(name: str, *decls: str, **kw: Any) -> Callable[[FC], FC]:

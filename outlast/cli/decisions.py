@@ -11,7 +11,7 @@ import click
 
 from outlast._approvals import refuse_unauthenticated
 from outlast._model import RunRecord
-from outlast.cli.common import json_arg, with_client
+from outlast.cli.common import json_arg, shown, with_client
 from outlast.cli.group import cli
 from outlast.identity import cli_principal
 from outlast.producer import AsyncClient
@@ -63,8 +63,8 @@ def _shown_and_confirmed(ctx: click.Context, run_id: str, approval_id: str, kind
     click.echo(
         f"run {run_id}, approval {approval_id}: {req['status']} (approvers: {', '.join(req['approvers'])})"
     )
-    click.echo(f"  action     {req['action']}")
-    click.echo(f"  arguments  {json.dumps(req['args'], ensure_ascii=False, sort_keys=True)}")
+    click.echo(shown(f"  action     {req['action']}"))
+    click.echo(shown(f"  arguments  {json.dumps(req['args'], ensure_ascii=False, sort_keys=True)}"))
     click.echo(f"  hash       {req['args_hash']}")
     if not click.confirm(f"{kind} this action as {approver}?", default=False):
         raise click.ClickException(f"run {run_id}: {approval_id} not decided (you did not confirm)")

@@ -12,7 +12,7 @@ import click
 
 from outlast._listing import MAX_PAGE, SORTS, RunQuery
 from outlast._model import PRIORITIES
-from outlast.cli.common import parse_since, queue_name, with_client
+from outlast.cli.common import parse_since, queue_name, shown, with_client
 from outlast.cli.group import cli
 from outlast.producer import AsyncClient
 
@@ -38,7 +38,7 @@ def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) ->
         return
     from outlast._status import render
 
-    click.echo(render(info))
+    click.echo(shown(render(info), keep="\n"))
 
 
 def _operation(ctx: click.Context, run_id: str, op_id: str, as_json: bool) -> None:
@@ -116,7 +116,7 @@ def runs(ctx: click.Context, /, limit: int, as_json: bool, cursor: str | None, *
             reason = f" ({r.reason})" if r.reason else ""
             tenant = f"  tenant {r.tenant}" if r.tenant else ""
             click.echo(
-                f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}"
+                shown(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}")
             )
         if not found:
             click.echo("no runs")
@@ -136,7 +136,7 @@ def events(ctx: click.Context, run_id: str, follow: bool, after: int) -> None:
     def show(e: dict[str, Any]) -> None:
         detail = json.dumps(e["detail"], ensure_ascii=False) if e["detail"] else ""
         said = f"{detail}  " if detail else ""
-        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {said}(id {e['id']})")
+        click.echo(f"{e['at']:%H:%M:%S.%f}  {e['kind']:<17} {shown(said)}(id {e['id']})")
 
     async def go(c: AsyncClient) -> None:
         if not follow:
@@ -180,11 +180,11 @@ def state(
     if key is not None and got is None:
         raise click.ClickException(f"run {run_id} shows no state '{key}' (every key: outlast state {run_id})")
     if as_json:
-        shown = {k: {"value": v.value, "version": v.version} for k, v in values.items()}
-        click.echo(json.dumps(shown, indent=2, ensure_ascii=False))
+        asked = {k: {"value": v.value, "version": v.version} for k, v in values.items()}
+        click.echo(json.dumps(asked, indent=2, ensure_ascii=False))
         return
     for k, v in values.items():
-        click.echo(f"{k}  v{v.version}  {json.dumps(v.value, ensure_ascii=False)}")
+        click.echo(shown(f"{k}  v{v.version}  {json.dumps(v.value, ensure_ascii=False)}"))
     if not values:
         click.echo("no state")
 
@@ -201,10 +201,11 @@ def stream(ctx: click.Context, run_id: str) -> None:
         async for item in c.stream(run_id):
             if isinstance(item, Chunk):
                 text = item.data if isinstance(item.data, str) else json.dumps(item.data, ensure_ascii=False)
-                click.echo(text, nl=not isinstance(item.data, str))
+                click.echo(shown(text, keep="\n\t"), nl=not isinstance(item.data, str))
                 sys.stdout.flush()
             else:
-                click.echo(f"\n{item.id} {item.state}" + (f" ({item.reason})" if item.reason else ""))
+                ended = f"{item.id} {item.state}" + (f" ({item.reason})" if item.reason else "")
+                click.echo("\n" + shown(ended))
 
     with_client(ctx, go)
 

@@ -7,7 +7,7 @@ import json
 import click
 
 from outlast._shapes import described
-from outlast.cli.common import json_arg, with_client
+from outlast.cli.common import json_arg, shown, with_client
 from outlast.cli.group import cli
 from outlast.identity import cli_principal
 
@@ -29,12 +29,12 @@ def requests_(ctx: click.Context, run_id: str, every: bool, as_json: bool) -> No
         expiry = f", expires {r['expires_at']:%Y-%m-%d %H:%M:%S %Z}" if r["expires_at"] else ""
         who = ", ".join(r["responders"]) or "any operator"
         status = "expired" if r["status"] == "pending" and r["expired"] else r["status"]
-        click.echo(f"{r['id']}  {r['name']}  {status} (responders: {who}{expiry})")
-        click.echo(f"  payload   {json.dumps(r['payload'], ensure_ascii=False, sort_keys=True)}")
-        click.echo(f"  response  {described(r['response_schema'])}")
+        click.echo(shown(f"{r['id']}  {r['name']}  {status} (responders: {who}{expiry})"))
+        click.echo(shown(f"  payload   {json.dumps(r['payload'], ensure_ascii=False, sort_keys=True)}"))
+        click.echo(shown(f"  response  {described(r['response_schema'])}"))
         if r["status"] == "answered":
             answer = json.dumps(r["answer"], ensure_ascii=False, sort_keys=True)
-            click.echo(f"  answer    {answer} by {r['answered_by']}")
+            click.echo(shown(f"  answer    {answer} by {r['answered_by']}"))
 
 
 @cli.command()

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from outlast._model import RunRecord
-from outlast.cli.common import json_arg, option, settings_of, with_client
+from outlast.cli.common import json_arg, option, settings_of, shown, with_client
 from outlast.cli.group import cli
 from outlast.producer import AsyncClient
 from outlast.settings import duration
@@ -119,7 +119,7 @@ def _start(at: str | None, within: str | None) -> tuple[datetime | None, float |
 
 
 def _print_final(run: RunRecord) -> None:
-    click.echo(f"run {run.id} {run.state}" + (f" ({run.reason})" if run.reason else ""))
+    click.echo(shown(f"run {run.id} {run.state}" + (f" ({run.reason})" if run.reason else "")))
     if run.result is not None:
         click.echo(json.dumps(run.result, indent=2, ensure_ascii=False))
 

@@ -39,10 +39,7 @@ async def decide(
     else:
         args = form.get("args")
         if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise Refusal(400, f"the revised arguments are not JSON: {exc}") from None
+            args = _json(args, "the revised arguments")
         if not isinstance(args, dict):
             raise Refusal(400, "the revised arguments must be a JSON object")
         if client.app is not None:
@@ -64,10 +61,7 @@ async def respond(
         text = form.get("answer_json")
         if not isinstance(text, str) or not text.strip():
             raise Refusal(400, "the answer is required: a JSON value of the response type")
-        try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise Refusal(400, f"the answer is not JSON: {exc}") from None
+        value = _json(text, "the answer")
     return await client.respond(run_id, request_id, value, principal=principal)
 
 
@@ -84,13 +78,23 @@ async def resolve(
         raise Refusal(400, "a comment is required: say why")
     result = form.get("result")
     if isinstance(result, str):
-        try:
-            result = json.loads(result) if result.strip() else None
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise Refusal(400, f"the result is not JSON: {exc}") from None
+        result = _json(result, "the result") if result.strip() else None
     await client.resolve(
         run_id, op_id, executed=executed, result=result, principal=principal, comment=comment
     )
+
+
+def _json(text: str, what: str) -> Any:
+    """``text`` (a form's field, or the API's text of a JSON value) read as JSON; a 400 saying
+    what is wrong with ``what``, never a server error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Refusal(400, f"{what} is not JSON: {exc}") from None
+    except ValueError:  # an integer of thousands of digits (Python's int limit)
+        raise Refusal(400, f"{what} holds a number of too many digits: send it as a string") from None
+    except RecursionError:
+        raise Refusal(400, f"{what} is nested too deep") from None
 
 
 async def schedule_act(c: AsyncClient, who: Principal, name: str, act: str) -> str:

@@ -8,13 +8,15 @@ An event stream sends each event with its id (``id:``), so a browser's ``EventSo
 reconnects sends ``Last-Event-ID`` and goes on after it, missing nothing; ``?after=ID`` does the
 same by hand. It ends with ``event: end`` once the run is final, or after ``OUTLAST_LIVE_SECONDS``
 (the browser then connects again), and counts against the caller's ``OUTLAST_LIVE_STREAMS``.
-A live-output stream sends ``chunk`` events, then ``result`` (the run's final record): chunks are
-at most once."""
+A live-output stream sends ``chunk`` events (each with its id, for ``Last-Event-ID``), then
+``result`` (the run's final record): chunks are at most once. It too ends after
+``OUTLAST_LIVE_SECONDS`` and counts against ``OUTLAST_LIVE_STREAMS``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -61,14 +63,28 @@ async def _events(
             await watch.changed(timeout=min(HEARTBEAT, max(0.0, until - loop.time())))
 
 
-async def _chunks(c: AsyncClient, request: Request, run_id: str, after: str) -> AsyncIterator[str]:
-    async for item in c.stream(run_id, after=after):
-        if await request.is_disconnected():
-            return
-        if isinstance(item, RunRecord):
-            yield _sse("result", item.to_dict())
-        else:
-            yield _sse("chunk", {"data": item.data, "op": item.op}, item.id)
+async def _chunks(
+    c: AsyncClient, request: Request, run_id: str, after: str, until: float
+) -> AsyncIterator[str]:
+    """The run's chunks, then its result, until ``until`` (the browser then connects again,
+    sending the last chunk's id): the same life as the other streams, within its ticket's."""
+    yield "retry: 2000\n\n"
+    loop = asyncio.get_running_loop()
+    items = c.stream(run_id, after=after)
+    try:
+        while (left := until - loop.time()) > 0:
+            try:  # a wait past the stream's life is cut short (the XREAD's connection is then closed)
+                item = await asyncio.wait_for(anext(items), left)
+            except (StopAsyncIteration, TimeoutError):
+                return
+            if await request.is_disconnected():
+                return
+            if isinstance(item, RunRecord):
+                yield _sse("result", item.to_dict())
+            else:
+                yield _sse("chunk", {"data": item.data, "op": item.op}, item.id)
+    finally:
+        await items.aclose()
 
 
 async def events(request: Request) -> Response:
@@ -85,7 +101,17 @@ async def stream(request: Request) -> Response:
     """The run's live output as server-sent events, then its result."""
     c, run_id = web.client_of(request), request.path_params["run_id"]
     after = request.headers.get("last-event-id") or request.query_params.get("after", "0")
-    return await _opened(request, run_id, _chunks(c, request, run_id, after))
+    if not _entry_id(after):
+        said = "after (or Last-Event-ID) must be a chunk's id, as the stream sent it (e.g. 0 or 1712-0)"
+        return JSONResponse({"error": said}, 400)
+    until = asyncio.get_running_loop().time() + request.app.state.streams.seconds
+    return await _opened(request, run_id, _chunks(c, request, run_id, after, until))
+
+
+def _entry_id(text: str) -> bool:
+    """A Redis stream entry id Redis takes after XREAD: ``MS`` or ``MS-SEQ``, each under 2**64."""
+    parts = text.split("-")
+    return len(parts) <= 2 and all(re.fullmatch(r"[0-9]{1,20}", p) and int(p) < 1 << 64 for p in parts)
 
 
 async def _opened(request: Request, run_id: str, feed: AsyncIterator[str]) -> Response:

@@ -197,7 +197,9 @@ async def _batch_act(request: Request, act: str, include: tuple[str, ...]) -> st
     if form is None:
         raise batch.BatchRefused(403, web.STALE)
     shown = str(form.get("count", ""))
-    confirmed = (int(shown) if shown.isdigit() else -1, str(form.get("digest", "")))
+    if not (shown.isascii() and shown.isdigit() and len(shown) <= 9):
+        raise batch.BatchRefused(400, "the count must be the confirmation's: a whole number of runs")
+    confirmed = (int(shown), str(form.get("digest", "")))
     who, q = web.caller_of(request).principal, request.query_params
     done = await batch.run_batch(web.client_of(request), who, act, q, include, confirmed)
     refused = "; ".join(f"{k}: {v}" for k, v in done["refused"].items())

@@ -1,11 +1,13 @@
 """``LiveOutput`` sends the chunks the runs of one worker stream (``run.stream``,
 ``current_action().stream``) to Redis (``queue/live.py``) in order per run, never waited for.
 
-``send`` checks the chunk and queues it (from the loop, or from a sync tool's thread); one task
-per run that has chunks queued sends them, all that are queued in one round trip. A run that never
-streams costs nothing: no task, no Redis call, no object. A chunk that cannot be sent (Redis out of
-reach) is dropped and counted: live output is at most once, the run's result is what lasts. When a
-run that streamed here ends, an end mark tells its readers at once.
+``send`` checks the chunk and queues it (from the loop, or from a sync tool's thread); one task per
+run that has chunks queued sends them, all that are queued in one round trip. A run that never
+streams costs nothing: no task, no Redis call. A run's chunks reach it through ``Scrubbed``, which
+masks the secret values the run knows (``Secrets.scrub``) before a chunk leaves the process. A chunk
+that cannot be sent (Redis out of reach) is dropped and counted: live output is at most once, the
+run's result is what lasts. When a run that streamed here ends, an end mark tells its readers at
+once.
 """
 
 from __future__ import annotations
@@ -17,11 +19,25 @@ from typing import Any
 import structlog
 
 from outlast._journal import Unstorable, canonical
+from outlast._secrets import Secrets
 from outlast.errors import InvalidInput, ServiceUnavailable
 from outlast.queue import LiveChunks
 
 MAX_CHUNK = 64 * 1024  # bytes of a chunk (a text, or a JSON value's text)
 log = structlog.get_logger("outlast.worker")
+
+
+class Scrubbed:
+    """One run's way to its worker's ``LiveOutput`` (``run.stream``, ``current_action().stream``):
+    each chunk with the secret values the run knows masked, as a journaled value is."""
+
+    __slots__ = ("_live", "_secrets")
+
+    def __init__(self, live: LiveOutput, secrets: Secrets) -> None:
+        self._live, self._secrets = live, secrets
+
+    def send(self, run_id: str, op_id: str | None, chunk: Any) -> None:
+        self._live.send(run_id, op_id, self._secrets.scrub(chunk))
 
 
 class LiveOutput:

@@ -29,7 +29,7 @@ from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.first import First
 from outlast.worker.flow import FlowGate
 from outlast.worker.inbox import Inbox
-from outlast.worker.live import LiveOutput
+from outlast.worker.live import LiveOutput, Scrubbed
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.requests import RunRequests
 from outlast.worker.shown import Showing, Shown
@@ -76,6 +76,7 @@ class Run(Showing, Conversing):
         )
         # the executor's: it scrubs the run's end of the secret values its crossings met
         secrets = secrets or Secrets(app, None)
+        sink = Scrubbed(live, secrets) if live is not None else None  # live chunks leave masked
         # No part holds the run itself, only what it needs of it (the crossings under way, a weak
         # reference for the policy hook): a finished run's objects then die by reference count,
         # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
@@ -105,7 +106,7 @@ class Run(Showing, Conversing):
             settled=settled,
             max_payload=max_payload,
         )
-        self._shown = Shown(replayer=replayer, secrets=secrets, live=live, max_payload=max_payload)
+        self._shown = Shown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
         self._first = First(self._requests, self._waits, self._children)
         self._dispatcher = Dispatcher(
             record=record,
@@ -120,7 +121,7 @@ class Run(Showing, Conversing):
             # a tool's slot or rate wait may park the run
             may_park=functools.partial(may_park, self._under_way, self._children),
             max_payload=max_payload,
-            live=live,
+            live=sink,
         )
 
     @property

@@ -17,8 +17,8 @@ from typing import Any
 from outlast import _failpoints as failpoints
 from outlast._journal import jsonable
 from outlast._secrets import Secrets
+from outlast.action import LiveSink
 from outlast.errors import InvalidInput
-from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Replayer
 
 MAX_KEY = 200  # characters of a state key
@@ -31,7 +31,7 @@ class Shown:
     """The run's state, custom events and live output."""
 
     def __init__(
-        self, *, replayer: Replayer, secrets: Secrets, live: LiveOutput | None, max_payload: int | None
+        self, *, replayer: Replayer, secrets: Secrets, live: LiveSink | None, max_payload: int | None
     ) -> None:
         self._replayer = replayer
         self._secrets = secrets

@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any
 
-from outlast import App, Run, ToolError
+from outlast import App, Run, ToolError, current_action
 from tests.apps.basic import record
 
 app = App()
@@ -95,3 +95,26 @@ async def approved_charge(run: Run, amount: int) -> dict[str, Any]:
     decision = await run.approval("pay", asked, approvers=["ann"])
     args = decision.args
     return await run.call(pay, api_key=args["api_key"], amount=args["amount"], run_id=run.id)
+
+
+@app.tool("speak", effect="read", secret=["api_key"])
+def speak(api_key: str) -> str:
+    """Streams its key as is and inside JSON, as a careless tool would while it works."""
+    current_action().stream(f"calling with {api_key}")
+    current_action().stream({"key": api_key, "note": f"Bearer {api_key}"})
+    return "spoken"
+
+
+@app.tool("ask_model")
+def ask_model(prompt: str, url: str) -> int:
+    """No secret argument: a known key passed in its arguments (a prompt, a URL) is journaled masked."""
+    return len(prompt) + len(url)
+
+
+@app.workflow("streams_key")
+async def streams_key(run: Run) -> str:
+    key = os.environ["SECRET_API_KEY"]
+    spoken = await run.call(speak, api_key=key)
+    run.stream(f"the workflow streams {key}")
+    await run.call(ask_model, prompt=f"use the key {key} to answer", url=f"https://x.test/?k={key}")
+    return spoken

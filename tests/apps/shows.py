@@ -90,3 +90,18 @@ async def refused(run: Run, what: str) -> str:
     else:
         run.stream("x" * (64 * 1024 + 1))
     return "shown"
+
+
+# What a sender or a prompt-injected model may make a run show: an OSC 52 (write the clipboard) and
+# an OSC 0 (retitle the window), a clear screen, a carriage return that hides what came before, an
+# 8-bit CSI, a right-to-left override.
+HOSTILE = "\x1b]52;c;aGk=\x07\x1b]0;pwned\x07\x1b[2J\r\x9b31m\u202e"
+
+
+@app.workflow("hostile")
+async def hostile(run: Run) -> str:
+    await run.set_state(f"key{HOSTILE}", f"value{HOSTILE}")
+    run.stream(f"chunk{HOSTILE}\nnext line\n")
+    run.stream({"said": HOSTILE})
+    answer: str = await run.request(f"ask{HOSTILE}", {"about": HOSTILE}, response=str, responders=["ops"])
+    return f"{answer}{HOSTILE}"

@@ -31,7 +31,7 @@ from tests.dashboard import dashboard_process, served
 from tests.integration.test_messages import done, journal
 from tests.integration.test_waiting import reach, worker
 
-KEY = "k" * 40
+KEY = "kA7-qc3Rz0vN1uWd6yXe9mTp2sLb5hGf8jHo4iK"
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from outlast.identity import add_user
 from outlast.testing import HarnessFactory
 from tests.apps import orders
 
-KEY = "k" * 32
+KEY = "cP3x-Qm8Rt1Wz6Kb0Lv5Nh9Gj2Fs7Dy4A"
 NOTE = 'gift wrap, "please"'
 
 

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -26,7 +27,7 @@ from outlast.dashboard import create_app, live
 from outlast.identity import add_user
 from outlast.settings import Settings
 from tests.conftest import World, wait_for
-from tests.dashboard import free_port, served
+from tests.dashboard import dashboard_process, free_port, served
 from tests.faults.pgbouncer import pgbouncer_binary
 
 
@@ -163,6 +164,30 @@ def test_a_stream_ends_after_its_life(world: World, path: str) -> None:
         assert time.monotonic() - t < 5
         assert ("final", "{}") not in got
         assert world.sql("SELECT count(*) FROM watchers") == [(0,)]
+
+
+def test_a_run_stream_is_bounded_as_the_other_streams_are(world: World) -> None:
+    """A run's live output stream (``outlast dashboard``, a process of its own) ends after
+    OUTLAST_LIVE_SECONDS though the run never ends, counts against OUTLAST_LIVE_STREAMS while it is
+    open, and gives its place back when it ends."""
+    users = world.tmp / "users.toml"
+    bob = {"Authorization": f"Bearer {add_user(users, 'bob', ['viewers'])}"}
+    with Client(settings=world.settings()) as c:
+        c.enqueue("wa", {}, run_id="long")  # no worker: it never ends
+    bounds = {"OUTLAST_LIVE_SECONDS": "2", "OUTLAST_LIVE_STREAMS": "2"}
+    base = dashboard_process(world, OUTLAST_USERS=str(users), **bounds)
+    url = f"{base}/api/runs/long/stream"
+    held = [events(url, bob, timeout=8.0) for _ in range(2)]
+    t = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        ended = [pool.submit(list, s) for s in held]  # each read to its end
+        time.sleep(0.5)
+        third = httpx.get(url, headers=bob, timeout=10)
+        assert third.status_code == 429 and "OUTLAST_LIVE_STREAMS" in third.json()["error"]
+        assert [f.result() for f in ended] == [[], []]  # ended by its life, not by the read's timeout
+    assert time.monotonic() - t < 6
+    again = [events(url, bob, timeout=8.0) for _ in range(2)]  # both places given back
+    assert [list(s) for s in again] == [[], []]
 
 
 def answers(url: str) -> bool:

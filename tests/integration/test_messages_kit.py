@@ -14,7 +14,7 @@ from tests.apps import chat
 
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
 
-KEY = "s" * 40
+KEY = "sG5w-Pk2Rx9Cm0Tn7Hb4Lq1Fv8Jd3Zy6Ea_Uo"
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from outlast.testing import Harness, HarnessFactory, assert_replays, replay_bund
 from tests.apps import orders
 from tests.conftest import World, wait_for
 
-KEY = "k" * 32
+KEY = "r9Fh2Kq-Xm5Tz0Lw7Bc3Nv8Jp1Gs6Dy4E"
 
 
 def _export(h: Harness, run_id: str, out: Path) -> Path:

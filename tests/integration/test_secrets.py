@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from outlast import Client
+from outlast._model import RunRecord
 from tests.conftest import World, wait_for
 from tests.crash import journal, killed, last_message, settled
 
 APP = "tests.apps.secret:app"
-KEY = "k" * 40  # OUTLAST_SECRET_KEY
+KEY = "u2Xq_9fRk4TzLm1Vb7Nc0Hs6Jd3Pw8Ge5Ay-Ko"  # OUTLAST_SECRET_KEY
 
 
 def dump(world: World) -> str:
@@ -88,6 +89,29 @@ def test_a_secret_is_never_stored_logged_or_exported(world: World, tmp_path: Pat
         assert secret not in text, f"the secret is in {where}"
 
 
+def test_a_known_secret_is_masked_in_live_output_and_in_another_tools_arguments(world: World) -> None:
+    """A tool that streams its secret key, the workflow that streams it after, and another tool given
+    the key inside arguments that are not secret: no chunk in Redis, no reader and no row holds it."""
+    secret = f"sk-live-{uuid.uuid4().hex}"
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("streams_key", {}).id
+        world.worker(APP, **secret_world(world, secret))
+        assert settled(client, rid).state == "succeeded"
+        read = [item.data for item in client.stream(rid) if not isinstance(item, RunRecord)]
+    assert read == [
+        "calling with [secret]",
+        {"key": "[secret]", "note": "Bearer [secret]"},
+        "the workflow streams [secret]",
+    ]
+    raw = world.redis().xrange(f"{world.prefix}:live:{{{rid}}}")
+    assert raw and secret.encode() not in repr(raw).encode()
+    asked = [
+        b["args"] for _s, k, _op, b in journal(world, rid) if k == "intention" and b["tool"] == "ask_model"
+    ]
+    assert asked == [{"prompt": "use the key [secret] to answer", "url": "https://x.test/?k=[secret]"}]
+    assert secret not in dump(world)
+
+
 def test_another_secret_on_replay_is_refused_by_name(world: World) -> None:
     first, second = f"sk-one-{uuid.uuid4().hex}", f"sk-two-{uuid.uuid4().hex}"
     with Client(settings=world.settings()) as client:
@@ -144,6 +168,16 @@ def test_a_short_key_is_refused_without_showing_it(world: World, value: str) -> 
     assert done.returncode == 2
     assert "OUTLAST_SECRET_KEY must be 32 or more printable characters" in done.stderr
     assert value not in done.stderr
+
+
+@pytest.mark.parametrize("value", ["a" * 32, "password" * 4])
+def test_a_predictable_key_is_refused_saying_how_to_make_one(world: World, value: str) -> None:
+    done = world.cli("worker", APP, OUTLAST_SECRET_KEY=value)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("outlast: error: OUTLAST_SECRET_KEY is too predictable"), done.stderr
+    assert 'python -c "import secrets; print(secrets.token_urlsafe(32))"' in lines[-1]
+    assert value not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_key_is_in_no_display_of_the_settings(world: World) -> None:

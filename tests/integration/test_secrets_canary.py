@@ -43,7 +43,7 @@ from tests.apps.secret import app
 
 __all__ = ["outlast_harness", "outlast_servers"]  # the fixtures, without the plugin installed
 
-KEY = "c" * 40  # OUTLAST_SECRET_KEY
+KEY = "cN4r-Vx8Tq1Ly6Ko3Bw9Zs0Hd5Mf2Gj7Pe_Ua"  # OUTLAST_SECRET_KEY
 CANARIES = {  # each around its {core}
     "plain": "canary-{core}",
     "pem": "-----BEGIN PRIVATE KEY-----\nMIIEvQ{core}\n" + "MIIB" * 16 * 24 + "\n-----END PRIVATE KEY-----",

@@ -59,7 +59,7 @@ async def mail(run: Run) -> str:
 
 
 def test_a_refusal_and_a_reconcilers_error_keep_the_secret_out(outlast_harness: HarnessFactory) -> None:
-    h = outlast_harness(app, secret_key="s" * 32)
+    h = outlast_harness(app, secret_key="iQ8m-Wz3Rk6Tx1Lv9Nb4Hc0Gp7Fs2Dy5J")
     rid = h.client.enqueue("mail", {}).id
     h.crash_at("after_intention", "send")
     h.start_worker()
@@ -88,7 +88,7 @@ def test_a_dashboard_with_the_app_revises_an_approval_around_its_sealed_argument
     monkeypatch.setenv("SECRET_API_KEY", SECRET)
     users = tmp_path / "users.toml"
     token = add_user(users, "ann", ["approvers"])
-    h = outlast_harness(secret_app, secret_key="s" * 32, users=str(users))
+    h = outlast_harness(secret_app, secret_key="iQ8m-Wz3Rk6Tx1Lv9Nb4Hc0Gp7Fs2Dy5J", users=str(users))
     h.sql("CREATE TABLE executions (run_id text, what text)")  # where `pay` records its effect
     monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
     monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)

@@ -77,6 +77,34 @@ def test_the_cli_shows_state_and_events_after_an_id(world: World) -> None:
     assert after.returncode == 0 and len(after.stdout.splitlines()) == 2, after.stdout
 
 
+def test_the_cli_prints_no_control_character_a_run_was_made_to_show(world: World) -> None:
+    """``outlast stream``, ``state``, ``requests`` and ``status``, as processes: the escapes and
+    control characters in a run's chunks, state keys and values, request name and payload and
+    result are printed escaped (``\\x1b``), never raw; a stream's own newlines stay newlines."""
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("hostile", {}).id
+        world.worker(APP)
+        wait_for(lambda: client.status(rid).state == "waiting", 60, 0.1, "the run to ask")
+        asked = world.cli("requests", rid)
+        [req] = client.requests(rid)
+        client.respond(rid, req["id"], "yes", by="ops")
+        wait_for(lambda: client.status(rid).final, 60, 0.1, "the run to end")
+    printed = {
+        "requests": asked,
+        "requests --all": world.cli("requests", rid, "--all"),
+        "state": world.cli("state", rid),
+        "stream": world.cli("stream", rid),
+        "status": world.cli("status", rid),
+    }
+    for what, done in printed.items():
+        assert done.returncode == 0, (what, done.stderr)
+        raw = sorted({c for c in done.stdout if not c.isprintable() and c != "\n"})
+        assert raw == [], (what, raw, done.stdout)
+    assert "\\x1b]52;c;aGk=\\x07\\x1b]0;pwned" in printed["requests"].stdout  # the request's name
+    assert "key\\x1b]52;c;aGk=\\x07" in printed["state"].stdout  # a state key
+    assert "\\r\\x9b31m\\u202e\nnext line\n" in printed["stream"].stdout  # a chunk: its newlines kept
+
+
 def test_the_run_page_shows_state_and_the_events_the_run_emitted(world: World) -> None:
     settings, headers = people(world)
     with Client(settings=settings) as client:

@@ -181,7 +181,7 @@ async def mail(run: Run) -> str:
 def test_payloads_never_carry_a_secret_argument(
     outlast_harness: HarnessFactory, spans: InMemorySpanExporter
 ) -> None:
-    h = outlast_harness(secret_app, secret_key="s" * 32)
+    h = outlast_harness(secret_app, secret_key="tR6v-Kx2Pm9Qz4Lb7Nw0Hc3Gj8Fs5Dy1E")
     tracing.configure(payloads=True)
     try:
         run = h.client.enqueue("mail", {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import reprlib
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,31 @@ def test_every_way_of_making_settings_checks_them() -> None:
     assert Settings.from_env({"OUTLAST_LEASE_TTL": "abc"}, lease_ttl=3).lease_ttl == 3
     # An empty variable counts as unset.
     assert Settings.from_env({"OUTLAST_LEASE_TTL": "", "OUTLAST_SCHEMA": ""}).schema == "outlast"
+
+
+WEAK_KEYS = ["a" * 32, "password" * 4, "k" * 40, "Tr0ub4dor&3" * 3, "0123" * 10]
+
+
+@pytest.mark.parametrize("weak", WEAK_KEYS)
+def test_a_predictable_secret_key_is_refused_saying_how_to_make_one(weak: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"OUTLAST_SECRET_KEY": weak})
+    message = str(caught.value)
+    assert message.startswith("OUTLAST_SECRET_KEY is too predictable") and "\n" not in message
+    assert "secrets.token_urlsafe(32)" in message and weak not in message
+    with pytest.raises(ConfigError, match="too predictable"):
+        Settings(secret_key=weak)
+
+
+def test_random_secret_keys_pass() -> None:
+    """Keys made at random pass: the suggested command's, hex and even digits only."""
+    for _ in range(200):
+        for key in (
+            secrets.token_urlsafe(32),
+            secrets.token_hex(16),
+            "".join(secrets.choice("0123456789") for _ in range(32)),
+        ):
+            assert Settings(secret_key=key).secret_key == key
 
 
 def test_good_urls_pass() -> None:
