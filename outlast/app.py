@@ -12,9 +12,10 @@ from typing import Any, Literal, TypeVar
 
 import pydantic
 import tenacity
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from outlast._channels import schemas
+from outlast._journal import not_json, unordered
 from outlast._limits import Rate, parse_rates
 from outlast._model import Partial
 from outlast._schedules import CatchUp, Schedule
@@ -86,12 +87,24 @@ class Tool:
         return inspect.iscoroutinefunction(self.fn)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Check the call against the tool's type hints before anything is written."""
+        """Check the call against the tool's type hints before anything is written: its arguments
+        as JSON, refused (naming the argument and the type) when one has no JSON form, or is a set
+        (its order, and so the call's hash, would change on a resume)."""
         try:
             model = self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             raise self._invalid(exc.errors()) from None
-        return model.model_dump(mode="json")
+        given = dict(model)
+        found = unordered(given)
+        if found:
+            raise InvalidInput(
+                f"invalid call to tool '{self.name}': {found}, whose order changes from one "
+                "process to the next: pass a sorted list"
+            )
+        try:
+            return model.model_dump(mode="json")
+        except PydanticSerializationError as exc:
+            raise InvalidInput(f"invalid call to tool '{self.name}': {not_json(given) or str(exc)}") from None
 
     def check(self, args: dict[str, Any], unchecked: Collection[str] = ()) -> None:
         """``InvalidInput`` when ``args`` do not fit the tool's type hints, leaving out the

@@ -61,3 +61,22 @@ def test_a_name_not_found_says_did_you_mean() -> None:
     app.reconciler("emial_receipt")(lambda args: None)
     with pytest.raises(ConfigError, match=r"@app.reconciler\('emial_receipt'\) names no tool"):
         app.check()
+
+
+def test_a_call_holding_a_value_with_no_json_form_or_a_set_is_refused_naming_where() -> None:
+    from decimal import Decimal
+
+    from outlast import InvalidInput
+
+    app = App()
+
+    @app.tool("ship")
+    def ship(order: object, tags: set[str] | None = None) -> None:
+        return None
+
+    tool = app.tools["ship"]
+    with pytest.raises(InvalidInput, match=r"tool 'ship': at \.order\.lines\[1\]: a object, which JSON has"):
+        tool.validate({"order": {"lines": [1, object()]}})
+    with pytest.raises(InvalidInput, match=r"tool 'ship': at \.tags: a set, whose order changes"):
+        tool.validate({"order": 1, "tags": {"b", "a"}})
+    assert tool.validate({"order": Decimal("1.50")}) == {"order": "1.50", "tags": None}  # its JSON form
