@@ -21,10 +21,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import inspect
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from outlast.errors import ConfigError, InvalidInput, MessageRefused
 
@@ -113,6 +116,46 @@ def verify(secret_key: str | None, token: str, now: datetime | None = None) -> B
     if expires_at <= (now or datetime.now(UTC)):
         raise BadToken()
     return Bound(run_id, channel, expires_at, born[0] if born else None)
+
+
+def makers(workflows: Mapping[str, Callable[..., Any]]) -> list[str]:
+    """The workflows whose code makes callbacks (``run.callback(`` in their source; a workflow
+    whose source cannot be read is not counted)."""
+    found = []
+    for name, fn in workflows.items():
+        try:
+            if ".callback(" in inspect.getsource(fn):
+                found.append(name)
+        except (OSError, TypeError):
+            continue
+    return found
+
+
+def require_setup(
+    workflows: Mapping[str, Callable[..., Any]], secret_key: str | None, base: str | None
+) -> list[str]:
+    """At a worker's start: ``ConfigError`` (one line) when its workflows make callbacks and
+    ``OUTLAST_SECRET_KEY`` is unset, or ``OUTLAST_CALLBACK_URL`` is set but not an absolute
+    http(s) URL. Returns the workflows that make callbacks with no ``OUTLAST_CALLBACK_URL`` (their
+    URLs are then the dashboard's relative path: the worker warns)."""
+    making = makers(workflows)
+    if not making:
+        return []
+    which = ", ".join(making)
+    if not secret_key:
+        raise ConfigError(
+            f"workflows {which} make callbacks and OUTLAST_SECRET_KEY is not set: set it to a random "
+            "value of 32 or more characters, the same for every worker and the callbacks endpoint"
+        )
+    if base is not None:
+        parts = urlsplit(base)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"OUTLAST_CALLBACK_URL={base!r} is not an absolute http(s) URL, and workflows {which} "
+                "make callbacks: set it to where outlast.web.callbacks is reachable from outside, "
+                "e.g. https://example.com/callbacks"
+            )
+    return making if base is None else []
 
 
 def url(base: str | None, token: str) -> str:

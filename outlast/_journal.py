@@ -72,8 +72,7 @@ def canonical(value: Any, limit: int | None = None) -> str:
             raise Unstorable(
                 "the value holds NaN or infinity, which JSON cannot carry: send null or a string"
             ) from None
-        first = str(exc).splitlines()[0] if str(exc) else repr(exc)
-        raise Unstorable(f"the value is not JSON: {first}") from None
+        raise Unstorable(f"the value is not JSON: {not_json(value) or str(exc).splitlines()[0]}") from None
     if "\\u0000" in text and _NUL.search(text):
         raise Unstorable(
             "the value holds a NUL character (\\u0000) in a string or key, "
@@ -88,6 +87,40 @@ def canonical(value: Any, limit: int | None = None) -> str:
     if limit is not None:
         check_size(text, limit)
     return text
+
+
+def not_json(value: Any, path: str = "") -> str | None:
+    """Where in ``value`` (dict keys, list indexes) the first value JSON has no form for is, and
+    its type (``at .order.items[2]: a object``), or None. Walked only after a refusal."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            found = not_json(v, f"{path}.{k}")
+            if found:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = not_json(v, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    try:
+        to_jsonable_python(value)
+    except ValueError:
+        return f"at {path or '(the value)'}: a {type(value).__name__}, which JSON has no form for"
+    return None
+
+
+def unordered(value: Any, path: str = "") -> str | None:
+    """Where in ``value`` a set or frozenset is (``at .tags: a set``), or None: its order changes
+    from one process to the next, so a call's arguments holding one hash differently on a resume."""
+    if isinstance(value, set | frozenset):
+        return f"at {path or '(the value)'}: a {type(value).__name__}"
+    if isinstance(value, Mapping):
+        return next((f for k, v in value.items() if (f := unordered(v, f"{path}.{k}"))), None)
+    if isinstance(value, list | tuple):
+        return next((f for i, v in enumerate(value) if (f := unordered(v, f"{path}[{i}]"))), None)
+    return None
 
 
 def jsonable(value: Any, limit: int | None = None) -> Any:

@@ -63,6 +63,10 @@ EVENTS: dict[str, str] = {
         "A run of a `workflow` this worker's app does not know, and no live worker knows: it stays "
         "queued (published again) until a worker that knows it starts."
     ),
+    "worker.callbacks_relative": (
+        "At start: `workflows` make callbacks and OUTLAST_CALLBACK_URL is unset: their URLs are the "
+        "dashboard's relative path (/callbacks/...), which an outside service cannot reach as given."
+    ),
     "worker.unknown_workflows": (
         "At start: unfinished runs on this worker's queues are of `workflows` its app does not know "
         "(another app on the same queue: route each app to its own queue)."

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import pydantic
 import tenacity
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticSerializationError
 
 from outlast._channels import schemas
+from outlast._journal import not_json, unordered
 from outlast._limits import Rate, parse_rates
 from outlast._model import Partial
 from outlast._schedules import CatchUp, Schedule
 from outlast._secrets import Redactor
 from outlast.action import Action
-from outlast.errors import InvalidInput, OutlastError, ToolTimeout, UnknownTool, UnknownWorkflow
+from outlast.errors import (
+    ConfigError,
+    InvalidInput,
+    OutlastError,
+    ToolTimeout,
+    UnknownTool,
+    UnknownWorkflow,
+)
 
 Effect = Literal["write", "read"]
+EFFECTS: tuple[str, ...] = ("write", "read")
 ToolKind = Literal["tool", "model"]
 F = TypeVar("F", bound=Callable[..., Any])
 W = TypeVar("W", bound=Callable[..., Awaitable[Any]])
@@ -77,12 +87,24 @@ class Tool:
         return inspect.iscoroutinefunction(self.fn)
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Check the call against the tool's type hints before anything is written."""
+        """Check the call against the tool's type hints before anything is written: its arguments
+        as JSON, refused (naming the argument and the type) when one has no JSON form, or is a set
+        (its order, and so the call's hash, would change on a resume)."""
         try:
             model = self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             raise self._invalid(exc.errors()) from None
-        return model.model_dump(mode="json")
+        given = dict(model)
+        found = unordered(given)
+        if found:
+            raise InvalidInput(
+                f"invalid call to tool '{self.name}': {found}, whose order changes from one "
+                "process to the next: pass a sorted list"
+            )
+        try:
+            return model.model_dump(mode="json")
+        except PydanticSerializationError as exc:
+            raise InvalidInput(f"invalid call to tool '{self.name}': {not_json(given) or str(exc)}") from None
 
     def check(self, args: dict[str, Any], unchecked: Collection[str] = ()) -> None:
         """``InvalidInput`` when ``args`` do not fit the tool's type hints, leaving out the
@@ -197,6 +219,17 @@ def _args_model(name: str, fn: Callable[..., Any]) -> type[pydantic.BaseModel]:
     return pydantic.create_model(f"{name}_args", __config__=config, **fields)
 
 
+def _like(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when ``name`` is close to one of ``known``, else nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _unique(what: str, name: str, registered: Mapping[str, object]) -> None:
+    if name in registered:
+        raise TypeError(f"{what} {name!r} is registered twice in this app: give each {what} its own name")
+
+
 class App:
     """Register workflows, tools and reconcilers; a worker serves one App."""
 
@@ -250,6 +283,7 @@ class App:
             if not inspect.iscoroutinefunction(plain):
                 raise TypeError(f"workflow {fn.__name__!r} must be an async def")
             wf_name = name or fn.__name__
+            _unique("workflow", wf_name, self.workflows)
             wf = Workflow(
                 wf_name,
                 fn,
@@ -331,11 +365,17 @@ class App:
         every worker: a dispatch waits for room. A name other than ``requests`` is reserved from
         ``cost`` and settled with what the tool charges."""
         _cap(f"tool {name!r}", max_concurrent)
+        if effect not in EFFECTS:
+            one_of = ", ".join(EFFECTS)
+            raise TypeError(
+                f"tool {name!r}: effect={effect!r} is not one of {one_of}{_like(effect, EFFECTS)}"
+            )
         if timeout is not None and not (0 < timeout < float("inf")):
             raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds")
 
         def register(fn: F) -> F:
             tool_name = name or fn.__name__
+            _unique("tool", tool_name, self.tools)
             rates = parse_rates(tool_name, rate or {}, cost or {})
             self._names[fn] = tool_name
             args_model = _args_model(tool_name, fn)
@@ -405,14 +445,16 @@ class App:
             return self.workflows[name]
         except KeyError:
             known = ", ".join(sorted(self.workflows)) or "none"
-            raise UnknownWorkflow(f"unknown workflow '{name}' (this app has: {known})") from None
+            like = _like(name, self.workflows)
+            raise UnknownWorkflow(f"unknown workflow '{name}'{like} (this app has: {known})") from None
 
     def get_tool(self, name: str) -> Tool:
         try:
             return self.tools[name]
         except KeyError:
             known = ", ".join(sorted(self.tools)) or "none"
-            raise UnknownTool(f"unknown tool '{name}' (this app has: {known})") from None
+            like = _like(name, self.tools)
+            raise UnknownTool(f"unknown tool '{name}'{like} (this app has: {known})") from None
 
     def tool_name(self, fn: Callable[..., Any]) -> str:
         """The name a tool function was registered under (``run.call(fn, ...)``)."""
@@ -421,6 +463,18 @@ class App:
         except (KeyError, TypeError):
             what = getattr(fn, "__name__", repr(fn))
             raise UnknownTool(f"'{what}' is not a tool of this app: register it with @app.tool") from None
+
+    def check(self) -> None:
+        """``ConfigError`` (one line) for a reconciler or compensation of a tool this app does not
+        have: a typo there would silently leave the tool's interrupted calls in doubt. Called when a
+        worker starts (a reconciler may be registered before its tool)."""
+        for kind, named in (("reconciler", self.reconcilers), ("compensation", self.compensations)):
+            for tool in named:
+                if tool not in self.tools:
+                    raise ConfigError(
+                        f"@app.{kind}({tool!r}) names no tool of this app{_like(tool, self.tools)}; "
+                        f"its tools: {', '.join(sorted(self.tools)) or 'none'}"
+                    )
 
     def programs(self) -> dict[str, str]:
         return {name: wf.program for name, wf in self.workflows.items()}

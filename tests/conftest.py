@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writer_in_flight)
 # A receive waits at once in the tests (a test of the linger sets its own); this runs them lingering.
 LINGER = os.environ.get("OUTLAST_TEST_RECEIVE_LINGER") or "0"
+# The test worlds' OUTLAST_SECRET_KEY (a worker whose workflows make callbacks refuses to start
+# without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env) or secret_key=None.
+SECRET_KEY = "7f3c9a1e5b2d4c8e0a6f1b3d5e7c9a2b4d6f8e0c1a3b5d7f9e2c4a6b8d0f1e3c"
 
 
 def _given() -> tuple[str, str] | None:
@@ -167,6 +170,7 @@ class World:
             grace=1.0,
             writer_in_flight=IN_FLIGHT,
             receive_linger=float(LINGER),
+            secret_key=SECRET_KEY,
         )
         return base.with_(**kw)
 
@@ -184,10 +188,11 @@ class World:
             OUTLAST_RECEIVE_LINGER=LINGER,
             OUTLAST_LOG_FORMAT="json",
             OUTLAST_WRITER_IN_FLIGHT=str(IN_FLIGHT),
+            OUTLAST_SECRET_KEY=SECRET_KEY,
             PYTHONPATH=str(ROOT),
         )
         env.update(extra)
-        return env
+        return {k: v for k, v in env.items() if v != "" or not k.startswith("OUTLAST_")}
 
     def worker(self, app: str = "tests.apps.basic:app", *args: str, **env: str) -> subprocess.Popen[bytes]:
         """Start a real worker process; its log goes to a file of the test's own."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from outlast._model import RunRecord
+from outlast._model import RunRecord, RunState
 from outlast.cli.common import json_arg, option, settings_of, shown, with_client
 from outlast.cli.group import cli
 from outlast.producer import AsyncClient
@@ -93,6 +93,7 @@ def enqueue(ctx: click.Context, /, workflow: str, input_json: str | None, wait: 
     run = with_client(ctx, go, connect=False)
     if wait:
         _print_final(run)
+        ctx.exit(FINAL_EXIT.get(run.state, 0))
 
 
 def _start(at: str | None, within: str | None) -> tuple[datetime | None, float | None]:
@@ -116,6 +117,16 @@ def _start(at: str | None, within: str | None) -> tuple[datetime | None, float |
             param_hint="'--at'",
         )
     return when, None
+
+
+# ``enqueue --wait``'s exit code for a run that did not succeed, one per final state (docs/reference/cli.md).
+FINAL_EXIT = {
+    RunState.PARTIAL: 3,
+    RunState.FAILED: 4,
+    RunState.TIMED_OUT: 5,
+    RunState.EXHAUSTED: 6,
+    RunState.CANCELLED: 7,
+}
 
 
 def _print_final(run: RunRecord) -> None:

@@ -4,6 +4,8 @@ checked before anything is written; the row is committed first, then its id is p
 from __future__ import annotations
 
 import asyncio
+import inspect
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
@@ -152,8 +154,9 @@ class Admission(ClientCore):
             raise InvalidInput(f"{where}: the input is null; pass a JSON object ({{}} for none)")
         if not isinstance(input, dict):
             raise InvalidInput(f"{where}: the input must be a JSON object, got {type(input).__name__}")
-        data = {} if input is NO_INPUT else input
-        ihash = digest(check_json(data, "the input", where, self.settings.max_payload))
+        text = check_json({} if input is NO_INPUT else input, "the input", where, self.settings.max_payload)
+        ihash = digest(text)
+        data = json.loads(text)  # as stored and as the workflow gets it: a Decimal, a UUID as JSON
         if queue is not None:
             try:
                 check_name(queue)
@@ -167,7 +170,12 @@ class Admission(ClientCore):
             check_text(tenant, "the tenant", where, 100)
         program = None
         if self.app is not None:
-            program = self.app.get_workflow(workflow).program
+            wf = self.app.get_workflow(workflow)
+            program = wf.program
+            try:  # the workflow is called as fn(run, **input): the input must fit its signature
+                inspect.signature(wf.fn).bind(None, **data)
+            except TypeError as exc:
+                raise InvalidInput(f"{where}: the input does not fit workflow '{workflow}': {exc}") from None
         return {
             "id": run_id or uuid.uuid4().hex[:20],
             "workflow": workflow,

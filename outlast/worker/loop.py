@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from outlast import _metrics as metrics
+from outlast._callbacks import require_setup
 from outlast._secrets import require_key
 from outlast.app import App
 from outlast.errors import ServiceUnavailable
@@ -64,6 +65,9 @@ class Worker:
         self._timers: set[asyncio.Task[None]] = set()
         self._done = asyncio.Event()
         require_key(app, settings.secret_key)  # refused at start, not at the first secret call
+        app.check()  # a reconciler of no tool, refused at start
+        workflows = {name: wf.fn for name, wf in app.workflows.items()}
+        self._relative = require_setup(workflows, settings.secret_key, settings.callback_url)
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
@@ -129,6 +133,8 @@ class Worker:
             lease_ttl=self.s.lease_ttl,
             event_loop=eventloop.loop_name(),
         )
+        if self._relative:
+            self.log.warning("worker.callbacks_relative", workflows=self._relative)
         with contextlib.suppress(ServiceUnavailable):  # a warning only: not worth failing a start
             unknown = await self.store.unknown_workflows(self.queues, self.programs)
             if unknown:

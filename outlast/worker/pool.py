@@ -22,6 +22,7 @@ from multiprocessing.synchronize import Event
 import structlog
 
 from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
+from outlast._callbacks import require_setup
 from outlast._logs import configure
 from outlast._secrets import require_key
 from outlast.app import App
@@ -234,6 +235,8 @@ def serve(spec: str, settings: Settings, queues: list[str], processes: int = 1) 
     more are supervised by this one)."""
     app = load_app(spec)  # fail here, once, rather than in every child
     require_key(app, settings.secret_key)
+    app.check()
+    require_setup({n: wf.fn for n, wf in app.workflows.items()}, settings.secret_key, settings.callback_url)
     if settings.metrics_port:  # served from here; with processes, before they are spawned
         metrics.serve(settings.metrics_port, processes, settings.metrics_tenants, settings.metrics_host)
     if processes <= 1:

@@ -65,7 +65,7 @@ def test_children_dying_at_start_make_the_pool_exit_non_zero(world: World) -> No
 
 
 def test_a_pool_without_the_secret_key_its_app_needs_exits_at_once(world: World) -> None:
-    pool = world.worker("tests.apps.secret:app", "--processes", "2")
+    pool = world.worker("tests.apps.secret:app", "--processes", "2", OUTLAST_SECRET_KEY="")
     assert pool.wait(30) == 2  # a configuration error, as with one process
     lines = world.logs().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("outlast: error: OUTLAST_SECRET_KEY is not set"), lines
@@ -77,7 +77,7 @@ async def test_a_child_without_the_secret_key_is_not_ready(world: World) -> None
     with pytest.raises(ConfigError, match="OUTLAST_SECRET_KEY is not set"):
         await run_worker(
             load_app("tests.apps.secret:app"),
-            world.settings(),
+            world.settings(secret_key=None),
             ["default"],
             False,
             lambda: ready.append(True),

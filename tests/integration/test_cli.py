@@ -15,6 +15,10 @@ def test_enqueue_wait_status_events_verify_export(world: World) -> None:
     assert "run cli-1 succeeded" in p.stdout
     assert '"values"' in p.stdout and "fragile broke on 3" in p.stdout
 
+    boom = world.cli("enqueue", "boom", "--run-id", "cli-boom", "--wait")
+    assert boom.returncode == 4, (boom.returncode, boom.stdout, boom.stderr)  # failed: its own exit code
+    assert "run cli-boom failed" in boom.stdout
+
     status = world.cli("status", "cli-1")
     assert status.returncode == 0
     assert "succeeded" in status.stdout and "5 entries" in status.stdout and "chain verifies" in status.stdout

@@ -155,7 +155,7 @@ def test_an_approval_shows_a_secret_masked_and_its_hash_binds_it(world: World) -
 
 
 def test_a_worker_for_secret_arguments_needs_the_key(world: World) -> None:
-    done = world.cli("worker", APP, SECRET_API_KEY="unused")
+    done = world.cli("worker", APP, SECRET_API_KEY="unused", OUTLAST_SECRET_KEY="")
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert lines[-1].startswith("outlast: error: OUTLAST_SECRET_KEY is not set")
