@@ -21,7 +21,7 @@ from tests.conftest import World, wait_for
 from tests.dashboard import dashboard_process
 from tests.integration.test_waiting import worker
 
-KEY = "k" * 40
+KEY = "c8f1d26b9a4e47f0b3d5a7e9c1f24b6d8e0a3c5f"
 BOUNDS = {"max_inbox": 2, "max_inbox_run": 5}
 
 
