@@ -10,13 +10,16 @@ before a block (see docs/about.md):
 - ``<!-- test: skip REASON -->``: do not run the block (each skip is reported with its reason).
 
 The first app of the README and of Getting started (``examples/hello.py``) runs as its readers run
-it: a worker process, then ``python -m examples.hello``.
+it: a worker process, then ``python -m examples.hello``. The web dashboard's walkthrough runs its
+commands as written (but for the install and ``outlast dev``: the test's servers stand in for the
+embedded ones), and its user approves through the dashboard's API, as the page's button does.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,11 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
+import psycopg
 import pytest
 
+from examples import research_report
 from outlast import App, Client
 from outlast.testing.worker import InProcessWorker
-from tests.conftest import ROOT, World
+from tests.conftest import ROOT, World, wait_for
+from tests.dashboard import dashboard_process
 
 DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^(?:<!-- test: (?P<marker>[^>]*?) -->\n)?```python\n(?P<code>.*?)^```", re.M | re.S)
@@ -133,3 +140,62 @@ def test_a_block_that_fails_fails_its_page(tmp_path: Path, page_env: World, outl
     page.write_text("<!-- test: skip -->\n```python\nx = 1\n```\n")
     with pytest.raises(AssertionError, match="must say why"):
         run_page(page, page_env, outlast_harness)
+
+
+def walkthrough(page: Path) -> list[list[str]]:
+    """The ``outlast ...`` commands of the page's first bash block that adds a user, in order."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.M | re.S)
+    block = next(b for b in blocks if "users add" in b)
+    found = []
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        while words and words[-1] == "&":
+            words.pop()
+        if words[:1] == ["outlast"] and words[1:2] != ["dev"]:
+            found.append(words[1:])
+    return found
+
+
+def test_the_dashboard_walkthrough_approves_as_written(world: World) -> None:
+    """web-dashboard.md: the user its ``outlast users add`` line makes may approve the research
+    report's ``publish`` (a user of group ``editor`` alone is refused with 403: no approver role)."""
+    commands = walkthrough(DOCS / "web-dashboard.md")
+    assert [c[0] for c in commands] == ["migrate", "users", "worker", "dashboard", "enqueue"], commands
+    migrate, add, worker, dashboard, enqueue = commands
+    assert worker == ["worker", "examples.research_report:app"] and dashboard == ["dashboard"]
+    try:
+        assert world.cli(*migrate).returncode == 0
+        added = subprocess.run(
+            [sys.executable, "-m", "outlast", *add],
+            env=world.env(),
+            cwd=world.tmp,  # users.toml lands here, where the reader is
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert added.returncode == 0, added.stderr
+        token = added.stdout.splitlines()[1].strip()
+        users = world.tmp / "users.toml"
+        world.worker(*worker[1:], OUTLAST_USERS=str(users))
+        base = dashboard_process(world, OUTLAST_USERS=str(users))
+        queued = world.cli(*enqueue)
+        assert queued.returncode == 0, queued.stderr
+        run_id = queued.stdout.split()[1]
+        bearer = {"Authorization": f"Bearer {token}"}
+
+        def asked() -> dict[str, str] | None:
+            inbox = httpx.get(f"{base}/api/approvals", headers=bearer, timeout=10).json()
+            return next((a for a in inbox if a["run_id"] == run_id), None)
+
+        ask = wait_for(asked, 30, what="the publish approval")
+        body = {"decision": "approve", "comment": "Sources checked.", "args_hash": ask["args_hash"]}
+        url = f"{base}/api/approvals/{run_id}/{ask['op_id']}"
+        done = httpx.post(url, json=body, headers=bearer, timeout=30)
+        assert done.status_code == 200, done.text
+        with Client(settings=world.settings()) as c:
+            assert c.wait(run_id, timeout=60).state == "succeeded", world.logs()
+    finally:
+        world.stop_all()
+        with psycopg.connect(world.database_url, autocommit=True) as conn:
+            shop = research_report.tables_schema(world.schema)
+            conn.execute(f'DROP SCHEMA IF EXISTS "{shop}" CASCADE'.encode())
