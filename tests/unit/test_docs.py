@@ -131,16 +131,48 @@ def test_cli_reference_is_what_help_prints() -> None:
     assert all(f"## outlast {' '.join(p)}\n" in page for p in paths[1:])
 
 
-def test_settings_reference_has_every_setting() -> None:
+def written(page: str, kind: str) -> str:
+    """What the Markdown of ``docs/PAGE`` holds between the ``kind`` marker and its end."""
+    text = (DOCS / page).read_text()
+    m = re.search(rf"^<!-- outlast:{kind} -->\n(.*?)^<!-- /outlast:{kind} -->$", text, re.M | re.S)
+    assert m, f"docs/{page}: no <!-- outlast:{kind} --> ... <!-- /outlast:{kind} --> part"
+    return m[1]
+
+
+def test_reference_pages_hold_what_the_code_makes() -> None:
+    """The command, settings and log-event references are written into the Markdown (so that
+    GitHub shows them too), and are what the code makes now: a command, a setting or an event
+    added, removed or changed without ``python docs/hooks.py`` fails here."""
+    stale = load_hooks().stale_pages()
+    assert not stale, f"stale: {', '.join(map(str, stale))}: run python docs/hooks.py and commit"
+
+
+def test_settings_page_has_every_setting() -> None:
     from dataclasses import fields
 
     from outlast.settings import Settings, env_var
 
-    table = load_hooks().settings_reference()
+    table = written("reference/settings.md", "settings")
     for f in fields(Settings):
         assert f"| `{env_var(f.name)}` |" in table, f"{env_var(f.name)} missing from the settings page"
     assert "`outlast worker --lease-ttl`" in table
     assert "a finite number of seconds in \\[0.5, 3600\\]" in table
+
+
+def test_cli_page_has_every_command() -> None:
+    """Every command has its help in the Markdown, and a line in the commands at a glance."""
+    hooks = load_hooks()
+    page = (DOCS / "reference" / "cli.md").read_text()
+    helps = written("reference/cli.md", "cli")
+    glance = page.split("## Commands at a glance", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `outlast ([^`|]*?(?:\\\|[^`|]*?)*)[` ]", glance, re.M)
+    said = {name for row in rows for name in row.split("\\|")}  # approve\|reject\|revise: three
+    for path in hooks.commands():
+        name = " ".join(path)
+        block = f"## outlast {name}\n\n```text\n{hooks.help_text(path)}```"
+        assert block in helps, f"outlast {name}: its help is not on the page as it prints"
+        listed = name in said or f"| `outlast {name} " in glance  # or a row of its own
+        assert listed, f"outlast {name} is not in the commands at a glance"
 
 
 def test_api_reference_has_every_public_name() -> None:
@@ -167,13 +199,15 @@ LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]*)[^)]*\)")
 
 
 def prose(text: str) -> str:
-    """The text a reader reads as prose: no code blocks, inline code, comments or headings (each
-    replaced by blanks, so that offsets keep their lines)."""
+    """The text a reader reads as prose: no code blocks, inline code, comments, headings or parts
+    written from the code (each replaced by blanks, so that offsets keep their lines)."""
 
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m[0])
 
     text = CODE_BLOCK.sub(blank, text)
+    # a part written from the code (the commands' help, the settings' table): the code's words
+    text = re.sub(r"^<!-- outlast:(\w+) -->$.*?^<!-- /outlast:\1 -->$", blank, text, flags=re.M | re.S)
     text = re.sub(r"<!--.*?-->", blank, text, flags=re.DOTALL)
     text = re.sub(r"`[^`\n]*`", blank, text)
     return re.sub(r"^#.*$", blank, text, flags=re.MULTILINE)
