@@ -7,6 +7,7 @@ The Python blocks of the pages are executed by ``tests/integration/test_doc_exam
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -333,6 +334,44 @@ def test_shell_check_refuses_a_wrong_command() -> None:
         parse(["replays", "RUN"])
     block = "```bash\nX=1 outlast runs --limit 5 &  # note\neval x\n```\n"
     assert command_lines(block) == [["runs", "--limit", "5"]]
+
+
+# -- python blocks and examples ----------------------------------------------------------------
+
+PYTHON = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        p
+        for p in [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "ARCHITECTURE.md", *PAGES]
+        if "```python" in p.read_text()
+    ],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_python_blocks_compile(page: Path) -> None:
+    """Every Python block of the README, CONTRIBUTING and the docs compiles (the docs' blocks are
+    also run, by tests/integration/test_doc_examples.py)."""
+    text = page.read_text()
+    for m in PYTHON.finditer(text):
+        where = f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start(1)) + 1}"
+        compile(m[1], where, "exec", dont_inherit=True)
+
+
+@pytest.mark.parametrize("module", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_imports(module: Path) -> None:
+    """Each module of examples/ imports with no server (its tables are made at first use), and each
+    app module has an ``app`` whose workflows are registered. Run: tests/integration/test_examples.py
+    and test_doc_examples.py."""
+    from outlast import App
+
+    if module.stem == "__init__":
+        importlib.import_module("examples")
+    else:
+        loaded = importlib.import_module(f"examples.{module.stem}")
+        assert isinstance(loaded.app, App) and loaded.app.workflows, f"{module.name}: no app with workflows"
 
 
 # -- the README -------------------------------------------------------------------------------
