@@ -176,6 +176,30 @@ def test_cli_page_has_every_command() -> None:
         assert listed, f"outlast {name} is not in the commands at a glance"
 
 
+STATED_DEFAULT = re.compile(
+    r"`OUTLAST_(\w+)`[^`.;]{0,25}?\b(\d+(?:\.\d+)?)\s+(?:seconds?\s+|s\s+)?by\s+default"
+)
+
+
+def test_defaults_the_pages_state_are_the_declared_ones() -> None:
+    """Where a page says a setting's default next to its variable ("`OUTLAST_LEASE_TTL`, 30
+    seconds by default"), it is the default ``outlast/settings.py`` declares."""
+    from dataclasses import fields
+
+    from outlast.settings import Settings
+
+    declared = {f.name.upper(): f.default for f in fields(Settings)}
+    seen = 0
+    for page in [ROOT / "README.md", *PAGES]:
+        for m in STATED_DEFAULT.finditer(page.read_text()):
+            assert m[1] in declared, f"{page.relative_to(ROOT)}: no setting OUTLAST_{m[1]}"
+            assert float(m[2]) == float(str(declared[m[1]])), (
+                f"{page.relative_to(ROOT)}: OUTLAST_{m[1]} is {declared[m[1]]} by default, not {m[2]}"
+            )
+            seen += 1
+    assert seen >= 4
+
+
 def test_api_reference_has_every_public_name() -> None:
     import outlast
 
