@@ -351,6 +351,23 @@ def test_shell_commands_parse(page: Path) -> None:
         parse(args)
 
 
+NAMED_COMMAND = re.compile(r"`{1,2}outlast ([a-z][\w-]*)")
+WRITTEN_FILES = [
+    *(ROOT / name for name in ("README.md", "CONTRIBUTING.md", "ARCHITECTURE.md")),
+    *PAGES,
+    *sorted((ROOT / "examples").glob("*.py")),
+]
+
+
+@pytest.mark.parametrize("path", WRITTEN_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_named_in_text_exist(path: Path) -> None:
+    """A command named in running text (```outlast approve``` in a docstring, `outlast send` on a
+    page) is one ``outlast`` has."""
+    known = {p[0] for p in load_hooks().commands()}
+    for m in NAMED_COMMAND.finditer(path.read_text()):
+        assert m[1] in known, f"{path.relative_to(ROOT)}: {m[0]}: outlast has no command {m[1]!r}"
+
+
 def test_shell_check_refuses_a_wrong_command() -> None:
     with pytest.raises(AssertionError, match="No such option"):
         parse(["worker", "examples.hello:app", "--concurency", "3"])
