@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     db, rd, how = embedded.ensure(ROOT / ".outlast")
     os.environ["OUTLAST_TEST_DATABASE_URL"], os.environ["OUTLAST_TEST_REDIS_URL"] = db, rd
-    config.stash[_STARTED] = "(started)" in how
+    config.stash[_STARTED] = "(started" in how
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -77,7 +77,7 @@ def services() -> Iterator[tuple[str, str]]:
     home = ROOT / ".outlast"
     db, rd, how = embedded.ensure(home)
     yield db, rd
-    if "(started)" in how:
+    if "(started" in how:
         embedded.stop(home)
 
 
