@@ -4,7 +4,6 @@ only by their own user (and root), never as root themselves."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
