@@ -1,4 +1,4 @@
--- The whole outlast schema, version 28: what its migrations
+-- The whole outlast schema, version 29: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -146,16 +146,16 @@ CREATE FUNCTION outlast.outlast_redone(run text, token bigint, state text, reaso
 $_$;
 
 CREATE FUNCTION outlast.outlast_send(run_id text, channel text, payload jsonb, message_id text DEFAULT NULL::text) RETURNS TABLE(id text, seq bigint, sent_at timestamp with time zone, duplicate boolean)
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'outlast', 'pg_temp'
     AS $$
 #variable_conflict use_variable
 DECLARE
     s record;
 BEGIN
-    SELECT * INTO s FROM outlast_send_message(
+    SELECT x.* INTO s FROM send_limits l, outlast_send_message(
         run_id, channel, payload, coalesce(message_id, gen_random_uuid()::text),
-        coalesce(nullif(current_setting('outlast.max_payload', true), '')::integer, 1048576),
-        coalesce(nullif(current_setting('outlast.max_inbox', true), '')::integer, 1000), 'sql') x;
+        l.max_payload, l.max_inbox, l.max_inbox_run, 'sql') x;
     IF s.refused IS NOT NULL THEN
         RAISE EXCEPTION '%', s.refused USING ERRCODE = 'check_violation';
     END IF;
@@ -163,6 +163,13 @@ BEGIN
 END $$;
 
 CREATE FUNCTION outlast.outlast_send_message(p_run_id text, p_channel text, p_payload jsonb, p_message_id text, p_max_bytes integer, p_max_waiting integer, p_via text) RETURNS TABLE(message_id text, seq bigint, sent_at timestamp with time zone, duplicate boolean, queue text, refusal text, refused text)
+    LANGUAGE sql
+    AS $$
+    SELECT * FROM outlast_send_message(p_run_id, p_channel, p_payload, p_message_id, p_max_bytes, NULL,
+                                       p_max_waiting, p_via)
+$$;
+
+CREATE FUNCTION outlast.outlast_send_message(p_run_id text, p_channel text, p_payload jsonb, p_message_id text, p_max_bytes integer, p_max_waiting integer, p_max_waiting_run integer, p_via text) RETURNS TABLE(message_id text, seq bigint, sent_at timestamp with time zone, duplicate boolean, queue text, refusal text, refused text)
     LANGUAGE plpgsql
     AS $$
 #variable_conflict use_variable
@@ -204,10 +211,22 @@ BEGIN
             format('%s: the payload is over %s bytes (OUTLAST_MAX_PAYLOAD); nothing stored', what, p_max_bytes);
         RETURN;
     END IF;
-    IF p_max_waiting IS NOT NULL AND r.messages_waiting >= p_max_waiting THEN
+    IF p_max_waiting IS NOT NULL THEN  -- the channel's untaken messages, on the inbox index up to the bound
+        n := (SELECT count(*) FROM (SELECT 1 FROM messages
+              WHERE messages.run_id = p_run_id AND messages.channel = p_channel AND messages.taken_seq IS NULL
+                AND messages.set_aside IS NULL
+              LIMIT p_max_waiting) w);
+        IF n >= p_max_waiting THEN
+            RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'full',
+                format('%s: %s messages already wait untaken on this channel (OUTLAST_MAX_INBOX); nothing stored',
+                       what, n);
+            RETURN;
+        END IF;
+    END IF;
+    IF p_max_waiting_run IS NOT NULL AND r.messages_waiting >= p_max_waiting_run THEN
         RETURN QUERY SELECT p_message_id, NULL::bigint, NULL::timestamptz, false, NULL::text, 'full',
-            format('%s: %s messages already wait untaken (OUTLAST_MAX_INBOX); nothing stored', what,
-                   r.messages_waiting);
+            format('%s: %s messages already wait untaken in the run (OUTLAST_MAX_INBOX_RUN); nothing stored',
+                   what, r.messages_waiting);
         RETURN;
     END IF;
     at := (SELECT o.at FROM outlast_now() o);
@@ -639,7 +658,9 @@ CREATE TABLE outlast.messages (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     taken_seq integer,
     taken_op text,
-    taken_at timestamp with time zone
+    taken_at timestamp with time zone,
+    set_aside text,
+    set_aside_at timestamp with time zone
 );
 
 CREATE TABLE outlast.outlast_meta (
@@ -725,6 +746,15 @@ CREATE TABLE outlast.schedules (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT schedules_catch_up_check CHECK ((catch_up = ANY (ARRAY['latest'::text, 'none'::text, 'all'::text])))
+);
+
+CREATE TABLE outlast.send_limits (
+    one boolean DEFAULT true NOT NULL,
+    max_payload integer NOT NULL,
+    max_inbox integer NOT NULL,
+    max_inbox_run integer NOT NULL,
+    published_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT send_limits_one_check CHECK (one)
 );
 
 CREATE TABLE outlast.served_programs (
@@ -1006,6 +1036,9 @@ ALTER TABLE ONLY outlast.runs
 
 ALTER TABLE ONLY outlast.schedules
     ADD CONSTRAINT schedules_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY outlast.send_limits
+    ADD CONSTRAINT send_limits_pkey PRIMARY KEY (one);
 
 ALTER TABLE ONLY outlast.served_programs
     ADD CONSTRAINT served_programs_pkey PRIMARY KEY (queue, workflow, program);

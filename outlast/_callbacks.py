@@ -1,11 +1,19 @@
 """This module signs and checks callback tokens. A callback is an unguessable URL an outside
 service may POST to with no account, its body becoming a message on one channel of one run.
 
-A token binds the run, the channel and an expiry, HMAC-SHA256-signed with a key derived from
-``OUTLAST_SECRET_KEY`` (a key of its own, so a token is never a valid hash of anything else):
-``<base64url of [run, channel, expiry]>.<base64url of the signature>``. An altered token fails its
-signature; an expired one is refused by its expiry; a token is only ever good for the run and
-channel it names. The endpoint is ``outlast.web.callbacks``.
+A token binds the run, its incarnation (the run row's creation time, in microseconds: a run pruned
+and made again under the same id is another incarnation), the channel and an expiry,
+HMAC-SHA256-signed with a key derived from ``OUTLAST_SECRET_KEY`` (a key of its own, so a token is
+never a valid hash of anything else): ``<base64url of [run, channel, expiry, incarnation]>.<base64url
+of the signature>``. A token signed before incarnations (three claims) is still good for its run id
+until it expires. Only the canonical text of a token verifies (unpadded base64url, as ``sign``
+writes it, compared in constant time): another spelling of the same bytes is no token, so a
+callback has one URL and one key for its deliveries. An altered token fails its signature; an
+expired one is refused by its expiry; a token is only ever good for the run and channel it names.
+The endpoint is ``outlast.web.callbacks``.
+
+A callback URL is a bearer credential: the worker registers each token it signs as a known secret
+of the run (``Secrets.known``), so it is masked wherever the run's values are stored or logged.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ class Bound:
     run_id: str
     channel: str
     expires_at: datetime
+    born: int | None  # the run's incarnation (``_model.incarnation``); None: a token signed before them
 
 
 def _key(secret_key: str) -> bytes:
@@ -59,36 +68,51 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def sign(secret_key: str | None, run_id: str, channel: str, expires_at: datetime) -> str:
-    """The token of ``run_id``'s ``channel`` until ``expires_at``."""
+def sign(
+    secret_key: str | None, run_id: str, channel: str, expires_at: datetime, born: int | None = None
+) -> str:
+    """The token of ``run_id``'s ``channel`` until ``expires_at``, for the incarnation ``born``
+    (None: the three-claim form of a token signed before incarnations, which a replay of such a
+    run signs again)."""
     if not secret_key:
         raise ConfigError(
             f"run '{run_id}', channel '{channel}': a callback needs OUTLAST_SECRET_KEY (32 or more "
             "random characters, the same for every worker and for the callbacks endpoint)"
         )
-    body = _b64(json.dumps([run_id, channel, int(expires_at.timestamp())], separators=(",", ":")).encode())
-    mac = hmac.new(_key(secret_key), body.encode(), hashlib.sha256).digest()
-    return f"{body}.{_b64(mac)}"
+    claims: list[Any] = [run_id, channel, int(expires_at.timestamp())]
+    if born is not None:
+        claims.append(born)
+    body = _b64(json.dumps(claims, separators=(",", ":")).encode())
+    return f"{body}.{_mac(secret_key, body)}"
+
+
+def _mac(secret_key: str, body: str) -> str:
+    return _b64(hmac.new(_key(secret_key), body.encode(), hashlib.sha256).digest())
 
 
 def verify(secret_key: str | None, token: str, now: datetime | None = None) -> Bound:
-    """What ``token`` is bound to, or ``BadToken``."""
-    if not secret_key or not isinstance(token, str) or len(token) > 2048 or token.count(".") != 1:
+    """What ``token`` is bound to, or ``BadToken``. The signature is compared as text, in constant
+    time, with the one ``sign`` writes: any other spelling of it (padding, other trailing bits,
+    characters base64 would skip) is refused, and the body is the exact text signed."""
+    if not secret_key or not isinstance(token, str) or len(token) > 2048 or not token.isascii():
+        raise BadToken()
+    if token.count(".") != 1:
         raise BadToken()
     body, mac = token.split(".")
+    if not hmac.compare_digest(_mac(secret_key, body).encode(), mac.encode()):
+        raise BadToken()
     try:
-        wanted = hmac.new(_key(secret_key), body.encode(), hashlib.sha256).digest()
-        if not hmac.compare_digest(wanted, _unb64(mac)):
-            raise BadToken()
-        run_id, channel, expiry = json.loads(_unb64(body))
+        run_id, channel, expiry, *born = json.loads(_unb64(body))
         expires_at = datetime.fromtimestamp(int(expiry), UTC)
     except (ValueError, TypeError) as exc:
         raise BadToken() from exc
     if not (isinstance(run_id, str) and isinstance(channel, str)):
         raise BadToken()
+    if len(born) > 1 or (born and type(born[0]) is not int):
+        raise BadToken()
     if expires_at <= (now or datetime.now(UTC)):
         raise BadToken()
-    return Bound(run_id, channel, expires_at)
+    return Bound(run_id, channel, expires_at, born[0] if born else None)
 
 
 def url(base: str | None, token: str) -> str:
@@ -111,11 +135,15 @@ async def deliver(
         return 413, {"error": "the body is too large"}
     if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
         return 400, {"error": "a bad Idempotency-Key"}
-    delivery = key or hashlib.sha256(token.encode() + b"\0" + body).hexdigest()
     try:
         payload = _payload(content_type, body)
         receipt = await client.send(
-            bound.run_id, bound.channel, payload, f"callback:{delivery}", via="callback"
+            bound.run_id,
+            bound.channel,
+            payload,
+            message_id(bound.channel, token, body, key),
+            via="callback",
+            born=bound.born,
         )
     except MessageRefused as exc:
         status, said = _REFUSED.get(exc.refusal, (400, "refused"))
@@ -123,6 +151,15 @@ async def deliver(
     except InvalidInput as exc:  # it names the run and the channel, which the token shows anyway
         return 422, {"error": f"the body is not a valid message for this callback: {exc}"}
     return 202, {"accepted": True, "duplicate": receipt.duplicate}
+
+
+def message_id(channel: str, token: str, body: bytes, key: str | None) -> str:
+    """The stored id of a delivery: a hash of its channel, its token and its ``Idempotency-Key``
+    (without one, its body). A key is scoped to its callback: the same key on another channel's
+    callback is another message, and no sender, who does not hold the token, can take it first."""
+    said = b"key\0" + key.encode() if key is not None else b"body\0" + body
+    scope = json.dumps([channel, token]).encode()
+    return "callback:" + hashlib.sha256(scope + b"\0" + said).hexdigest()
 
 
 def _payload(content_type: str, body: bytes) -> Any:

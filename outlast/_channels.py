@@ -92,5 +92,19 @@ def from_json(types: dict[str, Any] | None, where: str, channel: str, payload: A
         ) from None
 
 
+def unfit(types: dict[str, Any] | None, channel: str, payload: Any) -> str | None:
+    """Why a stored payload cannot be taken as its channel's declared type (None: it can). A
+    payload stored unchecked (``outlast_send`` checks only the channel) is set aside for this."""
+    if types is None or channel not in types:
+        return None
+    try:
+        adapter(types[channel]).validate_python(payload)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first.get("loc", ())) or "the payload"
+        return f"not a valid {_name(types[channel])} ({at}: {first['msg']})"[:500]
+    return None
+
+
 def _name(kind: Any) -> str:
     return str(getattr(kind, "__name__", kind))

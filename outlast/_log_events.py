@@ -59,10 +59,22 @@ EVENTS: dict[str, str] = {
     "run.program_changed": (
         "A run's program changed since it started and no worker serves it (`message`: the way out)."
     ),
+    "run.unknown_workflow": (
+        "A run of a `workflow` this worker's app does not know, and no live worker knows: it stays "
+        "queued (published again) until a worker that knows it starts."
+    ),
+    "worker.unknown_workflows": (
+        "At start: unfinished runs on this worker's queues are of `workflows` its app does not know "
+        "(another app on the same queue: route each app to its own queue)."
+    ),
     "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",
     "request.awaited": "A run waits for the answer to its request `operation_id` (`name`).",
+    "message.set_aside": (
+        "A run set aside message `message_id` on `channel`: its channel's type refuses the payload "
+        "(stored unchecked, by `outlast_send`). It is kept with why; the run waits for another."
+    ),
     # An operation (a tool call)
     "operation.dispatched": (
         "An operation's tool is called (`args`, secrets sealed; only with log payloads on)."

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
@@ -11,6 +11,13 @@ T = TypeVar("T")
 
 # A run's priority levels, highest first: a queue has one stream for each (``queue.entries``).
 PRIORITIES = ("high", "normal", "low")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def incarnation(created_at: datetime) -> int:
+    """A run's incarnation, which its callback tokens bind: its row's creation time, in whole
+    microseconds (a run pruned and made again under the same id is another incarnation)."""
+    return (created_at - _EPOCH) // timedelta(microseconds=1)
 
 
 class RunState(StrEnum):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 from urllib.parse import quote, quote_plus
 
-from outlast._journal import canonical
+from outlast._journal import args_hash, canonical
 from outlast.errors import ConfigError, DecisionRefused
 
 # ``redact(message, secrets)``: a tool exception's message as it may be stored, given the secret
@@ -152,16 +152,38 @@ class Secrets:
         found = self._app.tools.get(tool)
         return found.secret if found is not None else ()
 
-    def seal(self, tool: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    def seal(self, tool: str, args: Mapping[str, Any], *, mask: bool = True) -> dict[str, Any]:
         """``args`` (the call's own values) as stored: each secret argument given replaced by its
-        keyed hash; its value is remembered, to be scrubbed out of everything the run stores."""
-        names = self.names(tool)
-        if not names or not SEALING:  # most tools: a copy, with no test per argument (3 per operation)
+        keyed hash; its value is remembered, to be scrubbed out of everything the run stores. Every
+        known value in the other arguments is masked (``scrub``; not with ``mask`` False, as an
+        earlier version journaled them)."""
+        if not SEALING:
             return dict(args)
+        names = self.names(tool)
+        if not names:  # most tools: a copy, with no test per argument (3 per operation)
+            return self.scrub(dict(args)) if mask else dict(args)
         for k in names:
             if k in args:
                 self._learn(args[k])
-        return {k: self._hash(v) if k in names else v for k, v in args.items()}
+        return {k: self._hash(v) if k in names else self.scrub(v) if mask else v for k, v in args.items()}
+
+    def same_call(self, journaled: Mapping[str, Any], tool: str, args: Mapping[str, Any], ahash: str) -> bool:
+        """Whether the call of ``tool`` with ``args`` (hashed ``ahash`` as sealed) is the one
+        ``journaled`` (an intention's fields): the same tool and arguments hash, or the hash of the
+        arguments with known values left in clear, as a version before the masking of non-secret
+        arguments journaled them (such a journal replays as it did)."""
+        if journaled["tool"] != tool:
+            return False
+        if journaled["args_hash"] == ahash:
+            return True
+        return bool(self._known) and args_hash(self.seal(tool, args, mask=False)) == journaled["args_hash"]
+
+    def known(self, value: str) -> None:
+        """Remember ``value`` as a known secret of the run without sealing anything (a callback's
+        token, which the run hands out as part of a URL): scrubbed out of everything it stores,
+        logs and shows from then on."""
+        if SEALING:
+            self._learn(value)
 
     def scrub(self, value: T) -> T:
         """``value`` (text, or JSON: keys and strings at any depth) with every known secret value

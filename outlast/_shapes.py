@@ -7,18 +7,25 @@ schema (``TypeAdapter(response).json_schema()``) and an answer is checked agains
 stored: ``problem`` says what does not fit, or None. It knows the keywords pydantic writes: types,
 ``properties``/``required``/``additionalProperties``, ``items``/``prefixItems``, ``enum``/``const``,
 ``anyOf``/``oneOf``/``allOf``, ``$ref`` into ``$defs``, bounds on numbers, texts and lists,
-``pattern``, and the formats ``date-time``, ``date``, ``time`` and ``uuid``. A rule a JSON schema
-cannot say (a custom validator) is checked only where the type is known: in the workflow.
+sizes of objects (``minProperties``/``maxProperties``, ``propertyNames``), ``pattern``, and the
+formats ``date-time``, ``date``, ``time``, ``duration`` and ``uuid``. It accepts no more than pydantic
+validates at the take (``tests/unit/test_shapes_agree.py`` holds it to that): a text's pattern and
+format are checked by pydantic's own validators (pydantic's regular expressions, its date and time
+parser: no ISO week dates, no compact forms), and an integer written as a float only within
+pydantic's 64-bit range. A rule a JSON schema cannot say (a custom validator) is checked only where
+the type is known: in the workflow.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import re
-import uuid
 from collections.abc import Callable
-from datetime import date, datetime, time
 from typing import Any
+
+from pydantic_core import CoreConfig, SchemaError, SchemaValidator, ValidationError, core_schema
+
+_INT64 = 2**63
 
 _TYPES: dict[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, dict),
@@ -27,16 +34,31 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     "integer": lambda v: (
-        (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer())
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer() and -_INT64 <= v < _INT64)
     ),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
 }
-_FORMATS: dict[str, Callable[[str], object]] = {
-    "date-time": lambda s: datetime.fromisoformat(s.replace("Z", "+00:00")),
-    "date": date.fromisoformat,
-    "time": time.fromisoformat,
-    "uuid": uuid.UUID,
+_FORMATS: dict[str, Callable[[], core_schema.CoreSchema]] = {
+    "date-time": core_schema.datetime_schema,
+    "date": core_schema.date_schema,
+    "time": core_schema.time_schema,
+    "duration": core_schema.timedelta_schema,
+    "uuid": core_schema.uuid_schema,
 }
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(fmt: str | None, pattern: str | None) -> SchemaValidator:
+    """pydantic's own check of a text's format (one it writes) and pattern, as the take runs it: a
+    pattern in pydantic's default regular expressions, else (look-arounds) in Python's, which a type
+    must then have asked for (``regex_engine="python-re"``)."""
+    if fmt is not None:
+        return SchemaValidator(_FORMATS[fmt]())
+    try:
+        return SchemaValidator(core_schema.str_schema(pattern=pattern))
+    except SchemaError:
+        return SchemaValidator(core_schema.str_schema(pattern=pattern), CoreConfig(regex_engine="python-re"))
 
 
 def problem(schema: dict[str, Any], value: Any, what: str = "the answer") -> str | None:
@@ -96,6 +118,9 @@ def _values(s: dict[str, Any], v: Any, at: str) -> str | None:
 
 
 def _object(s: dict[str, Any], v: dict[str, Any], root: dict[str, Any], at: str) -> str | None:
+    low, high = s.get("minProperties", 0), s.get("maxProperties")
+    if len(v) < low or (high is not None and len(v) > high):
+        return f"{at} must have {low} to {'any number of' if high is None else high} fields"
     for name in s.get("required", []):
         if name not in v:
             return f"{at} lacks '{name}'"
@@ -104,6 +129,8 @@ def _object(s: dict[str, Any], v: dict[str, Any], root: dict[str, Any], at: str)
     for name, item in v.items():
         where = f"{at}.{name}"
         sub = props.get(name, extra)
+        if "propertyNames" in s and (p := _check(s["propertyNames"], name, root, f"{at} key {name!r}")):
+            return p
         if sub is False:
             return f"{where} is not a field of its type"
         if (p := _check(sub, item, root, where)) is not None:
@@ -125,28 +152,54 @@ def _array(s: dict[str, Any], v: list[Any], root: dict[str, Any], at: str) -> st
 def _text(s: dict[str, Any], v: str, at: str) -> str | None:
     if len(v) < s.get("minLength", 0) or len(v) > s.get("maxLength", len(v)):
         return f"{at} must be {s.get('minLength', 0)} to {s.get('maxLength', 'any number of')} characters"
-    if "pattern" in s and not re.search(s["pattern"], v):
+    if "pattern" in s and not _fits(None, s["pattern"], v):
         return f"{at} must match {s['pattern']}"
-    fmt = _FORMATS.get(s.get("format", ""))
-    if fmt is not None:
-        try:
-            fmt(v)
-        except ValueError:
-            return f"{at} is not a {s['format']}"
+    if s.get("format") in _FORMATS and not _fits(s["format"], None, v):
+        return f"{at} is not a {s['format']}"
     return None
 
 
+def _fits(fmt: str | None, pattern: str | None, v: str) -> bool:
+    try:
+        _validator(fmt, pattern).validate_python(v)
+    except (ValidationError, SchemaError):  # a pattern no engine reads: nothing fits it
+        return False
+    return True
+
+
+_BOUNDS = {  # a number's bounds: the keyword, pydantic's name for it, and how a refusal says it
+    "minimum": ("ge", ">="),
+    "maximum": ("le", "<="),
+    "exclusiveMinimum": ("gt", ">"),
+    "exclusiveMaximum": ("lt", "<"),
+    "multipleOf": ("multiple_of", "a multiple of"),
+}
+_SAID = {"greater_than_equal": "minimum", "less_than_equal": "maximum", "greater_than": "exclusiveMinimum"}
+_SAID |= {"less_than": "exclusiveMaximum", "multiple_of": "multipleOf"}
+
+
+@functools.lru_cache(maxsize=256)
+def _numeric(integer: bool, bounds: tuple[tuple[str, Any], ...]) -> SchemaValidator:
+    """pydantic's own check of a number's bounds (its rounding of ``multipleOf`` included)."""
+    named = {_BOUNDS[k][0]: b for k, b in bounds}
+    try:
+        made = core_schema.int_schema(**named) if integer else core_schema.float_schema(**named)
+        return SchemaValidator(made)
+    except SchemaError:  # an integer's bound that is no integer: no type pydantic builds writes one
+        return SchemaValidator(core_schema.float_schema(**named))
+
+
 def _number(s: dict[str, Any], v: float, at: str) -> str | None:
-    bounds: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-        ("minimum", lambda b: v >= b, ">="),
-        ("maximum", lambda b: v <= b, "<="),
-        ("exclusiveMinimum", lambda b: v > b, ">"),
-        ("exclusiveMaximum", lambda b: v < b, "<"),
-        ("multipleOf", lambda b: (v / b).is_integer(), "a multiple of"),
-    )
-    for key, ok, says in bounds:
-        if key in s and not ok(s[key]):
-            return f"{at} must be {says} {s[key]}"
+    bounds = tuple((k, s[k]) for k in _BOUNDS if k in s)
+    if not bounds:
+        return None
+    try:
+        _numeric(s.get("type") == "integer", bounds).validate_python(v)
+    except ValidationError as exc:
+        key = _SAID.get(exc.errors()[0]["type"])
+        if key is None:
+            return f"{at} is not a valid {s.get('type', 'number')}"
+        return f"{at} must be {_BOUNDS[key][1]} {s[key]}"
     return None
 
 

@@ -63,7 +63,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     ]
     budget = await client.budget(run_id)
     untaken = [
-        {k: m[k] for k in ("message_id", "channel", "seq", "created_at", "via")}
+        {k: m[k] for k in ("message_id", "channel", "seq", "created_at", "via", "set_aside")}
         for m in await client.messages(run_id)
         if m["taken_seq"] is None
     ]
@@ -81,7 +81,7 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "in_doubt": in_doubt,
         "resolutions": resolutions,
         "approvals": approvals,
-        "messages": untaken,  # sent, not taken (yet)
+        "messages": untaken,  # sent, not taken (yet), or set aside (why: the run cannot take it)
         "captures": captures,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
         "children": children[:CHILDREN_SHOWN],  # the first started
@@ -190,7 +190,8 @@ def render(info: dict[str, Any]) -> str:
     for m in info.get("messages", []):
         lines.append(
             f"  message      #{m['seq']} on {m['channel']!r} id {m['message_id']} "
-            f"sent {m['created_at']:%Y-%m-%d %H:%M:%S} ({m['via']}), not taken"
+            f"sent {m['created_at']:%Y-%m-%d %H:%M:%S} ({m['via']}), "
+            + (f"set aside: {m['set_aside']}" if m["set_aside"] else "not taken")
         )
     for c in info.get("captures", []):
         kept = f"{c.get('bytes', '?')} bytes" if "request" in c else "not kept"

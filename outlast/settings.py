@@ -302,7 +302,19 @@ class Settings:
         le=256 * 1024 * 1024,
     )
     max_inbox: int = setting(
-        1000, "Messages a run may hold untaken; a send past it is refused.", "messages", ge=1, le=1000000
+        1000,
+        "Messages a run may hold untaken on one channel; a send past it is refused (the run's other "
+        "channels still take theirs).",
+        "messages",
+        ge=1,
+        le=1000000,
+    )
+    max_inbox_run: int = setting(
+        4000,
+        "Messages a run may hold untaken on all its channels together; a send past it is refused.",
+        "messages",
+        ge=1,
+        le=10000000,
     )
     receive_linger: float = setting(
         0.5,

@@ -8,7 +8,7 @@ from typing import Any
 
 from outlast import _failpoints as failpoints
 from outlast._channels import check_schema, to_json
-from outlast._model import Receipt
+from outlast._model import Receipt, incarnation
 from outlast.errors import InvalidInput, MessageRefused
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore
@@ -20,7 +20,14 @@ class Messages(ClientCore):
     """The family of messages into runs."""
 
     async def send(
-        self, run_id: str, channel: str, payload: Any, message_id: str | None = None, *, via: str = "client"
+        self,
+        run_id: str,
+        channel: str,
+        payload: Any,
+        message_id: str | None = None,
+        *,
+        via: str = "client",
+        born: int | None = None,
     ) -> Receipt:
         """Send ``payload`` on ``channel`` of the run: stored (kept until the run takes it, in the
         order sent), then the run woken if it waits on that channel. The same ``message_id`` again
@@ -28,8 +35,10 @@ class Messages(ClientCore):
         channels is sent only on those, with a payload that fits the JSON schema its workers
         published (and its type, when this client knows the app). Refused with nothing stored
         (``MessageRefused``, ``InvalidInput``): an unknown or final run, an unknown channel, a
-        payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a run with ``OUTLAST_MAX_INBOX`` messages
-        untaken."""
+        payload invalid or over ``OUTLAST_MAX_PAYLOAD``, a channel with ``OUTLAST_MAX_INBOX`` messages
+        untaken, a run with ``OUTLAST_MAX_INBOX_RUN``; a ``message_id`` already sent on another
+        channel of the run (``conflict``). A callback gives ``born``, the incarnation its token
+        binds: another run of the same id is refused as unknown."""
         where = f"run '{run_id}', channel '{channel}'"
         check_text(channel, "a channel", where)
         if len(channel) > MAX_ID:
@@ -42,7 +51,7 @@ class Messages(ClientCore):
         check_text(run_id, "a run id", "")
         await self.open()
         run = await self.store.send_to(run_id, channel)  # instead of the status read: no read more
-        if run is None:
+        if run is None or (born is not None and incarnation(run["created_at"]) != born):
             raise MessageRefused(f"{where}: no such run; nothing stored", "unknown")
         wf = self.app.workflows.get(run["workflow"]) if self.app is not None else None
         payload = to_json(wf.channels if wf is not None else None, where, channel, payload)
@@ -55,12 +64,21 @@ class Messages(ClientCore):
             message_id,
             max_bytes=None,  # checked here, in canonical JSON (outlast_send checks Postgres's text)
             max_waiting=self.settings.max_inbox,
+            max_waiting_run=self.settings.max_inbox_run,
             via=via,
         )
         if row["refusal"] == "unknown_channel":  # a bad request, as an invalid payload is
             raise InvalidInput(row["refused"])
         if row["refused"] is not None:
             raise MessageRefused(row["refused"], row["refusal"])
+        if row["duplicate"]:
+            sent_on = await self.store.message_channel(run_id, message_id)
+            if sent_on not in (None, channel):
+                raise MessageRefused(
+                    f"{where}: the message id {message_id!r} was already sent on channel {sent_on!r}; "
+                    "an id names one message of the run: nothing stored",
+                    "conflict",
+                )
         if row["queue"] is not None:  # it waited on this channel: due now
             failpoints.hit("after_send")  # a crash test's point (the sweeper publishes it then)
             await self.queue.publish(row["queue"], run_id, priority=run["priority"])

@@ -43,16 +43,23 @@ class Fleet(Base):
         """Record that this worker serves ``programs`` (workflow -> program) on ``queues`` now."""
         await self._beat_rows("beat_programs", queues=queues, programs=Jsonb(programs))
 
-    async def declare_channels(self, declared: list[dict[str, Any]]) -> None:
+    async def declare_channels(self, declared: list[dict[str, Any]], limits: dict[str, int]) -> None:
         """Publish the channels each workflow declares, per program (``workflow``, ``program``,
-        ``channels``: {channel: JSON schema}, or None for none declared)."""
-        await self._rows("declare_channels", declared=Jsonb(declared))
+        ``channels``: {channel: JSON schema}, or None for none declared), and the ``limits`` of a
+        send by SQL (``max_payload``, ``max_inbox``, ``max_inbox_run``)."""
+        await self._rows("declare_channels", declared=Jsonb(declared), **limits)
 
     async def program_served(self, run_id: str, within: float) -> bool:
         """Whether the run is ready for a worker of its program, and a live worker serves that
         program on the run's queue (or one did in the last ``within`` seconds)."""
         rows = await self._rows("program_served", id=run_id, within=within)
         return bool(rows and rows[0]["served"])
+
+    async def unknown_workflows(self, queues: list[str], programs: dict[str, str]) -> list[str]:
+        """The workflows of unfinished runs on ``queues`` that are not in ``programs`` (another
+        app's, sharing a queue), at most ten."""
+        rows = await self._rows("unknown_workflows", queues=queues, programs=Jsonb(programs))
+        return [r["workflow"] for r in rows]
 
     async def forget_served_programs(self, after: float) -> None:
         await self._rows("forget_served_programs", after=after)

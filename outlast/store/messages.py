@@ -1,6 +1,6 @@
 """``Messages`` holds the statements of messages into a run. They are a send, the lease holder's
-look at its inbox, the take (journaled and marked taken in one fenced statement), the wait on a
-channel, and the run's messages read."""
+look at its inbox, the take (journaled and marked taken in one fenced statement), a message the run
+cannot take set aside, the wait on a channel, and the run's messages read."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ class Messages(Base):
     """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
 
     async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:
-        """The run's ``workflow`` and ``priority``, and the JSON ``schema`` its declared channels
-        give ``channel`` (None: not declared); None: no such run."""
+        """The run's ``workflow``, ``priority`` and ``created_at`` (its incarnation), and the JSON
+        ``schema`` its declared channels give ``channel`` (None: not declared); None: no such run."""
         rows = await self._rows("send_to", run_id=run_id, channel=channel)
         return rows[0] if rows else None
 
@@ -34,9 +34,11 @@ class Messages(Base):
         *,
         max_bytes: int | None,
         max_waiting: int | None,
+        max_waiting_run: int | None = None,
         via: str = "client",
     ) -> dict[str, Any]:
-        """Store one message (0024's ``outlast_send_message``): its receipt (``message_id``,
+        """Store one message (0029's ``outlast_send_message``: at most ``max_waiting`` untaken on
+        the channel, ``max_waiting_run`` in the run): its receipt (``message_id``,
         ``seq``, ``sent_at``, ``duplicate``), the queue to publish its run on if it woke it, or
         ``refusal`` (unknown, final, unknown_channel, too_large, full) and ``refused`` (one
         line) with nothing stored."""
@@ -48,10 +50,16 @@ class Messages(Base):
             message_id=message_id,
             max_bytes=max_bytes,
             max_waiting=max_waiting,
+            max_waiting_run=max_waiting_run,
             via=via,
             notify=channel_of(self.schema, run_id),
         )
         return rows[0]
+
+    async def message_channel(self, run_id: str, message_id: str) -> str | None:
+        """The channel the run's message ``message_id`` was sent on (None: no such message)."""
+        rows = await self._rows("message_channel", run_id=run_id, message_id=message_id)
+        return rows[0]["channel"] if rows else None
 
     async def inbox(self, run_id: str, token: int, channel: str) -> dict[str, Any] | None:
         """The oldest untaken message of the channel (``message_id`` None: none), the run's count
@@ -80,6 +88,10 @@ class Messages(Base):
             hashes=[e.hash for e in every],
         )
 
+    async def set_aside(self, run_id: str, token: int, message_id: str, reason: str) -> None:
+        """Set aside a message the run cannot take, with why (fenced: as the lease holder only)."""
+        await self._write("set_aside", run_id=run_id, token=token, message_id=message_id, reason=reason)
+
     async def await_message(
         self, run_id: str, token: int, channel: str, seen: int, wake_at: datetime | None
     ) -> bool:
@@ -100,5 +112,6 @@ class Messages(Base):
         return bool(rows)
 
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
-        """The run's messages in the order they were accepted, taken or not."""
+        """The run's messages in the order they were accepted, taken, set aside (``set_aside``:
+        why) or neither."""
         return await self._rows("messages", run_id=run_id)

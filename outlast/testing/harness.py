@@ -12,13 +12,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, MutableMapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import redis
 
-from outlast._callbacks import deliver
+from outlast._callbacks import deliver, sign, url
 from outlast._model import Answered, Receipt, RunRecord
 from outlast.app import App
 from outlast.producer import Client
@@ -48,6 +49,7 @@ _PROCESS_SETTINGS = (
     "max_payload",
     "secret_key",
     "max_inbox",
+    "max_inbox_run",
     "callback_url",
 )
 
@@ -312,6 +314,17 @@ class Harness:
         token = url.rstrip("/").rsplit("/", 1)[-1]
         client = self.client
         return client._call(deliver(client.aio, token, raw, kind, idempotency_key))
+
+    def callback_url(self, run_id: str, channel: str) -> str:
+        """The callback URL the run handed out for ``channel`` (its latest ``run.callback``),
+        signed again from its journal as a replay signs it: what the tool it was given to holds,
+        where the journal, the API and the logs show it masked (``.../[secret]``)."""
+        made = [e for e in self.journal(run_id) if e["kind"] == "callback" and e["channel"] == channel]
+        if not made:
+            raise AssertionError(f"run {run_id} made no callback for channel {channel!r}")
+        at = datetime.fromisoformat(made[-1]["expires_at"])
+        s = self.client.settings
+        return url(s.callback_url, sign(s.secret_key, run_id, channel, at, made[-1].get("born")))
 
     # -- what happened ------------------------------------------------------------------
 

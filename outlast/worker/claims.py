@@ -1,9 +1,10 @@
 """This module makes claims and hand-backs. An entry becomes a run this worker holds (one
 conditional ``UPDATE`` that bumps the fencing token and sets the lease), is executed, and its entry
 acknowledged only after. An entry that is not claimed is dead-lettered (no such run, another
-queue's), handed back to the queue (a program this worker does not serve, while a live worker serves
-it), refused (``program_changed``) or simply acknowledged. A run the worker stops serving (lease
-lost, or SIGTERM) is abandoned to its new owner or released and published again."""
+queue's), handed back to the queue (a program or a workflow this worker does not serve, while a
+live worker serves it; a workflow no live worker knows stays queued), refused (``program_changed``)
+or simply acknowledged. A run the worker stops serving (lease lost, or SIGTERM) is abandoned to its
+new owner or released and published again."""
 
 from __future__ import annotations
 
@@ -227,8 +228,14 @@ class Claims:
             await self.dead_letter(d, f"run '{run_id}' belongs to queue '{run.queue}', not '{d.queue}'")
             return
         mine = self.state.programs.get(run.workflow)
-        unserved = run.program is not None and mine != run.program
+        unserved = mine is None or (run.program is not None and mine != run.program)
         if unserved and await self._hand_back(d, run):
+            return
+        if mine is None and run.program is None and run.state is RunState.QUEUED:
+            # A workflow this app does not know (another app's, on the same queue), never taken by
+            # a worker that knows it: it stays queued, published again by the sweeper, until one does.
+            log.warning("run.unknown_workflow", run_id=run_id, workflow=run.workflow, queue=run.queue)
+            await self._ack(d)
             return
         if unserved and run.state in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING):
             # Queued, its worker died (the lease expired), or its timer is due: a program this

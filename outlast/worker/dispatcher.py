@@ -105,7 +105,7 @@ class Dispatcher:
         if self._replayer.journaled(op_id):
             kinds = self._replayer.journal.ops[op_id]
             first = kinds.get("intention") or kinds.get("refused") or asked_by_result(kinds)
-            if first is None or (first.fields["tool"], first.fields["args_hash"]) != (tool_name, ahash):
+            if first is None or not self._secrets.same_call(first.fields, tool_name, clean, ahash):
                 changed = self._secrets.changed(tool_name, first.data["args"], sealed) if first else ""
                 raise self._replayer.mismatch(op_id, describe(tool_name, sealed) + changed, ahash)
             if first.kind == "refused":

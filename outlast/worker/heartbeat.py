@@ -2,7 +2,7 @@
 statement, a run whose token moved on marked *lost* (its task cancelled), a cancellation asked for
 passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
 heartbeat record and the programs it serves (and, at the first beat, the channels its workflows
-declare). It also says whether Postgres has answered this worker
+declare and the limits of a send by SQL). It also says whether Postgres has answered this worker
 steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
 takes over no run until then. It times what it awaits of Postgres anyway: a round trip over
 ``Settings.slow_after`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
@@ -102,7 +102,13 @@ class Heartbeat:
         self._judge(min(renewed, time.monotonic() - beat))
         await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
         if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
-            await self.store.declare_channels(self.declared)
+            s = self.s  # and its limits, for outlast_send (0029)
+            limits = {
+                "max_payload": s.max_payload,
+                "max_inbox": s.max_inbox,
+                "max_inbox_run": s.max_inbox_run,
+            }
+            await self.store.declare_channels(self.declared, limits)
             self.declared = None
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:

@@ -10,6 +10,9 @@ only if no message was accepted since the look: a send that raced the wait eithe
 (the worker looks again) or finds the run waiting and wakes it. A ``timeout`` is a durable timer:
 its due time is journaled once (a ``receive`` entry), and the run's wake-up time.
 
+A message whose payload the channel's declared type refuses (stored unchecked, by ``outlast_send``)
+is never taken: the look sets it aside, kept with why, and looks again; the run goes on waiting.
+
 The pieces are separate (``timer``, ``look``, ``take``, ``wait``, ``served``) so that a wait made of
 several (``run.first``, ``first.py``) can use them.
 """
@@ -22,13 +25,17 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+
 from outlast import _failpoints as failpoints
 from outlast._callbacks import sign, url
-from outlast._channels import check_channel, from_json
+from outlast._channels import check_channel, from_json, unfit
 from outlast._journal import Entry
 from outlast.errors import Fenced, InvalidInput
 from outlast.worker.control import Suspended
 from outlast.worker.waits import Waits
+
+log = structlog.get_logger("outlast.run")
 
 MAX_EXPIRY = 366 * 86400.0  # a callback is good for a year at most
 
@@ -126,16 +133,25 @@ class Inbox(Waits):
         return self._taking
 
     async def look(self, channel: str) -> tuple[dict[str, Any] | None, int]:
-        """The channel's oldest untaken message, as a take journals it (None: none), and the run's
-        count of accepted messages; ``Fenced`` if the run is no longer held."""
+        """The channel's oldest untaken message the run can take, as a take journals it (None:
+        none; one its type refuses is set aside on the way), and the run's count of accepted
+        messages; ``Fenced`` if the run is no longer held."""
         control = self._control
-        look = await control.db(self._store.inbox(self.run_id, control.token, channel))
-        if look is None or not look["held"]:
-            raise Fenced(self.run_id, control.token)
-        if look["cancel_requested"]:
-            control.cancelled()  # as a heartbeat would say, later
-        if look["message_id"] is None:
-            return None, int(look["messages_sent"])
+        while True:
+            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+            if look is None or not look["held"]:
+                raise Fenced(self.run_id, control.token)
+            if look["cancel_requested"]:
+                control.cancelled()  # as a heartbeat would say, later
+            if look["message_id"] is None:
+                return None, int(look["messages_sent"])
+            why = unfit(self._channels, channel, look["payload"])
+            if why is None:
+                break
+            message_id = look["message_id"]
+            aside = self._store.set_aside(self.run_id, control.token, message_id, why)
+            await control.db(self._writes.fenced("set_aside", aside))
+            log.warning("message.set_aside", run_id=self.run_id, channel=channel, message_id=message_id)
         data = {
             "channel": channel,
             "message_id": look["message_id"],
@@ -152,9 +168,11 @@ class Inbox(Waits):
         return bool(await control.db(self._writes.fenced("wait", waiting)))
 
     async def callback(self, op_id: str, channel: str, expires_in: float) -> str:
-        """A callback URL for ``channel``, valid ``expires_in`` seconds: its expiry journaled once
-        (never the token, which a reader of the journal could use), the token signed again from it
-        on a replay."""
+        """A callback URL for ``channel``, valid ``expires_in`` seconds: its expiry and the run's
+        incarnation journaled once (never the token, which a reader of the journal could use), the
+        token signed again from them on a replay (an entry journaled before incarnations: without
+        one). The token is a known secret of the run from then on: masked wherever the URL would
+        be stored, logged or shown."""
         where = f"run '{self.run_id}', channel '{channel}'"
         check_channel(self._channels, where, channel)
         if (
@@ -170,10 +188,13 @@ class Inbox(Waits):
             e = r.entry(op_id, "callback")
             if e is None or e.data.get("channel") != channel:
                 raise r.mismatch(op_id, f"callback({channel!r})")
-            expires_at = datetime.fromisoformat(e.data["expires_at"])
+            expires_at, born = datetime.fromisoformat(e.data["expires_at"]), e.data.get("born")
         else:
             await r.go_live(op_id, lambda: f"callback({channel!r})")
-            expires_at = (r.db_now() + timedelta(seconds=expires_in)).replace(microsecond=0)
+            expires_at, born = (r.db_now() + timedelta(seconds=expires_in)).replace(microsecond=0), self.born
             sign(secret_key, self.run_id, channel, expires_at)  # no key: refused before journaling
-            await r.append("callback", op_id, {"channel": channel, "expires_at": expires_at.isoformat()})
-        return url(base, sign(secret_key, self.run_id, channel, expires_at))
+            entry = {"channel": channel, "expires_at": expires_at.isoformat(), "born": born}
+            await r.append("callback", op_id, entry)
+        token = sign(secret_key, self.run_id, channel, expires_at, born)
+        self._secrets.known(token)
+        return url(base, token)

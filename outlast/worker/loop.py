@@ -22,6 +22,7 @@ import structlog
 from outlast import _metrics as metrics
 from outlast._secrets import require_key
 from outlast.app import App
+from outlast.errors import ServiceUnavailable
 from outlast.queue import LiveChunks, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Store
@@ -128,6 +129,10 @@ class Worker:
             lease_ttl=self.s.lease_ttl,
             event_loop=eventloop.loop_name(),
         )
+        with contextlib.suppress(ServiceUnavailable):  # a warning only: not worth failing a start
+            unknown = await self.store.unknown_workflows(self.queues, self.programs)
+            if unknown:
+                self.log.warning("worker.unknown_workflows", workflows=unknown, queues=list(self.queues))
         work = [asyncio.create_task(c) for c in (self.intake.read_loop(), self._sweep_loop())]
         if metrics.enabled():
             work.append(asyncio.create_task(self.every(metrics.REFRESH, self._gauges)))

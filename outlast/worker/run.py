@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
-from outlast._model import Decision, RunRecord
+from outlast._model import Decision, RunRecord, incarnation
 from outlast._secrets import Secrets
 from outlast.app import App
 from outlast.errors import InvalidInput
@@ -92,6 +92,7 @@ class Run(Showing, Conversing):
             max_payload=max_payload,
             channels=None if wf is None else wf.channels,
             callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
+            born=incarnation(record.created_at),
         )
         self._requests = RunRequests(store, control, writes, replayer, settled, secrets, max_payload)
         self._children = RunChildren(

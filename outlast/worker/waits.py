@@ -69,8 +69,10 @@ class Waits:
         max_payload: int | None = None,
         channels: dict[str, Any] | None = None,
         callbacks: tuple[str | None, str | None] = (None, None),
+        born: int | None = None,
     ) -> None:
         self.run_id = control.run_id
+        self.born = born  # the run's incarnation, which its callback tokens bind: inbox.py
         self._channels = channels  # the workflow's declared message channels (None: any): inbox.py
         self._callbacks = callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
         self._taking = asyncio.Lock()  # one look-and-take at a time (parallel receives): inbox.py

@@ -86,6 +86,13 @@ async def support(run: Any) -> dict[str, Any]:
     return {"text": reply.text, "score": reply.score, "count": count}
 
 
+@app.workflow("support_or_timer", channels={"reply": Reply})
+async def support_or_timer(run: Any) -> Any:
+    """The first of a typed reply and an hour's timer: the reply, as its JSON."""
+    won = await run.first(run.receive("reply"), run.sleep(3600))
+    return won.value.model_dump() if won.which == 0 else None
+
+
 @app.workflow("hook")
 async def hook(run: Any, expires_in: float = 3600.0) -> Any:
     """A callback URL, shown as the run's first message to the world, then its delivery."""
@@ -116,3 +123,32 @@ async def reply_or_timer(
     await run.call(handle, n=0, message={"kind": kind, "value": won.value})
     after = await run.receive("reply") if then else None
     return {"kind": kind, "value": won.value, "then": after}
+
+
+@app.tool(idempotent=True)
+def create_payment(order: str, notify_url: str) -> dict[str, Any]:
+    """A payment provider's call, told where to POST its webhook: it keeps the URL it was given (in
+    ``handled``: what a provider would keep), captures its request and says the URL back."""
+    a = current_action()
+    from psycopg.types.json import Jsonb
+
+    a.capture({"url": "https://pay.test/payments", "body": {"order": order, "notify_url": notify_url}})
+    with connect() as c:
+        c.execute(
+            "INSERT INTO handled (key, run_id, op_id, n, message) VALUES (%s, %s, %s, 0, %s) "
+            "ON CONFLICT (key) DO NOTHING",
+            (a.idempotency_key, a.run_id, a.operation_id, Jsonb({"url": notify_url})),
+        )
+    return {"payment": f"pay-{order}", "notify_url": notify_url}
+
+
+@app.workflow("pay")
+async def pay(run: Any, order: str = "A7") -> dict[str, Any]:
+    """docs/conversations.md's pattern (the URL handed to a tool), and the URL shown every other
+    way a run shows a value: state, an event, its result."""
+    url = await run.callback("paid", expires_in=3600)
+    payment = await run.call(create_payment, order=order, notify_url=url)
+    await run.set_state("notify", {"url": url})
+    await run.emit("payment", {"url": url, "said": f"told the provider {url!r}"})
+    confirmation = await run.receive("paid")
+    return {"payment": payment, "confirmation": confirmation, "url": url}

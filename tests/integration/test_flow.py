@@ -80,7 +80,7 @@ async def test_enqueue_with_an_existing_run_id_and_another_tenant_or_priority_is
     ]
 
 
-async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) -> None:
+async def test_unknown_workflow_is_refused_or_waits_never_dropped(world: World) -> None:
     from outlast import UnknownWorkflow
 
     async with AsyncClient(settings=world.settings(), app=app) as with_app:
@@ -89,9 +89,10 @@ async def test_unknown_workflow_is_refused_or_fails_never_dropped(world: World) 
     async with AsyncClient(settings=world.settings()) as c:
         run = await c.enqueue("nope", {})
         w, task = await start_worker(world)
-        done = await c.wait(run.id, timeout=20)
+        await asyncio.sleep(1.5)  # seen (and republished after 1 s) by a worker that does not know it
+        still = await c.status(run.id)
         await stop_worker(w, task)
-    assert (done.state, done.reason) == ("failed", "unknown workflow 'nope'")
+    assert (still.state, still.attempts) == ("queued", 0)  # another app's worker may take it later
 
 
 async def test_enqueue_many_commits_together_and_publishes_in_one_go(

@@ -81,7 +81,7 @@ async def claimed_run(store: Store, run_id: str) -> int:
     await store.insert_run(
         id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
-    got = await store.claim(run_id, "me", 30, {})
+    got = await store.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return got[0].fencing_token
 

@@ -43,6 +43,9 @@ def test_the_kit_fires_a_callback(h: Harness) -> None:
     run = h.client.enqueue("hook")
     h.wait(run.id, "waiting")
     [(url,)] = h.sql("SELECT message->>'url' FROM handled WHERE run_id = %s", run.id)
+    assert h.callback_url(run.id, "paid") == url  # the URL the tool was given
+    [shown] = [e["args"]["message"]["url"] for e in h.journal(run.id) if e["kind"] == "intention"]
+    assert shown == "/callbacks/[secret]"  # the journal holds it masked
     assert h.fire_callback(url + "x", {"paid": True}) == (404, {"error": "not a callback"})
     status, answer = h.fire_callback(url, {"paid": True}, idempotency_key="evt-9")
     assert (status, answer) == (202, {"accepted": True, "duplicate": False})

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import httpx2 as httpx
 import psycopg
 import pytest
 from starlette.testclient import TestClient
@@ -25,8 +26,9 @@ from outlast.identity import add_user
 from outlast.web import Callbacks
 from tests.apps import chat
 from tests.conftest import World, wait_for
+from tests.dashboard import dashboard_process
 from tests.integration.test_messages import done
-from tests.integration.test_waiting import worker
+from tests.integration.test_waiting import reach, worker
 
 KEY = "k" * 40
 
@@ -122,7 +124,7 @@ def test_the_http_api_without_the_app_is_refused_before_storing(world: World, ba
 
 
 def test_outlast_send_refuses_an_unknown_channel_in_sql(world: World, bare: Client) -> None:
-    """In SQL, only the channel is checked: a payload its type refuses fails the run at the take."""
+    """In SQL, only the channel is checked (a payload its type refuses is set aside at the take)."""
     run = bare.enqueue("support")
     with psycopg.connect(world.database_url, options=f"-c search_path={world.schema}") as conn:
         with pytest.raises(psycopg.errors.CheckViolation, match=rf"run '{run.id}', channel 'other': unknown"):
@@ -150,3 +152,59 @@ def test_a_run_keeps_the_channels_of_the_program_that_admitted_it(world: World, 
     with pytest.raises(InvalidInput, match=r"unknown channel \(its workflow declares: answer\)"):
         bare.send(new.id, "reply", {"text": "ok"})
     assert stored(world) == 2
+
+
+def test_a_payload_the_run_cannot_take_is_set_aside_and_the_run_waits_on(world: World, bare: Client) -> None:
+    """``outlast_send`` checks only the channel: a payload the channel's type refuses reaches the
+    inbox. The run does not fail on it: it sets it aside (kept, with why, shown by ``outlast
+    status`` and on the run page), waits on, and takes the next valid message."""
+    users = world.tmp / "users.toml"
+    users.write_text("")
+    token = add_user(users, "bob", ["viewers"])
+    run = bare.enqueue("support")
+    send = "SELECT * FROM outlast_send(%s, %s, %s::jsonb, %s)"
+    aside = "SELECT count(*) FROM messages WHERE set_aside IS NOT NULL"
+    with (
+        worker(world, chat.app),
+        psycopg.connect(world.database_url, options=f"-c search_path={world.schema}", autocommit=True) as sql,
+    ):
+        reach(bare, run.id, "waiting")
+        sql.execute(send, (run.id, "reply", '{"score": 1}', "bad-reply"))
+        wait_for(lambda: stored(world, aside) == 1, what="the message set aside")
+        wait_for(lambda: bare.status(run.id).state == "waiting", what="the run to wait again")
+        waiting = bare.status(run.id)
+        assert (waiting.reason, waiting.waits_for) == ("message", "reply"), waiting
+        why = "set aside: not a valid Reply (text: Field required)"
+        status = world.cli("status", run.id)
+        assert status.returncode == 0, status.stderr
+        assert "message      #1 on 'reply' id bad-reply sent " in status.stdout
+        assert why in status.stdout, status.stdout
+        base = dashboard_process(world, OUTLAST_USERS=str(users))
+        page = httpx.get(f"{base}/runs/{run.id}", headers={"Authorization": f"Bearer {token}"})
+        assert page.status_code == 200, page.text
+        assert why in page.text and "bad-reply" in page.text, page.text
+        sql.execute(send, (run.id, "reply", '{"text": "ok", "score": 2}', "good-reply"))
+        sql.execute(send, (run.id, "count", "3", None))
+        assert done(bare, run.id) == {"text": "ok", "score": 2, "count": 3}
+    kept = world.sql("SELECT channel, set_aside IS NULL, taken_seq IS NULL FROM messages ORDER BY seq")
+    assert kept == [("reply", False, True), ("reply", True, False), ("count", True, False)]
+
+
+def test_a_payload_set_aside_among_the_first_of_several_waits(world: World, bare: Client) -> None:
+    """A receive among ``run.first``'s waits looks at the inbox the same way: the payload its type
+    refuses is set aside, the run waits on (reason ``first``), and the valid one wins."""
+    run = bare.enqueue("support_or_timer")
+    send = "SELECT * FROM outlast_send(%s, 'reply', %s::jsonb, %s)"
+    with (
+        worker(world, chat.app),
+        psycopg.connect(world.database_url, options=f"-c search_path={world.schema}", autocommit=True) as sql,
+    ):
+        reach(bare, run.id, "waiting")
+        sql.execute(send, (run.id, '{"text": ["not", "a", "text"]}', "bad"))
+        wait_for(lambda: stored(world, "SELECT count(*) FROM messages WHERE set_aside IS NOT NULL") == 1)
+        wait_for(lambda: bare.status(run.id).state == "waiting", what="the run to wait again")
+        assert bare.status(run.id).reason == "first"
+        sql.execute(send, (run.id, '{"text": "ok"}', "good"))
+        assert done(bare, run.id) == {"text": "ok", "score": 0}
+    why = world.sql("SELECT set_aside FROM messages WHERE message_id = 'bad'")[0][0]
+    assert why == "not a valid Reply (text: Input should be a valid string)", why

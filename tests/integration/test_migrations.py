@@ -55,15 +55,19 @@ CATALOG = {
     "functions": """
         SELECT p.proname, pg_get_functiondef(p.oid)
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-        WHERE n.nspname = %(s)s ORDER BY 1""",
+        WHERE n.nspname = %(s)s ORDER BY 1, 2""",  # 2: overloads (0029's outlast_send_message)
 }
 
 
 def catalog(url: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Everything the schema holds but its rows (and outlast_meta's rows), names unqualified."""
+    """Everything the schema holds but its rows (and outlast_meta's rows), names unqualified (and
+    the schema a function's fixed search_path names, 0029's outlast_send, said as ``outlast``)."""
 
     def plain(row: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(v.replace(f"{schema}.", "") if isinstance(v, str) else v for v in row)
+        def bare(v: str) -> str:
+            return v.replace(f"{schema}.", "").replace(f"'{schema}'", "'outlast'")
+
+        return tuple(bare(v) if isinstance(v, str) else v for v in row)
 
     with psycopg.connect(url, autocommit=True) as c:
         out = {

@@ -29,7 +29,7 @@ async def started(world: World, run_id: str) -> tuple[AsyncClient, Store, int]:
     )
     worker = Store(world.database_url, world.schema)
     await worker.open()
-    got = await worker.claim(run_id, "me", 30, {})
+    got = await worker.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return client, worker, got[0].fencing_token
 

@@ -70,7 +70,7 @@ async def claimed(store: Store, run_id: str, budget: dict[str, float] | None = N
         deadline_in=None,
         budget=budget,
     )
-    got = await store.claim(run_id, "me", 30, {})
+    got = await store.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return got[0].fencing_token
 
@@ -163,7 +163,7 @@ async def test_requeue_sent_again_resumes_once(world: World, monkeypatch: pytest
         assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("queued", None)]
         assert events(world, "r", "resumed") == 1
         # Claimed and waiting again: that is another wait, not the one the operator resumed.
-        again = await store.claim("r", "me", 30, {})
+        again = await store.claim("r", "me", 30, {"w": "v1"})
         assert again is not None and again[0].fencing_token == token + 1
         assert await store.wait("r", token + 1, "in_doubt", "op-2 in doubt")
         assert not await store.requeue("r", token, False, {"was": "in_doubt"})

@@ -31,7 +31,7 @@ async def opened(world: World) -> Store:
 async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "me", 30, {})
+    got = await store.claim("r", "me", 30, {"w": "v1"})
     assert got is not None
     claimed, _now, _turn = got
     assert await store.finish("r", claimed.fencing_token, "succeeded", 0, result={"ok": 1})
@@ -45,7 +45,7 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
 async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "me", 30, {})
+    got = await store.claim("r", "me", 30, {"w": "v1"})
     assert got is not None
     assert await store.finish("r", got[0].fencing_token, "succeeded", 0, result={"ok": 1})
     before = world.sql("SELECT * FROM runs WHERE id = 'r'")
@@ -61,11 +61,11 @@ async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
 async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "a", 30, {})
+    got = await store.claim("r", "a", 30, {"w": "v1"})
     assert got is not None
     first = got[0]
     world.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = 'r'")
-    got = await store.claim("r", "b", 30, {})
+    got = await store.claim("r", "b", 30, {"w": "v1"})
     assert got is not None
     second = got[0]
     assert second.fencing_token == first.fencing_token + 1
@@ -74,7 +74,7 @@ async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     assert await store.append("r", second.fencing_token, entry) is False  # written, no cancel asked
     assert await store.renew({"r": first.fencing_token}, 30) == {"r": Lease(False, True, False)}
     assert await store.renew({"r": second.fencing_token}, 30) == {"r": Lease(True, False, False)}
-    assert await store.claim("r", "c", 30, {}) is None  # the live lease holds
+    assert await store.claim("r", "c", 30, {"w": "v1"}) is None  # the live lease holds
     await store.close()
 
 

@@ -69,22 +69,29 @@ ON CONFLICT (queue, workflow, program) DO UPDATE SET last_seen = now();
 -- name: program_served
 -- Whether the run could be claimed now by a worker serving its program (as the claim says), and a
 -- live worker (a beat within three of its TTLs, as `workers` says) serves that program on the
--- run's queue, or one served it within the last %(within)s seconds. No row: not claimable.
+-- run's queue, or one served it within the last %(within)s seconds. A run not yet taken (no
+-- program) is served by any program of its workflow. No row: not claimable.
 SELECT EXISTS (
            SELECT 1 FROM workers
            WHERE outlast_live(last_beat, lease_ttl)
-             AND r.queue = ANY (queues) AND programs ->> r.workflow = r.program)
+             AND r.queue = ANY (queues) AND programs ->> r.workflow = coalesce(r.program, programs ->> r.workflow))
        OR EXISTS (
            SELECT 1 FROM served_programs s
-           WHERE s.queue = r.queue AND s.workflow = r.workflow AND s.program = r.program
+           WHERE s.queue = r.queue AND s.workflow = r.workflow AND s.program = coalesce(r.program, s.program)
              AND s.last_seen >= now() - make_interval(secs => %(within)s)) AS served
 FROM runs r
-WHERE r.id = %(id)s AND r.program IS NOT NULL
+WHERE r.id = %(id)s
   AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= (SELECT at FROM outlast_now())))
        OR (outlast_leased(r.state) AND r.lease_expires_at < (SELECT at FROM outlast_now()))
        OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
        OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= (SELECT at FROM outlast_now())))
        OR (r.state = 'awaiting_approval' AND r.wake_at <= (SELECT at FROM outlast_now())));
+
+-- name: unknown_workflows
+-- At a worker's start: workflows of unfinished runs on its queues that its app does not know.
+SELECT DISTINCT workflow FROM runs
+WHERE queue = ANY (%(queues)s::text[]) AND outlast_unfinished(state) AND %(programs)s::jsonb ->> workflow IS NULL
+LIMIT 10;
 
 -- name: forget_served_programs
 DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(after)s);
@@ -93,6 +100,10 @@ DELETE FROM served_programs WHERE last_seen < now() - make_interval(secs => %(af
 -- At a worker's start: the channels each of its workflows declares, per program (0028), as
 -- {channel: JSON schema}, or NULL for a workflow that declares none. Published again by a later
 -- start, it is the newest (`outlast_declared`). %(declared)s: [{workflow, program, channels}].
+-- With them, the limits `outlast_send` applies, from this worker's settings (0029).
+WITH limits AS (
+    UPDATE send_limits SET max_payload = %(max_payload)s, max_inbox = %(max_inbox)s,
+        max_inbox_run = %(max_inbox_run)s, published_at = now())
 INSERT INTO workflow_channels (workflow, program, channels)
 SELECT d ->> 'workflow', d ->> 'program', nullif(d -> 'channels', 'null')
 FROM jsonb_array_elements(%(declared)s) AS d

@@ -6,7 +6,8 @@
 
 -- name: claim
 -- One conditional UPDATE takes the lease: a queued run, one whose lease expired, one that
--- waits for a worker serving its program, or one whose deadline passed. The database clock sets
+-- waits for a worker serving its program, or one whose deadline passed, of a workflow the claimer
+-- knows (%(programs)s: {workflow: program} of its app). The database clock sets
 -- the expiry. A tenant's run taken makes room in its tenant's window (0014_fair): the tenant's
 -- next held run is published in the same statement (turn_id; the claimer adds its stream entry,
 -- else the sweeper does).
@@ -28,6 +29,8 @@ WITH c AS (
         published_at = coalesce(published_at, (SELECT at FROM outlast_now())),  -- a held run's stray entry: no longer held
         updated_at = now()
     WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+      -- a workflow the claimer's app does not know is never taken: handed back, never failed
+      AND %(programs)s::jsonb ->> workflow IS NOT NULL
       AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
       AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
            OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now())

@@ -1,28 +1,35 @@
 -- The messages family (messages.py): what a send reads of its run, a message sent into a run
--- (`outlast_send_message`, 0024, 0027, 0028), the lease holder's look at its inbox, the take (the
--- journal entry that records a message and the message marked taken, in one fenced statement), the
--- wait on a channel (committed only if no message was accepted since the look), and the run's
--- messages read.
+-- (`outlast_send_message`, 0024, 0027, 0028, 0029), the lease holder's look at its inbox, the take
+-- (the journal entry that records a message and the message marked taken, in one fenced
+-- statement), a message the run cannot take set aside (0029), the wait on a channel (committed only
+-- if no message was accepted since the look), and the run's messages read.
 
 -- name: send_to
 -- What a send needs to know of the run first, in one read by its key: its workflow, its priority
--- (to publish it if the send wakes it), and the JSON schema of the channel its declaration gives
+-- (to publish it if the send wakes it), its creation time (the incarnation a callback's token
+-- binds), and the JSON schema of the channel its declaration gives
 -- (0028's `outlast_declared`; NULL: undeclared, or the workflow declares no channels).
-SELECT r.workflow, r.priority, d.channels -> %(channel)s AS schema
+SELECT r.workflow, r.priority, r.created_at, d.channels -> %(channel)s AS schema
 FROM runs r LEFT JOIN LATERAL outlast_declared(r.workflow, r.program) d ON true
 WHERE r.id = %(run_id)s;
 
 -- name: send
 -- One send: the run row locked, a repeated id answered with the first receipt, a refusal said in
--- one line, else the message stored and the run woken if it waits on this channel (0024). A run
--- someone watches (a worker's receive that lingers, see worker/linger.py) is notified on its
--- channel (%(notify)s), as its events notify it: a run nobody watches pays one index look-up.
+-- one line, else the message stored and the run woken if it waits on this channel (0024); bounded
+-- per channel and per run (0029). A run someone watches (a worker's receive that lingers, see
+-- worker/linger.py) is notified on its channel (%(notify)s), as its events notify it: a run nobody
+-- watches pays one index look-up.
 SELECT s.*, (SELECT count(*) FROM (
         SELECT pg_notify(%(notify)s, '') FROM watchers
         WHERE watchers.run_id = %(run_id)s AND s.seq IS NOT NULL AND NOT s.duplicate LIMIT 1) n
     ) AS notified
 FROM outlast_send_message(%(run_id)s, %(channel)s, %(payload)s, %(message_id)s,
-                          %(max_bytes)s, %(max_waiting)s, %(via)s) s;
+                          %(max_bytes)s, %(max_waiting)s, %(max_waiting_run)s, %(via)s) s;
+
+-- name: message_channel
+-- The channel a message id of the run was sent on (a send answered as a duplicate: the same id on
+-- another channel is refused).
+SELECT channel FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s;
 
 -- name: inbox
 -- The lease holder's look at the channel: the oldest untaken message (if any), and the run's count
@@ -33,7 +40,7 @@ SELECT r.messages_sent, outlast_held_by(r.fencing_token, r.state, %(token)s) AS 
 FROM runs r
 LEFT JOIN LATERAL (
     SELECT message_id, seq, payload, created_at FROM messages
-    WHERE run_id = r.id AND channel = %(channel)s AND taken_seq IS NULL
+    WHERE run_id = r.id AND channel = %(channel)s AND taken_seq IS NULL AND set_aside IS NULL
     ORDER BY seq LIMIT 1) m ON true
 WHERE r.id = %(run_id)s;
 
@@ -66,6 +73,21 @@ SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_
 WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
   AND runs.fencing_token = %(token)s;
 
+-- name: set_aside
+-- A message the run cannot take (its channel's type refuses the payload): kept, marked with why,
+-- and out of the inbox (no longer counted against OUTLAST_MAX_INBOX), as the lease holder. Run
+-- again after a lost acknowledgement, or by a worker that no longer holds the run, it changes
+-- nothing (the look that follows says which).
+WITH r AS (
+    UPDATE runs SET messages_waiting = messages_waiting - 1, updated_at = now()
+    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND EXISTS (SELECT 1 FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s
+                  AND taken_seq IS NULL AND set_aside IS NULL)
+    RETURNING id)
+UPDATE messages SET set_aside = %(reason)s, set_aside_at = now()
+FROM r WHERE messages.run_id = r.id AND messages.message_id = %(message_id)s
+RETURNING messages.message_id;
+
 -- name: await_message
 -- A durable wait on a channel: the lease is given up, the channel recorded (`waits_for`), and the
 -- timeout, if any, is the wake-up time. Committed only if the run's count of accepted messages is
@@ -85,7 +107,8 @@ UNION ALL
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'message') WHERE waits_for = %(channel)s;
 
 -- name: messages
--- A run's messages, in the order they were accepted: the untaken ones, and which operation took
--- the others.
-SELECT message_id, channel, seq, payload, via, created_at, taken_seq, taken_op, taken_at
+-- A run's messages, in the order they were accepted: the untaken ones, which operation took the
+-- others, and why the run set aside those it could not take.
+SELECT message_id, channel, seq, payload, via, created_at, taken_seq, taken_op, taken_at,
+       set_aside, set_aside_at
 FROM messages WHERE run_id = %(run_id)s ORDER BY seq;
