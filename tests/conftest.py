@@ -38,7 +38,8 @@ IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writ
 # A receive waits at once in the tests (a test of the linger sets its own); this runs them lingering.
 LINGER = os.environ.get("OUTLAST_TEST_RECEIVE_LINGER") or "0"
 # The test worlds' OUTLAST_SECRET_KEY (a worker whose workflows make callbacks refuses to start
-# without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env) or secret_key=None.
+# without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env), or replaces it in
+# ``world.settings()`` (``dataclasses.replace(..., secret_key=None)``).
 SECRET_KEY = "7f3c9a1e5b2d4c8e0a6f1b3d5e7c9a2b4d6f8e0c1a3b5d7f9e2c4a6b8d0f1e3c"
 
 
