@@ -16,6 +16,7 @@ from outlast.dashboard.web import base
 from outlast.producer.messages import MAX_ID
 
 Doc = dict[str, Any]
+DESCRIBED = ("/api/", "/callbacks/")  # the paths whose routes the document names
 
 OBJECT: Doc = {"type": "object"}
 ERROR: Doc = {
@@ -27,7 +28,8 @@ WHY = {
     400: "the request cannot be accepted: the body, a parameter or a NUL byte in the URL",
     401: "not authenticated",
     403: "not the caller's to do: the role it takes, or a session's missing X-CSRF-Token",
-    404: "not there",
+    404: "not there, or no route takes the URL",
+    405: "the URL is another route's, of another method",
     409: "not in the state the request needs: look again",
     410: "this callback is closed: its run is final",
     413: "the body is too large",
@@ -73,10 +75,16 @@ def _events(*kinds: str) -> Doc:
     return {"200": {"description": "server-sent events", "content": {"text/event-stream": {"schema": event}}}}
 
 
-def _op(summary: str, answer: Doc, errors: tuple[int, ...], params: list[Doc] | None = None) -> Doc:
+def _op(
+    summary: str, answer: Doc, errors: tuple[int, ...], params: list[Doc] | None = None, post: bool = False
+) -> Doc:
     """An operation of the API: every one may be refused with 400 (a NUL byte in its URL), 401 and
-    503, each with its reason in ``{"error": ...}``."""
-    refusals = {str(s): _json(ERROR, WHY[s]) for s in sorted({400, 401, 503, *errors})}
+    503, each with its reason in ``{"error": ...}``. One with path parameters answers 404 when a
+    parameter holds a newline (no route takes the URL); a POST, 405 when one holds / (the URL is a
+    GET's)."""
+    named = any(p["in"] == "path" for p in params or [])
+    unrouted = (404, *((405,) if post else ())) if named else ()
+    refusals = {str(s): _json(ERROR, WHY[s]) for s in sorted({400, 401, 503, *errors, *unrouted})}
     return {"summary": summary, "parameters": params or [], "responses": {**answer, **refusals}}
 
 
@@ -87,7 +95,7 @@ def _get(summary: str, schema: Doc = OBJECT, errors: tuple[int, ...] = (), **mor
 def _act(summary: str, body: Doc = OBJECT, errors: tuple[int, ...] = (404, 409), **more: Any) -> Doc:
     """A POST of an act: it takes a role (403), a session's CSRF token, and a JSON object (413 past
     1 MiB)."""
-    op = _op(summary, {"200": _json(OBJECT, "done")}, (403, 413, *errors), **more)
+    op = _op(summary, {"200": _json(OBJECT, "done")}, (403, 413, *errors), post=True, **more)
     content = {"application/json": {"schema": body}}
     return {"post": {**op, "requestBody": {"required": False, "content": content}}}
 
@@ -122,10 +130,10 @@ def _key(most: int) -> Doc:
 def _message() -> Doc:
     channel = {**_path("channel", "the channel's name"), "schema": {"type": "string", "maxLength": MAX_ID}}
     params = [RUN, channel, _key(MAX_ID)]
-    op = _op("send a message (a sender or an operator)", {}, (403, 409, 413))
-    op["responses"] = {"201": MESSAGE_ANSWER, "200": _json(OBJECT, "already sent"), **op["responses"]}
+    sent = {"201": MESSAGE_ANSWER, "200": _json(OBJECT, "already sent")}
+    op = _op("send a message (a sender or an operator)", sent, (403, 409, 413), params, post=True)
     body = {"required": False, "content": {"application/json": {"schema": {}}}}
-    return {"post": {**op, "parameters": params, "requestBody": body}}
+    return {"post": {**op, "requestBody": body}}
 
 
 def _callback() -> Doc:

@@ -6,6 +6,7 @@ on an approval) and a real callback token, so the handlers past the 404 are reac
 
 from __future__ import annotations
 
+import os
 import secrets
 import zlib
 from collections import Counter
@@ -38,7 +39,16 @@ PEOPLE = {"viewer": "viewers", "sender": "senders", "operator": "oncall", "appro
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 # Runs that wait: on an approval (op-1), a request (op-1), an in-doubt charge (op-1, once it times out).
 WAITING = {"post": {"text": "p"}, "refund": {"order": "o-1"}, "bill": {"amount": 5}}
-EXAMPLES = 3  # per operation and role, either mode: ~340 requests in all, ~30 s on a quiet machine
+# Per operation and role, either mode: ~340 requests in all, ~30 s on a quiet machine. A longer hunt:
+# OUTLAST_TEST_FUZZ_EXAMPLES=50 (and a longer --timeout).
+EXAMPLES = int(os.environ.get("OUTLAST_TEST_FUZZ_EXAMPLES", "3"))
+# A path parameter holding a / (percent-encoded), or a run id a newline: a URL no route takes, or a GET's.
+UNROUTED = {
+    "GET /api/runs/{run_id}": {"run_id": "a\nb"},
+    "POST /api/runs/{run_id}/messages/{channel}": {"channel": "a/b"},
+    "POST /api/runs/{run_id}/cancel": {"run_id": "a\nb"},
+    "POST /callbacks/{token}": {"token": "a/b"},
+}
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -120,5 +130,14 @@ def test_every_operation_fuzzed_as_each_role(world: World) -> None:
         modes = (GenerationMode.POSITIVE,) if junk else tuple(GenerationMode)
         for who in tokens.items():
             seen += _fuzz(base, who, operation, modes, named)
+    for label, params in UNROUTED.items():  # no route takes the URL: a refusal of the document too
+        operation = schema.find_operation_by_label(label)
+        for token in tokens.values():
+            case = operation.Case(path_parameters={"run_id": done, **params})
+            response = case.call(base_url=base, headers={"Authorization": f"Bearer {token}"})
+            case.validate_response(response, checks=CHECKS)
+            assert response.status_code in (404, 405) and "GET /api/openapi.json" in response.json()["error"]
+    page = httpx.get(base + "/nope", headers={"Authorization": f"Bearer {tokens['viewer']}"})
+    assert page.status_code == 404 and page.text == "Not Found"  # a page's, as before
     assert set(seen) >= {200, 400, 403, 404, 409}, seen  # the fuzz went past the roles and the 404s
     assert seen[201] + seen[202] > 0, seen  # a message sent, a callback taken

@@ -10,10 +10,9 @@ import schemathesis
 from starlette.routing import BaseRoute, Mount, Route
 
 from outlast.dashboard import charts, create_app, pages
-from outlast.dashboard.openapi import DOCUMENT
+from outlast.dashboard.openapi import DESCRIBED, DOCUMENT
 from outlast.settings import Settings
 
-DESCRIBED = ("/api/", "/callbacks/")
 
 
 def _operations(routes: list[BaseRoute]) -> set[tuple[str, str]]:
