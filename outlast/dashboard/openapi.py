@@ -1,6 +1,6 @@
-"""The OpenAPI 3 document of the JSON API (``/api/...``) and the callbacks endpoint
-(``/callbacks/{token}``), written by hand and served at ``GET /api/openapi.json``. A client in another
-language is generated from it. tests/integration/test_openapi.py checks that it names every route
+"""This module holds the OpenAPI 3 document of the JSON API (``/api/...``) and the callbacks
+endpoint (``/callbacks/{token}``), written by hand and served at ``GET /api/openapi.json``. A client
+in another language is generated from it. tests/integration/test_openapi.py checks that it names every route
 of the app under those paths, with its methods, and nothing else, and fuzzes each operation
 through a real ``outlast dashboard`` as each role: no answer outside what is declared here."""
 

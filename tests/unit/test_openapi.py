@@ -14,7 +14,6 @@ from outlast.dashboard.openapi import DESCRIBED, DOCUMENT
 from outlast.settings import Settings
 
 
-
 def _operations(routes: list[BaseRoute]) -> set[tuple[str, str]]:
     """(method, path as OpenAPI writes it) of each route under DESCRIBED (HEAD comes with GET)."""
     return {
