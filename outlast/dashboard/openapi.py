@@ -12,10 +12,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from outlast._callbacks import MAX_KEY
+from outlast.dashboard.batch import ACTS
 from outlast.dashboard.web import base
 from outlast.producer.messages import MAX_ID
 
 Doc = dict[str, Any]
+WINDOWS = ["hour", "day", "week"]  # the charts' (outlast/dashboard/charts.py, which imports the API)
 DESCRIBED = ("/api/", "/callbacks/")  # the paths whose routes the document names
 
 OBJECT: Doc = {"type": "object"}
@@ -52,7 +54,7 @@ def _query(name: str, what: str, schema: Doc | None = None) -> Doc:
 
 
 RUN = _path("run_id", "the run's id, percent-encoded (an id may hold /)")
-FILTERS = [
+FILTERS = [  # the runs list's (outlast/dashboard/lists.py: PARAMS)
     *(_query(n, f"only runs of this {n}") for n in ("state", "workflow", "queue", "tenant", "priority")),
     _query("parent", "only runs started by this run"),
     _query("in_doubt", "1: only runs waiting on an in-doubt operation"),
@@ -62,6 +64,8 @@ FILTERS = [
     _query("input", "a JSON object the run's input contains"),
     _query("sort", "created (the default) or another column of the runs list"),
 ]
+COUNT = {"type": "integer", "minimum": 0, "maximum": 999_999_999}
+CSRF = {"name": "X-CSRF-Token", "in": "header", "schema": {"type": "string"}, "description": "a session's"}
 AFTER = [
     _query("after", "go on after this id (as Last-Event-ID does)"),
     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}, "description": "as after"},
@@ -95,7 +99,8 @@ def _get(summary: str, schema: Doc = OBJECT, errors: tuple[int, ...] = (), **mor
 def _act(summary: str, body: Doc = OBJECT, errors: tuple[int, ...] = (404, 409), **more: Any) -> Doc:
     """A POST of an act: it takes a role (403), a session's CSRF token, and a JSON object (413 past
     1 MiB)."""
-    op = _op(summary, {"200": _json(OBJECT, "done")}, (403, 413, *errors), post=True, **more)
+    params = [*more.pop("params", []), CSRF]
+    op = _op(summary, {"200": _json(OBJECT, "done")}, (403, 413, *errors), params, post=True, **more)
     content = {"application/json": {"schema": body}}
     return {"post": {**op, "requestBody": {"required": False, "content": content}}}
 
@@ -129,7 +134,7 @@ def _key(most: int) -> Doc:
 
 def _message() -> Doc:
     channel = {**_path("channel", "the channel's name"), "schema": {"type": "string", "maxLength": MAX_ID}}
-    params = [RUN, channel, _key(MAX_ID)]
+    params = [RUN, channel, _key(MAX_ID), CSRF]
     sent = {"201": MESSAGE_ANSWER, "200": _json(OBJECT, "already sent")}
     op = _op("send a message (a sender or an operator)", sent, (403, 409, 413), params, post=True)
     body = {"required": False, "content": {"application/json": {"schema": {}}}}
@@ -163,7 +168,11 @@ PATHS: Doc = {
     "/api/runs": _get(
         "a page of runs, with the counts by state",
         errors=(400,),
-        params=[*FILTERS, _query("limit", "runs per page"), _query("cursor", "the previous page's next")],
+        params=[
+            *FILTERS,
+            _query("limit", "runs per page", COUNT),
+            _query("cursor", "the previous page's next"),
+        ],
     ),
     "/api/runs/{run_id}": _run_get("the run page's data"),
     "/api/runs/{run_id}/bundle": _with(
@@ -212,7 +221,9 @@ PATHS: Doc = {
     ),
     "/api/fleet": _get("workers, queues, dead letters"),
     "/api/charts": _get(
-        "the charts' figures", errors=(400,), params=[_query("window", "hour (the default), day or week")]
+        "the charts' figures",
+        errors=(400,),
+        params=[_query("window", "what the charts cover (hour: the default)", {"enum": WINDOWS})],
     ),
     "/api/schedules": _get("the schedules", {"type": "array"}),
     "/api/schedules/{name}/{act}": _act(
@@ -223,14 +234,14 @@ PATHS: Doc = {
         "what a batch act would act on: the confirmation",
         errors=(404,),
         params=[
-            _path("act", "cancel, resume or retry"),
+            {**_path("act", "the act"), "schema": {"enum": list(ACTS)}},
             *FILTERS,
             _query("include", "a retry's extra states"),
         ],
     ),
     **{
         f"/api/batch/{act}": _act(BATCH, BATCH_BODY, params=[*FILTERS, _query("include", "a retry's")])
-        for act in ("cancel", "resume", "retry")
+        for act in ACTS
     },
     "/api/dead-letters/{queue}/{entry}/requeue": _act(
         "requeue a dead letter's run (an operator)",

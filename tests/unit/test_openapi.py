@@ -9,7 +9,7 @@ import re
 import schemathesis
 from starlette.routing import BaseRoute, Mount, Route
 
-from outlast.dashboard import charts, create_app, pages
+from outlast.dashboard import charts, create_app, lists, openapi, pages
 from outlast.dashboard.openapi import DESCRIBED, DOCUMENT
 from outlast.settings import Settings
 
@@ -33,6 +33,13 @@ def test_the_document_names_every_route_with_its_methods() -> None:
     others = {getattr(r, "path", "") for r in app.routes if not getattr(r, "path", "").startswith(DESCRIBED)}
     assert others == page_paths | {"/static"}  # every other route is a page (or the static files)
     assert any(isinstance(r, Mount) and r.path == "/static" for r in app.routes)
+
+
+def test_the_lists_of_the_document_are_the_code_s() -> None:
+    """What the document enumerates is what the code takes: the runs list's filters, the charts'
+    windows."""
+    assert [p["name"] for p in openapi.FILTERS] == list(lists.PARAMS)
+    assert openapi.WINDOWS == list(charts.WINDOWS)
 
 
 def test_the_document_is_valid_openapi() -> None:
