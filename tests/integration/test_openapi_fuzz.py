@@ -42,13 +42,17 @@ WAITING = {"post": {"text": "p"}, "refund": {"order": "o-1"}, "bill": {"amount":
 # Per operation and role, either mode: ~340 requests in all, ~30 s on a quiet machine. A longer hunt:
 # OUTLAST_TEST_FUZZ_EXAMPLES=30 (its timeout grows with it).
 EXAMPLES = int(os.environ.get("OUTLAST_TEST_FUZZ_EXAMPLES", "3"))
-# A path parameter holding a / (percent-encoded), or a run id a newline: a URL no route takes, or a GET's.
-UNROUTED = {
-    "GET /api/runs/{run_id}": {"run_id": "a\nb"},
-    "POST /api/runs/{run_id}/messages/{channel}": {"channel": "a/b"},
-    "POST /api/runs/{run_id}/cancel": {"run_id": "a\nb"},
-    "POST /callbacks/{token}": {"token": "a/b"},
-}
+# Cases longer hunts found, each as every role: (the operation, its path parameters and query,
+# the status). A path parameter holding a / (percent-encoded), or a run id a newline: a URL no route
+# takes (404), or a GET's (405). A cursor whose signature is not ASCII (was a 500: compare_digest).
+FOUND: list[tuple[str, dict[str, str], dict[str, str], int]] = [
+    ("GET /api/runs/{run_id}", {"run_id": "a\nb"}, {}, 404),
+    ("POST /api/runs/{run_id}/cancel", {"run_id": "a\nb"}, {}, 404),
+    ("POST /api/runs/{run_id}/messages/{channel}", {"channel": "a/b"}, {}, 405),
+    ("POST /callbacks/{token}", {"token": "a/b"}, {}, 404),
+    ("GET /api/in-doubt", {}, {"cursor": "x.\u00e9"}, 400),
+    ("GET /api/runs", {}, {"cursor": "x.\u00e9"}, 400),
+]
 FUZZ = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -130,13 +134,13 @@ def test_every_operation_fuzzed_as_each_role(world: World) -> None:
         modes = (GenerationMode.POSITIVE,) if junk else tuple(GenerationMode)
         for who in tokens.items():
             seen += _fuzz(base, who, operation, modes, named)
-    for label, params in UNROUTED.items():  # no route takes the URL: a refusal of the document too
+    for label, params, query, status in FOUND:
         operation = schema.find_operation_by_label(label)
         for token in tokens.values():
-            case = operation.Case(path_parameters={"run_id": done, **params})
+            case = operation.Case(path_parameters={"run_id": done, **params}, query=query)
             response = case.call(base_url=base, headers={"Authorization": f"Bearer {token}"})
             case.validate_response(response, checks=CHECKS)
-            assert response.status_code in (404, 405) and "GET /api/openapi.json" in response.json()["error"]
+            assert response.status_code == status and response.json()["error"].strip(), (label, response.text)
     page = httpx.get(base + "/nope", headers={"Authorization": f"Bearer {tokens['viewer']}"})
     assert page.status_code == 404 and page.text == "Not Found"  # a page's, as before
     assert set(seen) >= {200, 400, 403, 404, 409}, seen  # the fuzz went past the roles and the 404s
