@@ -1,13 +1,22 @@
-"""mkdocs hooks: the reference pages written from the code, so that they cannot drift from it.
+"""The reference pages written from the code, so that they cannot drift from it; and the mkdocs
+hooks of the site build.
 
-A page asks for a generated part with a marker line of its own:
+A page holds a generated part between a marker line and its end marker:
 
 - ``<!-- outlast:cli -->``: every command's ``--help``, as ``outlast CMD --help`` prints it
   (``cli_reference``; ``tests/unit/test_docs.py`` compares it with the real command's output);
 - ``<!-- outlast:settings -->``: the settings declared in ``outlast/settings.py``
   (variable, option, default, what it accepts, help);
-- ``<!-- outlast:api -->``: one mkdocstrings block per public name of ``outlast/__init__.py``;
 - ``<!-- outlast:logs -->``: every log event of ``outlast/_log_events.py`` and what it means.
+
+These are written into the Markdown itself (so that the pages read the same on GitHub as on the
+site): ``python docs/hooks.py`` rewrites what lies between each marker and its ``<!-- /outlast:...
+-->``; ``python docs/hooks.py --check`` only says which pages are stale (exit 1), as
+``tests/unit/test_docs.py`` does. Run it after changing a command, a setting or a log event.
+
+One part is made at each site build only: ``<!-- outlast:api -->``, one mkdocstrings block per
+public name of ``outlast/__init__.py`` (the blocks are mkdocstrings directives, which only the
+build renders).
 
 The pages other engineers add (``redis-ha.md``, ``postgres-ha.md``, ``dashboard.md``) join the
 navigation here, and only once their file exists (a nav entry to a missing page fails a strict
@@ -17,6 +26,7 @@ build).
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,12 +161,42 @@ def api_reference() -> str:
     return "\n".join(f"::: outlast.{name}\n" for name in sorted(outlast.__all__, key=str.lower))
 
 
-GENERATED = {
-    "<!-- outlast:cli -->": cli_reference,
-    "<!-- outlast:settings -->": settings_reference,
-    "<!-- outlast:api -->": api_reference,
-    "<!-- outlast:logs -->": logs_reference,
+# Written into the Markdown, between the marker and its end marker.
+WRITTEN = {
+    "cli": cli_reference,
+    "settings": settings_reference,
+    "logs": logs_reference,
 }
+# Made at each build, in place of the marker line.
+BUILT = {"<!-- outlast:api -->": api_reference}
+DOCS = Path(__file__).resolve().parent
+
+
+def written_part(kind: str) -> re.Pattern[str]:
+    """A page's part of ``kind``: its marker line, what follows, and its end marker line (or, in a
+    page never written yet, the marker line alone)."""
+    return re.compile(
+        rf"^<!-- outlast:{kind} -->\n(?:.*?^<!-- /outlast:{kind} -->\n)?", re.MULTILINE | re.DOTALL
+    )
+
+
+def regenerate(markdown: str) -> str:
+    """The page with each written part made again from the code."""
+    for kind, make in WRITTEN.items():
+        part = f"<!-- outlast:{kind} -->\n{make().rstrip()}\n<!-- /outlast:{kind} -->\n"
+        markdown = written_part(kind).sub(lambda _m, part=part: part, markdown)
+    return markdown
+
+
+def stale_pages() -> dict[Path, str]:
+    """Each page whose written parts differ from the code, with its text made again."""
+    found = {}
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        again = regenerate(text)
+        if again != text:
+            found[page] = again
+    return found
 
 
 def on_config(config: Any) -> Any:
@@ -173,10 +213,24 @@ def on_config(config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    """Replace each marker line by its generated text."""
+    """Replace each build-time marker line by its generated text."""
     lines = markdown.split("\n")
     for i, line in enumerate(lines):
-        make = GENERATED.get(line.strip())
+        make = BUILT.get(line.strip())
         if make is not None:
             lines[i] = make()
     return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite the stale pages (with ``--check``: only name them); exit 1 if any was stale."""
+    stale = stale_pages()
+    for page, text in stale.items():
+        if "--check" not in argv:
+            page.write_text(text)
+        print(f"{'stale' if '--check' in argv else 'rewritten'}: {page.relative_to(DOCS.parent)}")
+    return 1 if stale and "--check" in argv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

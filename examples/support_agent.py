@@ -13,12 +13,12 @@ Postgres, in schema ``outlast_shop``):
     outlast worker examples.support_agent:app                 # one terminal
     outlast enqueue support --input '{"prompt": "Refund order A7, please."}' --wait    # another
 
-Order A7 costs 80: the refund waits for an approval (``outlast approvals``, then ``outlast approve``
-or ``outlast revise``). With ``"replies": 1`` in the input, the run then waits for the customer's
-reply (``outlast send RUN customer '"Thanks!"'``) and answers it; ``outlast stream RUN`` shows the
-answers as they are written. To see a crash and a resume, start the worker armed to die once the model's
-second response is journaled, then start it again: the journaled responses are replayed, not asked
-for again, and the shop has one refund:
+Order A7 costs 80: the refund waits for an approval (``outlast status RUN`` shows it, with its
+arguments' hash; then ``outlast approve`` or ``outlast revise``). With ``"replies": 1`` in the
+input, the run then waits for the customer's reply (``outlast send RUN customer '"Thanks!"'``) and
+answers it; ``outlast stream RUN`` shows the answers as they are written. To see a crash and a
+resume, start the worker armed to die once the model's second response is journaled, then start it
+again: the journaled responses are replayed, not asked for again, and the shop has one refund:
 
     OUTLAST_FAILPOINTS=after_result:support:model outlast worker examples.support_agent:app
 """

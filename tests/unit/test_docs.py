@@ -7,6 +7,7 @@ The Python blocks of the pages are executed by ``tests/integration/test_doc_exam
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -131,16 +132,72 @@ def test_cli_reference_is_what_help_prints() -> None:
     assert all(f"## outlast {' '.join(p)}\n" in page for p in paths[1:])
 
 
-def test_settings_reference_has_every_setting() -> None:
+def written(page: str, kind: str) -> str:
+    """What the Markdown of ``docs/PAGE`` holds between the ``kind`` marker and its end."""
+    text = (DOCS / page).read_text()
+    m = re.search(rf"^<!-- outlast:{kind} -->\n(.*?)^<!-- /outlast:{kind} -->$", text, re.M | re.S)
+    assert m, f"docs/{page}: no <!-- outlast:{kind} --> ... <!-- /outlast:{kind} --> part"
+    return m[1]
+
+
+def test_reference_pages_hold_what_the_code_makes() -> None:
+    """The command, settings and log-event references are written into the Markdown (so that
+    GitHub shows them too), and are what the code makes now: a command, a setting or an event
+    added, removed or changed without ``python docs/hooks.py`` fails here."""
+    stale = load_hooks().stale_pages()
+    assert not stale, f"stale: {', '.join(map(str, stale))}: run python docs/hooks.py and commit"
+
+
+def test_settings_page_has_every_setting() -> None:
     from dataclasses import fields
 
     from outlast.settings import Settings, env_var
 
-    table = load_hooks().settings_reference()
+    table = written("reference/settings.md", "settings")
     for f in fields(Settings):
         assert f"| `{env_var(f.name)}` |" in table, f"{env_var(f.name)} missing from the settings page"
     assert "`outlast worker --lease-ttl`" in table
     assert "a finite number of seconds in \\[0.5, 3600\\]" in table
+
+
+def test_cli_page_has_every_command() -> None:
+    """Every command has its help in the Markdown, and a line in the commands at a glance."""
+    hooks = load_hooks()
+    page = (DOCS / "reference" / "cli.md").read_text()
+    helps = written("reference/cli.md", "cli")
+    glance = page.split("## Commands at a glance", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `outlast ([^`|]*?(?:\\\|[^`|]*?)*)[` ]", glance, re.M)
+    said = {name for row in rows for name in row.split("\\|")}  # approve\|reject\|revise: three
+    for path in hooks.commands():
+        name = " ".join(path)
+        block = f"## outlast {name}\n\n```text\n{hooks.help_text(path)}```"
+        assert block in helps, f"outlast {name}: its help is not on the page as it prints"
+        listed = name in said or f"| `outlast {name} " in glance  # or a row of its own
+        assert listed, f"outlast {name} is not in the commands at a glance"
+
+
+STATED_DEFAULT = re.compile(
+    r"`OUTLAST_(\w+)`[^`.;]{0,25}?\b(\d+(?:\.\d+)?)\s+(?:seconds?\s+|s\s+)?by\s+default"
+)
+
+
+def test_defaults_the_pages_state_are_the_declared_ones() -> None:
+    """Where a page says a setting's default next to its variable ("`OUTLAST_LEASE_TTL`, 30
+    seconds by default"), it is the default ``outlast/settings.py`` declares."""
+    from dataclasses import fields
+
+    from outlast.settings import Settings
+
+    declared = {f.name.upper(): f.default for f in fields(Settings)}
+    seen = 0
+    for page in [ROOT / "README.md", *PAGES]:
+        for m in STATED_DEFAULT.finditer(page.read_text()):
+            assert m[1] in declared, f"{page.relative_to(ROOT)}: no setting OUTLAST_{m[1]}"
+            assert float(m[2]) == float(str(declared[m[1]])), (
+                f"{page.relative_to(ROOT)}: OUTLAST_{m[1]} is {declared[m[1]]} by default, not {m[2]}"
+            )
+            seen += 1
+    assert seen >= 4
 
 
 def test_api_reference_has_every_public_name() -> None:
@@ -167,13 +224,15 @@ LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]*)[^)]*\)")
 
 
 def prose(text: str) -> str:
-    """The text a reader reads as prose: no code blocks, inline code, comments or headings (each
-    replaced by blanks, so that offsets keep their lines)."""
+    """The text a reader reads as prose: no code blocks, inline code, comments, headings or parts
+    written from the code (each replaced by blanks, so that offsets keep their lines)."""
 
     def blank(m: re.Match[str]) -> str:
         return re.sub(r"[^\n]", " ", m[0])
 
     text = CODE_BLOCK.sub(blank, text)
+    # a part written from the code (the commands' help, the settings' table): the code's words
+    text = re.sub(r"^<!-- outlast:(\w+) -->$.*?^<!-- /outlast:\1 -->$", blank, text, flags=re.M | re.S)
     text = re.sub(r"<!--.*?-->", blank, text, flags=re.DOTALL)
     text = re.sub(r"`[^`\n]*`", blank, text)
     return re.sub(r"^#.*$", blank, text, flags=re.MULTILINE)
@@ -292,6 +351,23 @@ def test_shell_commands_parse(page: Path) -> None:
         parse(args)
 
 
+NAMED_COMMAND = re.compile(r"`{1,2}outlast ([a-z][\w-]*)")
+WRITTEN_FILES = [
+    *(ROOT / name for name in ("README.md", "CONTRIBUTING.md", "ARCHITECTURE.md")),
+    *PAGES,
+    *sorted((ROOT / "examples").glob("*.py")),
+]
+
+
+@pytest.mark.parametrize("path", WRITTEN_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_commands_named_in_text_exist(path: Path) -> None:
+    """A command named in running text (```outlast approve``` in a docstring, `outlast send` on a
+    page) is one ``outlast`` has."""
+    known = {p[0] for p in load_hooks().commands()}
+    for m in NAMED_COMMAND.finditer(path.read_text()):
+        assert m[1] in known, f"{path.relative_to(ROOT)}: {m[0]}: outlast has no command {m[1]!r}"
+
+
 def test_shell_check_refuses_a_wrong_command() -> None:
     with pytest.raises(AssertionError, match="No such option"):
         parse(["worker", "examples.hello:app", "--concurency", "3"])
@@ -299,6 +375,44 @@ def test_shell_check_refuses_a_wrong_command() -> None:
         parse(["replays", "RUN"])
     block = "```bash\nX=1 outlast runs --limit 5 &  # note\neval x\n```\n"
     assert command_lines(block) == [["runs", "--limit", "5"]]
+
+
+# -- python blocks and examples ----------------------------------------------------------------
+
+PYTHON = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        p
+        for p in [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "ARCHITECTURE.md", *PAGES]
+        if "```python" in p.read_text()
+    ],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_python_blocks_compile(page: Path) -> None:
+    """Every Python block of the README, CONTRIBUTING and the docs compiles (the docs' blocks are
+    also run, by tests/integration/test_doc_examples.py)."""
+    text = page.read_text()
+    for m in PYTHON.finditer(text):
+        where = f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start(1)) + 1}"
+        compile(m[1], where, "exec", dont_inherit=True)
+
+
+@pytest.mark.parametrize("module", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_imports(module: Path) -> None:
+    """Each module of examples/ imports with no server (its tables are made at first use), and each
+    app module has an ``app`` whose workflows are registered. Run: tests/integration/test_examples.py
+    and test_doc_examples.py."""
+    from outlast import App
+
+    if module.stem == "__init__":
+        importlib.import_module("examples")
+    else:
+        loaded = importlib.import_module(f"examples.{module.stem}")
+        assert isinstance(loaded.app, App) and loaded.app.workflows, f"{module.name}: no app with workflows"
 
 
 # -- the README -------------------------------------------------------------------------------
