@@ -221,7 +221,7 @@ def pydantic_takes_strictly(adapter: TypeAdapter[Any], value: Any) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(types, st.data())
 def test_the_check_agrees_with_pydantic(kind: Any, data: st.DataObject) -> None:
     adapter = TypeAdapter(kind)
