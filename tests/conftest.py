@@ -138,6 +138,17 @@ def path_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(10)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The fault tests share one test process when the suite runs in several (``--dist
+    loadgroup``): one private Postgres cluster and Redis for all of them instead of one per
+    process, and their bounds (a lease lost within a bound, a load settled in time) are not
+    measured against each other's outages and loads."""
+    faults = ROOT / "tests" / "faults"
+    for item in items:
+        if faults in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("faults"))
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("both_redis") and "world" in metafunc.fixturenames:
         metafunc.parametrize("redis_server", ["default", "path"], indirect=True)
