@@ -138,15 +138,19 @@ def path_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.wait(10)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The fault tests share one test process when the suite runs in several (``--dist
-    loadgroup``): one private Postgres cluster and Redis for all of them instead of one per
-    process, and their bounds (a lease lost within a bound, a load settled in time) are not
-    measured against each other's outages and loads."""
-    faults = ROOT / "tests" / "faults"
-    for item in items:
-        if faults in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("faults"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With several test processes, the fault tests (``tests/faults/``) all go to one of them, in
+    turn: the session starts one private Postgres cluster and Redis for them instead of one per
+    process, and their bounds (a lease lost within a bound, a load settled in time) are not measured
+    against each other's outages and loads. Every other test goes to whichever process is free.
+    (xdist's own ``--dist loadgroup`` renames test ids, which pytest 9 no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FaultsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/faults" if nodeid.startswith("tests/faults/") else nodeid
+
+    return FaultsTogether(config, log)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
