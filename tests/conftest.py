@@ -28,8 +28,11 @@ from typing import Any
 import psycopg
 import pytest
 import redis
+from psycopg import sql
 
 from outlast.settings import Settings
+from outlast.store.queries import Q
+from outlast.store.steps import MIGRATIONS, oldest_code
 
 ROOT = Path(__file__).resolve().parents[1]
 # The writer's transactions in flight in every test world's workers and stores (the setting's
@@ -41,6 +44,10 @@ LINGER = os.environ.get("OUTLAST_TEST_RECEIVE_LINGER") or "0"
 # without one); a test of a missing key passes OUTLAST_SECRET_KEY="" (env), or replaces it in
 # ``world.settings()`` (``dataclasses.replace(..., secret_key=None)``).
 SECRET_KEY = "7f3c9a1e5b2d4c8e0a6f1b3d5e7c9a2b4d6f8e0c1a3b5d7f9e2c4a6b8d0f1e3c"
+# A wait for a condition gives up after its timeout times this: the suite runs in parallel
+# processes (pyproject's addopts), which on a loaded 2-core machine can make a condition that holds
+# take several times longer to show. A wait that holds returns at once whatever its bound.
+PATIENCE = float(os.environ.get("OUTLAST_TEST_PATIENCE") or 3)
 
 
 def _given() -> tuple[str, str] | None:
@@ -156,6 +163,21 @@ def _private_redis(exe: str, home: Path) -> Iterator[str]:
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With several test processes, the fault tests (``tests/faults/``) all go to one of them, in
+    turn: the session starts one private Postgres cluster and Redis for them instead of one per
+    process, and their bounds (a lease lost within a bound, a load settled in time) are not measured
+    against each other's outages and loads. Every other test goes to whichever process is free.
+    (xdist's own ``--dist loadgroup`` renames test ids, which pytest 9 no longer lets it do.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FaultsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/faults" if nodeid.startswith("tests/faults/") else nodeid
+
+    return FaultsTogether(config, log)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -294,18 +316,20 @@ def world(services: tuple[str, str], redis_server: str, tmp_path: Path) -> Itera
 
 
 def migrate_schema(database_url: str, schema: str) -> None:
-    """outlast's tables in a schema of a test's own."""
-    import asyncio
+    """outlast's tables in a schema of a test's own: every migration file in one transaction, then
+    the version recorded, which is what ``Store.migrate`` does to an empty schema (a
+    ``transaction: none`` migration runs in the transaction then too) in one round trip instead of
+    28 transactions (``test_a_test_world_is_the_fresh_schema`` compares the two; the migration tests
+    run ``Store.migrate`` itself)."""
+    with psycopg.connect(database_url) as c:
+        c.execute(sql.SQL("CREATE SCHEMA {s}; SET LOCAL search_path TO {s}").format(s=sql.Identifier(schema)))
+        c.execute(_ALL_MIGRATIONS.encode())
+        last = MIGRATIONS[-1].version
+        c.execute(Q["record_version"].encode(), {"version": str(last), "oldest": str(oldest_code(last))})
 
-    from outlast.store import Store
 
-    async def migrate() -> None:
-        s = Store(database_url, schema)
-        await s.open(check=False)
-        await s.migrate()
-        await s.close()
-
-    asyncio.run(migrate())
+# Every migration's SQL, in order, as one script (a ``transaction: none`` one without CONCURRENTLY).
+_ALL_MIGRATIONS = "\n".join(m.sql if m.transactional else m.in_one_transaction() for m in MIGRATIONS)
 
 
 def drop_schemas(database_url: str, *schemas: str) -> None:
@@ -324,7 +348,9 @@ def drop_keys(w: World) -> None:
 
 
 def wait_for(predicate: Any, timeout: float = 20.0, interval: float = 0.1, what: str = "condition") -> Any:
-    """Poll until ``predicate()`` is truthy; fail naming ``what`` after ``timeout`` seconds."""
+    """Poll until ``predicate()`` is truthy; fail naming ``what`` after ``timeout`` seconds times
+    ``PATIENCE``."""
+    timeout *= PATIENCE
     until = time.monotonic() + timeout
     while True:
         value = predicate()

@@ -21,6 +21,7 @@ from outlast.store import SCHEMA_VERSION, Store
 from outlast.store.dump import migrated, pg_dump_of, server_major
 from outlast.store.steps import oldest_code
 from outlast.store.store import MIGRATIONS
+from tests.conftest import migrate_schema
 
 # What the old schema.sql (applied whole, before migrations were files) made: version 4.
 OLD_SCHEMA_V4 = Path(__file__).parent / "data" / "schema_v4.sql"
@@ -140,6 +141,15 @@ def test_a_database_at_every_earlier_version_migrates_to_the_fresh_schema(
         assert catalog(schemas.url, name)["meta"] == meta
     assert schemas.migrate(name) == SCHEMA_VERSION
     assert catalog(schemas.url, name) == fresh
+
+
+def test_a_test_world_is_the_fresh_schema(schemas: Schemas, fresh: dict[str, list[tuple[Any, ...]]]) -> None:
+    """The tests' worlds are made by ``migrate_schema`` (every file in one transaction, for speed):
+    the same schema, and the same recorded version, as ``migrate`` makes."""
+    name = schemas.new()
+    migrate_schema(schemas.url, name)
+    assert catalog(schemas.url, name) == fresh
+    assert schemas.migrate(name) == SCHEMA_VERSION  # nothing left to apply
 
 
 def test_a_database_made_by_the_old_schema_sql_is_version_4_and_migrates_to_fresh(
