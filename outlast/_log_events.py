@@ -49,6 +49,10 @@ EVENTS: dict[str, str] = {
     "run.not_handed_over": "A stopping worker could not release a run (`error`): its lease runs out instead.",
     "run.handed_over": "A stopping worker released a run's lease and published it for another worker.",
     "run.acknowledged": "A run's stream entry was acknowledged (`outcome`).",
+    "run.waiting_for_lease": (
+        "A worker took over the entry of a run whose `owner` went silent, and waits `seconds` (until "
+        "`until`) for its lease to expire before it claims the run; said once per run."
+    ),
     "run.left_for_later": (
         "A run could not be served (`error`: a server unavailable); its entry is reclaimed later."
     ),
