@@ -201,7 +201,7 @@ class Claims:
             await asyncio.sleep(s.lease_ttl / 10)
         # An entry taken from a silent worker: its lease may outlive the entry's idle time by a
         # little; wait for it (up to one lease) rather than leaving the run for a later reclaim.
-        give_up, told = time.monotonic() + (s.lease_ttl if reclaimed else 0.0), False
+        give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
         while True:
             sent = time.monotonic()
             claimed = await self.store.claim(
@@ -209,19 +209,7 @@ class Claims:
             )
             if claimed is not None or time.monotonic() >= give_up or self.state.stopping.is_set():
                 return claimed, sent
-            told = told or await self._waiting_for_lease(run_id)
             await asyncio.sleep(s.lease_ttl / 5)
-
-    async def _waiting_for_lease(self, run_id: str) -> bool:
-        """Say (once per run) that a run taken over waits for its silent owner's lease, how long."""
-        run, now = await self.store.get_run(run_id), await self.store.db_now()
-        if run is not None and run.owner is not None and run.lease_expires_at is not None:
-            left = max((run.lease_expires_at - now).total_seconds(), 0.0)
-            until = f"{run.lease_expires_at:%H:%M:%S}"
-            log.info(
-                "run.waiting_for_lease", run_id=run_id, owner=run.owner, seconds=round(left, 1), until=until
-            )
-        return True
 
     def _ours(self, run: RunRecord) -> bool:
         return (
