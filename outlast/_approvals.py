@@ -106,6 +106,13 @@ def judge(
         raise DecisionForbidden(
             f"{where}: {p.name}{groups} may not decide (approvers: {', '.join(request['approvers'])})"
         )
+    if proposed.args_hash not in ("", request["args_hash"]) and request["args_hash"].startswith(
+        proposed.args_hash
+    ):
+        raise DecisionRefused(
+            f"{where}: the args hash {proposed.args_hash} is only the start of the request's; the full "
+            f"hash is needed (see: outlast status {run_id})"
+        )
     if proposed.args_hash != request["args_hash"]:
         raise DecisionRefused(
             f"{where}: the decision is for other arguments (hash {proposed.args_hash[:12]}, the "

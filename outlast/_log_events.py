@@ -49,6 +49,11 @@ EVENTS: dict[str, str] = {
     "run.not_handed_over": "A stopping worker could not release a run (`error`): its lease runs out instead.",
     "run.handed_over": "A stopping worker released a run's lease and published it for another worker.",
     "run.acknowledged": "A run's stream entry was acknowledged (`outcome`).",
+    "run.waiting_for_lease": (
+        "A run's `owner` went silent (a heartbeat overdue by half a lease) while it held the run: the "
+        "run waits `seconds` for that lease to expire, then a live worker takes it over; said once "
+        "per run by each worker's sweeper."
+    ),
     "run.left_for_later": (
         "A run could not be served (`error`: a server unavailable); its entry is reclaimed later."
     ),

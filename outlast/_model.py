@@ -200,7 +200,8 @@ class Chunk:
 class Receipt:
     """A message accepted into a run's inbox (``send``): kept until the run takes it.
     ``duplicate``: a message with this id was sent before, and this is its receipt (nothing new
-    was stored)."""
+    was stored). ``unheard``: the run does not wait on this channel now, its workflow declares no
+    channels and it never took a message on this one: kept untaken until a receive on it, if any."""
 
     run_id: str
     channel: str
@@ -208,3 +209,4 @@ class Receipt:
     seq: int  # the run's n-th message accepted: the order it is taken in, per channel
     sent_at: datetime
     duplicate: bool = False
+    unheard: bool = False

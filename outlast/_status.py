@@ -4,6 +4,7 @@ and resolutions — read without resuming anything."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from outlast._journal import Entry, first_bad_crossing, operation_state
@@ -69,12 +70,11 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
     ]
     children = await client.children(run_id, CHILDREN_SHOWN + 1)
     events = await client.events(run_id)
-    last_message = next(
-        (e["detail"].get("message") for e in reversed(events) if e["detail"].get("message")), None
-    )
+    now = _now(run.state, run.reason, events)
     return {
         "run": run.to_dict(),
-        "message": last_message if run.reason else None,
+        "message": _why(run.reason, now, approvals),
+        "first": now.get("waits", []) if run.reason == "first" else [],  # each wait, and its due time
         "waits_for": _throttled(run.state, events),
         "chain": {"head": run.journal_head, "entries": run.journal_len, "verifies": bad is None, "bad": bad},
         "pending": pending,
@@ -84,9 +84,42 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "messages": untaken,  # sent, not taken (yet), or set aside (why: the run cannot take it)
         "captures": captures,
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
-        "children": children[:CHILDREN_SHOWN],  # the first started
+        "children": sorted(children[:CHILDREN_SHOWN], key=lambda c: _numeric(c["id"])),  # the first started
         "children_truncated": len(children) > CHILDREN_SHOWN,  # more than these were started
     }
+
+
+def _now(state: str, reason: str | None, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The detail of the event that gave the run its current reason: the latest that set a state
+    (its kind is the state's name) or a reason; empty if that was another reason (an older
+    reason's message is not the run's now)."""
+    for e in reversed(events):
+        if e["kind"] == state or "reason" in e["detail"]:
+            said: dict[str, Any] = e["detail"]
+            return said if said.get("reason", reason) == reason else {}
+    return {}
+
+
+def _why(reason: str | None, now: dict[str, Any], approvals: list[dict[str, Any]]) -> str | None:
+    """Why the run is where it is, from its current reason only."""
+    if reason == "approval":
+        asked = [a for a in approvals if a["status"] == "pending"]
+        return (
+            "; ".join(
+                f"waiting for a decision on {a['action']} (approval {a['op_id']}; approvers: "
+                f"{', '.join(a['approvers'])})"
+                for a in asked
+            )
+            or None
+        )
+    if reason == "first" and now.get("waits"):
+        return f"waiting for the first of {len(now['waits'])} waits (listed below)"
+    return now.get("message") if reason else None
+
+
+def _numeric(run_id: str) -> list[Any]:
+    """A child run's id as it sorts for a person: op-2 before op-10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", run_id)]
 
 
 def _body(e: Entry) -> dict[str, Any]:
@@ -149,6 +182,9 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
         )
     if info["message"]:
         lines.append(f"  why          {info['message']}")
+    for w in info.get("first", []):
+        due = f", due {w['due'][:19].replace('T', ' ')}" if w.get("due") else ", no due time"
+        lines.append(f"  waits on     {w['op']} {w['on']}{due}")
     if info.get("waits_for"):
         lines.append(f"  waits for    {info['waits_for']} (in its worker)")
     lines += _lineage(info)
@@ -163,7 +199,7 @@ def render(info: dict[str, Any]) -> str:
     """The status for a person to read."""
     r, chain = info["run"], info["chain"]
     lines = _where_it_is(info)
-    lines.append(f"  attempts     {r['attempts']}   program {r['program'] or '-'}   priority {r['priority']}")
+    lines.append(f"  attempts     {_attempts(r)}   program {r['program'] or '-'}   priority {r['priority']}")
     head = chain["head"][:16] or "-"
     verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"
     lines.append(f"  journal      {chain['entries']} entries, head {head}, chain {verdict}")
@@ -211,6 +247,17 @@ def render(info: dict[str, Any]) -> str:
     if r["error"]:
         lines.append(f"  error        {r['error'].get('type')}: {r['error'].get('message')}")
     return "\n".join(lines)
+
+
+def _attempts(r: dict[str, Any]) -> str:
+    """How many times a worker took the run since it was queued or last began waiting (each wait
+    starts the count again; past OUTLAST_MAX_ATTEMPTS the run fails as crashing its worker)."""
+    n = r["attempts"]
+    if n == 0 and r["state"] == "queued":
+        return "0 (not taken yet)"
+    if n == 0:
+        return "0 (not taken since it last began waiting)"
+    return f"{n} (taken {n} time{'s' if n > 1 else ''} since it was queued or last waited)"
 
 
 def _lineage(info: dict[str, Any]) -> list[str]:

@@ -72,6 +72,33 @@ def _shown_and_confirmed(ctx: click.Context, run_id: str, approval_id: str, kind
     return seen
 
 
+PREFIX = 8  # the shortest start of an args hash the CLI takes for the whole hash
+WHOLE = 64  # an args hash is a SHA-256, in hex
+
+
+async def _whole_hash(c: AsyncClient, run_id: str, approval_id: str, given: str) -> str:
+    """The args hash ``given``, or the whole hash it starts: taken when it is the start of this
+    request's hash and of no other pending request's of the run; else refused, saying why."""
+    if len(given) >= WHOLE:
+        return given
+    requests = [a for a in await c.approvals(run_id) if a["status"] == "pending"]
+    starts = [a for a in requests if a["args_hash"].startswith(given.lower())]
+    ours = [str(a["args_hash"]) for a in starts if a["op_id"] == approval_id]
+    if ours and len(starts) == 1 and len(given) >= PREFIX:
+        return ours[0]
+    why = (
+        f"matches {len(starts)} pending requests' hashes"
+        if len(starts) > 1
+        else f"is shorter than {PREFIX} characters"
+        if ours
+        else "is not the start of this request's hash"
+    )
+    raise click.ClickException(
+        f"run {run_id}, approval {approval_id}: --args-hash {given} {why}; the full hash is needed "
+        f"(outlast status {run_id} shows it)"
+    )
+
+
 def _decision_command(kind: str, doc: str) -> None:
     @click.argument("run_id")
     @click.argument("approval_id")
@@ -119,7 +146,7 @@ def _decision_command(kind: str, doc: str) -> None:
         me = cli_principal()
 
         async def go(c: AsyncClient) -> RunRecord:
-            seen = args_hash
+            seen = args_hash and await _whole_hash(c, run_id, approval_id, args_hash)
             if seen is None:  # reject: refusing an action needs no proof of what it was
                 req = await c.approval(run_id, approval_id)
                 click.echo(

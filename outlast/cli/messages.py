@@ -52,3 +52,10 @@ def send(
         f"run {run_id}: message {receipt.message_id} #{receipt.seq} on {channel!r} "
         f"accepted at {receipt.sent_at:%Y-%m-%d %H:%M:%S}{again}"
     )
+    if receipt.unheard:
+        click.echo(
+            f"warning: run {run_id} does not wait on {channel!r} now, its workflow declares no channels "
+            f"and it never received on {channel!r}: the message stays untaken until a receive on "
+            f"{channel!r} (outlast status {run_id} lists it)",
+            err=True,
+        )

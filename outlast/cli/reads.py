@@ -112,11 +112,19 @@ def runs(ctx: click.Context, /, limit: int, as_json: bool, cursor: str | None, *
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in found], indent=2, default=str))
     else:
-        for r in found:
-            reason = f" ({r.reason})" if r.reason else ""
+        # Columns as wide as the page's longest id, workflow and state (a child's id is long).
+        states = [r.state + (f" ({r.reason})" if r.reason else "") for r in found]
+        wide = [
+            max(map(len, col), default=0)
+            for col in ([r.id for r in found], [r.workflow for r in found], states)
+        ]
+        for r, state_ in zip(found, states, strict=True):
             tenant = f"  tenant {r.tenant}" if r.tenant else ""
             click.echo(
-                shown(f"{r.id}  {r.workflow:<20} {r.state}{reason}  {r.created_at:%Y-%m-%d %H:%M:%S}{tenant}")
+                shown(
+                    f"{r.id:<{wide[0]}}  {r.workflow:<{wide[1]}}  {state_:<{wide[2]}}  "
+                    f"{r.created_at:%Y-%m-%d %H:%M:%S}{tenant}"
+                )
             )
         if not found:
             click.echo("no runs")

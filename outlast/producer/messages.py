@@ -82,7 +82,11 @@ class Messages(ClientCore):
         if row["queue"] is not None:  # it waited on this channel: due now
             failpoints.hit("after_send")  # a crash test's point (the sweeper publishes it then)
             await self.queue.publish(row["queue"], run_id, priority=run["priority"])
-        return Receipt(run_id, channel, row["message_id"], row["seq"], row["sent_at"], row["duplicate"])
+        # Accepted, but no receive waits on it now, and nothing says one ever will: said in the receipt.
+        unheard = bool(run["unheard"]) and row["queue"] is None and not row["duplicate"]
+        return Receipt(
+            run_id, channel, row["message_id"], row["seq"], row["sent_at"], row["duplicate"], unheard
+        )
 
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
         """The run's messages in the order they were accepted: each one's channel, id, payload, who

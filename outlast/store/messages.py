@@ -21,7 +21,8 @@ class Messages(Base):
 
     async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:
         """The run's ``workflow``, ``priority`` and ``created_at`` (its incarnation), and the JSON
-        ``schema`` its declared channels give ``channel`` (None: not declared); None: no such run."""
+        ``schema`` its declared channels give ``channel`` (None: not declared), ``unheard`` (no
+        channels declared, and the run never took a message on ``channel``); None: no such run."""
         rows = await self._rows("send_to", run_id=run_id, channel=channel)
         return rows[0] if rows else None
 

@@ -60,6 +60,11 @@ class Sweeps(Base):
         row = (await self._rows("unseen", after=after))[0]
         return row["now"], row["queued"]
 
+    async def orphans(self, limit: int = 100) -> list[tuple[str, str, float]]:
+        """Runs leased to a worker that went silent, each (id, owner, seconds its lease has left)."""
+        rows = await self._rows("orphans", limit=limit)
+        return [(r["id"], r["owner"], r["seconds"]) for r in rows]
+
     async def db_now(self) -> datetime:
         """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""
         now: datetime = (await self._rows("db_now"))[0]["now"]

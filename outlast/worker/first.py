@@ -165,27 +165,26 @@ class First:
     async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any], seen: int | None) -> None:
         """Publish the requests among the waits, then the run's wait (each fenced); raise
         ``Suspended``. Returns if a message was accepted since the count ``seen``: look again."""
-        token, dues = self._control.token, []
+        token, dues, said = self._control.token, [], []
         for w, a in zip(waits, asked, strict=True):
-            if w.kind in ("timer", "message"):
-                if a is not None:
-                    dues.append(a)
-                continue
-            if w.kind == "approval":
-                made = self._store.publish_approval(self.run_id, token, w.op_id, **a.row())
-            elif w.kind == "request":
-                made = self._store.publish_request(self.run_id, token, w.op_id, **a.row())
-            else:
-                continue
-            held, expires = await self._control.db(self._writes.fenced("publish", made))
-            if not held:
-                raise Fenced(self.run_id, token)
-            if expires is not None:
-                dues.append(expires)
+            due = a if w.kind in ("timer", "message") else None
+            if w.kind in ("approval", "request"):
+                if w.kind == "approval":
+                    made = self._store.publish_approval(self.run_id, token, w.op_id, **a.row())
+                else:
+                    made = self._store.publish_request(self.run_id, token, w.op_id, **a.row())
+                held, due = await self._control.db(self._writes.fenced("publish", made))
+                if not held:
+                    raise Fenced(self.run_id, token)
+            if due is not None:
+                dues.append(due)
+            said.append({"op": w.op_id, "kind": w.kind, "on": _on(w), "due": due and due.isoformat()})
         children = [a.id for w, a in zip(waits, asked, strict=True) if w.kind == "child"]
         wake_at = min(dues, default=None)
         state = "awaiting_approval" if any(w.kind == "approval" for w in waits) else "waiting"
-        detail = {"reason": "first", "ops": [w.op_id for w in waits], "kinds": [w.kind for w in waits]}
+        ops, kinds = [w.op_id for w in waits], [w.kind for w in waits]
+        # ``waits``: what ``outlast status`` lists, each wait and its due time
+        detail = {"reason": "first", "ops": ops, "kinds": kinds, "waits": said}
         waiting = self._store.wait_first(
             self.run_id,
             token,
@@ -201,6 +200,20 @@ class First:
         if seen is None:
             raise Fenced(self.run_id, token)
         # not committed: a message came since the look (or the run was taken over: the look says)
+
+
+def _on(w: Wait[Any]) -> str:
+    """What a wait among a first's waits waits on, for a person to read."""
+    s = w.spec
+    if w.kind == "message":
+        return f"a message on {s['channel']!r}"
+    if w.kind == "approval":
+        return f"a decision on {s['action']} (approvers: {', '.join(s['approvers'])})"
+    if w.kind == "request":
+        return f"an answer to {s['name']!r}"
+    if w.kind == "child":
+        return f"child run {s['child'].id}"
+    return "a timer"
 
 
 def checked(run_id: str, waits: list[Any]) -> None:

@@ -48,6 +48,7 @@ class Sweeper:
         # went through, since lost_data() will not say it again.
         self._lost = False
         self._seen: set[str] = set()  # queues other workers serve (``streams``)
+        self._orphans: set[str] = set()  # runs of silent workers said to wait for their leases
         self._next_look = 0.0
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
         self.rollup = Rollup(store, queue, settings.rollup_every)
@@ -72,6 +73,7 @@ class Sweeper:
         await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
         await self.store.wake_first_waiters()  # the same, for a run.first with a child among its waits
         await self.republish(log, self.s.republish_after)
+        await self.orphans(log)
         await self.turns(log)
         await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
         if self.s.retention and time.monotonic() >= self._next_prune:
@@ -86,6 +88,14 @@ class Sweeper:
             await self.store.forget_watchers()  # of clients' listening connections gone
         if self.rollup.due():  # the charts, once a minute; last, as it holds up nothing
             await self.rollup.step(log)
+
+    async def orphans(self, log: Any) -> None:
+        """Say, once per run, that a run of a worker gone silent waits for its lease, how long."""
+        found = await self.store.orphans()
+        for run_id, owner, seconds in found:
+            if run_id not in self._orphans:
+                log.info("run.waiting_for_lease", run_id=run_id, owner=owner, seconds=round(seconds, 1))
+        self._orphans = {run_id for run_id, _, _ in found}
 
     async def prune(self, log: Any) -> None:
         """Retention: delete what finished longer than ``retention`` ago, a bounded amount per

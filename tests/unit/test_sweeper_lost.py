@@ -75,6 +75,9 @@ class _Store:
     async def wake_child_waiters(self) -> list[str]:
         return []
 
+    async def orphans(self) -> list[Any]:
+        return []
+
     def __getattr__(self, name: str) -> Any:
         async def nothing(*args: Any, **kwargs: Any) -> None:
             return None

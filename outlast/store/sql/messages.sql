@@ -7,9 +7,14 @@
 -- name: send_to
 -- What a send needs to know of the run first, in one read by its key: its workflow, its priority
 -- (to publish it if the send wakes it), its creation time (the incarnation a callback's token
--- binds), and the JSON schema of the channel its declaration gives
--- (0028's `outlast_declared`; NULL: undeclared, or the workflow declares no channels).
-SELECT r.workflow, r.priority, r.created_at, d.channels -> %(channel)s AS schema
+-- binds), the JSON schema of the channel its declaration gives
+-- (0028's `outlast_declared`; NULL: undeclared, or the workflow declares no channels), and
+-- `unheard`: its workflow declares no channels and the run never took a message on this one (a
+-- send that wakes nothing then warns: maybe no one will ever receive on it).
+SELECT r.workflow, r.priority, r.created_at, d.channels -> %(channel)s AS schema,
+       d.channels IS NULL AND NOT EXISTS (
+           SELECT 1 FROM messages m
+           WHERE m.run_id = r.id AND m.channel = %(channel)s AND m.taken_seq IS NOT NULL) AS unheard
 FROM runs r LEFT JOIN LATERAL outlast_declared(r.workflow, r.program) d ON true
 WHERE r.id = %(run_id)s;
 

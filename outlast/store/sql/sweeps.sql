@@ -111,6 +111,19 @@ SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
 UNION ALL
 SELECT id, queue, priority FROM published;
 
+-- name: orphans
+-- Runs still leased to a worker that went silent (a beat overdue by half a lease, and silent for
+-- less than a lease: every lease it held has expired after that), each with the seconds left on
+-- its lease: taken over once it expires. Only while such a worker exists are runs read (its
+-- leased ones, by state: runs_by_state).
+SELECT r.id, r.owner, extract(epoch FROM r.lease_expires_at - (SELECT at FROM outlast_now()))::float8 AS seconds
+FROM workers w JOIN runs r ON r.owner = w.name AND r.state IN ('running', 'cancelling')
+WHERE w.last_beat < now() - make_interval(secs => w.lease_ttl / 2)
+  AND w.last_beat > now() - make_interval(secs => w.lease_ttl)
+  AND r.lease_expires_at > (SELECT at FROM outlast_now())
+ORDER BY r.lease_expires_at
+LIMIT %(limit)s;
+
 -- name: db_now
 -- The clock of claims, leases and due times (0018_clock), and the database's own (audit stamps).
 SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
