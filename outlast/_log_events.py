@@ -76,6 +76,10 @@ EVENTS: dict[str, str] = {
         "At start: unfinished runs on this worker's queues are of `workflows` its app does not know "
         "(another app on the same queue: route each app to its own queue)."
     ),
+    "run.bug_parked": (
+        "The workflow's code raised an exception it did not declare (`error`: type, message, "
+        "traceback): the run waits, reason workflow_error, until a fix is deployed and it is resumed."
+    ),
     "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",

@@ -189,6 +189,7 @@ class Workflow:
     max_concurrent: int | None = None  # runs executing at once, across every worker (per key)
     concurrency_key: KeyOf | None = None  # the run's (input, tenant) -> the key capped
     channels: dict[str, Any] | None = None  # declared message channels and their types (None: any)
+    fails_on: tuple[type[BaseException], ...] = ()  # exceptions that fail the run (others park it)
 
     @property
     def accepts_partial(self) -> bool:
@@ -255,6 +256,7 @@ class App:
         max_concurrent: int | None = None,
         concurrency_key: ConcurrencyKey | None = None,
         channels: dict[str, Any] | None = None,
+        fails_on: tuple[type[BaseException], ...] = (),
     ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
@@ -271,7 +273,11 @@ class App:
         key of N; a function is called as ``f(input)`` or ``f(input, tenant)``, as its signature
         says (read here, once: another signature raises ``TypeError``). ``channels={"reply": Reply}``
         declares the channels its runs receive messages on, each with the type a message must have
-        (a pydantic model or any type pydantic validates): a send on another channel is refused."""
+        (a pydantic model or any type pydantic validates): a send on another channel is refused.
+        An exception its code raises parks the run (a bug: ``waiting``, reason ``workflow_error``,
+        until a fix is deployed and the run resumed), unless the workflow means it: ``raise
+        outlast.Failure(...)``, an outlast refusal, or a type in ``fails_on`` ends the run
+        ``failed`` (``fails_on=(Exception,)``: every exception fails it, as before parking)."""
         if not (isinstance(partial, bool) or callable(partial)):
             raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
         _cap(f"workflow {name!r}", max_concurrent)
@@ -294,6 +300,7 @@ class App:
                 max_concurrent,
                 None if concurrency_key is None else _key_of(wf_name, concurrency_key),
                 None if channels is None else dict(channels),
+                tuple(fails_on),
             )
             self.workflows[wf.name] = wf
             return fn

@@ -57,6 +57,12 @@ class RunConflict(OutlastError):
         self.run_id = run_id
 
 
+class Failure(OutlastError):
+    """Raised by a workflow, ``Failure`` ends its run ``failed`` with the message as its reason: a
+    failure the workflow means (a card declined), where any other exception of its code is a bug
+    and parks the run until a fix is deployed (``@app.workflow(fails_on=...)`` lists more)."""
+
+
 class InvalidInput(OutlastError):
     """The input cannot be accepted (not a JSON object, bad tool arguments, ...)."""
 

@@ -193,6 +193,9 @@ class Runs(ClientCore):
             )
         if run.state != RunState.WAITING:
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
+        # Parked by a bug: resumed on the code deployed since (its fix), whose replay must match
+        # the journal crossing for crossing, or the run waits again, resume_impossible.
+        accept_program_change = accept_program_change or run.reason == "workflow_error"
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         detail |= principal.record() if principal else {}
         if not await self.store.requeue(run_id, run.fencing_token, accept_program_change, detail):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from enum import Enum
@@ -31,6 +30,7 @@ from outlast.errors import (
 )
 from outlast.queue import RateWindows
 from outlast.store import Store
+from outlast.worker.bugs import REASON as PARKED, error_of, is_bug, parked
 from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import FlowGate, workflow_key
 from outlast.worker.live import LiveOutput
@@ -46,14 +46,6 @@ class Outcome(Enum):
     FINAL = "final"  # a final state is committed
     WAITING = "waiting"  # a durable wait is committed; no worker is held
     FENCED = "fenced"  # another worker owns the run now
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    return {
-        "type": type(exc).__name__,
-        "message": storable(str(exc)),
-        "traceback": storable("".join(traceback.format_exception(exc))),
-    }
 
 
 class Execution:
@@ -201,10 +193,18 @@ class Execution:
         except BudgetExhausted as exc:
             return await self._stopped(wf, RunState.EXHAUSTED, exc)
         except Exception as exc:
-            reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
-            undone = await ctx.compensate() if "failure" in wf.compensate_on else None
-            return await self.finish(RunState.FAILED, result=undone, error=_error(exc), reason=reason)
+            return await self._raised(wf, ctx, exc, journal.length)
         return await self.finish(state, result=result)
+
+    async def _raised(self, wf: Workflow, ctx: Run, exc: Exception, crossings: int) -> Outcome:
+        """The workflow raised: a bug parks the run (not while it is cancelled), a failure it
+        means ends it ``failed``, compensated if it asked."""
+        if is_bug(wf, exc) and not self.control.cancel.is_set():
+            self.log.error("run.bug_parked", error=error_of(exc))
+            return await self._wait(PARKED, parked(self.run.id, exc, crossings))
+        reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
+        undone = await ctx.compensate() if "failure" in wf.compensate_on else None
+        return await self.finish(RunState.FAILED, result=undone, error=error_of(exc), reason=reason)
 
     async def _held_back(self, wf: Workflow) -> Outcome | None:
         """Before the workflow runs: a deadline already passed ends the run; a capped workflow
@@ -219,7 +219,7 @@ class Execution:
             key = workflow_key(wf, run.input, run.tenant)
         except Exception as exc:
             why = f"the concurrency_key of workflow '{wf.name}' raised {type(exc).__name__}: {exc}"
-            return await self.finish(RunState.FAILED, error=_error(exc), reason=why)
+            return await self.finish(RunState.FAILED, error=error_of(exc), reason=why)
         if await self.gate.workflow_slot(key, wf.max_concurrent):
             return None
         return await self._park(wf, key)
@@ -249,7 +249,7 @@ class Execution:
         """Ended by its deadline or budget: ``state``, or ``partial`` with what its partial handler
         says it produced (not for an expired approval). ``reason``: found passed before it went on."""
         handler = wf.partial
-        error = None if reason else _error(exc)
+        error = None if reason else error_of(exc)
         reason = reason or str(exc)
         if callable(handler) and isinstance(exc, DeadlineExceeded | BudgetExhausted):
             result = None
@@ -265,7 +265,7 @@ class Execution:
                     state=str(state),
                 )
             if result is not None:
-                return await self.finish(RunState.PARTIAL, result=result, error=_error(exc), reason=reason)
+                return await self.finish(RunState.PARTIAL, result=result, error=error_of(exc), reason=reason)
         return await self.finish(state, error=error, reason=reason)
 
     async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:

@@ -42,7 +42,7 @@ async def suicide(run: Any) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-@app.workflow("boom")
+@app.workflow("boom", fails_on=(ValueError,))
 async def boom(run: Any) -> None:
     raise ValueError("the workflow broke on purpose")
 

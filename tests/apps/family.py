@@ -58,7 +58,7 @@ async def whose(run: Run, depth: int) -> list[str | None]:
     return [run.tenant, *below]
 
 
-@app.workflow("fail")
+@app.workflow("fail", fails_on=(ValueError,))
 async def fail(run: Run, why: str) -> None:
     raise ValueError(why)
 

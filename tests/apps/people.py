@@ -243,7 +243,7 @@ async def priced_once(run: Any, actual: float) -> dict[str, Any]:
     return await run.call("priced", actual=actual)  # type: ignore[no-any-return]
 
 
-@app.workflow("trip", compensate_on=("cancel", "failure"))
+@app.workflow("trip", compensate_on=("cancel", "failure"), fails_on=(ValueError,))
 async def trip(run: Any, items: list[str], hold_gate: str = "", fail: bool = False) -> dict[str, Any]:
     """Book every item; optionally hold a call in flight; optionally fail."""
     booked = [await run.call("book", item=i) for i in items]
@@ -255,7 +255,7 @@ async def trip(run: Any, items: list[str], hold_gate: str = "", fail: bool = Fal
     return {"booked": booked}
 
 
-@app.workflow("trip_on_failure", compensate_on=("failure",))
+@app.workflow("trip_on_failure", compensate_on=("failure",), fails_on=(ValueError,))
 async def trip_on_failure(run: Any, items: list[str], hold_gate: str = "") -> dict[str, Any]:
     """Compensates when it fails, not when it is cancelled."""
     for i in items:

@@ -60,7 +60,7 @@ async def _refused(run: Run, tool: Any, key: str) -> str:
     return ""
 
 
-@app.workflow("leaky")
+@app.workflow("leaky", fails_on=(RuntimeError,))
 async def leaky(run: Run, fail: bool) -> dict[str, Any]:
     """Every careless way a workflow has to let its secret out: a tool that returns it (as is, or
     escaped in JSON text), a tool error that quotes it (as is, or its ``repr``), an exception that

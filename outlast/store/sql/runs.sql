@@ -76,17 +76,17 @@ r AS (
     UPDATE runs SET cancel_requested = true, updated_at = now(),
         state = CASE
             WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled'
-            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible')
+            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible', 'workflow_error')
                 THEN 'cancelled'
             WHEN state IN ('queued', 'waiting', 'awaiting_approval') THEN 'cancelling'
             ELSE state END,
         reason = CASE
             WHEN state = 'queued' AND journal_len = 0 THEN 'cancelled before it started'
-            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible')
+            WHEN state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible', 'workflow_error')
                 THEN 'cancelled while it could not be resumed (' || reason || '): no compensation ran'
             ELSE reason END,
         finished_at = CASE WHEN (state = 'queued' AND journal_len = 0) OR
-                                (state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible'))
+                                (state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible', 'workflow_error'))
                            THEN now() ELSE finished_at END,
         published_at = (SELECT at FROM outlast_now())
     WHERE id = %(id)s
