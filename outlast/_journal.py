@@ -113,14 +113,25 @@ def not_json(value: Any, path: str = "") -> str | None:
 
 def unordered(value: Any, path: str = "") -> str | None:
     """Where in ``value`` a set or frozenset is (``at .tags: a set``), or None: its order changes
-    from one process to the next, so a call's arguments holding one hash differently on a resume."""
+    from one process to the next, so a call's arguments holding one hash differently on a resume.
+    Only containers are walked (a call's plain values cost one ``isinstance`` each)."""
     if isinstance(value, set | frozenset):
         return f"at {path or '(the value)'}: a {type(value).__name__}"
-    if isinstance(value, Mapping):
-        return next((f for k, v in value.items() if (f := unordered(v, f"{path}.{k}"))), None)
-    if isinstance(value, list | tuple):
-        return next((f for i, v in enumerate(value) if (f := unordered(v, f"{path}[{i}]"))), None)
+    if isinstance(value, dict):
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return None
+    for k, v in items:
+        if isinstance(v, _CONTAINERS):
+            found = unordered(v, f"{path}.{k}" if isinstance(value, dict) else f"{path}[{k}]")
+            if found:
+                return found
     return None
+
+
+_CONTAINERS = (set, frozenset, dict, list, tuple)
 
 
 def jsonable(value: Any, limit: int | None = None) -> Any:

@@ -94,7 +94,7 @@ class Tool:
             model = self.args_model.model_validate(args)
         except pydantic.ValidationError as exc:
             raise self._invalid(exc.errors()) from None
-        given = dict(model)
+        given = model.__dict__  # (``dict(model)`` costs 20 us a call)
         found = unordered(given)
         if found:
             raise InvalidInput(
