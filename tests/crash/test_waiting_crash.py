@@ -12,12 +12,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import pytest
 
 from outlast import Client
 from outlast._journal import args_hash
 from outlast._model import RunRecord
 from outlast.errors import DecisionRefused
+from outlast.testing.clock import move_clock
 from tests.apps import people
 from tests.conftest import World, wait_for
 from tests.crash import killed, streams_drained
@@ -127,13 +129,16 @@ def test_a_timer_survives_a_restart_of_every_worker(world: World) -> None:
 def test_a_deadline_passes_with_no_worker_running(world: World) -> None:
     with people_world(world) as c:
         w = world.worker(APP)
-        sleeping = c.enqueue("nap", {"seconds": 60}, deadline=2.0).id
-        asking = c.enqueue("approve_publish", {"text": "late"}, deadline=2.0).id
+        # Deadlines far enough off to be reached on a loaded machine, then passed by the schema's
+        # clock (no sleep, nothing racing them): the nap's own timer stays ahead of them.
+        sleeping = c.enqueue("nap", {"seconds": 600}, deadline=30.0).id
+        asking = c.enqueue("approve_publish", {"text": "late"}, deadline=30.0).id
         reach(c, sleeping, "waiting")
         reach(c, asking, "awaiting_approval")
         kill(w)
-        queued = c.enqueue("nap", {"seconds": 0}, deadline=1.0).id
-        time.sleep(2.5)
+        queued = c.enqueue("nap", {"seconds": 0}, deadline=30.0).id
+        with psycopg.connect(world.database_url, options=f"-c search_path={world.schema}") as conn:
+            move_clock(conn, 31)
         states = [c.status(r).state for r in (sleeping, asking, queued)]
         assert states == ["waiting", "awaiting_approval", "queued"]  # nobody saw them
         world.worker(APP)
