@@ -71,6 +71,7 @@ STATUS: dict[type[OutlastError], int] = {
     e.ApprovalExpired: 500,
     e.RequestExpired: 500,
     e.PartialRefused: 500,
+    e.Failure: 500,
 }
 
 # What each act takes. Resolving an in-doubt operation is an approver's: saying "it did not
