@@ -165,6 +165,11 @@ def _private_redis(exe: str, home: Path) -> Iterator[str]:
         proc.wait(10)
 
 
+# Modules whose tests share a costly module-scoped fixture (a million seeded runs): run in one
+# process, the fixture made once.
+TOGETHER = {"tests/integration/test_run_lists.py"}
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With several test processes, the fault tests (``tests/faults/``) all go to one of them, in
     turn: the session starts one private Postgres cluster and Redis for them instead of one per
@@ -175,7 +180,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class FaultsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/faults" if nodeid.startswith("tests/faults/") else nodeid
+            if nodeid.startswith("tests/faults/"):
+                return "tests/faults"
+            module = nodeid.split("::", 1)[0]
+            return module if module in TOGETHER else nodeid
 
     return FaultsTogether(config, log)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -112,9 +113,10 @@ def seed(db: str, schema: str, rows: int = ROWS) -> None:
 @pytest.fixture(scope="module")
 def million(services: tuple[str, str]) -> Any:
     db, _ = services
-    seed(db, "t_runlists")
-    yield db, "t_runlists"
-    drop_schemas(db, "t_runlists")
+    schema = f"t_runlists_{os.getpid()}"  # a process of its own (tests/conftest.py TOGETHER), and unique
+    seed(db, schema)
+    yield db, schema
+    drop_schemas(db, schema)
 
 
 Explained = tuple[int, dict[str, Any], list[dict[str, Any]]]

@@ -63,21 +63,22 @@ class Link:
             await self._forward(reader, writer)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await self.up.wait()  # a cut link accepts and hangs
-        try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target())
-        except OSError:
-            writer.close()
-            return
-        try:
-            await asyncio.gather(
-                self._pipe(reader, up_writer, self.up), self._pipe(up_reader, writer, self.down)
-            )
-        except (OSError, asyncio.IncompleteReadError):
-            pass
+        try:  # the accepted connection is closed however this ends (cancelled while cut, say)
+            await self.up.wait()  # a cut link accepts and hangs
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target())
+            except OSError:
+                return
+            try:
+                await asyncio.gather(
+                    self._pipe(reader, up_writer, self.up), self._pipe(up_reader, writer, self.down)
+                )
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            finally:
+                up_writer.close()
         finally:
             writer.close()
-            up_writer.close()
 
     async def _pipe(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: asyncio.Event

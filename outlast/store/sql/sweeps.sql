@@ -117,7 +117,7 @@ SELECT id, queue, priority FROM published;
 -- its lease: taken over once it expires. Only while such a worker exists are runs read (its
 -- leased ones, by state: runs_by_state).
 SELECT r.id, r.owner, extract(epoch FROM r.lease_expires_at - (SELECT at FROM outlast_now()))::float8 AS seconds
-FROM workers w JOIN runs r ON r.owner = w.name AND r.state IN ('running', 'cancelling')
+FROM workers w JOIN runs r ON r.owner = w.name AND outlast_leased(r.state)
 WHERE w.last_beat < now() - make_interval(secs => w.lease_ttl / 2)
   AND w.last_beat > now() - make_interval(secs => w.lease_ttl)
   AND r.lease_expires_at > (SELECT at FROM outlast_now())
