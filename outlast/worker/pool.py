@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -50,10 +51,19 @@ def load_app(spec: str) -> App:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"cannot import the app module '{module_name}': {exc}") from None
+    except (TypeError, ValueError) as exc:  # a registration refused (an unknown effect, a name twice)
+        raise ConfigError(f"the app module '{module_name}' does not load: {exc}{_where(exc)}") from None
     app = getattr(module, attr or "app", None)
     if not isinstance(app, App):
         raise ConfigError(f"'{spec}' is not an outlast App (expected MODULE:app)")
     return app
+
+
+def _where(exc: BaseException) -> str:
+    """`` (at FILE:LINE)``: the app's own line that raised, the last frame outside outlast."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith((ours, "<"))]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 async def run_worker(

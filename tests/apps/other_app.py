@@ -11,7 +11,7 @@ from tests.apps.basic import record
 app = App()
 
 
-@app.tool("charge", effect="idempotent")
+@app.tool("charge", idempotent=True)
 def charge(order: str) -> str:
     record(order, f"charge:{current_action().idempotency_key}")
     return f"charged {order}"

@@ -42,3 +42,10 @@ def test_callbacks_with_no_url_are_said_at_start(world: World) -> None:
     world.worker(CHAT, OUTLAST_CALLBACK_URL="https://example.com/callbacks")
     wait_for(lambda: world.logged("worker.started"), what="the worker's start")
     assert len(world.logged("worker.callbacks_relative")) == 1
+
+
+def test_an_app_whose_registration_is_refused_stops_the_worker_in_one_line(world: World) -> None:
+    line = _refused(world, "tests.apps.bad_effect:app")
+    assert line.startswith("outlast: error: the app module 'tests.apps.bad_effect' does not load: ")
+    assert "effect='reed' is not one of write, read (did you mean 'read'?)" in line
+    assert "tests/apps/bad_effect.py:10)" in line
