@@ -420,7 +420,7 @@ def test_every_example_imports(module: Path) -> None:
 
 def test_readme_keeps_the_ci_test_command_and_shows_the_example_as_it_is() -> None:
     readme = (ROOT / "README.md").read_text()
-    command = "python3 -m pip install -q -e '.[dev]' && python3 -m pytest -n 2"
+    command = "python3 -m pip install -q -e '.[dev]' && python3 -m pytest"
     assert f"```bash\n{command}\n```" in readme
     assert f"{command}\n" in (ROOT / ".ci" / "run").read_text()
     assert "```bash\npython3 -m pip install -q -e '.[embedded]' && python3 -m outlast demo\n```" in readme
