@@ -84,7 +84,7 @@ class RunRecord:
     waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
     held_back: bool = False  # queued, in no stream until its tenant's turn (fair share)
     started_at: datetime | None = None  # when a worker first took it (0020)
-    generation: int = 0  # its journal's current generation: how often it carried forward (0033)
+    generation: int = 0  # its journal's current generation: how often it carried forward (0030)
     op_base: int = 0  # the operations of its earlier generations: this one's are numbered on
 
     @classmethod

@@ -1,5 +1,5 @@
 -- compat: expand
--- Version 33: a run carried forward (`run.carry_forward`). A run's journal has generations: the
+-- Version 30: a run carried forward (`run.carry_forward`). A run's journal has generations: the
 -- current one in `journal`, as before, and the earlier ones moved, entry for entry, to
 -- `journal_past` when the run carried forward, each with its row in `generations` (the input it
 -- started with, its chain's head and length). The run row says which generation is current
