@@ -1,4 +1,4 @@
-"""The generations family: a run carried forward (``run.carry_forward``). The current generation of
+"""The generations family carries a run forward (``run.carry_forward``). The current generation of
 a run's journal is in ``journal``; ``carry`` moves it to ``journal_past`` and starts the next, in
 one fenced statement; the ended generations are read back from there."""
 

@@ -1,6 +1,8 @@
-"""Carrying a run forward: the commit that ends the current generation of a run's journal and
-starts the next (``run.carry_forward``, raised as ``CarriedForward``; the executor then runs the
-workflow again, on the same lease, from an empty journal).
+"""This module holds the commit of a run's carry forward, which ends its journal's generation.
+
+``run.carry_forward`` raises ``CarriedForward``; the executor settles the workflow, commits the
+carry here and runs the workflow again, on the same lease, as the next generation, from an empty
+journal.
 
 The run stays the run: its id, messages, state, events, budget and deadline are the run's, not a
 generation's. What the ended generation journaled moves, entry for entry, to the generations the
