@@ -46,6 +46,10 @@ def test_a_worker_killed_at_the_carry_loses_and_doubles_no_message_nor_effect(
         turns = sorted(e["detail"]["data"]["n"] for e in c.events(run_id) if e["kind"] == "custom:turn")
         assert turns == list(range(TOTAL))  # each event once
         assert c.state(run_id, "turns").value == TOTAL
+        # a resume replays the current generation only: never more than one generation's entries
+        resumed = [e["entries"] for e in world.logged("run.resumed", run_id=run_id)]
+        assert all(n <= EVERY * 5 for n in resumed), resumed  # the run journaled TOTAL * 5 in all
+        assert resumed or generation == 1  # killed before the carry: the ended generation replayed
         kept = c.generations(run_id)
         assert [g["generation"] for g in kept] == list(range(TOTAL // EVERY + 1))
         assert [c.verify(run_id, g["generation"]) for g in kept] == [None] * len(kept)
