@@ -1,4 +1,4 @@
--- The whole outlast schema, version 29: what its migrations
+-- The whole outlast schema, version 30: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -134,6 +134,9 @@ CREATE TABLE outlast.runs (
     messages_sent bigint DEFAULT 0 NOT NULL,
     messages_waiting integer DEFAULT 0 NOT NULL,
     waits_channels text[],
+    generation integer DEFAULT 0 NOT NULL,
+    op_base integer DEFAULT 0 NOT NULL,
+    carried jsonb,
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );
@@ -477,6 +480,16 @@ CREATE TABLE outlast.events_p9 (
     write_id text
 );
 
+CREATE TABLE outlast.generations (
+    run_id text NOT NULL,
+    generation integer NOT NULL,
+    input jsonb NOT NULL,
+    op_base integer NOT NULL,
+    journal_head text NOT NULL,
+    journal_len integer NOT NULL,
+    carried_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE outlast.journal (
     run_id text CONSTRAINT journal_run_id_not_null1 NOT NULL,
     seq integer CONSTRAINT journal_seq_not_null1 NOT NULL,
@@ -646,6 +659,17 @@ CREATE TABLE outlast.journal_p9 (
     body text CONSTRAINT journal_body_not_null1 NOT NULL,
     hash text CONSTRAINT journal_hash_not_null1 NOT NULL,
     created_at timestamp with time zone DEFAULT now() CONSTRAINT journal_created_at_not_null1 NOT NULL
+);
+
+CREATE TABLE outlast.journal_past (
+    run_id text NOT NULL,
+    generation integer NOT NULL,
+    seq integer NOT NULL,
+    kind text NOT NULL,
+    op_id text,
+    body text NOT NULL,
+    hash text NOT NULL,
+    created_at timestamp with time zone NOT NULL
 );
 
 CREATE TABLE outlast.messages (
@@ -950,6 +974,9 @@ ALTER TABLE ONLY outlast.events_p8
 ALTER TABLE ONLY outlast.events_p9
     ADD CONSTRAINT events_p9_pkey PRIMARY KEY (run_id, id);
 
+ALTER TABLE ONLY outlast.generations
+    ADD CONSTRAINT generations_pkey PRIMARY KEY (run_id, generation);
+
 ALTER TABLE ONLY outlast.journal
     ADD CONSTRAINT journal_pkey PRIMARY KEY (run_id, seq);
 
@@ -1000,6 +1027,9 @@ ALTER TABLE ONLY outlast.journal_p8
 
 ALTER TABLE ONLY outlast.journal_p9
     ADD CONSTRAINT journal_p9_pkey PRIMARY KEY (run_id, seq);
+
+ALTER TABLE ONLY outlast.journal_past
+    ADD CONSTRAINT journal_past_pkey PRIMARY KEY (run_id, generation, seq);
 
 ALTER TABLE ONLY outlast.messages
     ADD CONSTRAINT messages_pkey PRIMARY KEY (run_id, message_id);
@@ -1059,6 +1089,8 @@ ALTER TABLE ONLY outlast.workflow_channels
     ADD CONSTRAINT workflow_channels_pkey PRIMARY KEY (workflow, program);
 
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
+
+CREATE INDEX generations_by_carried ON outlast.generations USING btree (carried_at);
 
 CREATE INDEX messages_inbox ON outlast.messages USING btree (run_id, channel, seq) WHERE (taken_seq IS NULL);
 

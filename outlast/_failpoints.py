@@ -18,8 +18,8 @@ POINTS = frozenset(
         "after_effect",
         "after_result",
         "with_result_held",  # a read's or an idempotent tool's result held, not yet written
-        # name:what (finish, wait, park, slot, reserve, child, release, publish, withdraw; cancel,
-        # in_doubt: the journal entries that carry held results)
+        # name:what (finish, wait, park, slot, reserve, child, release, publish, withdraw, carry;
+        # cancel, in_doubt: the journal entries that carry held results)
         "after_fenced_write",
         "before_ack",
         "after_final",

@@ -38,6 +38,8 @@ EVENTS: dict[str, str] = {
     # A run
     "run.resumed": "A run resumed: `entries` journaled entries re-derived with no effect.",
     "run.finished": "A run ended in its final `state` (`reason`).",
+    "run.carried_forward": "A run carried forward: its `generation` starts, the one before ended "
+    "with `entries` journaled entries.",
     "run.waiting": "A run waits durably (`reason`, `message`).",
     "linger.polling": "A worker's lingering receives look every `every` seconds, with no LISTEN (`why`).",
     "run.throttled": "A run waits in place for room (`waits_for`: a rate window or a slot).",

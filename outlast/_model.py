@@ -84,6 +84,8 @@ class RunRecord:
     waits_for: str | None = None  # the child run it waits for (state waiting, reason child)
     held_back: bool = False  # queued, in no stream until its tenant's turn (fair share)
     started_at: datetime | None = None  # when a worker first took it (0020)
+    generation: int = 0  # its journal's current generation: how often it carried forward (0030)
+    op_base: int = 0  # the operations of its earlier generations: this one's are numbered on
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -91,7 +93,8 @@ class RunRecord:
             id=row["id"],
             workflow=row["workflow"],
             queue=row["queue"],
-            input=row["input"],
+            # the input its current generation started with (carried forward), else as enqueued
+            input=row["input"] if row.get("carried") is None else row["carried"],
             state=RunState(row["state"]),
             reason=row["reason"],
             result=row["result"],
@@ -117,6 +120,8 @@ class RunRecord:
             started_by=row.get("started_by"),
             waits_for=row.get("waits_for"),
             started_at=row.get("started_at"),
+            generation=row.get("generation", 0),
+            op_base=row.get("op_base", 0),
             held_back=row["state"] == "queued" and "published_at" in row and row["published_at"] is None,
         )
 

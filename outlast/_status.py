@@ -13,11 +13,12 @@ from outlast.producer import AsyncClient
 CHILDREN_SHOWN = 200  # the child runs a status lists at most (and the dashboard's tree holds)
 
 
-async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
-    """A run's status as plain data (what ``status --json`` prints)."""
+async def describe(client: AsyncClient, run_id: str, generation: int | None = None) -> dict[str, Any]:
+    """A run's status as plain data (what ``status --json`` prints), its journal's current
+    generation shown, or ``generation`` (an earlier one, kept until pruned)."""
     run = await client.status(run_id)
-    entries = await client.journal(run_id)
-    bad = first_bad_crossing(entries, run.journal_head)
+    entries, head = await client.chain(run_id, generation)
+    bad = first_bad_crossing(entries, head)
     history: dict[str, list[Entry]] = {}
     for e in entries:
         if e.op_id is not None and bad is None:
@@ -76,7 +77,14 @@ async def describe(client: AsyncClient, run_id: str) -> dict[str, Any]:
         "message": _why(run.reason, now, approvals),
         "first": now.get("waits", []) if run.reason == "first" else [],  # each wait, and its due time
         "waits_for": _throttled(run.state, events),
-        "chain": {"head": run.journal_head, "entries": run.journal_len, "verifies": bad is None, "bad": bad},
+        "chain": {
+            "head": head,
+            "entries": len(entries),
+            "verifies": bad is None,
+            "bad": bad,
+            "generation": run.generation if generation is None else generation,  # the one shown
+            "current": run.generation,  # the run's: how often it carried forward
+        },
         "pending": pending,
         "in_doubt": in_doubt,
         "resolutions": resolutions,
@@ -203,6 +211,10 @@ def render(info: dict[str, Any]) -> str:
     head = chain["head"][:16] or "-"
     verdict = "verifies" if chain["verifies"] else f"ALTERED at crossing #{chain['bad']}"
     lines.append(f"  journal      {chain['entries']} entries, head {head}, chain {verdict}")
+    if chain.get("current"):  # carried forward: which generation this is
+        shown, now = chain["generation"], chain["current"]
+        note = "current" if shown == now else f"ended; the current one is {now}"
+        lines.append(f"  generation   {shown} ({note}; earlier ones: outlast status RUN --generation K)")
     for title, key in (("pending", "pending"), ("in doubt", "in_doubt"), ("resolved", "resolutions")):
         for op in info[key]:
             extra = op.get("why") or op.get("how") or ""

@@ -22,17 +22,23 @@ from outlast.producer import AsyncClient
 @click.option(
     "--op", "op_id", metavar="OP", help="One operation: its entries, and the request it sent if captured."
 )
+@click.option(
+    "--generation",
+    type=int,
+    metavar="K",
+    help="A run carried forward: show generation K of its journal (default: the current one).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) -> None:
+def status(ctx: click.Context, run_id: str, op_id: str | None, generation: int | None, as_json: bool) -> None:
     """State, reason, journal chain, pending intentions, in-doubt operations and resolutions;
     with --op, one operation (what a model tool sent, as it left the process)."""
     from outlast._status import describe
 
     if op_id is not None:
-        _operation(ctx, run_id, op_id, as_json)
+        _operation(ctx, run_id, op_id, as_json, generation)
         return
-    info = with_client(ctx, lambda c: describe(c, run_id))
+    info = with_client(ctx, lambda c: describe(c, run_id, generation))
     if as_json:
         click.echo(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return
@@ -41,11 +47,11 @@ def status(ctx: click.Context, run_id: str, op_id: str | None, as_json: bool) ->
     click.echo(shown(render(info), keep="\n"))
 
 
-def _operation(ctx: click.Context, run_id: str, op_id: str, as_json: bool) -> None:
+def _operation(ctx: click.Context, run_id: str, op_id: str, as_json: bool, generation: int | None) -> None:
     from outlast._status import operation, render_operation
 
     async def go(c: AsyncClient) -> dict[str, Any] | None:
-        return operation(await c.journal(run_id), op_id)
+        return operation(await c.journal(run_id, generation), op_id)
 
     op = with_client(ctx, go)
     if op is None:
@@ -234,13 +240,16 @@ def export_(ctx: click.Context, run_id: str, out_dir: str) -> None:
 @click.argument("run_id")
 @click.pass_context
 def verify(ctx: click.Context, run_id: str) -> None:
-    """Check the journal's hash chain; exit 1 naming the first bad crossing."""
+    """Check the journal's hash chain, each generation's kept; exit 1 naming the first bad crossing."""
 
-    async def go(c: AsyncClient) -> tuple[int | None, int]:
-        return await c.verify(run_id), (await c.status(run_id)).journal_len
+    async def go(c: AsyncClient) -> list[tuple[int, int | None, int]]:
+        kept = await c.generations(run_id)
+        return [(g["generation"], await c.verify(run_id, g["generation"]), g["journal_len"]) for g in kept]
 
-    bad, length = with_client(ctx, go)
-    if bad is not None:
-        click.echo(f"run {run_id}: journal altered at crossing #{bad}", err=True)
-        sys.exit(1)
-    click.echo(f"run {run_id}: journal verifies ({length} entries)")
+    checked = with_client(ctx, go)
+    for generation, bad, length in checked:
+        which = f" generation {generation}" if len(checked) > 1 else ""
+        if bad is not None:
+            click.echo(f"run {run_id}:{which} journal altered at crossing #{bad}", err=True)
+            sys.exit(1)
+        click.echo(f"run {run_id}:{which} journal verifies ({length} entries)")

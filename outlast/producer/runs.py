@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -129,9 +130,22 @@ class Runs(ClientCore):
                     return
                 await watch.changed()
 
-    async def journal(self, run_id: str) -> list[Entry]:
-        await self.status(run_id)
-        return await self.store.journal(run_id)
+    async def journal(self, run_id: str, generation: int | None = None) -> list[Entry]:
+        """The run's journal: its current generation's, or an earlier ``generation``'s (a run
+        carried forward keeps them until they are pruned)."""
+        return (await self.chain(run_id, generation))[0]
+
+    async def chain(self, run_id: str, generation: int | None = None) -> tuple[list[Entry], str]:
+        """The entries and the chain's head of a generation of the run's journal (None: the
+        current one). An earlier generation no longer kept (pruned) is refused."""
+        run = await self.status(run_id)
+        if generation is None or generation == run.generation:
+            return await self.store.journal(run_id), run.journal_head
+        ended = {g.generation: g for g in await self.store.generations(run_id)}
+        if generation not in ended:
+            kept = ", ".join(map(str, [*ended, run.generation]))
+            raise InvalidInput(f"run '{run_id}' has no generation {generation} kept (kept: {kept})")
+        return await self.store.journal_past(run_id, generation), ended[generation].journal_head
 
     async def journal_times(self, run_id: str) -> dict[int, datetime]:
         """When each journal entry (by its number) was committed, by the database clock."""
@@ -143,10 +157,18 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         return await self.store.budget(run.budget_id) if run.budget_id else []
 
-    async def verify(self, run_id: str) -> int | None:
-        """The first crossing whose chain does not verify, or None."""
+    async def verify(self, run_id: str, generation: int | None = None) -> int | None:
+        """The first crossing whose chain does not verify, or None: in the current generation of
+        the run's journal, or in ``generation``."""
+        return first_bad_crossing(*(await self.chain(run_id, generation)))
+
+    async def generations(self, run_id: str) -> list[dict[str, Any]]:
+        """The generations of the run's journal kept, oldest first, the current one last: each
+        one's number, the input it started with, its entries and its chain's head."""
         run = await self.status(run_id)
-        return first_bad_crossing(await self.store.journal(run_id), run.journal_head)
+        ended = [dataclasses.asdict(g) for g in await self.store.generations(run_id)]
+        now = {"generation": run.generation, "input": run.input, "op_base": run.op_base}
+        return [*ended, now | {"journal_head": run.journal_head, "journal_len": run.journal_len}]
 
     async def cancel(self, run_id: str, *, principal: Principal | None = None) -> RunRecord:
         """Record a cancellation. A queued run that never started is cancelled at once; a running

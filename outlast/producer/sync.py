@@ -86,6 +86,8 @@ class _Runs(_Loop):
     events = _blocking(AsyncClient.events)
     journal = _blocking(AsyncClient.journal)
     verify = _blocking(AsyncClient.verify)
+    chain = _blocking(AsyncClient.chain)
+    generations = _blocking(AsyncClient.generations)
     cancel = _blocking(AsyncClient.cancel)
     resume = _blocking(AsyncClient.resume)
 

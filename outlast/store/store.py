@@ -12,6 +12,7 @@ from outlast.store.connection import Connection
 from outlast.store.first import Firsts
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
+from outlast.store.generations import Generations
 from outlast.store.journal import Journal
 from outlast.store.leases import Leases
 from outlast.store.listing import Listing
@@ -47,6 +48,7 @@ class Store(
     Listing,
     Leases,
     Journal,
+    Generations,
     Approvals,
     Messages,
     Requests,

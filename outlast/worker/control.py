@@ -32,6 +32,18 @@ class Suspended(BaseException):
         self.wake_at = wake_at
 
 
+class CarriedForward(BaseException):
+    """``run.carry_forward`` was reached live: unwind the workflow; the executor ends this
+    generation of the run's journal and starts the next with ``input``, its operations numbered
+    on from ``op_base``. A BaseException, so that a workflow's ``except Exception`` cannot
+    swallow it."""
+
+    def __init__(self, input: dict[str, Any], op_base: int) -> None:
+        super().__init__("carried forward")
+        self.input = input
+        self.op_base = op_base
+
+
 class Interrupted(BaseException):
     """The run cannot go on here now (Postgres did not take its writes within the bound, or its
     lease could not be proven before a dispatch): it is left, with no verdict, to be taken up

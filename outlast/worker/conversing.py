@@ -1,7 +1,8 @@
 """``Conversing`` gives a run the crossings of a conversation with the world.
 
 They are messages in (``receive``), callbacks (``callback``), typed requests answered from outside
-(``request``) and the first of several waits (``first``). Each is a durable wait or a journaled
+(``request``), the first of several waits (``first``), and carrying a conversation that never
+ends forward into a new generation of its journal (``carry_forward``). Each is a durable wait or a journaled
 crossing, handed to the part that owns it: the waits and the inbox (``waits.py``, ``inbox.py``),
 the requests (``requests.py``) and ``First`` (``first.py``). ``Run`` builds those parts.
 """
@@ -9,8 +10,11 @@ the requests (``requests.py``) and ``First`` (``first.py``). ``Run`` builds thos
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
+from outlast._journal import jsonable
+from outlast.errors import InvalidInput
+from outlast.worker.control import CarriedForward
 from outlast.worker.first import First
 from outlast.worker.inbox import Inbox
 from outlast.worker.replayer import Replayer
@@ -27,6 +31,7 @@ class Conversing:
     _waits: Inbox
     _requests: RunRequests
     _first: First
+    _max_payload: int | None
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
         raise NotImplementedError  # Run's
@@ -71,3 +76,21 @@ class Conversing:
         """An unguessable URL whose POSTed body becomes a message on ``channel`` of this run, good
         for ``expires_in`` seconds (journaled once; signed with ``OUTLAST_SECRET_KEY``)."""
         return self._waits.callback(self._replayer.position(), channel, expires_in)
+
+    async def carry_forward(self, input: dict[str, Any] | None = None) -> NoReturn:
+        """End this generation of the run's journal and start the next, the workflow called
+        again from its start with ``input``: the same run (its id, messages, state, events,
+        budget and deadline), a short journal. Never returns. Messages not yet taken wait for
+        the next generation; the ended one stays readable until it is pruned."""
+        op_id = self._replayer.position()
+        self._replayer.enter(op_id)
+        if self._replayer.journaled(op_id):  # a carry is never journaled: the code asks otherwise
+            raise self._replayer.mismatch(op_id, "carry_forward()")
+        await self._replayer.go_live(op_id, lambda: "carry_forward()")
+        data = {} if input is None else input
+        if not isinstance(data, dict):
+            run_id = self._replayer.run_id
+            raise InvalidInput(
+                f"run '{run_id}': carry_forward at {op_id} takes a dict of the workflow's input"
+            )
+        raise CarriedForward(jsonable(data, self._max_payload), self._replayer.positions)

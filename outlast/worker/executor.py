@@ -31,7 +31,8 @@ from outlast.errors import (
 from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.bugs import REASON as PARKED, error_of, is_bug, parked
-from outlast.worker.control import HandOver, Interrupted, RunControl, Suspended
+from outlast.worker.carry import carried
+from outlast.worker.control import CarriedForward, HandOver, Interrupted, RunControl, Suspended
 from outlast.worker.flow import FlowGate, workflow_key
 from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled
@@ -77,7 +78,7 @@ class Execution:
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
-        self._started: list[tuple[str, str]] = []  # (queue, id): the children this attempt created
+        self._started: list[list[tuple[str, str]]] = []  # (queue, id): children created, by generation
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app = app
         self.store = store
@@ -117,7 +118,7 @@ class Execution:
 
     def hand_out(self) -> list[tuple[str, str]]:
         """(queue, run id) to publish once the entry is acked: children started, the parent woken."""
-        return self._started + self._woken
+        return [child for started in self._started for child in started] + self._woken
 
     async def execute(self) -> Outcome:
         """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
@@ -149,13 +150,20 @@ class Execution:
         held_back = await self._held_back(wf)
         if held_back is not None:
             return held_back
+        while isinstance(outcome := await self._generation(wf), CarriedForward):  # the next, on this lease
+            self.run = await carried(self.store, self.writes, self.control, self.run, self.journal, outcome)
+        return outcome
+
+    async def _generation(self, wf: Workflow) -> Outcome | CarriedForward:
+        """Run the current generation of the run's journal: to an outcome, or to its carry."""
+        run = self.run
         entries = await self.store.journal(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
         self.journal = journal = Journaled(entries)  # indexed once: logged here, served by the replayer
-        self._log_resume(journal)
+        journal.log_resumed(self.log)
         self.secrets = Secrets(self.app, self.secret_key)
         ctx = Run(
             record=run,
@@ -171,10 +179,12 @@ class Execution:
             live=self.live,
             callbacks=(self.secret_key, self.callback_url),
         )
-        self._started = ctx.children_started
+        self._started += [ctx.children_started]
         try:
             value = await self._workflow(wf.fn, ctx)
             ctx.check_consumed()
+            if isinstance(value, CarriedForward):
+                return value
             state, result = self._outcome(wf, value)
         except (Fenced, ServiceUnavailable, HandOver):
             raise
@@ -222,11 +232,7 @@ class Execution:
             return await self.finish(RunState.FAILED, error=error_of(exc), reason=why)
         if await self.gate.workflow_slot(key, wf.max_concurrent):
             return None
-        return await self._park(wf, key)
-
-    async def _park(self, wf: Workflow, key: str) -> Outcome:
-        """Every slot of the run's capped key is taken: wait without a worker, woken when one is
-        released (else tried again later), by this worker's timer or the sweeper."""
+        # every slot taken: wait with no worker held, woken when one is freed (timer, sweeper)
         what = f"a slot of {key} (max_concurrent={wf.max_concurrent})"
         self.wake_at = await self.gate.park("concurrency_slot", what, 0.0, key)
         return Outcome.WAITING
@@ -274,6 +280,8 @@ class Execution:
         run ends (``Run.ended``: or waits, if one of them committed a wait)."""
         try:
             value = await fn(ctx, **self.run.input)
+        except CarriedForward as carry:
+            value = carry  # settled below like a return, then carried (``carry.py``)
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
             self.control.dispatch_stopped = True
             raise
@@ -290,11 +298,3 @@ class Execution:
         workflow did next, the run is left for later, never ended on this worker."""
         if self.control.dispatch_stopped:
             raise Interrupted(f"run '{self.run.id}': a crossing was interrupted; left for later")
-
-    def _log_resume(self, journal: Journaled) -> None:
-        if not journal.entries:
-            return
-        self.log.info("run.resumed", entries=journal.length)
-        for op, intent in journal.pending():
-            tool, key = intent["tool"], intent["key"]
-            self.log.info("operation.unresolved", operation_id=op, tool=tool, idempotency_key=key)

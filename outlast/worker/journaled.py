@@ -26,6 +26,15 @@ class Journaled:
             self.ops.setdefault(e.op_id, {})[e.kind] = e
             self.history.setdefault(e.op_id, []).append(e)
 
+    def log_resumed(self, log: Any) -> None:
+        """Log a resume: the journal's length, and each intention a crash left without outcome."""
+        if not self.entries:
+            return
+        log.info("run.resumed", entries=self.length)
+        for op, intent in self.pending():
+            tool, key = intent["tool"], intent["key"]
+            log.info("operation.unresolved", operation_id=op, tool=tool, idempotency_key=key)
+
     def pending(self) -> list[tuple[str, dict[str, Any]]]:
         """Operations with an intention and no outcome: the gaps a crash left."""
         return [

@@ -56,10 +56,12 @@ class Replayer:
         self._control = control
         self._writes = writes  # the run's appends, held entries first
         self._clock = (db_now, time.monotonic())
-        self._next = 0
+        # Positions go on from the run's earlier generations (``op_base``): an operation id, and
+        # the idempotency key made of it, is never used twice in a run carried forward.
+        self._base = self._next = record.op_base
         self._served: set[str] = set()
         # the highest position journaled: a patch marker goes live only past it
-        self._last = max((int(op[3:]) for op in journal.ops if op.startswith("op-")), default=0)
+        self._last = max((int(op[3:]) for op in journal.ops if op.startswith("op-")), default=self._base)
         self._patches: dict[str, bool] = {}
         self._marks: list[tuple[str, dict[str, Any]]] = []  # patch markers not yet journaled
 
@@ -98,7 +100,12 @@ class Replayer:
     def replaying(self) -> bool:
         """True until the workflow has made a crossing past the last journaled one: what it does
         meanwhile (a live chunk) may have been done before the resume."""
-        return self._last > 0 and self._next <= self._last
+        return self._last > self._base and self._next <= self._last
+
+    @property
+    def positions(self) -> int:
+        """The positions handed out so far, the run's earlier generations' included."""
+        return self._next
 
     def journaled(self, op_id: str) -> bool:
         return op_id in self.journal.ops

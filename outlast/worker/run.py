@@ -68,6 +68,7 @@ class Run(Showing, Conversing):
         self._store = store
         self._control = control
         self._budget_id = record.budget_id
+        self._max_payload = max_payload
         # Each part is built whole, in the order they need one another: the replayer (the journal,
         # its appends through ``writes``), what is under way, the waits, the children, then the
         # dispatcher, given what it asks of the others (whether a long wait may park the run, the run itself).

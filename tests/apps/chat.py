@@ -152,3 +152,19 @@ async def pay(run: Any, order: str = "A7") -> dict[str, Any]:
     await run.emit("payment", {"url": url, "said": f"told the provider {url!r}"})
     confirmation = await run.receive("paid")
     return {"payment": payment, "confirmation": confirmation, "url": url}
+
+
+@app.workflow("chatter")
+async def chatter(run: Any, every: int = 3, total: int = 12, done: int = 0) -> dict[str, Any]:
+    """A chat that never ends, but for the test: each message on ``in`` acted on once, counted in
+    the run's state and an event, the run carried forward every ``every`` turns (``done`` carried),
+    until ``total`` messages were handled."""
+    for _ in range(every):
+        if done >= total:
+            return {"done": done}
+        message = await run.receive("in")
+        await run.call(handle, n=message["n"], message=message)
+        done += 1
+        await run.set_state("turns", done)
+        await run.emit("turn", {"n": message["n"]})
+    await run.carry_forward({"every": every, "total": total, "done": done})

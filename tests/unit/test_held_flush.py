@@ -34,6 +34,7 @@ FENCED = {
     "withdraw_approvals",
     "wait_first",
     "release",
+    "carry",  # the end of a generation: chained, as "finish", on the journal as the worker chained it
 }
 # Token-keyed, yet not a step of the run: giving slots back (a held result lost after it is
 # redone, and takes its slot again), and an operator's resume of a waiting run (the producer's,

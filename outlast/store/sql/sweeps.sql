@@ -130,7 +130,8 @@ SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
 
 -- name: prune
 -- One batch of finished runs deleted with everything that is theirs, in one statement (one
--- transaction). A run that another run continues stays until that one is gone (batches go from
+-- transaction), and (without %(state)s) the generations that runs carried forward ended before
+-- the cutoff. A run that another run continues stays until that one is gone (batches go from
 -- the newest of a chain up), so a budget goes only with the last run sharing it. With
 -- %(exclusive)s one pruner of this schema at a time: the others find nothing to do.
 WITH doomed AS (
@@ -154,13 +155,21 @@ m AS (DELETE FROM messages WHERE run_id IN (SELECT id FROM doomed)),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 st AS (DELETE FROM run_state WHERE run_id IN (SELECT id FROM doomed)),
+-- the ended generations of a run carried forward: with their run, or once ended before the cutoff
+gp AS (
+    DELETE FROM generations WHERE run_id IN (SELECT id FROM doomed)
+       OR (%(state)s::text IS NULL AND carried_at < %(before)s)
+    RETURNING run_id, generation),
+jp AS (
+    DELETE FROM journal_past p USING gp WHERE p.run_id = gp.run_id AND p.generation = gp.generation
+    RETURNING 1),
 r AS (DELETE FROM runs WHERE id IN (SELECT id FROM doomed) RETURNING id, budget_id),
 b AS (
     DELETE FROM budgets WHERE budget_id IN (SELECT budget_id FROM r)
       AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = budgets.budget_id
                       AND o.id NOT IN (SELECT id FROM r))
     RETURNING budget_id)
-SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) AS journal,
+SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) + (SELECT count(*) FROM jp) AS journal,
        (SELECT count(*) FROM e) AS events, (SELECT count(*) FROM a) AS approvals,
        (SELECT count(*) FROM v) AS reservations, (SELECT count(DISTINCT budget_id) FROM b) AS budgets;
 
@@ -180,7 +189,11 @@ kept (id) AS (
     SELECT c.parent_id FROM candidate c JOIN kept ON c.id = kept.id WHERE c.parent_id IS NOT NULL),
 doomed AS (SELECT id FROM candidate WHERE id NOT IN (SELECT id FROM kept))
 SELECT (SELECT count(*) FROM doomed) AS runs,
-       (SELECT count(*) FROM journal WHERE run_id IN (SELECT id FROM doomed)) AS journal,
+       (SELECT count(*) FROM journal WHERE run_id IN (SELECT id FROM doomed))
+       + (SELECT count(*) FROM journal_past p JOIN generations g
+            ON p.run_id = g.run_id AND p.generation = g.generation
+          WHERE g.run_id IN (SELECT id FROM doomed)
+             OR (%(state)s::text IS NULL AND g.carried_at < %(before)s)) AS journal,
        (SELECT count(*) FROM events WHERE run_id IN (SELECT id FROM doomed)) AS events,
        (SELECT count(*) FROM approvals WHERE run_id IN (SELECT id FROM doomed)) AS approvals,
        (SELECT count(*) FROM reservations WHERE run_id IN (SELECT id FROM doomed)) AS reservations,
