@@ -149,7 +149,7 @@ class Execution:
         held_back = await self._held_back(wf)
         if held_back is not None:
             return held_back
-        entries = await self.store.journal(run.id) if run.journal_len else []
+        entries = await self.store.journal_to_replay(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
             exc = JournalAltered(run.id, bad)
