@@ -52,7 +52,8 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     calls = [p for m in messages[last:] if isinstance(m, ModelResponse) for p in m.tool_calls]
     step = calls[-1].args_as_dict()["step"] + 1 if calls else 0
     if step < asked:
-        n = calls[-1].args_as_dict()["i"] + 1 if calls else sum(isinstance(m, ModelResponse) for m in messages)
+        answered = sum(isinstance(m, ModelResponse) for m in messages)
+        n = calls[-1].args_as_dict()["i"] + 1 if calls else answered
         return ModelResponse([ToolCallPart("read_page", {"i": n, "step": step}, f"c{n}")])
     return ModelResponse([TextPart("done")])
 
