@@ -10,8 +10,9 @@ pydantic-ai agent whose ``FunctionModel`` asks, at each of N steps, for a read t
   time at every request;
 - **wall**: the run from enqueue to its end, against the plain run;
 - **resume**: the run's journal read as a worker reads it at a resume (``journal_to_replay``) and
-  replayed (``replay_run``), against the agent's own loop over the same steps (the plain agent with
-  a model that answers at once, as the journal answers at a replay): the rest is outlast's part.
+  replayed (``replay_run``); outlast's part of it (the read, the chain's check and the index, and
+  the operations the agent hands to outlast, served from the journal), the rest being the agent's
+  own loop (pydantic-ai's graph and history handling, which grow with the square of the steps).
 
     OUTLAST_DATABASE_URL=postgresql://... OUTLAST_REDIS_URL=redis://... \\
         python3 bench/long_agent.py --steps 400
@@ -74,13 +75,6 @@ def model(messages: list[ModelMessage], info: AgentInfo | None) -> ModelResponse
     return ModelResponse([TextPart("done")])
 
 
-class Instant(FunctionModel):
-    """The model at a replay: answers at once, without estimating the request's usage."""
-
-    async def request(self, messages: Any, model_settings: Any, model_request_parameters: Any) -> Any:
-        return model(messages, None)
-
-
 def read_page(i: int) -> str:
     """Read page ``i``."""
     return page(i)
@@ -88,7 +82,6 @@ def read_page(i: int) -> str:
 
 app = App()
 plain = Agent(FunctionModel(model), name="plain", tools=[read_page])
-instant = Agent(Instant(model), name="instant", tools=[read_page])
 durable = Agent(
     FunctionModel(model),
     name="long",
@@ -170,24 +163,49 @@ def stored(h: Any, run_id: str, marks: tuple[int, ...]) -> dict[str, Any]:
     }
 
 
-async def resume(h: Any, run_id: str) -> tuple[float, float, int]:
-    """Seconds to read the journal as a resume does, and to replay it."""
-    from outlast import AsyncClient
+async def resume(h: Any, run_id: str) -> dict[str, float]:
+    """Seconds to read the journal as a resume does, and to replay it; and of the replay, the
+    seconds spent in outlast's part: checking and indexing the journal, and each operation the
+    agent hands to outlast (``_Bound.__call__``: served from the journal, the model and the tools
+    not called) -- the rest is the agent's own loop."""
+    from outlast import AsyncClient, agents
     from outlast._replay import replay_run
+    from outlast.worker import executor
+
+    spent = {"ops": 0.0, "check": 0.0}
+    call, check = agents._Bound.__call__, executor.first_bad_crossing
+
+    async def timed(self: Any, params: Any, *, config: object | None = None) -> Any:
+        started = time.perf_counter()
+        try:
+            return await call(self, params, config=config)
+        finally:
+            spent["ops"] += time.perf_counter() - started
 
     async with AsyncClient(settings=h.settings) as c:
         record = await c.status(run_id)
         started = time.perf_counter()
         entries = await c.store.journal_to_replay(run_id)
         read = time.perf_counter() - started
-        report = await replay_run(app, record, entries)
+        agents._Bound.__call__ = timed  # type: ignore[method-assign]
+        try:
+            started = time.perf_counter()
+            report = await replay_run(app, record, entries)
+            replay = time.perf_counter() - started
+        finally:
+            agents._Bound.__call__ = call  # type: ignore[method-assign]
         assert report.verdict == "agrees", report
-        return read, time.perf_counter() - started - read, len(entries)
+        started = time.perf_counter()
+        check(entries, record.journal_head)
+        executor.Journaled(entries)
+        spent["check"] = time.perf_counter() - started
+    return {"read": read, "replay": replay, "entries": len(entries), **spent}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="the agent's steps (default 1000)")
+    parser.add_argument("--no-plain", action="store_true", help="outlast's run only (no CPU, wall)")
     args = parser.parse_args()
     n = args.steps
     from outlast.testing import Harness
@@ -195,8 +213,7 @@ def main() -> None:
     db, rd = os.environ["OUTLAST_DATABASE_URL"], os.environ["OUTLAST_REDIS_URL"]
     import long_agent  # the app as the worker process imports it
 
-    plain_wall, plain_marks = run_plain(long_agent.plain, n)
-    loop_wall, _ = run_plain(long_agent.instant, n)
+    plain_wall, plain_marks = run_plain(long_agent.plain, n) if not args.no_plain else (0.0, [])
     with Harness.create(long_agent.app, db, rd) as h:
         marks_file = Path(h.settings.schema + ".marks.json").absolute()
         try:
@@ -204,7 +221,7 @@ def main() -> None:
         finally:
             marks_file.unlink(missing_ok=True)
         size = stored(h, rid, (100, 400, 1000))
-        read, replay, entries = asyncio.run(resume(h, rid))
+        r = asyncio.run(resume(h, rid))
     content = n * PAGE
     print(f"{n} steps, {content / 1e6:.2f} MB of content returned ({PAGE} bytes a step)")
     print(
@@ -217,17 +234,23 @@ def main() -> None:
             f"  per step up to step {step}: {s['text'] / 1e3:.1f} KB ({s['disk'] / 1e3:.1f} KB on disk); "
             f"the ten steps before it: {s['last10'] / 1e3:.1f} KB a step"
         )
-    for at in (10, n):
+    for at in (10, n) if plain_marks else ():
         ours, theirs = per_step(worker_marks, at), per_step(plain_marks, at)
         print(
             f"worker CPU per step at step {at}: outlast's worker {ours * 1e3:.2f} ms, plain "
             f"{theirs * 1e3:.2f} ms, outlast's part {(ours - theirs) * 1e3:.2f} ms"
         )
-    print(f"wall: outlast {wall:.1f} s, plain {plain_wall:.1f} s ({wall / plain_wall:.2f}x)")
+    if plain_marks:
+        print(f"wall: outlast {wall:.1f} s, plain {plain_wall:.1f} s ({wall / plain_wall:.2f}x)")
+    else:
+        print(f"wall: outlast {wall:.1f} s")
+    ours = r["read"] + r["check"] + r["ops"]  # the check and index: measured apart, once more
+    loop = r["replay"] - r["ops"] - r["check"]
     print(
-        f"resume ({entries} entries): journal read {read * 1e3:.0f} ms + replay {replay * 1e3:.0f} ms "
-        f"= {(read + replay) * 1e3:.0f} ms; the agent's own loop, the model answering at once: "
-        f"{loop_wall * 1e3:.0f} ms; outlast's part {(read + replay - loop_wall) * 1e3:.0f} ms"
+        f"resume ({r['entries']:.0f} entries): journal read {r['read'] * 1e3:.0f} ms + replay "
+        f"{r['replay'] * 1e3:.0f} ms = {(r['read'] + r['replay']) * 1e3:.0f} ms; outlast's part "
+        f"{ours * 1e3:.0f} ms (read {r['read'] * 1e3:.0f}, chain and index {r['check'] * 1e3:.0f}, "
+        f"operations served {r['ops'] * 1e3:.0f}), the agent's own loop {loop * 1e3:.0f} ms"
     )
 
 

@@ -1,4 +1,4 @@
-"""Captures by delta: what a ``capture`` entry stores, and each captured request rebuilt whole.
+"""This module says what a ``capture`` entry stores by delta, and rebuilds each request whole.
 
 A captured request that is a JSON object with a ``messages`` list (a model's conversation) is
 stored as what changed since the previous capture of the same tool in the run, its **base**:
