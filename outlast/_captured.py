@@ -47,12 +47,15 @@ def framing(rest: dict[str, Any]) -> tuple[str, str]:
     return head, "]" + ("," if len(after) > 1 else "") + after
 
 
-def expand(segments: list[Any], base: list[str]) -> list[str]:
-    """The messages' hashes a delta's ``messages`` says, given its base's."""
+def expand(segments: list[Any], base: list[str] | None) -> list[str] | None:
+    """The messages' hashes a delta's ``messages`` says, given its base's; None if it refers to
+    messages of a base not found (not in this journal)."""
     hashes: list[str] = []
     for s in segments:
         if isinstance(s, str):
             hashes.append(s)
+        elif base is None or s[1] > len(base):
+            return None
         else:
             hashes.extend(base[s[0] : s[1]])
     return hashes
@@ -72,9 +75,13 @@ def requests(entries: Iterable[Entry]) -> dict[int, dict[str, Any]]:
             shown[e.seq] = d  # stored whole (or withheld, before captures by delta)
             continue
         bodies.update(d.get("new", {}))
-        hashes = expand(d[MESSAGES], lists.get(d.get("base", ""), []))
-        lists[d["request_hash"]] = hashes
+        hashes = expand(d[MESSAGES], lists.get(d.get("base", "")))
         kept = {k: v for k, v in d.items() if k not in DELTA_KEYS}
+        if hashes is None:
+            lost = f"its base capture {d.get('base', '')[:16]} is not in the journal"
+            shown[e.seq] = {**kept, "withheld": lost}
+            continue
+        lists[d["request_hash"]] = hashes
         missing = [h for h in hashes if h not in bodies]
         if missing:
             shown[e.seq] = {**kept, "withheld": f"{len(missing)} message(s) missing, e.g. {missing[0][:16]}"}

@@ -48,6 +48,14 @@ def test_each_capture_rebuilt_whole_is_the_request_and_has_its_hash() -> None:
         assert whole[i]["request_hash"] == digest(text) and whole[i]["bytes"] == len(text.encode())
 
 
+def test_a_capture_whose_base_is_not_in_the_journal_says_so_instead_of_a_shorter_request() -> None:
+    caps = Captures(NoStore(), "r", Secrets(App(), None), 0)
+    said = [Message({"n": i}) for i in range(3)]
+    datas = [caps.stored("m", {}, {"messages": said[:n]}) for n in (2, 3)]
+    shown = requests(journal(datas[1:]))[1]
+    assert "request" not in shown and "is not in the journal" in shown["withheld"]
+
+
 def canonical_value(r: dict[str, Any]) -> Any:
     return json.loads(canonical(r))
 
