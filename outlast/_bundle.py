@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
+from outlast._captured import requests
 from outlast._journal import Entry, canonical
 from outlast._model import RunRecord
 from outlast._status import describe
@@ -74,8 +75,9 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
     times = await client.journal_times(run_id)
     out = dict.fromkeys(FILES, "")
     out["events.jsonl"] = _jsonl(await client.events(run_id))
+    whole = requests(entries)  # a capture stored by delta also carries its request whole
     out["journal.jsonl"] = _jsonl(
-        [{**e.data, "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries]
+        [{**e.data, **_whole(e, whole), "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries]
     )
     out["last_state.json"] = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
     started: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -110,6 +112,12 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
     return out
 
 
+def _whole(e: Entry, whole: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """A capture by delta's request whole, as ``request`` beside what is stored (``read`` drops it)."""
+    shown = whole.get(e.seq, {})
+    return {"request": shown["request"]} if "rest" in e.fields and "request" in shown else {}
+
+
 _TIMES = ("lease_expires_at", "deadline", "created_at", "updated_at", "finished_at", "start_at", "started_at")
 
 
@@ -129,6 +137,8 @@ def read(path: Path) -> tuple[RunRecord, list[Entry]]:
             data = json.loads(line)
             digest_ = data.pop("hash")
             data.pop("journaled_at", None)
+            if "rest" in data:  # a capture by delta: its request whole is shown, not stored
+                data.pop("request", None)
             body = canonical(data)
             entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
         return RunRecord.from_row(row), entries

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from outlast._captured import requests, shown_data
 from outlast._journal import Entry, first_bad_crossing, operation_state
 from outlast.producer import AsyncClient
 
@@ -24,10 +25,11 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
         if e.op_id is not None and bad is None:
             history.setdefault(e.op_id, []).append(e)
     pending, in_doubt, resolutions, captures = [], [], [], []
+    whole = requests(entries) if bad is None else {}  # each capture's request rebuilt whole
     for op, ops in history.items():
         captured = [e for e in ops if e.kind == "capture"]
         if captured:  # the last request the operation sent (a re-dispatch's replaces the first)
-            captures.append({"operation": op, **_body(captured[-1])})
+            captures.append({"operation": op, **_body(captured[-1], whole)})
         intent = next((e.data for e in ops if e.kind == "intention"), None)
         if intent is None:
             continue
@@ -130,16 +132,18 @@ def _numeric(run_id: str) -> list[Any]:
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", run_id)]
 
 
-def _body(e: Entry) -> dict[str, Any]:
-    """An entry's data without its place in the chain (seq, kind, op)."""
-    return {k: v for k, v in e.data.items() if k not in ("seq", "kind", "op")}
+def _body(e: Entry, whole: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """An entry's data without its place in the chain (seq, kind, op); a capture's request whole
+    (``whole``: ``outlast._captured.requests``)."""
+    return {k: v for k, v in shown_data(e, whole).items() if k not in ("seq", "kind", "op")}
 
 
 def operation(entries: list[Entry], op_id: str) -> dict[str, Any] | None:
     """One operation as ``status RUN --op OP`` shows it: its entries in order (intention, the
     request it sent if captured, result or in-doubt, resolutions), or None if the journal has
     no entry of it."""
-    ops = [{"seq": e.seq, "kind": e.kind, **_body(e)} for e in entries if e.op_id == op_id]
+    whole = requests(entries)  # a capture's request is rebuilt from the captures before it
+    ops = [{"seq": e.seq, "kind": e.kind, **_body(e, whole)} for e in entries if e.op_id == op_id]
     if not ops:
         return None
     state, _ = operation_state(e for e in entries if e.op_id == op_id)

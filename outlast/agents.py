@@ -67,6 +67,7 @@ from pydantic_ai.durable_exec import (
 from pydantic_ai.exceptions import ToolFailed, UserError
 from pydantic_ai.messages import (
     AgentStreamEvent,
+    ModelMessage,
     ModelMessagesTypeAdapter,
     PartDeltaEvent,
     PartStartEvent,
@@ -79,6 +80,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from outlast._captured import Message
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Reconciler, Retry, Tool
 from outlast.errors import ApprovalExpired, ApprovalRejected, InDoubt
@@ -178,6 +180,17 @@ class AgentScope:
         self.channel = channel  # where input admitted at the next model request arrives
         # tool call id -> the arguments approved for it, or why it is not made
         self.decided: dict[str, dict[str, Any] | str] = {}
+        # each message captured, dumped once (pydantic-ai changes no message once it was sent):
+        # a model request's capture costs its new messages, not the history's length
+        self.dumped: dict[int, tuple[ModelMessage, Message]] = {}
+
+    def dump(self, message: ModelMessage) -> Message:
+        """``message`` as JSON, dumped at its first capture and kept (its id is then not reused)."""
+        hit = self.dumped.get(id(message))
+        if hit is None or hit[0] is not message:
+            dumped = Message(ModelMessagesTypeAdapter.dump_python([message], mode="json")[0])
+            hit = self.dumped[id(message)] = (message, dumped)
+        return hit[1]
 
     async def call(
         self, tool: str, args: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[Any]]
@@ -527,7 +540,7 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
 
         async def body(args: dict[str, Any]) -> Any:
             action = current_action()
-            action.capture(_request(params))
+            action.capture(_request(params, scope))
             with durable_unit_scope():
                 result = await op.handler(params)
             usage = getattr(result, "usage", None)
@@ -605,13 +618,14 @@ async def _approved(run: Run, action: str, args: dict[str, Any], approval: Appro
         return f"Nobody approved this call in time: {exc}"
 
 
-def _request(params: Any) -> Any:
-    """What the model receives, as JSON: the messages, settings and tool definitions."""
+def _request(params: Any, scope: AgentScope) -> Any:
+    """What the model receives, as JSON: the messages, settings and tool definitions. Stored by
+    delta (``outlast._captured``): each message is dumped once per agent run."""
     if not isinstance(params, ModelRequestParams):
         return pydantic_core.to_jsonable_python(params, fallback=repr)
     parameters = params.model_request_parameters
     return {
-        "messages": ModelMessagesTypeAdapter.dump_python(params.messages, mode="json"),
+        "messages": [scope.dump(m) for m in params.messages],
         "settings": pydantic_core.to_jsonable_python(params.model_settings, fallback=repr),
         "tools": [t.name for t in (*parameters.function_tools, *parameters.output_tools)],
     }

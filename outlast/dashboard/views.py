@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from outlast import _bundle as bundle
+from outlast._captured import requests, shown_data
 from outlast._listing import RunQuery
 from outlast._shapes import described
 from outlast._status import CHILDREN_SHOWN, describe
@@ -36,6 +37,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
         now = max([*times.values(), *(e["at"] for e in events)], default=None)
         info["drawn"] = drawing.svg(bars, markers, now, _capture_href) if now is not None else ""
         info["tree"] = await children_tree(client, run_id) if info["children"] else []
+    whole = requests(entries)  # a capture's request rebuilt whole
     for e in entries:
         timeline.append(
             {
@@ -45,7 +47,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
                 "seq": e.seq,
                 "op": e.op_id,
                 "hash": e.hash,
-                "detail": e.data,
+                "detail": shown_data(e, whole),
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))

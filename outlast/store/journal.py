@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from outlast._journal import Entry
+from outlast._journal import Entry, Unread
 from outlast.store.base import Base
 from outlast.store.records import OnWait
 
@@ -21,6 +21,21 @@ class Journal(Base):
 
     async def journal(self, run_id: str) -> list[Entry]:
         rows = await self._rows("journal", run_id=run_id)
+        return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+
+    async def journal_to_replay(self, run_id: str) -> list[Entry]:
+        """The journal as a resume reads it: each capture's body left unread (``Unread``)."""
+        rows = await self._rows("journal_to_replay", run_id=run_id)
+        return [
+            Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"])
+            if r["body"] is not None
+            else Unread(r["seq"], r["kind"], r["op_id"], "", r["hash"])
+            for r in rows
+        ]
+
+    async def captures(self, run_id: str, upto: int) -> list[Entry]:
+        """The run's capture entries up to ``upto``, in order."""
+        rows = await self._rows("captures", run_id=run_id, upto=upto)
         return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
 
     async def journal_times(self, run_id: str) -> dict[int, datetime]:

@@ -20,6 +20,7 @@ import psycopg
 import redis
 
 from outlast._callbacks import deliver, sign, url
+from outlast._captured import requests, shown_data
 from outlast._model import Answered, Receipt, RunRecord
 from outlast.app import App
 from outlast.producer import Client
@@ -345,8 +346,11 @@ class Harness:
 
     def journal(self, run_id: str) -> list[dict[str, Any]]:
         """The run's journal entries, each as stored: ``seq``, ``kind``, ``op`` and its data
-        (an intention's ``tool``, ``args``, ``key``; a result's ``ok`` or ``error`` and ``how``...)."""
-        return [e.data for e in self.client.journal(run_id)]
+        (an intention's ``tool``, ``args``, ``key``; a result's ``ok`` or ``error`` and ``how``...);
+        a capture with its request whole (``request``), as ``outlast status --op`` shows it."""
+        entries = self.client.journal(run_id)
+        whole = requests(entries)
+        return [shown_data(e, whole) for e in entries]
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
         """The run's events (``kind``, ``detail``, ``at``), oldest first."""

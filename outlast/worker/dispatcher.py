@@ -27,7 +27,7 @@ from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.store import Store
 from outlast.worker.admission import OperationAdmission
-from outlast.worker.captures import journal_capture
+from outlast.worker.captures import Captures
 from outlast.worker.control import Abandoned, JournalEnd, RunControl
 from outlast.worker.flow import FlowGate, no_check
 from outlast.worker.gaps import GapTable, Reconciled, Redo, holds
@@ -68,7 +68,7 @@ class Dispatcher:
         self._control = control
         self._writes = writes
         self._replayer = replayer
-        self._secrets = secrets
+        self._secrets, self._captures = secrets, Captures(store, record.id, secrets, replayer.journal.length)
         self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
         self._admission = OperationAdmission(
             record=record,
@@ -200,7 +200,7 @@ class Dispatcher:
             self._control.dispatching -= 1
             reset_action(token)
         if action.captured:  # what the tool sent, journaled before its outcome
-            await journal_capture(self._replayer, self._secrets, tool, args, action, self.max_payload)
+            await self._captures.journal(self._replayer, tool, args, action)
         if unknown and tool.effect != "read" and not tool.idempotent:
             # Given up on, or done with a result that cannot be kept: not a plain failure, which
             # a retry or a compensation would take at its word. Only a read or a tool that

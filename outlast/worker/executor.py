@@ -157,7 +157,7 @@ class Execution:
     async def _generation(self, wf: Workflow) -> Outcome | CarriedForward:
         """Run the current generation of the run's journal: to an outcome, or to its carry."""
         run = self.run
-        entries = await self.store.journal(run.id) if run.journal_len else []
+        entries = await self.store.journal_to_replay(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
             exc = JournalAltered(run.id, bad)

@@ -53,7 +53,8 @@ WORKER_APPENDS = {"submit_append", "submit_take"}
 UNFENCED = {
     # reads
     "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
-    "journal", "program_served", "redis_used", "run_gauges", "schedules", "unseen", "workers",
+    "journal", "journal_to_replay", "captures", "program_served", "redis_used", "run_gauges", "schedules",
+    "unseen", "workers",
     "unknown_workflows", "orphans",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",

@@ -50,5 +50,20 @@ WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s;
 -- name: journal
 SELECT seq, kind, op_id, body, hash FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
 
+-- name: journal_to_replay
+-- The journal as a resume replays it: a capture's body is not read (replay needs none), only its
+-- opening, which says it is a capture (a row whose kind was changed to one is read whole, and its
+-- chain then fails); its link in the chain is checked by the next entry's, from its stored hash.
+SELECT seq, kind, op_id, hash,
+    CASE WHEN kind = 'capture'
+          AND left(body, 160) ~ '^\{("base":"[0-9a-f]{64}",)?("bytes":[0-9]+,)?"kind":"capture",'
+         THEN NULL ELSE body END AS body
+FROM journal WHERE run_id = %(run_id)s ORDER BY seq;
+
+-- name: captures
+-- The captures a run journaled up to %(upto)s, read at its first capture after a resume.
+SELECT seq, kind, op_id, body, hash FROM journal
+WHERE run_id = %(run_id)s AND kind = 'capture' AND seq <= %(upto)s ORDER BY seq;
+
 -- name: journal_times
 SELECT seq, created_at FROM journal WHERE run_id = %(run_id)s ORDER BY seq;

@@ -1,0 +1,146 @@
+"""Captures by delta (``outlast._captured``): a model request's capture stores the messages no
+earlier capture of the run stored, against the previous one; every reader shows it whole; a
+resume reads no capture body."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outlast import AsyncClient
+from outlast._bundle import export
+from outlast._captured import requests
+from outlast._journal import canonical, digest
+from outlast._replay import replay_bundle
+from outlast._status import describe, operation, render_operation
+from outlast.store import Store
+from outlast.testing import HarnessFactory
+from tests.apps import reader
+
+
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    monkeypatch.setattr(reader, "RECORD", True)
+    monkeypatch.setattr(reader, "SEEN", [])
+    yield reader.SEEN
+
+
+def test_a_300_step_agent_s_captures_grow_with_its_content_and_none_is_withheld(
+    outlast_harness: HarnessFactory,
+) -> None:
+    h = outlast_harness(reader.app, max_payload=65536)
+    h.start_worker()
+    rid = h.client.enqueue("reading", {"steps": 300}).id
+    assert h.wait(rid, "succeeded", timeout=240).result == "done"
+    entries = h.client.journal(rid)
+    captures = [e for e in entries if e.kind == "capture"]
+    assert len(captures) == 301 and not [e for e in captures if "withheld" in e.fields]
+    stored = sum(len(e.body.encode()) for e in captures)
+    content = 300 * reader.PAGE
+    assert stored < 3 * content, f"{stored} bytes stored for {content} bytes of content"
+    whole = requests(entries)[captures[-1].seq]
+    text = canonical(whole["request"])
+    assert whole["request_hash"] == digest(text) and whole["bytes"] == len(text.encode())
+    assert len(whole["request"]["messages"]) == 601 and whole["bytes"] > 300 * reader.PAGE
+    assert h.client.verify(rid) is None  # the chain covers every message stored
+
+
+def test_status_the_bundle_and_offline_replay_show_each_request_whole_as_the_model_saw_it(
+    outlast_harness: HarnessFactory, seen: list[Any], tmp_path: Path
+) -> None:
+    h = outlast_harness(reader.app)
+    h.start_worker()
+    rid = h.client.enqueue("reading", {"steps": 5}).id
+    h.wait(rid, "succeeded")
+    entries = h.client.journal(rid)
+    captures = [e for e in entries if e.kind == "capture"]
+    assert len(captures) == len(seen) == 6
+    assert "rest" in captures[-1].fields and "request" not in captures[-1].fields  # stored by delta
+    for e, saw in zip(captures, seen, strict=True):
+        view = operation(entries, e.op_id or "")
+        assert view is not None
+        shown = next(x for x in view["entries"] if x["kind"] == "capture")
+        assert shown["request"]["messages"] == saw
+        assert shown["request_hash"] == digest(canonical(shown["request"]))
+    assert json.dumps(seen[-1][-1]["parts"][0]["content"]) in render_operation(rid, view)
+
+    async def read() -> dict[str, Any]:
+        async with AsyncClient(settings=h.settings) as c:
+            await export(c, rid, tmp_path / "bundle")
+            return await describe(c, rid)
+
+    info = asyncio.run(read())
+    assert [c["request"]["messages"] for c in info["captures"]] == seen  # the run page's too
+    lines = [json.loads(x) for x in (tmp_path / "bundle" / "journal.jsonl").read_text().splitlines()]
+    assert [x["request"]["messages"] for x in lines if x["kind"] == "capture"] == seen
+    report = asyncio.run(replay_bundle(tmp_path / "bundle", reader.app))
+    assert report.agrees, str(report)  # the bundle's chain verifies: the whole requests are beside it
+
+
+def test_a_trimmed_history_stores_only_the_messages_not_stored_before(
+    outlast_harness: HarnessFactory, seen: list[Any]
+) -> None:
+    h = outlast_harness(reader.app)
+    h.start_worker()
+    rid = h.client.enqueue("reading", {"steps": 12, "trimmed": True}).id
+    h.wait(rid, "succeeded")
+    entries = h.client.journal(rid)
+    captures = [e for e in entries if e.kind == "capture"]
+    whole = requests(entries)
+    assert [whole[e.seq]["request"]["messages"] for e in captures] == seen
+    assert max(len(s) for s in seen) == 5  # the processor trimmed: no request extends the one before
+    stored = [h for e in captures for h in e.fields["new"]]
+    distinct = {digest(canonical(m)) for s in seen for m in s}
+    assert len(stored) == len(set(stored)) == len(distinct)  # each message stored once
+    later = captures[-1].fields
+    assert later["base"] == captures[-2].fields["request_hash"]
+    assert [s for s in later["messages"] if isinstance(s, list)] == [[0, 1], [3, 5]]  # kept, by slice
+    assert len(later["new"]) == 2  # the model's last call and its return
+
+
+def test_a_resume_reads_no_capture_body_and_captures_go_on_by_delta(
+    outlast_harness: HarnessFactory, seen: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = outlast_harness(reader.app)
+    h.start_worker()
+    rid = h.client.enqueue("reading", {"steps": 4, "then": 3}).id
+    h.wait(rid, "waiting")
+    before = [e for e in h.client.journal(rid) if e.kind == "capture"]
+    read: list[tuple[str, dict[str, Any], list[dict[str, Any]]]] = []
+    rows = Store._rows
+
+    async def spied(self: Store, name: str, **params: Any) -> list[dict[str, Any]]:
+        got = await rows(self, name, **params)
+        read.append((name, params, got))
+        return got
+
+    monkeypatch.setattr(Store, "_rows", spied)
+    h.client.send(rid, "go", "on")
+    h.wait(rid, "succeeded")
+    monkeypatch.undo()
+    resumed = [got for name, _, got in read if name == "journal_to_replay"]
+    assert resumed and "journal" not in [name for name, _, _ in read]
+    for got in resumed:
+        skipped = [r for r in got if r["kind"] == "capture"]
+        assert len(skipped) == len(before) and all(r["body"] is None for r in skipped)
+    learnt = [(p, got) for name, p, got in read if name == "captures"]
+    assert len(learnt) == 1 and len(learnt[0][1]) == len(before)  # once, at the next capture
+
+    entries = h.client.journal(rid)
+    captures = [e for e in entries if e.kind == "capture"]
+    after = captures[len(before)].fields
+    assert after["base"] == before[-1].fields["request_hash"]
+    old = {k for e in before for k in e.fields["new"]}
+    assert not old & set(after["new"])  # nothing stored twice across the resume
+    # The model's answers journaled before the resume are served from it as they were: referenced,
+    # not stored again (pydantic-ai gives the requests it rebuilds on replay a new timestamp).
+    assert [m["kind"] for m in after["new"].values()].count("response") == 1  # its last: "done"
+    assert sum(isinstance(s, list) for s in after["messages"]) == 4
+    whole = requests(entries)
+    assert [whole[e.seq]["request"]["messages"] for e in captures] == seen
+    assert h.client.verify(rid) is None
