@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
@@ -29,6 +30,7 @@ from outlast.errors import (
     UnknownTool,
     UnknownWorkflow,
 )
+from outlast.settings import check_name
 
 Effect = Literal["write", "read"]
 EFFECTS: tuple[str, ...] = ("write", "read")
@@ -190,6 +192,7 @@ class Workflow:
     concurrency_key: KeyOf | None = None  # the run's (input, tenant) -> the key capped
     channels: dict[str, Any] | None = None  # declared message channels and their types (None: any)
     fails_on: tuple[type[BaseException], ...] = ()  # exceptions that fail the run (others park it)
+    queue: str | None = None  # the queue its runs go to when none is given (None: the default)
 
     @property
     def accepts_partial(self) -> bool:
@@ -257,6 +260,7 @@ class App:
         concurrency_key: ConcurrencyKey | None = None,
         channels: dict[str, Any] | None = None,
         fails_on: tuple[type[BaseException], ...] = (),
+        queue: str | None = None,
     ) -> Callable[[W], W]:
         """Register an ``async def`` workflow taking ``run`` and the run's input as keywords.
         ``compensate_on=("cancel", "failure")`` runs the compensations of its completed
@@ -277,7 +281,15 @@ class App:
         An exception its code raises parks the run (a bug: ``waiting``, reason ``workflow_error``,
         until a fix is deployed and the run resumed), unless the workflow means it: ``raise
         outlast.Failure(...)``, an outlast refusal, or a type in ``fails_on`` ends the run
-        ``failed`` (``fails_on=(Exception,)``: every exception fails it, as before parking)."""
+        ``failed`` (``fails_on=(Exception,)``: every exception fails it, as before parking).
+        ``queue="payouts"`` routes its runs to that queue when the enqueue names none (a client
+        given this app, its child runs, its schedules), and a worker of this app started with no
+        ``--queue`` serves it beside the default queue."""
+        if queue is not None:
+            try:
+                check_name(queue)
+            except ValueError as exc:
+                raise TypeError(f"workflow {name!r}: the queue {exc}") from None
         if not (isinstance(partial, bool) or callable(partial)):
             raise TypeError(f"workflow {name!r}: partial must be True, False or a handler")
         _cap(f"workflow {name!r}", max_concurrent)
@@ -301,6 +313,7 @@ class App:
                 None if concurrency_key is None else _key_of(wf_name, concurrency_key),
                 None if channels is None else dict(channels),
                 tuple(fails_on),
+                queue,
             )
             self.workflows[wf.name] = wf
             return fn
@@ -485,6 +498,24 @@ class App:
 
     def programs(self) -> dict[str, str]:
         return {name: wf.program for name, wf in self.workflows.items()}
+
+    def queue_of(self, workflow: str) -> str | None:
+        """The queue ``workflow`` routes its runs to, if this app knows it and it names one."""
+        wf = self.workflows.get(workflow)
+        return wf.queue if wf is not None else None
+
+    def queues(self, default: str) -> list[str]:
+        """The queues a worker of this app serves when none is named: ``default``, then each queue a
+        workflow routes to, in the order they were registered."""
+        routed = [wf.queue for wf in self.workflows.values() if wf.queue is not None]
+        return list(dict.fromkeys([default, *routed]))
+
+    def routed_schedules(self) -> dict[str, Schedule]:
+        """The schedules, each naming the queue of its workflow where it names none."""
+        return {
+            name: s if s.queue else dataclasses.replace(s, queue=self.queue_of(s.workflow))
+            for name, s in self.schedules.items()
+        }
 
     def declared_channels(self) -> list[dict[str, Any]]:
         """Each workflow's program and its channels' JSON schemas, as a worker publishes them."""

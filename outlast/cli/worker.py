@@ -30,8 +30,10 @@ from outlast.settings import check_name
 def worker(
     ctx: click.Context, /, app_spec: str, queues: tuple[str, ...], processes: int, **opts: Any
 ) -> None:
-    """Serve the workflows of MODULE:APP. An app whose tools declare secret arguments needs
-    OUTLAST_SECRET_KEY (environment only: never an option, never shown)."""
+    """Serve the workflows of MODULE:APP, from each --queue given, else from the default queue and
+    each queue a workflow of the app routes to (``@app.workflow(queue=...)``). An app whose tools
+    declare secret arguments needs OUTLAST_SECRET_KEY (environment only: never an option, never
+    shown)."""
     from outlast.services import resolve
     from outlast.worker import serve
 
@@ -43,4 +45,4 @@ def worker(
     s, note = resolve(settings_of(ctx).with_(**opts))
     if note:
         click.echo(note, err=True)
-    serve(app_spec, s, list(queues) or [s.queue], processes)
+    serve(app_spec, s, list(queues), processes)

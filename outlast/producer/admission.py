@@ -179,7 +179,7 @@ class Admission(ClientCore):
         return {
             "id": run_id or uuid.uuid4().hex[:20],
             "workflow": workflow,
-            "queue": queue or self.settings.queue,
+            "queue": queue or (self.app and self.app.queue_of(workflow)) or self.settings.queue,
             "input": data,
             "input_hash": ihash,
             "program": program,

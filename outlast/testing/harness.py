@@ -157,7 +157,7 @@ class Harness:
         """Start the in-process worker (a real ``Worker`` on its own thread and loop)."""
         if self._worker is not None:
             raise RuntimeError("the in-process worker is already running")
-        w = InProcessWorker(self.app, self.settings, queues or [self.settings.queue])
+        w = InProcessWorker(self.app, self.settings, queues or self.app.queues(self.settings.queue))
         w.start()
         self._worker = w
 

@@ -116,7 +116,7 @@ class RunChildren:
         row = {
             "id": child_id,
             "workflow": workflow,
-            "queue": queue or self._queue,
+            "queue": queue or self._app.queue_of(workflow) or self._queue,
             "input": json.loads(text),
             "input_hash": ihash,
             "program": program,

@@ -57,6 +57,7 @@ class Worker:
         self.store = store
         self.queue = queue
         self.s = settings
+        queues = queues or app.queues(settings.queue)  # none named: the default and the routed ones
         self.queues = queues
         self.programs = app.programs()
         self.state = WorkerState(queues=queues, programs=self.programs)
@@ -68,7 +69,7 @@ class Worker:
         app.check()  # a reconciler of no tool, refused at start
         workflows = {name: wf.fn for name, wf in app.workflows.items()}
         self._relative = require_setup(workflows, settings.secret_key, settings.callback_url)
-        self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
+        self.sweeper = Sweeper(store, queue, settings, queues, app.routed_schedules(), self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
         self.linger = Linger(seconds=settings.receive_linger, store=store)  # receives held a moment

@@ -235,7 +235,8 @@ class Run(Showing, Conversing):
     def start(
         self, workflow: str, input: dict[str, Any] | None = None, *, queue: str | None = None
     ) -> Awaitable[Child]:
-        """Start a child run of ``workflow`` with ``input`` (on ``queue``, else this run's): a
+        """Start a child run of ``workflow`` with ``input`` (on ``queue``, else the queue the
+        workflow routes to, else this run's): a
         journaled crossing. The child's id is derived from this run and this crossing, so a
         resumed run finds the same child; it shares this run's budget, deadline and tenant, and
         is cancelled with it. ``await child.result()`` waits for it with no worker held."""
