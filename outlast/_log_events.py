@@ -63,6 +63,10 @@ EVENTS: dict[str, str] = {
         "A run's live `chunks` could not reach Redis (`error`): they are lost (live output is at most once)."
     ),
     "run.serve_failed": "An unexpected error serving a run's entry (traceback follows).",
+    "run.moved": (
+        "A run parked on another program (`was`: program_changed or workflow_error; `program`) was "
+        "resumed on the program this worker serves (`to`): it goes on where replay agrees with its journal."
+    ),
     "run.program_changed": (
         "A run's program changed since it started and no worker serves it (`message`: the way out)."
     ),

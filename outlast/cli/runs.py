@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from datetime import datetime
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from outlast._model import RunRecord, RunState
+from outlast._status import describe
 from outlast.cli.common import json_arg, option, settings_of, shown, with_client
 from outlast.cli.group import cli
 from outlast.producer import AsyncClient
@@ -136,13 +138,63 @@ def _print_final(run: RunRecord) -> None:
 
 
 @cli.command()
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("--accept-program-change", is_flag=True, help="Migrate the run to the new program.")
+@click.option("--workflow", help="Resume every parked run of this workflow on the code deployed now.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(0, 3600),
+    default=60.0,
+    show_default=True,
+    help="With --workflow: seconds to wait for workers to replay the runs before saying what moved.",
+)
 @click.pass_context
-def resume(ctx: click.Context, run_id: str, accept_program_change: bool) -> None:
-    """Put a waiting run back in the queue (after a refusal was dealt with)."""
+def resume(
+    ctx: click.Context, run_id: str | None, accept_program_change: bool, workflow: str | None, wait_s: float
+) -> None:
+    """Put a waiting run back in the queue (after a refusal was dealt with). With --workflow W,
+    every run of W parked by a program change, a bug or a replay that diverged is resumed on the
+    program of the worker that takes it; replay takes each forward only where it agrees with the
+    journal crossing for crossing, and the command prints what moved and what did not, and why."""
+    if (run_id is None) == (workflow is None):
+        raise click.UsageError("give a RUN_ID or --workflow W (one of them)")
+    if workflow is not None:
+        with_client(ctx, lambda c: _resume_workflow(c, workflow, wait_s))
+        return
+    assert run_id is not None
     run = with_client(ctx, lambda c: c.resume(run_id, accept_program_change=accept_program_change))
     click.echo(f"run {run.id} {run.state}")
+
+
+PARKED = {"program_changed", "workflow_error", "resume_impossible"}
+
+
+async def _resume_workflow(c: AsyncClient, workflow: str, wait_s: float) -> None:
+    """Resume the parked runs of ``workflow``, wait up to ``wait_s`` for each to be replayed, and
+    say of each whether it moved, stayed (and why), or was not taken yet."""
+    ids = await c.resume_workflow(workflow)
+    click.echo(shown(f"{len(ids)} parked run(s) of {workflow} resumed"))
+    left, outcome = list(ids), dict[str, RunRecord]()
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while left and asyncio.get_running_loop().time() < deadline:
+        for seen in [await c.status(i) for i in left]:
+            if seen.state != RunState.QUEUED:
+                outcome[seen.id] = seen
+        left = [i for i in left if i not in outcome]
+        if left:
+            await asyncio.sleep(0.5)
+    for i in ids:
+        run = outcome.get(i)
+        if run is None:
+            click.echo(
+                shown(f"not taken yet: {i} queued (no worker serving {workflow} took it in {wait_s:g} s)")
+            )
+        elif run.state == RunState.WAITING and run.reason in PARKED:
+            why = (await describe(c, i))["message"]
+            click.echo(shown(f"stayed: {i} waiting ({run.reason})" + (f": {why}" if why else "")))
+        else:
+            click.echo(shown(f"moved: {i} {run.state}" + (f" ({run.reason})" if run.reason else "")))
 
 
 @cli.command()

@@ -224,3 +224,18 @@ class Runs(ClientCore):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
+
+    async def resume_workflow(self, workflow: str, *, principal: Principal | None = None) -> list[str]:
+        """Resume every run of ``workflow`` parked by a program change, a bug or a replay that
+        diverged, each on the program of the worker that takes it: replay checks it crossing for
+        crossing, so a run goes on only where the code deployed now agrees with its journal (one
+        that diverges waits again, ``resume_impossible``, its first divergence in ``outlast status``).
+        The ids resumed (a run that changed meanwhile is left as it is)."""
+        moved = []
+        for r in await self.store.parked_of(workflow):
+            detail = {"accept_program_change": True, "was": r["reason"], "bulk": workflow}
+            detail |= principal.record() if principal else {}
+            if await self.store.requeue(r["id"], r["fencing_token"], True, detail):
+                await self.queue.publish(r["queue"], r["id"], priority=r["priority"])
+                moved.append(r["id"])
+        return moved

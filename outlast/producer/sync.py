@@ -90,6 +90,7 @@ class _Runs(_Loop):
     generations = _blocking(AsyncClient.generations)
     cancel = _blocking(AsyncClient.cancel)
     resume = _blocking(AsyncClient.resume)
+    resume_workflow = _blocking(AsyncClient.resume_workflow)
 
     def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
         """Every event of the run after event ``after``, as it happens, until the run is final

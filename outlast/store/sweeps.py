@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from outlast.store.base import Base
 from outlast.store.records import Pruned
@@ -64,6 +65,20 @@ class Sweeps(Base):
         """Runs leased to a worker that went silent, each (id, owner, seconds its lease has left)."""
         rows = await self._rows("orphans", limit=limit)
         return [(r["id"], r["owner"], r["seconds"]) for r in rows]
+
+    async def movable(self, programs: dict[str, str], limit: int = 100) -> list[dict[str, Any]]:
+        """Runs parked by a program change or a bug, of a workflow in ``programs`` (workflow ->
+        the program served), on another program: id, fencing_token, workflow, program, reason,
+        queue, priority."""
+        names = list(programs)
+        return await self._rows(
+            "movable", workflows=names, programs=[programs[n] for n in names], limit=limit
+        )
+
+    async def parked_of(self, workflow: str, limit: int = 1000) -> list[dict[str, Any]]:
+        """The runs of ``workflow`` parked by a program change, a bug or a diverging replay: id,
+        fencing_token, reason, queue, priority."""
+        return await self._rows("parked_of", workflow=workflow, limit=limit)
 
     async def db_now(self) -> datetime:
         """The clock of claims, leases and due times: ``outlast_now()`` (0018_clock)."""

@@ -16,6 +16,7 @@ from outlast.queue import Queue
 from outlast.queue.undelivered import Waiting
 from outlast.settings import Settings, duration
 from outlast.store import Store
+from outlast.worker.mover import Mover
 from outlast.worker.rollup import Rollup
 from outlast.worker.scheduler import Scheduler
 
@@ -26,8 +27,9 @@ PRUNE_BATCHES = 20  # of 500 runs: at most 10,000 runs a pass, the rest at the n
 
 class Sweeper:
     """The ``Sweeper`` handles deadlines that passed while nothing ran, the schedules' due ticks,
-    re-publication, names and heartbeat records of workers gone, watchers gone, retention
-    (``OUTLAST_RETENTION``), and the dashboard charts' rollup (``rollup.py``)."""
+    parked runs of other programs (``mover.py``), re-publication, names and heartbeat records of
+    workers gone, watchers gone, retention (``OUTLAST_RETENTION``), and the dashboard charts'
+    rollup (``rollup.py``)."""
 
     def __init__(
         self,
@@ -52,6 +54,7 @@ class Sweeper:
         self._next_look = 0.0
         self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
         self.rollup = Rollup(store, queue, settings.rollup_every)
+        self.mover = Mover(store, queue, programs or {})
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()
@@ -76,6 +79,7 @@ class Sweeper:
         await self.orphans(log)
         await self.turns(log)
         await self.scheduler.tick(log)  # after: a failing schedule never holds up re-publication
+        await self.mover.step(log)  # parked runs of other programs, taken forward where replay agrees
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             await self.prune(log)

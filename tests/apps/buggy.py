@@ -1,6 +1,7 @@
 """A payment whose workflow has a bug after the charge (``buggy_fixed`` is the same workflow with the
-bug fixed, as deployed after it): each effect counted in the test's `executions` table, keyed by its
-operation's idempotency key."""
+bug fixed, as deployed after it; that fix also sends the email of an order named ``late...``
+before its charge, so that a run of one parked before the fix diverges from its journal): each
+effect counted in the test's `executions` table, keyed by its operation's idempotency key."""
 
 from __future__ import annotations
 
@@ -26,10 +27,12 @@ def email(order: str) -> str:
     return "sent"
 
 
-@app.workflow("pay")
+@app.workflow("pay", version="2" if FIXED else "1")  # the source reads FIXED: the version differs
 async def pay(run: Run, order: str, cents: int) -> dict[str, Any]:
     if cents <= 0:
         raise Failure(f"order {order}: nothing to charge")
+    if FIXED and order.startswith("late"):  # the fix also moved the email first for these: a divergence
+        await run.call(email, order=order)
     receipt = await run.call(charge, order=order, cents=cents)
     if not FIXED:
         receipt["cents"] = receipt.cents_total  # type: ignore[attr-defined]  # the bug: a dict has none

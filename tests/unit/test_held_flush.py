@@ -38,7 +38,8 @@ FENCED = {
 }
 # Token-keyed, yet not a step of the run: giving slots back (a held result lost after it is
 # redone, and takes its slot again), and an operator's resume of a waiting run (the producer's,
-# keyed by the token of the wait it saw: no worker holds the run then).
+# keyed by the token of the wait it saw: no worker holds the run then), as a worker's move of a
+# parked run is (mover.py).
 # The lease holder's look at its inbox is a read (whether the token still holds the run, beside the
 # oldest message): its take is the journal append below that carries it.
 NOT_STEPS = {"release_slots", "requeue", "inbox"}
@@ -55,7 +56,7 @@ UNFENCED = {
     "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
     "journal", "journal_to_replay", "captures", "program_served", "redis_used", "run_gauges", "schedules",
     "unseen", "workers",
-    "unknown_workflows", "orphans",
+    "unknown_workflows", "orphans", "movable",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",
     "forget_worker", "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",

@@ -202,3 +202,26 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
           AND EXISTS (SELECT 1 FROM budgets WHERE budgets.budget_id = d.budget_id)
           AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = d.budget_id
                           AND o.id NOT IN (SELECT id FROM doomed))) AS budgets;
+
+-- name: movable
+-- Runs parked by a program change or by a bug (waiting, program_changed or workflow_error) of a
+-- workflow a worker serves, on another program than the one it serves: the worker resumes them on
+-- its program, and replay takes each forward only where it agrees with the journal crossing for
+-- crossing (a run that diverges waits again, resume_impossible, and is not moved again).
+SELECT r.id, r.fencing_token, r.workflow, r.program, r.reason, r.queue, r.priority
+FROM runs r JOIN unnest(%(workflows)s::text[], %(programs)s::text[]) AS s(workflow, program)
+  ON r.workflow = s.workflow
+WHERE r.state = 'waiting' AND r.reason IN ('program_changed', 'workflow_error')
+  AND r.program IS DISTINCT FROM s.program
+ORDER BY r.updated_at
+LIMIT %(limit)s;
+
+-- name: parked_of
+-- The runs of one workflow parked by a program change, a bug or a replay that diverged: what an
+-- operator's bulk resume moves.
+SELECT id, fencing_token, reason, queue, priority
+FROM runs
+WHERE workflow = %(workflow)s AND state = 'waiting'
+  AND reason IN ('program_changed', 'workflow_error', 'resume_impossible')
+ORDER BY updated_at
+LIMIT %(limit)s;
