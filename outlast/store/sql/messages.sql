@@ -93,9 +93,8 @@ WITH r AS (
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND messages_sent = %(seen)s
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'message') WHERE waits_for = %(channel)s;
 
