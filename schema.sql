@@ -1,4 +1,4 @@
--- The whole outlast schema, version 30: what its migrations
+-- The whole outlast schema, version 34: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -18,6 +18,12 @@ CREATE FUNCTION outlast.outlast_declared(p_workflow text, p_program text) RETURN
     WHERE d.workflow = p_workflow AND (p_program IS NULL OR d.program = p_program)
     ORDER BY d.published_at DESC LIMIT 1
 $$;
+
+CREATE FUNCTION outlast.outlast_event(run text, kind text, detail jsonb, write_id text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE sql
+    AS $_$
+    INSERT INTO events (run_id, kind, detail, write_id) VALUES ($1, $2, $3, $4) RETURNING id
+$_$;
 
 CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -18,9 +18,8 @@ a AS (
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
            %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
-    ON CONFLICT (run_id, op_id) DO NOTHING),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'awaiting_approval', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    ON CONFLICT (run_id, op_id) DO NOTHING)
+SELECT id AS run_id FROM r, outlast_event(id, 'awaiting_approval', %(detail)s)
 UNION ALL  -- run again after a lost acknowledgement: already waiting under this token
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'awaiting_approval', 'approval');
 
@@ -46,10 +45,8 @@ r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         reason = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id IN (SELECT run_id FROM a) AND state = 'awaiting_approval'
-    RETURNING id, queue),
-e AS (
-    INSERT INTO events (run_id, kind, detail) SELECT run_id, 'decision', %(detail)s FROM a)
-SELECT a.run_id, r.queue FROM a LEFT JOIN r ON true
+    RETURNING id, queue)
+SELECT a.run_id, r.queue FROM a CROSS JOIN outlast_event(a.run_id, 'decision', %(detail)s) LEFT JOIN r ON true
 UNION ALL  -- run again after a lost acknowledgement: this very decision taken, its run to publish
 SELECT d.run_id, w.queue FROM approvals d
 LEFT JOIN runs w ON w.id = d.run_id AND w.state IN ('queued', 'cancelling')  -- not taken yet

@@ -27,15 +27,11 @@ r AS (
            p.priority
     FROM p WHERE NOT p.cancel_requested
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, workflow, queue, started_by, published_at),
-e AS (
-    INSERT INTO events (run_id, kind, detail)
-    SELECT r.id, 'enqueued',
-           jsonb_build_object('workflow', r.workflow, 'queue', r.queue, 'started_by', r.started_by)
-    FROM r)
+    RETURNING id, workflow, queue, started_by, published_at)
 SELECT (SELECT count(*) FROM p) = 1 AS held,
        coalesce((SELECT cancel_requested FROM p), false) AS cancel_requested,
-       (SELECT count(*) FROM r) = 1 AS created,
+       (SELECT count(*) FROM r, outlast_event(r.id, 'enqueued', jsonb_build_object(
+           'workflow', r.workflow, 'queue', r.queue, 'started_by', r.started_by))) = 1 AS created,
        coalesce((SELECT published_at IS NULL FROM r), false) AS held_back;
 
 -- name: wait_child
@@ -45,9 +41,8 @@ WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
         lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'child') WHERE waits_for = %(child)s;
 

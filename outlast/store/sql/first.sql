@@ -16,9 +16,8 @@ WITH r AS (
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND (%(seen)s::bigint IS NULL OR messages_sent = %(seen)s::bigint)
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, %(state)s, %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, %(state)s, 'first');
 

@@ -54,8 +54,7 @@ WITH r AS (
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()),
         updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL  -- run again after a lost acknowledgement: already parked under this token
 SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);

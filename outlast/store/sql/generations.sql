@@ -24,9 +24,8 @@ moved AS (
     RETURNING run_id, seq, kind, op_id, body, hash, created_at),
 kept AS (
     INSERT INTO journal_past (run_id, generation, seq, kind, op_id, body, hash, created_at)
-    SELECT run_id, %(generation)s, seq, kind, op_id, body, hash, created_at FROM moved),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'carried_forward', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    SELECT run_id, %(generation)s, seq, kind, op_id, body, hash, created_at FROM moved)
+SELECT id AS run_id FROM r, outlast_event(id, 'carried_forward', %(detail)s)
 UNION ALL
 SELECT id FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND generation = %(generation)s + 1;
 

@@ -10,11 +10,27 @@
 -- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
 -- same hash, token still held) and says so instead of failing.
 WITH r AS (
-    -- a new entry is progress: the claims counted towards max_attempts start again from this one
-    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now()
-    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
-      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
+    UPDATE runs SET {{append_head}}
+    WHERE {{append_fence}}
     RETURNING id, cancel_requested),
+{{append_entries}};
+
+-- part: append_head
+-- What a fenced append sets on the run row (`append`, and the message family's `take`): the
+-- chain's new head. A new entry is progress: the claims counted towards max_attempts start again
+-- from this one.
+journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now();
+
+-- part: append_fence
+-- The run row a fenced append moves: held under the lease holder's token, its chain where the
+-- entries' first one follows.
+id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
+      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[]);
+
+-- part: append_entries
+-- A fenced append's entries, after the CTE `r` that moved the run row (RETURNING id,
+-- cancel_requested), and its answer: their numbers, and whether a cancellation was asked for; or,
+-- run again after a commit whose acknowledgement was lost, its own last entry.
 ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
     SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash

@@ -94,9 +94,8 @@ WITH r AS (
         owner = NULL, lease_expires_at = NULL, finished_at = now(), updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND journal_len = %(journal_len)s
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, %(state)s, %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, %(state)s, %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(id)s, %(token)s, %(state)s, %(reason)s);
 
@@ -106,9 +105,8 @@ WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
         attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);
 
@@ -134,8 +132,7 @@ WITH r AS (
           WHERE s.queue = runs.queue AND s.workflow = runs.workflow AND s.program = runs.program
             AND s.last_seen >= now() - make_interval(secs => %(within)s))
     RETURNING id)
-INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r
-RETURNING run_id;
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s);
 
 -- name: release
 -- Graceful hand-over: the lease ends now and the claim does not count as a crash. Only a lease
@@ -148,9 +145,8 @@ WITH r AS (
         attempts = greatest(attempts - 1, 0), published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND lease_expires_at IS NOT NULL
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'handed_over', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'handed_over', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL)
 UNION ALL
@@ -165,8 +161,7 @@ WITH r AS (
         updated_at = now(),
         program = CASE WHEN %(accept_program)s THEN NULL ELSE program END
     WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'resumed', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'resumed', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);

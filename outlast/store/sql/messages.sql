@@ -52,13 +52,11 @@ WHERE r.id = %(run_id)s;
 -- name: take
 -- The take: the journal entry that records the message (and the held entries before it), the
 -- message marked taken by it, and the run's count of untaken messages, all or none, as the lease
--- holder (the `append` statement of the journal family, with the message). Run again after a
--- commit whose acknowledgement was lost, it finds its own entry and says so.
+-- holder: the journal family's fenced append (its parts, journal.sql), with the message. Run again
+-- after a commit whose acknowledgement was lost, it finds its own entry and says so.
 WITH r AS (
-    UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now(),
-        messages_waiting = messages_waiting - 1
-    WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
-      AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
+    UPDATE runs SET {{append_head}}, messages_waiting = messages_waiting - 1
+    WHERE {{append_fence}}
       AND EXISTS (SELECT 1 FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s
                   AND taken_seq IS NULL)
     RETURNING id, cancel_requested),
@@ -66,17 +64,7 @@ m AS (
     UPDATE messages SET taken_seq = %(seq)s, taken_op = %(op_id)s, taken_at = now()
     FROM r WHERE messages.run_id = r.id AND messages.message_id = %(message_id)s
       AND messages.taken_seq IS NULL),
-ins AS (
-    INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
-    SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash
-    FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
-         WITH ORDINALITY AS e(kind, op_id, body, hash, n)
-    RETURNING seq)
-SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
-UNION ALL
-SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
-WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
-  AND runs.fencing_token = %(token)s;
+{{append_entries}};
 
 -- name: set_aside
 -- A message the run cannot take (its channel's type refuses the payload): kept, marked with why,
@@ -105,9 +93,8 @@ WITH r AS (
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND messages_sent = %(seen)s
-    RETURNING id),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    RETURNING id)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'message') WHERE waits_for = %(channel)s;
 

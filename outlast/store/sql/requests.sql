@@ -18,9 +18,8 @@ q AS (
     SELECT r.id, %(op_id)s, %(req_name)s, %(payload)s, %(response_schema)s, %(responders)s,
            (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s)
     FROM r
-    ON CONFLICT (run_id, op_id) DO NOTHING),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'waiting', %(detail)s FROM r)
-SELECT id AS run_id FROM r
+    ON CONFLICT (run_id, op_id) DO NOTHING)
+SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
 UNION ALL  -- run again after a lost acknowledgement: already waiting under this token
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'request');
 
@@ -52,9 +51,8 @@ r AS (  -- a run waiting on this request, or on the first of several waits (it l
         reason = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id IN (SELECT run_id FROM q) AND state IN ('waiting', 'awaiting_approval')
       AND reason IN ('request', 'first')
-    RETURNING id, queue),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT run_id, 'answered', %(detail)s FROM q)
-SELECT q.run_id, r.queue FROM q LEFT JOIN r ON true
+    RETURNING id, queue)
+SELECT q.run_id, r.queue FROM q CROSS JOIN outlast_event(q.run_id, 'answered', %(detail)s) LEFT JOIN r ON true
 UNION ALL
 SELECT d.run_id, w.queue FROM requests d
 LEFT JOIN runs w ON w.id = d.run_id AND w.state IN ('queued', 'cancelling')  -- not taken yet

@@ -27,11 +27,8 @@ b AS (
     INSERT INTO budgets (budget_id, name, limit_value)
     SELECT r.budget_id, l.name, l.amount
     FROM r, unnest(%(budget_names)s::text[], %(budget_limits)s::numeric[]) AS l(name, amount)
-    WHERE r.budget_id = r.id),
-e AS (
-    INSERT INTO events (run_id, kind, detail)
-    SELECT r.id, 'enqueued', jsonb_build_object('workflow', r.workflow, 'queue', r.queue) FROM r)
-SELECT * FROM r;
+    WHERE r.budget_id = r.id)
+SELECT r.* FROM r, outlast_event(r.id, 'enqueued', jsonb_build_object('workflow', r.workflow, 'queue', r.queue));
 
 -- name: get_run
 SELECT * FROM runs WHERE id = %(id)s;
@@ -53,12 +50,9 @@ ORDER BY created_at DESC LIMIT %(limit)s;
 -- Run again after a lost acknowledgement, it finds its event by %(write_id)s (drawn once per
 -- event by its caller) and returns its id instead of adding a second one.
 WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s FOR NO KEY UPDATE),
-was AS (SELECT id FROM events WHERE run_id = %(run_id)s AND write_id = %(write_id)s),
-e AS (
-    INSERT INTO events (run_id, kind, detail, write_id)
-    SELECT id, %(kind)s, %(detail)s, %(write_id)s FROM r WHERE NOT EXISTS (SELECT 1 FROM was)
-    RETURNING id)
-SELECT id FROM e
+was AS (SELECT id FROM events WHERE run_id = %(run_id)s AND write_id = %(write_id)s)
+SELECT e.id FROM r, outlast_event(r.id, %(kind)s, %(detail)s, %(write_id)s) AS e(id)
+WHERE NOT EXISTS (SELECT 1 FROM was)
 UNION ALL
 SELECT id FROM was;
 
@@ -92,11 +86,8 @@ r AS (
     WHERE id = %(id)s
       AND NOT outlast_final(state)
       AND NOT EXISTS (SELECT 1 FROM was)
-    RETURNING id, state, queue),
-e AS (
-    INSERT INTO events (run_id, kind, detail, write_id)
-    SELECT id, 'cancel_requested', %(detail)s, %(write_id)s FROM r)
-SELECT id, state, queue FROM r
+    RETURNING id, state, queue)
+SELECT id, state, queue FROM r, outlast_event(id, 'cancel_requested', %(detail)s, %(write_id)s)
 UNION ALL
 SELECT id, state, queue FROM runs WHERE id = %(id)s AND EXISTS (SELECT 1 FROM was);
 
@@ -128,11 +119,8 @@ r AS (
     WHERE id = %(id)s
       AND outlast_unfinished(state)
       AND NOT EXISTS (SELECT 1 FROM was)
-    RETURNING id, queue, state, priority),
-e AS (
-    INSERT INTO events (run_id, kind, detail, write_id)
-    SELECT id, 'requeued', %(detail)s, %(write_id)s FROM r)
-SELECT queue, state, priority FROM r
+    RETURNING id, queue, state, priority)
+SELECT queue, state, priority FROM r, outlast_event(id, 'requeued', %(detail)s, %(write_id)s)
 UNION ALL
 SELECT queue, state, priority FROM runs
 WHERE id = %(id)s AND outlast_unfinished(state) AND EXISTS (SELECT 1 FROM was);

@@ -101,13 +101,12 @@ ended AS (
         lease_expires_at = NULL, finished_at = now(), updated_at = now()
     FROM late WHERE runs.id = late.id AND late.overdue
     RETURNING runs.id),
-e AS (INSERT INTO events (run_id, kind, detail)
-      SELECT id, 'timed_out', '{"reason": "deadline passed"}' FROM ended),
 published AS (
     UPDATE runs SET published_at = (SELECT at FROM outlast_now())
     FROM late WHERE runs.id = late.id AND NOT late.overdue
     RETURNING runs.id, runs.queue, runs.priority)
-SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority FROM ended
+SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority
+FROM ended, outlast_event(id, 'timed_out', '{"reason": "deadline passed"}')
 UNION ALL
 SELECT id, queue, priority FROM published;
 
