@@ -56,6 +56,7 @@ WHERE r.id = %(run_id)s;
 -- commit whose acknowledgement was lost, it finds its own entry and says so.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now(),
+        journal_bytes = journal_bytes + %(bytes)s,
         messages_waiting = messages_waiting - 1
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND journal_len = %(seq)s - cardinality(%(kinds)s::text[])
@@ -72,9 +73,10 @@ ins AS (
     FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
          WITH ORDINALITY AS e(kind, op_id, body, hash, n)
     RETURNING seq)
-SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+SELECT ins.seq, r.cancel_requested, r.journal_bytes, r.size_warned_at IS NOT NULL AS size_warned FROM ins, r
 UNION ALL
-SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+SELECT j.seq, runs.cancel_requested, runs.journal_bytes, runs.size_warned_at IS NOT NULL
+FROM journal j JOIN runs ON runs.id = j.run_id
 WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
   AND runs.fencing_token = %(token)s;
 
