@@ -1,4 +1,4 @@
--- The whole outlast schema, version 30: what its migrations
+-- The whole outlast schema, version 35: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -137,6 +137,8 @@ CREATE TABLE outlast.runs (
     generation integer DEFAULT 0 NOT NULL,
     op_base integer DEFAULT 0 NOT NULL,
     carried jsonb,
+    journal_bytes bigint DEFAULT 0 NOT NULL,
+    size_warned_at timestamp with time zone,
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );
