@@ -1,4 +1,4 @@
--- The whole outlast schema, version 34: what its migrations
+-- The whole outlast schema, version 35: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -18,12 +18,6 @@ CREATE FUNCTION outlast.outlast_declared(p_workflow text, p_program text) RETURN
     WHERE d.workflow = p_workflow AND (p_program IS NULL OR d.program = p_program)
     ORDER BY d.published_at DESC LIMIT 1
 $$;
-
-CREATE FUNCTION outlast.outlast_event(run text, kind text, detail jsonb, write_id text DEFAULT NULL::text) RETURNS bigint
-    LANGUAGE sql
-    AS $_$
-    INSERT INTO events (run_id, kind, detail, write_id) VALUES ($1, $2, $3, $4) RETURNING id
-$_$;
 
 CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -143,6 +137,8 @@ CREATE TABLE outlast.runs (
     generation integer DEFAULT 0 NOT NULL,
     op_base integer DEFAULT 0 NOT NULL,
     carried jsonb,
+    journal_bytes bigint DEFAULT 0 NOT NULL,
+    size_warned_at timestamp with time zone,
     CONSTRAINT runs_priority_check CHECK ((priority = ANY (ARRAY['high'::text, 'normal'::text, 'low'::text]))),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'awaiting_approval'::text, 'cancelling'::text, 'succeeded'::text, 'partial'::text, 'failed'::text, 'timed_out'::text, 'exhausted'::text, 'cancelled'::text])))
 );

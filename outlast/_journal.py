@@ -168,6 +168,12 @@ def check_size(text: str, limit: int, what: str = "OUTLAST_MAX_PAYLOAD") -> None
         )
 
 
+def body_bytes(entries: Iterable[Entry]) -> int:
+    """The bytes the entries' bodies take as UTF-8: what their append adds to the run's count
+    (``journal_bytes``). An ASCII text is its length (known at once); any other is encoded."""
+    return sum(len(e.body) if e.body.isascii() else len(e.body.encode()) for e in entries)
+
+
 def storable(text: str) -> str:
     """Text Postgres can store, from any text (an exception's message, a traceback): a NUL or a
     lone surrogate is written out as an escape instead of failing the write."""

@@ -41,6 +41,10 @@ EVENTS: dict[str, str] = {
     "run.carried_forward": "A run carried forward: its `generation` starts, the one before ended "
     "with `entries` journaled entries.",
     "run.waiting": "A run waits durably (`reason`, `message`).",
+    "run.size_warning": (
+        "A run has journaled `bytes`, past `threshold` (OUTLAST_RUN_SIZE_WARN): said once per run, "
+        "with its 'size_warning' event."
+    ),
     "linger.polling": "A worker's lingering receives look every `every` seconds, with no LISTEN (`why`).",
     "run.throttled": "A run waits in place for room (`waits_for`: a rate window or a slot).",
     "run.parked": "A run gave its worker back to wait for room (`reason`, `message`).",

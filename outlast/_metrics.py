@@ -94,6 +94,12 @@ class _Metrics:
             ["queue"],
             multiprocess_mode="mostrecent",
         )
+        self.journaled = p.Counter(
+            "outlast_journal_bytes",
+            "Bytes of journal entries committed (their bodies as UTF-8), by workflow: what the "
+            "journal grows by.",
+            ["workflow"],
+        )
         self.batch = p.Histogram(
             "outlast_commit_batch_size", "Writes per shared commit.", buckets=BATCH_BUCKETS
         )
@@ -233,6 +239,12 @@ def handed_back(queue: str) -> None:
 def dead_lettered(queue: str) -> None:
     if _m is not None:
         _m.dead_letters.labels(queue).inc()
+
+
+def journaled(workflow: str, size: int) -> None:
+    """A run's append committed ``size`` bytes of entries (counted as written, never read back)."""
+    if _m is not None:
+        _m.journaled.labels(workflow).inc(size)
 
 
 def commit_batch(size: int) -> None:

@@ -86,6 +86,8 @@ class RunRecord:
     started_at: datetime | None = None  # when a worker first took it (0020)
     generation: int = 0  # its journal's current generation: how often it carried forward (0030)
     op_base: int = 0  # the operations of its earlier generations: this one's are numbered on
+    journal_bytes: int = 0  # the bytes of journal it wrote, every generation (0032; from then on)
+    size_warned_at: datetime | None = None  # when it passed OUTLAST_RUN_SIZE_WARN (0032)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -122,6 +124,8 @@ class RunRecord:
             started_at=row.get("started_at"),
             generation=row.get("generation", 0),
             op_base=row.get("op_base", 0),
+            journal_bytes=row.get("journal_bytes", 0),
+            size_warned_at=row.get("size_warned_at"),
             held_back=row["state"] == "queued" and "published_at" in row and row["published_at"] is None,
         )
 

@@ -73,6 +73,7 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
     ]
     children = await client.children(run_id, CHILDREN_SHOWN + 1)
     events = await client.events(run_id)
+    size = await client.size(run_id)
     now = _now(run.state, run.reason, events)
     return {
         "run": run.to_dict(),
@@ -87,6 +88,7 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
             "generation": run.generation if generation is None else generation,  # the one shown
             "current": run.generation,  # the run's: how often it carried forward
         },
+        "size": size,  # stored bytes, by part, and the run's journaled count (OUTLAST_RUN_SIZE_WARN)
         "pending": pending,
         "in_doubt": in_doubt,
         "resolutions": resolutions,
@@ -219,6 +221,7 @@ def render(info: dict[str, Any]) -> str:
         shown, now = chain["generation"], chain["current"]
         note = "current" if shown == now else f"ended; the current one is {now}"
         lines.append(f"  generation   {shown} ({note}; earlier ones: outlast status RUN --generation K)")
+    lines.append(f"  size         {size_line(info['size'])}")
     for title, key in (("pending", "pending"), ("in doubt", "in_doubt"), ("resolved", "resolutions")):
         for op in info[key]:
             extra = op.get("why") or op.get("how") or ""
@@ -263,6 +266,28 @@ def render(info: dict[str, Any]) -> str:
     if r["error"]:
         lines.append(f"  error        {r['error'].get('type')}: {r['error'].get('message')}")
     return "\n".join(lines)
+
+
+def size_line(size: dict[str, Any]) -> str:
+    """A run's size for a person to read: what it keeps stored, by part, and what it journaled."""
+    parts = ", ".join(f"{part} {human_bytes(n)}" for part, n in size["parts"].items() if n)
+    line = f"{human_bytes(size['bytes'])} stored ({parts or 'nothing'}); "
+    line += f"{human_bytes(size['journaled'])} journaled"
+    if size["warned_at"]:
+        line += f", past OUTLAST_RUN_SIZE_WARN since {size['warned_at'][:19].replace('T', ' ')}"
+    return line
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes as a person reads them: 812 B, 12.3 KiB, 1.2 MiB, 3.4 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"
 
 
 def _attempts(r: dict[str, Any]) -> str:

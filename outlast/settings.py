@@ -320,6 +320,13 @@ class Settings:
         ge=1024,
         le=256 * 1024 * 1024,
     )
+    run_size_warn: int = setting(
+        64 * 1024 * 1024,
+        "Bytes a run may journal (every generation) before it emits its one size_warning event and "
+        "its worker logs run.size_warning (0: never).",
+        "bytes",
+        ge=0,
+    )
     max_inbox: int = setting(
         1000,
         "Messages a run may hold untaken on one channel; a send past it is refused (the run's other "

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from outlast._status import size_line
 from outlast.dashboard.auth import LOGIN_COOKIE, Gate
 
 HERE = Path(__file__).parent
@@ -53,7 +54,7 @@ def templates() -> Environment:
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters |= {"pretty": _pretty, "age": _age, "left": _left, "seg": _segment}
+    env.filters |= {"pretty": _pretty, "age": _age, "left": _left, "seg": _segment, "size": size_line}
     return env
 
 

@@ -152,6 +152,20 @@ class Runs(ClientCore):
         await self.status(run_id)
         return await self.store.journal_times(run_id)
 
+    async def size(self, run_id: str) -> dict[str, Any]:
+        """What the run keeps stored: ``bytes`` in all, its ``parts`` (journal, earlier
+        generations, messages, state, events), the bytes it has ``journaled`` in its life (the
+        count OUTLAST_RUN_SIZE_WARN is compared with) and when it passed that (``warned_at``)."""
+        run = await self.status(run_id)
+        parts = await self.store.run_bytes(run_id)
+        warned = run.size_warned_at.isoformat() if run.size_warned_at else None
+        return {
+            "bytes": sum(parts.values()),
+            "parts": parts,
+            "journaled": run.journal_bytes,
+            "warned_at": warned,
+        }
+
     async def budget(self, run_id: str) -> list[dict[str, Any]]:
         """The run's budget limits with what is spent and reserved ([] without a budget)."""
         run = await self.status(run_id)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from outlast._journal import Entry, Unread
+from outlast._journal import Entry, Unread, body_bytes
 from outlast.store.base import Base
 from outlast.store.records import OnWait
 
@@ -58,17 +58,20 @@ class Journal(Base):
                 run_id=run_id,
                 reason=author.reason,
                 prev=author.prev,
+                bytes=body_bytes([entry]),
                 **_entry_params(entry),
             )
         else:
-            rows = await self.submit_append(run_id, author, entry, held)
+            rows = await self.submit_append(run_id, author, entry, held, body_bytes([*held, entry]))
         return appended(rows)
 
     def submit_append(
-        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry] = ()
+        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry], size: int
     ) -> asyncio.Future[list[dict[str, Any]]]:
-        """The lease holder's ``append``, queued now: its rows (``appended`` reads them) come in
-        the future, and the write is made whether or not anyone still awaits it."""
+        """The lease holder's ``append``, queued now: its rows (``appended`` reads them; each
+        says the run's ``journal_bytes`` after it and whether it is ``size_warned``) come in the
+        future, and the write is made whether or not anyone still awaits it. ``size``: the
+        entries' bodies in bytes (``body_bytes``), added to the run's count."""
         every = [*held, entry]
         return self._submit(
             "append",
@@ -76,6 +79,7 @@ class Journal(Base):
             token=token,
             seq=entry.seq,
             hash=entry.hash,
+            bytes=size,
             kinds=[e.kind for e in every],
             op_ids=[e.op_id for e in every],
             bodies=[e.body for e in every],

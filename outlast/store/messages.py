@@ -70,7 +70,7 @@ class Messages(Base):
         return rows[0] if rows else None
 
     def submit_take(
-        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry], message_id: str
+        self, run_id: str, token: int, entry: Entry, held: Sequence[Entry], message_id: str, size: int
     ) -> asyncio.Future[list[dict[str, Any]]]:
         """The lease holder's append of ``entry`` (held entries first) that takes ``message_id``
         from the inbox in the same statement; its rows are an append's (``appended``)."""
@@ -83,6 +83,7 @@ class Messages(Base):
             hash=entry.hash,
             op_id=entry.op_id,
             message_id=message_id,
+            bytes=size,
             kinds=[e.kind for e in every],
             op_ids=[e.op_id for e in every],
             bodies=[e.body for e in every],

@@ -24,6 +24,7 @@ from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
 from outlast.store.shown import Shown
+from outlast.store.size import Size
 from outlast.store.sweeps import Sweeps
 
 __all__ = [
@@ -61,6 +62,7 @@ class Store(
     Sweeps,
     Rollups,
     Shown,
+    Size,
 ):
     """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

@@ -27,6 +27,7 @@ from outlast.worker.control import Interrupted, RunControl
 from outlast.worker.executor import Execution, Outcome
 from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
+from outlast.worker.size import RunSize
 from outlast.worker.state import Active, WorkerState
 
 log = structlog.get_logger("outlast.worker")
@@ -123,6 +124,7 @@ class Claims:
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
             live=self.live,
+            size=RunSize(store=self.store, run_id=run.id, workflow=run.workflow, warn=s.run_size_warn),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:

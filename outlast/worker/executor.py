@@ -37,6 +37,7 @@ from outlast.worker.flow import FlowGate, workflow_key
 from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
+from outlast.worker.size import RunSize
 from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.worker")
@@ -66,6 +67,7 @@ class Execution:
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
         live: LiveOutput | None = None,
+        size: RunSize | None = None,  # counts what the run journals, and warns past its threshold
     ) -> None:
         self.run = run
         self.secret_key, self.callback_url = secret_key, callback_url
@@ -73,15 +75,14 @@ class Execution:
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
-        self.writes = JournalWrites(store=store, control=self.control, hold=hold)
+        self.writes = JournalWrites(store=store, control=self.control, hold=hold, size=size)
         self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
         self._started: list[list[tuple[str, str]]] = []  # (queue, id): children created, by generation
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
-        self.app = app
-        self.store = store
+        self.app, self.store = app, store
         self.gate = FlowGate(store=store, windows=windows, control=self.control, writes=self.writes)
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
@@ -147,8 +148,7 @@ class Execution:
             return await self.finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
         if not isinstance(run.input, dict):
             return await self.finish(RunState.FAILED, reason="input is not a JSON object")
-        held_back = await self._held_back(wf)
-        if held_back is not None:
+        if (held_back := await self._held_back(wf)) is not None:
             return held_back
         while isinstance(outcome := await self._generation(wf), CarriedForward):  # the next, on this lease
             self.run = await carried(self.store, self.writes, self.control, self.run, self.journal, outcome)

@@ -20,11 +20,12 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from outlast import _failpoints as failpoints
-from outlast._journal import Entry
+from outlast._journal import Entry, body_bytes
 from outlast.errors import Fenced, ServiceUnavailable
 from outlast.store import Store
 from outlast.store.journal import appended
 from outlast.worker.control import RunControl
+from outlast.worker.size import RunSize
 
 T = TypeVar("T")
 
@@ -33,10 +34,18 @@ class JournalWrites:
     """``JournalWrites`` holds the run's held entries, the appends under way that carry some, and
     the fenced writes that wait for them."""
 
-    def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        control: RunControl,
+        hold: tuple[float, int] = (0.0, 0),
+        size: RunSize | None = None,  # counts what the run's appends journal (None: offline)
+    ) -> None:
         self.run_id = control.run_id
         self._store = store
         self._control = control
+        self._size = size
         self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
         self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
         self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
@@ -127,19 +136,19 @@ class JournalWrites:
         self, entry: Entry, held: list[Entry], take: str | None = None
     ) -> asyncio.Future[list[dict[str, Any]]]:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
-        token = self._control.token
+        token, size = self._control.token, body_bytes(held) + body_bytes((entry,))
         written = (
-            self._store.submit_append(self.run_id, token, entry, held)
+            self._store.submit_append(self.run_id, token, entry, held, size)
             if take is None
-            else self._store.submit_take(self.run_id, token, entry, held, take)
+            else self._store.submit_take(self.run_id, token, entry, held, take, size)
         )
-        written.add_done_callback(self._written)
+        written.add_done_callback(lambda done: self._written(done, size))
         return written
 
-    def _written(self, written: asyncio.Future[list[dict[str, Any]]]) -> None:
+    def _written(self, written: asyncio.Future[list[dict[str, Any]]], size: int) -> None:
         """An append's outcome, read once for the run as soon as it comes (before any awaiter of
         it resumes): a failure or a refusal voids every entry chained after it (``broken``); a
-        requested cancellation is noted."""
+        requested cancellation is noted; the ``size`` it journaled is counted (``RunSize``)."""
         if written in self._carriers:
             self._carriers.remove(written)
         if written.cancelled():
@@ -148,6 +157,8 @@ class JournalWrites:
         if exc is None and (cancel := appended(written.result())) is not None:
             if cancel:
                 control.cancelled()
+            if self._size is not None:
+                self._size.written(size, written.result()[0])
             return
         if isinstance(exc, ServiceUnavailable):  # Postgres out of reach past the bound: left
             failure: BaseException = control.leave(str(exc))

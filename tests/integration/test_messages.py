@@ -222,10 +222,10 @@ def test_a_stale_worker_cannot_take_a_message(world: World, client: Client) -> N
             run = await store.get_run(run_id)
             assert run is not None
             entry = make_entry(run.journal_head, run.journal_len + 1, "message", "op-1", {"channel": "in"})
-            assert await store.submit_take(run_id, token - 1, entry, [], "x") == []  # an older token
+            assert await store.submit_take(run_id, token - 1, entry, [], "x", 0) == []  # an older token
             assert world.sql("SELECT taken_seq FROM messages WHERE run_id = %s", run_id) == [(None,)]
-            assert await store.submit_take(run_id, token, entry, [], "x") != []
-            assert await store.submit_take(run_id, token, entry, [], "x") != []  # sent again: found
+            assert await store.submit_take(run_id, token, entry, [], "x", 0) != []
+            assert await store.submit_take(run_id, token, entry, [], "x", 0) != []  # sent again: found
             assert world.sql("SELECT taken_seq, taken_op FROM messages WHERE run_id = %s", run_id) == [
                 (1, "op-1")
             ]

@@ -62,8 +62,9 @@ UNFENCED = {
     "forget_worker", "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
     "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule",
     "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
-    # of the run, not a step under its token, or of another run
-    "event", "settle", "refuse_program", "wake_parent",
+    # of the run, not a step under its token, or of another run (the size warning: once per run,
+    # by whichever statement finds it unmarked, worker/size.py)
+    "event", "settle", "refuse_program", "wake_parent", "submit_size_warning",
     # the listening connection of the receives that linger (worker/linger.py), the schema that
     # names their channels, and how they hear (for its log line): LISTEN, no write
     "listener", "schema", "wakeups",

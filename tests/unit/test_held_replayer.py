@@ -27,7 +27,7 @@ class Recorder:
         self.refuse = refuse
 
     def submit_append(
-        self, run_id: str, token: int, entry: Entry, held: list[Entry]
+        self, run_id: str, token: int, entry: Entry, held: list[Entry], size: int
     ) -> asyncio.Future[list[dict[str, Any]]]:
         self.writes.append(("append", [e.seq for e in [*held, entry]]))  # queued, in this order
         written: asyncio.Future[list[dict[str, Any]]] = asyncio.get_running_loop().create_future()

@@ -6,20 +6,22 @@
 -- The run row keeps the chain's head; entries are written only by the lease holder, in order. One
 -- statement writes one entry, or several (results held for a moment, then the entry that carries
 -- them): all of them or none, numbered in order up to %(seq)s. %(seq)s and %(hash)s are the last
--- entry's.
+-- entry's. %(bytes)s: the entries' bodies in bytes, counted by the writer (`journal_bytes`, 0032);
+-- the run's count after it, and whether its size warning is written, are returned (`size.sql`).
 -- Run again after a commit whose acknowledgement was lost, it finds its own last entry (same seq,
 -- same hash, token still held) and says so instead of failing.
 WITH r AS (
     UPDATE runs SET {{append_head}}
     WHERE {{append_fence}}
-    RETURNING id, cancel_requested),
+    RETURNING id, cancel_requested, journal_bytes, size_warned_at),
 {{append_entries}};
 
 -- part: append_head
 -- What a fenced append sets on the run row (`append`, and the message family's `take`): the
--- chain's new head. A new entry is progress: the claims counted towards max_attempts start again
--- from this one.
-journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now();
+-- chain's new head, and the bytes its entries add (`journal_bytes`). A new entry is progress: the
+-- claims counted towards max_attempts start again from this one.
+journal_head = %(hash)s, journal_len = %(seq)s, attempts = 1, updated_at = now(),
+    journal_bytes = journal_bytes + %(bytes)s;
 
 -- part: append_fence
 -- The run row a fenced append moves: held under the lease holder's token, its chain where the
@@ -29,17 +31,19 @@ id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
 
 -- part: append_entries
 -- A fenced append's entries, after the CTE `r` that moved the run row (RETURNING id,
--- cancel_requested), and its answer: their numbers, and whether a cancellation was asked for; or,
--- run again after a commit whose acknowledgement was lost, its own last entry.
+-- cancel_requested, journal_bytes, size_warned_at), and its answer: their numbers, whether a
+-- cancellation was asked for, the run's bytes and whether its size warning is written; or, run
+-- again after a commit whose acknowledgement was lost, its own last entry.
 ins AS (
     INSERT INTO journal (run_id, seq, kind, op_id, body, hash)
     SELECT r.id, %(seq)s - cardinality(%(kinds)s::text[]) + e.n, e.kind, e.op_id, e.body, e.hash
     FROM r, unnest(%(kinds)s::text[], %(op_ids)s::text[], %(bodies)s::text[], %(hashes)s::text[])
          WITH ORDINALITY AS e(kind, op_id, body, hash, n)
     RETURNING seq)
-SELECT seq, (SELECT cancel_requested FROM r) AS cancel_requested FROM ins
+SELECT ins.seq, r.cancel_requested, r.journal_bytes, r.size_warned_at IS NOT NULL AS size_warned FROM ins, r
 UNION ALL
-SELECT j.seq, runs.cancel_requested FROM journal j JOIN runs ON runs.id = j.run_id
+SELECT j.seq, runs.cancel_requested, runs.journal_bytes, runs.size_warned_at IS NOT NULL
+FROM journal j JOIN runs ON runs.id = j.run_id
 WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
   AND runs.fencing_token = %(token)s;
 
@@ -50,7 +54,8 @@ WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
 -- chained to the head it was read after, with its own body) and says so instead of failing.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, state = 'queued',
-        reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now(),
+        journal_bytes = journal_bytes + %(bytes)s
     WHERE id = %(run_id)s AND state = 'waiting' AND reason = %(reason)s
       AND journal_len = %(seq)s - 1 AND journal_head = %(prev)s
     RETURNING id, cancel_requested),

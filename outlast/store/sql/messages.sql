@@ -59,7 +59,7 @@ WITH r AS (
     WHERE {{append_fence}}
       AND EXISTS (SELECT 1 FROM messages WHERE run_id = %(run_id)s AND message_id = %(message_id)s
                   AND taken_seq IS NULL)
-    RETURNING id, cancel_requested),
+    RETURNING id, cancel_requested, journal_bytes, size_warned_at),
 m AS (
     UPDATE messages SET taken_seq = %(seq)s, taken_op = %(op_id)s, taken_at = now()
     FROM r WHERE messages.run_id = r.id AND messages.message_id = %(message_id)s
