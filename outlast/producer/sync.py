@@ -90,6 +90,10 @@ class _Runs(_Loop):
     generations = _blocking(AsyncClient.generations)
     cancel = _blocking(AsyncClient.cancel)
     resume = _blocking(AsyncClient.resume)
+    pause = _blocking(AsyncClient.pause)
+    unpause = _blocking(AsyncClient.unpause)
+    pauses = _blocking(AsyncClient.pauses)
+    pause_of = _blocking(AsyncClient.pause_of)
 
     def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
         """Every event of the run after event ``after``, as it happens, until the run is final

@@ -18,6 +18,7 @@ from outlast.store.leases import Leases
 from outlast.store.listing import Listing
 from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
+from outlast.store.pauses import Pauses
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
@@ -51,6 +52,7 @@ class Store(
     Generations,
     Approvals,
     Messages,
+    Pauses,
     Requests,
     Firsts,
     Budgets,
