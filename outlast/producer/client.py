@@ -4,7 +4,8 @@ It is the one implementation, composed (as redis-py composes its client from com
 from the families a caller meets: admitting runs (``admission.py``), reading and acting on them
 (``runs.py``), decisions (``decisions.py``), messages into runs (``messages.py``), requests
 (``requests.py``), pauses (``pauses.py``), administration (``admin.py``) and the fleet
-(``fleet.py``), all over the connections of ``core.py``. ``Client`` (``sync.py``) is the thin synchronous facade over it.
+(``fleet.py``), all over the connections of ``core.py``. ``Client`` (``sync.py``) is the thin
+synchronous facade over it.
 """
 
 from __future__ import annotations
