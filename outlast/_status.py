@@ -77,6 +77,7 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
     return {
         "run": run.to_dict(),
         "message": _why(run.reason, now, approvals),
+        "paused": [] if run.final else await client.pause_of(run_id),  # the pauses that hold it
         "first": now.get("waits", []) if run.reason == "first" else [],  # each wait, and its due time
         "waits_for": _throttled(run.state, events),
         "chain": {
@@ -194,6 +195,10 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
         )
     if info["message"]:
         lines.append(f"  why          {info['message']}")
+    for p in info.get("paused", []):
+        of = "this run" if p["scope"] == "run" else f"every run of {p['scope']} {p['target']}"
+        by = p.get("by", {}).get("principal", "?")
+        lines.append(f"  paused       {of}, by {by} at {p['at'][:19]}: {p['why'] or 'no reason given'}")
     for w in info.get("first", []):
         due = f", due {w['due'][:19].replace('T', ' ')}" if w.get("due") else ", no due time"
         lines.append(f"  waits on     {w['op']} {w['on']}{due}")

@@ -8,14 +8,14 @@
 -- name: pause
 -- The pause recorded (again: the latest reason and principal replace the earlier ones).
 INSERT INTO outlast_meta (key, value)
-VALUES ('pause:' || %(scope)s || ':' || %(target)s, (%(value)s::jsonb || jsonb_build_object('at', now()))::text)
+VALUES ('pause:' || %(scope)s::text || ':' || %(target)s::text, (%(value)s::jsonb || jsonb_build_object('at', now()))::text)
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
 RETURNING value::jsonb AS pause;
 
 -- name: unpause
 -- The pause lifted; the runs it parked are queued again by let_go, a statement after this one's
 -- commit (a run parking meanwhile holds the pause's row FOR SHARE: this delete waits for it).
-DELETE FROM outlast_meta WHERE key = 'pause:' || %(scope)s || ':' || %(target)s
+DELETE FROM outlast_meta WHERE key = 'pause:' || %(scope)s::text || ':' || %(target)s::text
 RETURNING value::jsonb AS pause;
 
 -- name: pauses
@@ -51,7 +51,7 @@ e AS (
     INSERT INTO events (run_id, kind, detail)
     SELECT id, CASE WHEN state = 'waiting' THEN 'paused' ELSE 'unpaused' END,
            CASE WHEN state = 'waiting'
-                THEN jsonb_build_object('reason', 'paused', 'message', %(message)s,
+                THEN jsonb_build_object('reason', 'paused', 'message', %(message)s::text,
                                         'pauses', (SELECT jsonb_agg(pause) FROM p))
                 ELSE jsonb_build_object('why', 'the pause was lifted before the run stopped') END
     FROM r)
@@ -67,7 +67,7 @@ SELECT id, state FROM outlast_redone(%(id)s, %(token)s, 'queued', NULL);
 WITH m AS (
     SELECT id FROM runs
     WHERE state = 'waiting' AND reason = 'paused'
-      AND CASE %(scope)s WHEN 'run' THEN id WHEN 'workflow' THEN workflow ELSE queue END = %(target)s
+      AND CASE %(scope)s::text WHEN 'run' THEN id WHEN 'workflow' THEN workflow ELSE queue END = %(target)s::text
       AND NOT EXISTS (SELECT 1 FROM outlast_meta
                       WHERE key IN ('pause:run:' || runs.id, 'pause:workflow:' || runs.workflow, 'pause:queue:' || runs.queue))
     ORDER BY id COLLATE "C"
