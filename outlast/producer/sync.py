@@ -90,6 +90,7 @@ class _Runs(_Loop):
     generations = _blocking(AsyncClient.generations)
     cancel = _blocking(AsyncClient.cancel)
     resume = _blocking(AsyncClient.resume)
+    fork = _blocking(AsyncClient.fork)
     pause = _blocking(AsyncClient.pause)
     unpause = _blocking(AsyncClient.unpause)
     pauses = _blocking(AsyncClient.pauses)

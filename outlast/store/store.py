@@ -12,6 +12,7 @@ from outlast.store.connection import Connection
 from outlast.store.first import Firsts
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
+from outlast.store.forks import Forks
 from outlast.store.generations import Generations
 from outlast.store.journal import Journal
 from outlast.store.leases import Leases
@@ -46,6 +47,7 @@ class Store(
     Connection,
     Migrations,
     Runs,
+    Forks,
     Listing,
     Leases,
     Journal,
