@@ -25,7 +25,9 @@ def _held(world: World, run_id: str) -> tuple[str, str | None, str | None, objec
     return world.sql("SELECT state, reason, owner, lease_expires_at FROM runs WHERE id = %s", run_id)[0]
 
 
-def test_a_pause_with_a_payout_in_flight_stops_the_run_at_its_next_crossing(world: World, tmp_path: Path) -> None:
+def test_a_pause_with_a_payout_in_flight_stops_the_run_at_its_next_crossing(
+    world: World, tmp_path: Path
+) -> None:
     gate = tmp_path / "open"
     worker = world.worker(APP)
     with Client(settings=world.settings()) as c:
