@@ -1,5 +1,5 @@
-"""This family forks a run: ``fork(run_id, from_op=OP)`` starts a new run whose journal is the
-original's up to operation OP, copied as it is (those results served on replay: their effects not
+"""This family starts a fork of a run. ``fork(run_id, from_op=OP)`` starts a new run whose journal
+is the original's up to operation OP, copied as it is (those results served on replay: their effects not
 redone, their idempotency keys kept), then goes on live from OP on the code deployed now. The new
 run refers to the original (``parent_id``, a ``forked_from`` event), keeps its tenant, deadline and
 budget (shared); the original gets a ``forked`` event naming it."""

@@ -1,4 +1,4 @@
-"""The pauses family records an operator's pause of a run, a workflow or a queue, and lifts it. A
+"""The pauses family stores an operator's pause of a run, a workflow or a queue, and lifts it. A
 paused run stops at its next crossing (its worker parks it: ``park_paused``) or at its claim, and
 waits, reason ``paused``, holding no worker, until every pause that holds it is lifted."""
 
