@@ -1,7 +1,8 @@
-"""This family holds the pauses of runs, and lets them go on: one run, every run of a workflow,
-or every run of a queue. A paused run stops at its next crossing (a call in flight finishes and is journaled first) or, not
-yet started, at its claim, and waits, reason ``paused``, holding no worker; a new run of a paused
-workflow is admitted and waits likewise. ``unpause`` queues again the runs no other pause holds."""
+"""This family holds the pauses of runs, and lets them go on: one run, every run of a workflow, or
+every run of a queue. A paused run stops at its next crossing (a call in flight finishes and is
+journaled first) or, not yet started, at its claim, and waits, reason ``paused``, holding no worker;
+a new run of a paused workflow is admitted and waits likewise. ``unpause`` queues again the runs no
+other pause holds."""
 
 from __future__ import annotations
 

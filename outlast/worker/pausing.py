@@ -1,8 +1,9 @@
-"""This module holds a paused run where it stops. An operator's pause (``outlast pause``: a run,
-a workflow or a queue) reaches a held run at its claim (``Claimed.paused``) or at a heartbeat (``RunControl.pause``);
-the run stops at its claim or at its next crossing (``Paused``), once the calls under way have
-settled and been journaled, and waits, reason ``paused``, holding no worker, until ``outlast
-unpause`` queues it again. A pause lifted before the run stopped queues it at once."""
+"""This module holds a paused run where it stops. An operator's pause (``outlast pause``: a run, a
+workflow or a queue) reaches a held run at its claim (``Claimed.paused``) or at a heartbeat
+(``RunControl.pause``); the run stops at its claim or at its next crossing (``Paused``), once the
+calls under way have settled and been journaled, and waits, reason ``paused``, holding no worker,
+until ``outlast unpause`` queues it again. A pause lifted before the run stopped queues it at
+once."""
 
 from __future__ import annotations
 
