@@ -90,6 +90,10 @@ EVENTS: dict[str, str] = {
         "The workflow's code raised an exception it did not declare (`error`: type, message, "
         "traceback): the run waits, reason workflow_error, until a fix is deployed and it is resumed."
     ),
+    "run.paused": (
+        "An operator's pause (`outlast pause`) stopped the run at its claim or at its next crossing: it "
+        "waits, reason paused, holding no worker (`state` queued: the pause was lifted meanwhile)."
+    ),
     "run.timed_out": "The sweeper ended a run whose deadline passed while nothing ran.",
     "lease.lost": "A run's lease was lost: the run is abandoned to its new owner.",
     "approval.awaited": "A run waits for a person's decision on `operation_id` (`action`).",

@@ -78,6 +78,10 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
     return {
         "run": run.to_dict(),
         "message": _why(run.reason, now, approvals),
+        "paused": [] if run.final else await client.pause_of(run_id),  # the pauses that hold it
+        "forks": [
+            {"kind": e["kind"], **e["detail"]} for e in events if e["kind"] in ("forked", "forked_from")
+        ],
         "first": now.get("waits", []) if run.reason == "first" else [],  # each wait, and its due time
         "waits_for": _throttled(run.state, events),
         "chain": {
@@ -196,6 +200,13 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
         )
     if info["message"]:
         lines.append(f"  why          {info['message']}")
+    for f in info.get("forks", []):
+        said = f"forked from {f['run']}" if f["kind"] == "forked_from" else f"forked as   {f['as']}"
+        lines.append(f"  {said} at {f['from']}")
+    for p in info.get("paused", []):
+        of = "this run" if p["scope"] == "run" else f"every run of {p['scope']} {p['target']}"
+        by = p.get("by", {}).get("principal", "?")
+        lines.append(f"  paused       {of}, by {by} at {p['at'][:19]}: {p['why'] or 'no reason given'}")
     for w in info.get("first", []):
         due = f", due {w['due'][:19].replace('T', ' ')}" if w.get("due") else ", no due time"
         lines.append(f"  waits on     {w['op']} {w['on']}{due}")

@@ -43,6 +43,7 @@ _OUTCOMES = {
     "InDoubt": "in_doubt",
     "PolicyRefused": "refused",
     "HandOver": "handed_over",
+    "Paused": "paused",
 }
 # What leaves a run for later (as any BaseException does: Interrupted, HandOver, a crash): its run
 # or operation span gets the outcome, not an error status. A tool's exception is always an error.

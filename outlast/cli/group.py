@@ -23,7 +23,7 @@ _NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8
 # those registered, or all are listed (help): `outlast worker` loads no other (~0.8 MB of RSS).
 FAMILIES = (
     *("admin", "dashboard", "decisions", "dev", "fleet", "messages"),
-    *("reads", "replay", "requests", "runs", "schedules", "worker"),
+    *("pauses", "reads", "replay", "requests", "runs", "schedules", "worker"),
 )
 
 

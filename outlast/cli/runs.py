@@ -219,3 +219,20 @@ def continue_(ctx: click.Context, run_id: str, input_json: str | None) -> None:
         )
     run = with_client(ctx, lambda c: c.continue_run(run_id, data))
     click.echo(f"run {run.id} {run.state} (continues {run_id})")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option(
+    "--from", "from_op", required=True, metavar="OP", help="The first operation to run live (op-N)."
+)
+@click.option("--run-id", "new_id", metavar="ID", help="The new run's id (default: a new one).")
+@click.pass_context
+def fork(ctx: click.Context, run_id: str, from_op: str, new_id: str | None) -> None:
+    """Start a new run from a run's journal up to operation OP: what came before is served from the
+    journal (no effect redone, the same keys), OP and what follows run live on the code deployed now."""
+    from outlast.identity import cli_principal
+
+    me = cli_principal()
+    run = with_client(ctx, lambda c: c.fork(run_id, from_op=from_op, run_id_new=new_id, principal=me))
+    click.echo(f"run {run.id} {run.state} (forked from {run_id} at {from_op})")

@@ -25,6 +25,7 @@ from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt
 from outlast.dashboard.web import (
     CANCEL,
     DECIDE,
+    PAUSE,
     REQUEUE,
     RESOLVE,
     RESPOND,
@@ -196,6 +197,29 @@ async def _resume(request: Request, c: AsyncClient) -> Any:
     return run.to_dict()
 
 
+def _scope(body: dict[str, Any]) -> dict[str, Any]:
+    """The one run_id, workflow or queue a pause or an unpause names (the client checks it)."""
+    return {k: body.get(k) for k in ("workflow", "queue")} | {"run_id": body.get("run_id")}
+
+
+async def _pause(request: Request, c: AsyncClient) -> Any:
+    """Pause ``{"run_id": ...}``, ``{"workflow": ...}`` or ``{"queue": ...}``, with ``why``."""
+    body = request.state.body
+    why = body.get("why", "")
+    if not isinstance(why, str):
+        raise Refusal(400, "why must be text")
+    return await c.pause(**_scope(body), why=why, principal=caller_of(request).principal)
+
+
+async def _unpause(request: Request, c: AsyncClient) -> Any:
+    """Lift the pause of a run, a workflow or a queue: the ids of the runs queued again."""
+    return {"queued": await c.unpause(**_scope(request.state.body), principal=caller_of(request).principal)}
+
+
+async def _pauses(request: Request, c: AsyncClient) -> Any:
+    return await c.pauses()
+
+
 async def _retry(request: Request, c: AsyncClient) -> Any:
     """The finished run tried again as its continuation: the new run."""
     return (
@@ -278,6 +302,9 @@ def routes() -> list[BaseRoute]:
         _route("/api/approvals/{run_id:path}/{approval_id}", _decide, DECIDE),
         _route("/api/in-doubt", _in_doubt),
         _route("/api/fleet", _fleet),
+        _route("/api/pauses", _pauses),
+        _route("/api/pause", _pause, PAUSE),
+        _route("/api/unpause", _unpause, PAUSE),
         _route("/api/schedules", _schedules),
         _route("/api/batch/cancel", _batch, CANCEL),
         _route("/api/batch/resume", _batch, RESUME),

@@ -96,6 +96,10 @@ def _get(summary: str, schema: Doc = OBJECT, errors: tuple[int, ...] = (), **mor
     return {"get": _op(summary, {"200": _json(schema, "the answer")}, errors, **more)}
 
 
+# What a pause or an unpause names: one of a run, a workflow, a queue.
+PAUSED = {k: {"type": "string"} for k in ("run_id", "workflow", "queue")}
+
+
 def _act(summary: str, body: Doc = OBJECT, errors: tuple[int, ...] = (404, 409), **more: Any) -> Doc:
     """A POST of an act: it takes a role (403), a session's CSRF token, and a JSON object (413 past
     1 MiB)."""
@@ -220,6 +224,15 @@ PATHS: Doc = {
         errors=(400,),
     ),
     "/api/fleet": _get("workers, queues, dead letters"),
+    "/api/pauses": _get("the pauses in force: scope, target, by, why, at", {"type": "array"}),
+    "/api/pause": _act(
+        "pause a run, every run of a workflow or of a queue (an operator)",
+        {"type": "object", "properties": {**PAUSED, "why": {"type": "string"}}},
+        errors=(400, 404, 409),
+    ),
+    "/api/unpause": _act(
+        "lift a pause: its runs go on (an operator)", {"type": "object", "properties": PAUSED}, errors=(400,)
+    ),
     "/api/charts": _get(
         "the charts' figures",
         errors=(400,),

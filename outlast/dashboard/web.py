@@ -82,6 +82,7 @@ RESPOND = (OPERATOR, "answer requests")
 CANCEL = (OPERATOR, "cancel runs")
 RESUME = (OPERATOR, "resume runs")
 RETRY = (OPERATOR, "retry runs")
+PAUSE = (OPERATOR, "pause and unpause runs")
 SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
 SEND = (OPERATOR, "send messages to runs")  # or the sender role: check_sender

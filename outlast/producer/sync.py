@@ -91,6 +91,11 @@ class _Runs(_Loop):
     cancel = _blocking(AsyncClient.cancel)
     resume = _blocking(AsyncClient.resume)
     resume_workflow = _blocking(AsyncClient.resume_workflow)
+    fork = _blocking(AsyncClient.fork)
+    pause = _blocking(AsyncClient.pause)
+    unpause = _blocking(AsyncClient.unpause)
+    pauses = _blocking(AsyncClient.pauses)
+    pause_of = _blocking(AsyncClient.pause_of)
 
     def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> Iterator[dict[str, Any]]:
         """Every event of the run after event ``after``, as it happens, until the run is final

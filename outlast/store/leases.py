@@ -46,19 +46,20 @@ class Leases(Base):
             return None
         r = rows[0]
         turn = (r["turn_id"], r["queue"], r["turn_priority"]) if r["turn_id"] else None
-        return Claimed(RunRecord.from_row(r), r["db_now"], turn)
+        return Claimed(RunRecord.from_row(r), r["db_now"], turn, r["paused"])
 
     async def renew(self, held: dict[str, int], ttl: float) -> dict[str, Lease]:
         """Renew every lease in ``held`` (run id -> token) at once, on a connection of its own
         (never queued behind writes being retried), locking the runs in id order as every write
         does. Says, for each run, whether it was renewed, whether it
-        was lost (a newer token exists) and whether a cancellation was requested; a run neither
+        was lost (a newer token exists), whether a cancellation was requested and whether a pause
+        holds it (``pauses.py``); a run neither
         renewed nor lost has ended (final or waiting) under this worker's own token."""
         if not held:
             return {}
         ids = sorted(held)
         rows = await self._beat_rows("renew", ids=ids, tokens=[held[i] for i in ids], ttl=ttl)
-        return {r["id"]: Lease(r["renewed"], r["lost"], r["cancel_requested"]) for r in rows}
+        return {r["id"]: Lease(r["renewed"], r["lost"], r["cancel_requested"], r["paused"]) for r in rows}
 
     async def finish(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from outlast._model import RunRecord
 
@@ -32,11 +32,13 @@ class ChildStart:
 
 class Claimed(NamedTuple):
     """``Claimed`` is a claim: the run under its new token, the database clock then, and the run (id, queue,
-    priority) whose turn it made, published by the claim: its stream entry is the claimer's to add."""
+    priority) whose turn it made, published by the claim: its stream entry is the claimer's to add; and
+    the pauses that hold the run, if any (it is parked before its workflow runs)."""
 
     run: RunRecord
     db_now: datetime
     turn: tuple[str, str, str] | None = None
+    paused: list[dict[str, Any]] | None = None  # the operator's pauses that hold it (pauses.py)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Lease:
     renewed: bool
     lost: bool  # another worker holds a newer fencing token
     cancel_requested: bool
+    paused: bool = False  # an operator's pause holds the run: it stops at its next crossing
 
 
 @dataclass(frozen=True)

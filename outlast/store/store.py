@@ -12,12 +12,14 @@ from outlast.store.connection import Connection
 from outlast.store.first import Firsts
 from outlast.store.fleet import Fleet
 from outlast.store.flow import Flow
+from outlast.store.forks import Forks
 from outlast.store.generations import Generations
 from outlast.store.journal import Journal
 from outlast.store.leases import Leases
 from outlast.store.listing import Listing
 from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
+from outlast.store.pauses import Pauses
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
@@ -46,12 +48,14 @@ class Store(
     Connection,
     Migrations,
     Runs,
+    Forks,
     Listing,
     Leases,
     Journal,
     Generations,
     Approvals,
     Messages,
+    Pauses,
     Requests,
     Firsts,
     Budgets,

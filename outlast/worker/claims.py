@@ -3,7 +3,8 @@ conditional ``UPDATE`` that bumps the fencing token and sets the lease), is exec
 acknowledged only after. An entry that is not claimed is dead-lettered (no such run, another
 queue's), handed back to the queue (a program or a workflow this worker does not serve, while a
 live worker serves it; a workflow no live worker knows stays queued), refused (``program_changed``)
-or simply acknowledged. A run the worker stops serving (lease lost, or SIGTERM) is abandoned to its
+or simply acknowledged. A run an operator paused is parked, at its claim or at a crossing
+(``pausing.py``). A run the worker stops serving (lease lost, or SIGTERM) is abandoned to its
 new owner or released and published again."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
 import structlog
 
@@ -23,10 +25,11 @@ from outlast.errors import Fenced, ServiceUnavailable
 from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store
-from outlast.worker.control import Interrupted, RunControl
+from outlast.worker.control import Interrupted, Paused, RunControl
 from outlast.worker.executor import Execution, Outcome
 from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
+from outlast.worker.pausing import park
 from outlast.worker.size import RunSize
 from outlast.worker.state import Active, WorkerState
 
@@ -101,7 +104,7 @@ class Claims:
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
             claimed = Claimed(found, await self.store.db_now())
             sent = time.monotonic() - s.lease_ttl
-        run, db_now, turn = claimed
+        run, db_now, turn, paused = claimed
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
             self._later(0.0, turn[1], turn[0], priority=turn[2])
         control = RunControl(
@@ -136,7 +139,7 @@ class Claims:
         self.state.active[run_id] = active
         try:
             active.task = asyncio.current_task()
-            inner = asyncio.create_task(execution.execute())
+            inner = asyncio.create_task(self._executed(execution, paused, db_now))
             try:
                 outcome = await asyncio.shield(inner)
             except asyncio.CancelledError:
@@ -157,6 +160,24 @@ class Claims:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
             self._later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
+
+    async def _executed(
+        self, ex: Execution, paused: list[dict[str, Any]] | None, db_now: datetime
+    ) -> Outcome:
+        """The run executed; or parked (``pausing.py``) at its claim, not started, if a pause
+        holds it (a cancellation goes first), else at the crossing where a pause reached it."""
+        if not paused or ex.control.cancel.is_set():
+            try:
+                return await ex.execute()
+            except Paused:
+                paused = None  # read as it parks
+        try:
+            ex.wake_at = await park(self.store, ex.writes, ex.control, paused, db_now)
+        except Fenced:
+            return Outcome.FENCED
+        except Interrupted as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        return Outcome.WAITING
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""

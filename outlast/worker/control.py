@@ -2,9 +2,9 @@
 
 ``RunControl`` is made by the worker at the claim and passed down to every part of the engine:
 the fencing token (held here only), the lease (proven until when), and what the worker or the
-world asks of the run — stop (hand over at the next crossing), cancel (someone asked), lost
-(another worker owns it now) — and the sync tool calls a cancellation may abandon. Nothing in the
-engine reaches back up into the worker.
+world asks of the run — stop (hand over at the next crossing), cancel (someone asked), pause (an
+operator's: stop at the next crossing and wait), lost (another worker owns it now) — and the sync
+tool calls a cancellation may abandon. Nothing in the engine reaches back up into the worker.
 """
 
 from __future__ import annotations
@@ -94,6 +94,13 @@ class HandOver(BaseException):
     A BaseException, so that a workflow's ``except Exception`` does not swallow it."""
 
 
+class Paused(BaseException):
+    """Raised at a crossing when an operator's pause holds the run (``outlast pause``): the workflow
+    unwinds, the calls under way settle and are journaled, and the run waits, reason ``paused``,
+    holding no worker (``pausing.py``). A BaseException, so that a workflow's ``except Exception``
+    cannot swallow it."""
+
+
 class JournalEnd(BaseException):
     """``JournalEnd`` is raised in offline replay only (``outlast._replay``): the workflow reached a
     crossing the journal does not settle, where a worker would go live (``asks``: what the code asks
@@ -145,6 +152,7 @@ class RunControl:
         self.stop = Flag()  # hand over at the next crossing
         self.cancel = Flag()  # a cancellation was requested
         self.lost = Flag()  # a newer fencing token exists
+        self.pause = Flag()  # an operator's pause holds the run: it stops at its next crossing
         if cancel:
             self.cancel.set()
         self.dispatch_stopped = False  # the run was left (fenced, interrupted, handed over): dispatch no more
@@ -174,9 +182,12 @@ class RunControl:
         return self.until - time.monotonic()
 
     def check_stop(self) -> None:
-        """At every crossing: a worker shutting down hands the run over here."""
+        """At every crossing: a worker shutting down hands the run over here; a paused run stops
+        here (not while it is cancelled: its cancellation goes first)."""
         if self.stop.is_set():
             raise HandOver()
+        if self.pause.is_set() and not self.cancel.is_set():
+            raise Paused()
 
     def leave(self, why: str) -> Interrupted:
         """Mark the run left by this worker and say why, as the exception to raise."""

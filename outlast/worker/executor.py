@@ -32,7 +32,7 @@ from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.bugs import REASON as PARKED, error_of, is_bug, parked
 from outlast.worker.carry import carried
-from outlast.worker.control import CarriedForward, HandOver, Interrupted, RunControl, Suspended
+from outlast.worker.control import CarriedForward, HandOver, Interrupted, Paused, RunControl, Suspended
 from outlast.worker.flow import FlowGate, workflow_key
 from outlast.worker.live import LiveOutput
 from outlast.worker.replayer import Journaled
@@ -123,7 +123,7 @@ class Execution:
 
     async def execute(self) -> Outcome:
         """Run the workflow to a final state or a durable wait. Raises ServiceUnavailable (the
-        run keeps its lease until it expires) and HandOver; returns FENCED if superseded."""
+        run keeps its lease until it expires), HandOver and Paused; returns FENCED if superseded."""
         metrics.run_started(self.run.workflow, self.run.tenant)
         with tracing.run_attempt(self.run, self.control.token) as span:
             try:
@@ -186,7 +186,7 @@ class Execution:
             if isinstance(value, CarriedForward):
                 return value
             state, result = self._outcome(wf, value)
-        except (Fenced, ServiceUnavailable, HandOver):
+        except (Fenced, ServiceUnavailable, HandOver, Paused):  # Paused: claims.py parks the run
             raise
         except Suspended as exc:
             self.wake_at = exc.wake_at
@@ -285,7 +285,7 @@ class Execution:
         except (Fenced, ServiceUnavailable, HandOver, Interrupted):
             self.control.dispatch_stopped = True
             raise
-        except (Exception, Cancelled):
+        except (Exception, Cancelled, Paused):  # the calls under way settle, journaled, first
             await ctx.ended()
             self._left_if_abandoned()
             raise

@@ -1,11 +1,12 @@
 """A heartbeat comes every third of a lease. It does this: every held lease renewed in one
 statement, a run whose token moved on marked *lost* (its task cancelled), a cancellation asked for
-passed to its run; then the entries of the runs whose lease it proved touched in Redis, the worker's
-heartbeat record and the programs it serves (and, at the first beat, the channels its workflows
-declare and the limits of a send by SQL). It also says whether Postgres has answered this worker
-steadily for a whole lease (``settled``): a worker that has not (it just started, or lost Postgres)
-takes over no run until then. It times what it awaits of Postgres anyway: a round trip over
-``Settings.slow_after`` is logged once (``store.slow``), and its end (``store.fast_again``)."""
+and an operator's pause passed to its run; then the entries of the runs whose lease it proved
+touched in Redis, the worker's heartbeat record and the programs it serves (and, at the first
+beat, the channels its workflows declare and the limits of a send by SQL). It also says whether
+Postgres has answered this worker steadily for a whole lease (``settled``): a worker that has not
+(it just started, or lost Postgres) takes over no run until then. It times what it awaits of
+Postgres anyway: a round trip over ``Settings.slow_after`` is logged once (``store.slow``), and its
+end (``store.fast_again``)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ class Heartbeat:
                 control.proven(sent)
             if lease.cancel_requested:
                 control.cancelled()
+            if lease.paused:  # an operator's pause: the run stops at its next crossing
+                control.pause.set()
             # A newer token exists: another worker owns it (counted once: a fenced write may have).
             if lease.lost and a.task is not None and not control.lost.is_set():
                 metrics.lease_lost()

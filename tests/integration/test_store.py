@@ -33,7 +33,7 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     await add_run(store, "r")
     got = await store.claim("r", "me", 30, {"w": "v1"})
     assert got is not None
-    claimed, _now, _turn = got
+    claimed, _now, _turn, _paused = got
     assert await store.finish("r", claimed.fencing_token, "succeeded", 0, result={"ok": 1})
     with pytest.raises(psycopg.errors.CheckViolation, match="final"):
         world.sql("UPDATE runs SET state = 'running' WHERE id = 'r'")

@@ -34,6 +34,7 @@ FENCED = {
     "withdraw_approvals",
     "wait_first",
     "release",
+    "park_paused",  # an operator's pause: the run waits (or is queued, its pause lifted meanwhile)
     "carry",  # the end of a generation: chained, as "finish", on the journal as the worker chained it
 }
 # Token-keyed, yet not a step of the run: giving slots back (a held result lost after it is
@@ -55,7 +56,7 @@ UNFENCED = {
     # reads
     "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
     "journal", "journal_to_replay", "captures", "program_served", "redis_used", "run_gauges", "schedules",
-    "unseen", "workers",
+    "unseen", "workers", "pause_of",
     "unknown_workflows", "orphans", "movable",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",

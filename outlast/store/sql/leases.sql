@@ -57,7 +57,10 @@ released AS (
     UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn
     WHERE runs.id = turn.id AND runs.published_at IS NULL
     RETURNING runs.id, runs.priority)
-SELECT c.*, released.id AS turn_id, released.priority AS turn_priority
+SELECT c.*, released.id AS turn_id, released.priority AS turn_priority,
+       -- an operator's pauses that hold the run (pauses.sql): it stops before its workflow runs
+       (SELECT jsonb_agg(m.value::jsonb ORDER BY m.key) FROM outlast_meta m
+        WHERE m.key IN ('pause:run:' || c.id, 'pause:workflow:' || c.workflow, 'pause:queue:' || c.queue)) AS paused
 FROM c LEFT JOIN released ON true;
 
 -- name: renew
@@ -74,7 +77,7 @@ mine AS (
 renewed AS (
     UPDATE runs SET lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
     FROM mine WHERE runs.id = mine.id
-    RETURNING runs.id, runs.cancel_requested),
+    RETURNING runs.id, runs.cancel_requested, runs.workflow, runs.queue),
 slots_renewed AS (
     -- the concurrency slots held under these leases live as long as they do (0011_flow)
     UPDATE slots SET expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
@@ -82,7 +85,11 @@ slots_renewed AS (
     WHERE slots.run_id = renewed.id AND held.id = renewed.id AND slots.token = held.token)
 SELECT held.id, renewed.id IS NOT NULL AS renewed,
        coalesce(renewed.cancel_requested, false) AS cancel_requested,
-       runs.fencing_token IS DISTINCT FROM held.token AS lost
+       runs.fencing_token IS DISTINCT FROM held.token AS lost,
+       -- paused by an operator (pauses.sql): the run stops at its next crossing
+       EXISTS (SELECT 1 FROM outlast_meta m WHERE m.key IN
+               ('pause:run:' || renewed.id, 'pause:workflow:' || renewed.workflow, 'pause:queue:' || renewed.queue))
+           AS paused
 FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = held.id;
 
 -- name: finish
