@@ -13,8 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -25,11 +24,11 @@ from outlast.errors import Fenced, ServiceUnavailable
 from outlast.queue import Delivery, Queue, RateWindows
 from outlast.settings import Settings
 from outlast.store import Claimed, Store
-from outlast.worker.control import Interrupted, Paused, RunControl
+from outlast.worker.control import Interrupted, RunControl
 from outlast.worker.executor import Execution, Outcome
 from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
-from outlast.worker.pausing import park
+from outlast.worker.pausing import executed
 from outlast.worker.size import RunSize
 from outlast.worker.state import Active, WorkerState
 
@@ -139,7 +138,7 @@ class Claims:
         self.state.active[run_id] = active
         try:
             active.task = asyncio.current_task()
-            inner = asyncio.create_task(self._executed(execution, paused, db_now))
+            inner = asyncio.create_task(executed(self.store, execution, paused, db_now))
             try:
                 outcome = await asyncio.shield(inner)
             except asyncio.CancelledError:
@@ -160,24 +159,6 @@ class Claims:
             # Wake a short timer from here, to the second; the sweeper covers a worker that dies.
             delay = (execution.wake_at - db_now).total_seconds() - (time.monotonic() - claimed_at)
             self._later(max(delay, 0.0), d.queue, run_id, priority=run.priority)
-
-    async def _executed(
-        self, ex: Execution, paused: list[dict[str, Any]] | None, db_now: datetime
-    ) -> Outcome:
-        """The run executed; or parked (``pausing.py``) at its claim, not started, if a pause
-        holds it (a cancellation goes first), else at the crossing where a pause reached it."""
-        if not paused or ex.control.cancel.is_set():
-            try:
-                return await ex.execute()
-            except Paused:
-                paused = None  # read as it parks
-        try:
-            ex.wake_at = await park(self.store, ex.writes, ex.control, paused, db_now)
-        except Fenced:
-            return Outcome.FENCED
-        except Interrupted as exc:
-            raise ServiceUnavailable(str(exc)) from exc
-        return Outcome.WAITING
 
     async def _after_cancel(self, active: Active, inner: asyncio.Task[object]) -> None:
         """The serving task was cancelled: the lease was lost, or the worker is stopping."""

@@ -12,9 +12,10 @@ from typing import Any
 
 import structlog
 
-from outlast.errors import Fenced
+from outlast.errors import Fenced, ServiceUnavailable
 from outlast.store import Store
-from outlast.worker.control import RunControl
+from outlast.worker.control import Interrupted, Paused, RunControl
+from outlast.worker.executor import Execution, Outcome
 from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.worker")
@@ -33,6 +34,25 @@ def said(run_id: str, pauses: list[dict[str, Any]] | None) -> str:
         f"run '{run_id}': paused by {by}{scope}: {p.get('why') or 'no reason given'}; to let it "
         f"go on: outlast unpause{how} {p['target']}"
     )
+
+
+async def executed(
+    store: Store, ex: Execution, paused: list[dict[str, Any]] | None, db_now: datetime
+) -> Outcome:
+    """The run executed; or parked at its claim, not started, if a pause holds it (a cancellation
+    goes first), else at the crossing where a pause reached it."""
+    if not paused or ex.control.cancel.is_set():
+        try:
+            return await ex.execute()
+        except Paused:
+            paused = None  # read as it parks
+    try:
+        ex.wake_at = await park(store, ex.writes, ex.control, paused, db_now)
+    except Fenced:
+        return Outcome.FENCED
+    except Interrupted as exc:
+        raise ServiceUnavailable(str(exc)) from exc
+    return Outcome.WAITING
 
 
 async def park(

@@ -56,8 +56,8 @@ def test_the_fenced_append_is_written_once_and_taken_whole_by_the_take() -> None
 def test_each_lost_acknowledgement_tail_is_the_run_with_its_event_then_its_recheck() -> None:
     # in bare text, its comments left out
     tail = re.compile(
-        r"SELECT id AS run_id FROM r,outlast_event\(id,(?:(?!SELECT).)*?\)"
-        r"UNION ALL SELECT id FROM outlast_redone\("
+        r"SELECT id AS run_id(?:,\w+)? FROM r,outlast_event\(id,(?:(?!UNION ALL).)*?\)"
+        r"UNION ALL SELECT id(?:,\w+)? FROM outlast_redone\("
     )
     redone = callers("outlast_redone")
     assert len(redone) >= 10, redone

@@ -21,8 +21,7 @@ j AS (
     FROM r, unnest(%(seqs)s::int[], %(kinds)s::text[], %(ops)s::text[], %(bodies)s::text[], %(hashes)s::text[])
          AS x(seq, kind, op_id, body, hash)),
 e AS (
-    INSERT INTO events (run_id, kind, detail)
-    SELECT r.id, 'forked_from', %(detail)s || jsonb_build_object('run', r.parent_id) FROM r
-    UNION ALL
-    SELECT r.parent_id, 'forked', %(detail)s || jsonb_build_object('as', r.id) FROM r)
-SELECT * FROM r;
+    SELECT outlast_event(r.id, 'forked_from', %(detail)s || jsonb_build_object('run', r.parent_id)),
+           outlast_event(r.parent_id, 'forked', %(detail)s || jsonb_build_object('as', r.id))
+    FROM r)
+SELECT r.* FROM r, e;

@@ -46,16 +46,13 @@ r AS (
         owner = NULL, lease_expires_at = NULL, attempts = 0, wake_at = NULL,
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
-    RETURNING id, state),
-e AS (
-    INSERT INTO events (run_id, kind, detail)
-    SELECT id, CASE WHEN state = 'waiting' THEN 'paused' ELSE 'unpaused' END,
-           CASE WHEN state = 'waiting'
-                THEN jsonb_build_object('reason', 'paused', 'message', %(message)s::text,
-                                        'pauses', (SELECT jsonb_agg(pause) FROM p))
-                ELSE jsonb_build_object('why', 'the pause was lifted before the run stopped') END
-    FROM r)
-SELECT id AS run_id, state FROM r
+    RETURNING id, state)
+SELECT id AS run_id, state
+FROM r, outlast_event(id, CASE WHEN state = 'waiting' THEN 'paused' ELSE 'unpaused' END,
+     CASE WHEN state = 'waiting'
+          THEN jsonb_build_object('reason', 'paused', 'message', %(message)s::text,
+                                  'pauses', (SELECT jsonb_agg(pause) FROM p))
+          ELSE jsonb_build_object('why', 'the pause was lifted before the run stopped') END)
 UNION ALL
 SELECT id, state FROM outlast_redone(%(id)s, %(token)s, 'waiting', 'paused')
 UNION ALL
@@ -76,6 +73,5 @@ r AS (
     UPDATE runs SET state = 'queued', reason = NULL, attempts = 0,
         published_at = (SELECT at FROM outlast_now()), updated_at = now()
     FROM m WHERE runs.id = m.id
-    RETURNING runs.id, runs.queue, runs.priority),
-e AS (INSERT INTO events (run_id, kind, detail) SELECT id, 'unpaused', %(detail)s FROM r)
-SELECT id, queue, priority FROM r;
+    RETURNING runs.id, runs.queue, runs.priority)
+SELECT id, queue, priority FROM r, outlast_event(id, 'unpaused', %(detail)s);
