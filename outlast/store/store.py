@@ -1,8 +1,12 @@
-"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is composed
-of its connection (``connection.py``), its migrations (``migrate.py``) and one mixin per family of
-queries, each in a module of its own; it defines nothing itself."""
+"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is its
+connection (``connection.py``) and its migrations (``migrate.py``), and one object per family of
+queries over that one connection (``store.runs``, ``store.leases``, ``store.journal``...), each in a
+module of its own. A part is given the families it uses (a heartbeat: ``leases`` and ``fleet``),
+never the whole store."""
 
 from __future__ import annotations
+
+from functools import cached_property
 
 from outlast._urls import redact
 from outlast.store.approvals import Approvals
@@ -23,7 +27,7 @@ from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
-from outlast.store.shown import Shown
+from outlast.store.shown import StoreShown
 from outlast.store.sweeps import Sweeps
 
 __all__ = [
@@ -41,26 +45,25 @@ __all__ = [
 ]
 
 
-class Store(
-    Connection,
-    Migrations,
-    Runs,
-    Listing,
-    Leases,
-    Journal,
-    Generations,
-    Approvals,
-    Messages,
-    Requests,
-    Firsts,
-    Budgets,
-    Children,
-    Fleet,
-    Flow,
-    Schedules,
-    Sweeps,
-    Rollups,
-    Shown,
-):
+class Store(Migrations, Connection):
     """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
-    (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""
+    (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family. Each
+    family is made over the store's connection when first read (``cached_property``), and kept."""
+
+    runs = cached_property(Runs)
+    listing = cached_property(Listing)
+    leases = cached_property(Leases)
+    journal = cached_property(Journal)
+    generations = cached_property(Generations)
+    approvals = cached_property(Approvals)
+    messages = cached_property(Messages)
+    requests = cached_property(Requests)
+    firsts = cached_property(Firsts)
+    budgets = cached_property(Budgets)
+    children = cached_property(Children)
+    fleet = cached_property(Fleet)
+    flow = cached_property(Flow)
+    schedules = cached_property(Schedules)
+    sweeps = cached_property(Sweeps)
+    rollups = cached_property(Rollups)
+    shown = cached_property(StoreShown)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.records import Pruned
 
 
-class Sweeps(Base):
+class Sweeps(Family):
     """``Sweeps`` holds the sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
 
     async def due(
