@@ -65,7 +65,7 @@ class OperationAdmission:
     async def reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        reserve = self._store.budgets.reserve(self.budget_id, self.run_id, op_id, tool.cost)
         over = await self._control.db(self._writes.fenced("reserve", reserve))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)

@@ -74,7 +74,7 @@ class Captures:
         if self._journaled:
             async with self._learnt:
                 if self._journaled:
-                    self._learn(await self._store.captures(self._run_id, self._journaled))
+                    self._learn(await self._store.journal.captures(self._run_id, self._journaled))
                     self._journaled = 0
         data = self.stored(tool.name, args, action.captured[-1])
         await replayer.append("capture", action.operation_id, data)  # chained now, in this order

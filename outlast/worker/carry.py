@@ -40,7 +40,7 @@ async def carried(
     ended = Carry(
         run.generation, run.input, run.op_base, journal.head, journal.length, carry.input, carry.op_base
     )
-    written = store.carry(run.id, control.token, ended)
+    written = store.generations.carry(run.id, control.token, ended)
     if not await writes.fenced("carry", written, chained=True):
         raise Fenced(run.id, control.token)
     nxt = run.generation + 1

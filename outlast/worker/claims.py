@@ -92,13 +92,13 @@ class Claims:
             return
         claimed, sent = await self._claim(d, run_id, reclaimed)
         if claimed is None:
-            found = await self.store.get_run(run_id)
+            found = await self.store.runs.get_run(run_id)
             if found is None or not self._ours(found):
                 await self._not_claimed(d, run_id, found, reclaimed)
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
-            claimed = Claimed(found, await self.store.db_now())
+            claimed = Claimed(found, await self.store.sweeps.db_now())
             sent = time.monotonic() - s.lease_ttl
         run, db_now, turn = claimed
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
@@ -177,7 +177,7 @@ class Claims:
             return
         try:  # the run's held entries first: on failure no release, its lease runs out instead
             released = await ex.writes.fenced(
-                "release", self.store.release(ex.run.id, control.token, "worker shutting down")
+                "release", self.store.leases.release(ex.run.id, control.token, "worker shutting down")
             )
         except Fenced as exc:
             ex.log.warning("run.not_handed_over", error=str(exc))  # its lease runs out instead
@@ -204,7 +204,7 @@ class Claims:
         give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
         while True:
             sent = time.monotonic()
-            claimed = await self.store.claim(
+            claimed = await self.store.leases.claim(
                 run_id, self.state.name, s.lease_ttl, self.state.programs, d.queue, self._steady()
             )
             if claimed is not None or time.monotonic() >= give_up or self.state.stopping.is_set():
@@ -245,7 +245,7 @@ class Claims:
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
-            if await self.store.refuse_program(run_id, mine, msg, self.s.program_grace):
+            if await self.store.leases.refuse_program(run_id, mine, msg, self.s.program_grace):
                 log.warning("run.program_changed", run_id=run_id, message=msg)
                 await self._ack(d)
                 return
@@ -264,7 +264,7 @@ class Claims:
         ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
         bounced between workers of the new program does not spin; a hop lost with this worker
         is re-published by the sweeper (Postgres says the run is due)."""
-        if not await self.store.program_served(run.id, self.s.program_grace):
+        if not await self.store.fleet.program_served(run.id, self.s.program_grace):
             return False
         hops = d.fields.get("hops", "0")
         hops_before = min(int(hops), 10) if hops.isdigit() else 0

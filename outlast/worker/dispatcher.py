@@ -223,7 +223,7 @@ class Dispatcher:
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
             op = action.operation_id
-            settle = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
+            settle = self._store.budgets.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
             settled = self._control.db(settle)
             await asyncio.gather(appended, settled)  # one shared commit, as a rule
         else:

@@ -94,14 +94,14 @@ class Execution:
         if kw.get("reason"):  # cut once scrubbed: a secret cut in two would be masked by neither half
             kw["reason"] = storable(kw["reason"])[:REASON_CHARS]
         length = self.run.journal_len if self.journal is None else self.journal.length  # as chained here
-        written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
+        written = self.store.leases.finish(self.run.id, self.control.token, state, length, **kw)
         if not await self.writes.fenced("finish", written, chained=True):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
         if self.run.started_by is not None:
             with contextlib.suppress(ServiceUnavailable):  # the sweeper wakes it otherwise
-                queue = await self.store.wake_parent(self.run.started_by, self.run.id)
+                queue = await self.store.children.wake_parent(self.run.started_by, self.run.id)
                 if queue is not None:
                     self._woken.append((queue, self.run.started_by))
         metrics.run_finished(self.run.workflow, state, self.run.tenant)
@@ -110,7 +110,7 @@ class Execution:
 
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
-        waiting = self.store.wait(self.run.id, self.control.token, reason, message)
+        waiting = self.store.leases.wait(self.run.id, self.control.token, reason, message)
         if not await self.writes.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning("run.waiting", reason=reason, message=message)
@@ -157,7 +157,7 @@ class Execution:
     async def _generation(self, wf: Workflow) -> Outcome | CarriedForward:
         """Run the current generation of the run's journal: to an outcome, or to its carry."""
         run = self.run
-        entries = await self.store.journal_to_replay(run.id) if run.journal_len else []
+        entries = await self.store.journal.journal_to_replay(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
             exc = JournalAltered(run.id, bad)

@@ -80,7 +80,7 @@ class First:
         receive among the waits), which the run's wait must still find."""
         seen: int | None = None
         async with self._waits.taking:  # a parallel receive never takes the message looked at
-            now = await self._control.db(self._store.db_now())
+            now = await self._control.db(self._store.sweeps.db_now())
             for i, (w, a) in enumerate(zip(waits, asked, strict=True)):
                 if w.kind == "message":
                     outcome, count = await self._message(w, a, now)
@@ -131,7 +131,7 @@ class First:
             return await self._waits.approval_outcome(w.op_id, asked.clean)
         if w.kind == "request":
             return await self._requests.outcome(w.op_id)
-        found = await self._control.db(self._store.get_run(asked.id))
+        found = await self._control.db(self._store.runs.get_run(asked.id))
         if found is None or not found.final:
             return None
         return {"child": asked.id, "state": str(found.state), "result": found.result, "reason": found.reason}
@@ -155,11 +155,11 @@ class First:
         approvals = [w.op_id for w in lost if w.kind == "approval"]
         if requests:
             await self._control.db(
-                self._writes.fenced("withdraw", self._store.withdraw_requests(self.run_id, token, requests))
+                self._writes.fenced("withdraw", self._store.requests.withdraw_requests(self.run_id, token, requests))
             )
         if approvals:
             await self._control.db(
-                self._writes.fenced("withdraw", self._store.withdraw_approvals(self.run_id, token, approvals))
+                self._writes.fenced("withdraw", self._store.approvals.withdraw_approvals(self.run_id, token, approvals))
             )
 
     async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any], seen: int | None) -> None:
@@ -170,9 +170,9 @@ class First:
             due = a if w.kind in ("timer", "message") else None
             if w.kind in ("approval", "request"):
                 if w.kind == "approval":
-                    made = self._store.publish_approval(self.run_id, token, w.op_id, **a.row())
+                    made = self._store.approvals.publish_approval(self.run_id, token, w.op_id, **a.row())
                 else:
-                    made = self._store.publish_request(self.run_id, token, w.op_id, **a.row())
+                    made = self._store.requests.publish_request(self.run_id, token, w.op_id, **a.row())
                 held, due = await self._control.db(self._writes.fenced("publish", made))
                 if not held:
                     raise Fenced(self.run_id, token)
@@ -185,7 +185,7 @@ class First:
         ops, kinds = [w.op_id for w in waits], [w.kind for w in waits]
         # ``waits``: what ``outlast status`` lists, each wait and its due time
         detail = {"reason": "first", "ops": ops, "kinds": kinds, "waits": said}
-        waiting = self._store.wait_first(
+        waiting = self._store.firsts.wait_first(
             self.run_id,
             token,
             state=state,

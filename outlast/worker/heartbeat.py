@@ -92,7 +92,7 @@ class Heartbeat:
             await self.queue.touch(proven + state.read_ahead, state.name)
         try:
             beat = time.monotonic()
-            await self.store.beat_worker(self.record())  # after the leases: they come first
+            await self.store.fleet.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
             self._lost()
             raise
@@ -100,7 +100,7 @@ class Heartbeat:
         # The faster of two one-statement round trips: a wait for a pooled connection or a row
         # lock inflates one of them, seldom both.
         self._judge(min(renewed, time.monotonic() - beat))
-        await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
+        await self.store.fleet.beat_programs(state.queues, state.programs)  # kept after this worker stops
         if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
             s = self.s  # and its limits, for outlast_send (0029)
             limits = {
@@ -108,7 +108,7 @@ class Heartbeat:
                 "max_inbox": s.max_inbox,
                 "max_inbox_run": s.max_inbox_run,
             }
-            await self.store.declare_channels(self.declared, limits)
+            await self.store.fleet.declare_channels(self.declared, limits)
             self.declared = None
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
@@ -119,7 +119,7 @@ class Heartbeat:
         if self._renewal is not None and not self._renewal.done():
             raise ServiceUnavailable("Postgres has not answered the last lease renewal yet")
         wait = self.s.lease_ttl * 2 / 3
-        self._renewal = task = asyncio.create_task(self.store.renew(held, self.s.lease_ttl))
+        self._renewal = task = asyncio.create_task(self.store.leases.renew(held, self.s.lease_ttl))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a late failure: seen
         if not (await asyncio.wait({task}, timeout=wait))[0]:
             raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")

@@ -89,7 +89,7 @@ class RunRequests:
             if data is None:
                 await self.settled()  # as in sleep: parallel calls journal their results first
                 await self.replayer.go_live(op_id, lambda: f"the answer to request {op_id} ({name})")
-                waiting = self.store.await_request(self.run_id, self.control.token, op_id, **q.row())
+                waiting = self.store.requests.await_request(self.run_id, self.control.token, op_id, **q.row())
                 if not await self.control.db(self.writes.fenced("wait", waiting)):
                     raise Fenced(self.run_id, self.control.token)
                 log.info(
@@ -141,7 +141,7 @@ class RunRequests:
 
     async def outcome(self, op_id: str) -> dict[str, Any] | None:
         """The answer as the journal keeps it, once answered (or ``expired``); None while pending."""
-        row = await self.control.db(self.store.request(self.run_id, op_id))
+        row = await self.control.db(self.store.requests.request(self.run_id, op_id))
         if row is not None and row["status"] == "answered":
             return {
                 "value": row["answer"],

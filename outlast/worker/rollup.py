@@ -54,9 +54,9 @@ class Rollup:
         now = time.time()
         self.next = math.floor(now / self.every + 1) * self.every
         await self.flush(now)
-        if not await self.store.rollup_turn(self.every):
+        if not await self.store.rollups.rollup_turn(self.every):
             return None
-        done = await self.store.roll_up(await self.samples(log), open_minute=open_minute)
+        done = await self.store.rollups.roll_up(await self.samples(log), open_minute=open_minute)
         if done.minutes > USUAL:  # minutes missed (no worker, Postgres away), caught up
             log.info(
                 "charts.caught_up",
@@ -78,7 +78,7 @@ class Rollup:
                 del self.pending[stale]
         self.since = now
         for flush_id, (minute, c) in list(self.pending.items()):
-            await self.store.flush_latencies(flush_id, minute, c)
+            await self.store.rollups.flush_latencies(flush_id, minute, c)
             del self.pending[flush_id]
 
     async def samples(self, log: Any) -> list[tuple[str, int, float]]:
@@ -86,7 +86,7 @@ class Rollup:
         counted all the same)."""
         out = []
         try:
-            for q in await self.store.rollup_queue_names():
+            for q in await self.store.rollups.rollup_queue_names():
                 depth, age = await self.queue.depth(q)
                 out.append((q, depth, age))
         except ServiceUnavailable as exc:

@@ -250,7 +250,7 @@ class Run(Showing, Conversing):
         """The run's budget as it stands: limit, spent and reserved for each name."""
         if self._budget_id is None:
             return {}
-        return await self._control.db(self._store.budget_standing(self._budget_id))
+        return await self._control.db(self._store.budgets.budget_standing(self._budget_id))
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
         """A timer or an approval, counted while under way (see ``underway.may_park``)."""

@@ -40,9 +40,9 @@ class Scheduler:
             return
         if not self._declared:
             for sched in self.schedules.values():
-                await self.store.declare_schedule(sched, sched.queue or self.default_queue)
+                await self.store.schedules.declare_schedule(sched, sched.queue or self.default_queue)
             self._declared = True
-        for row in await self.store.schedules(list(self.schedules)):
+        for row in await self.store.schedules.schedules(list(self.schedules)):
             if row["paused"]:
                 continue
             try:
@@ -59,7 +59,7 @@ class Scheduler:
             fresh = [rid for rid, new in zip(ids, created, strict=True) if new]
             # Published once recorded; an entry lost here is published by a sweeper later.
             await self.queue.publish_many([(row["queue"], rid, "normal") for rid in fresh])
-            await self.store.advance_schedule(row["name"], row["last_tick"], last)
+            await self.store.schedules.advance_schedule(row["name"], row["last_tick"], last)
             if fresh or not ticks:
                 skipped = None if ticks else f"{last:%Y-%m-%d %H:%M:%S %Z}"  # ticks up to it missed
                 log.info(
@@ -72,7 +72,7 @@ class Scheduler:
 
     async def _enqueue(self, row: dict[str, Any], rid: str) -> bool:
         """Record a tick's run (once: its id is the tick's); True if this call made it."""
-        _, created = await self.store.insert_run(
+        _, created = await self.store.runs.insert_run(
             id=rid,
             workflow=row["workflow"],
             queue=row["queue"],

@@ -90,7 +90,7 @@ class Waits:
             return
         await self._settled()  # calls made in parallel journal their results before the run lets go
         await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
-        waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
+        waiting = self._store.leases.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
         if not await self._control.db(self._writes.fenced("wait", waiting)):
             raise Fenced(self.run_id, self._control.token)
         raise Suspended(due)
@@ -101,7 +101,7 @@ class Waits:
         """The timer's due time, journaled once (a ``timer`` entry; a replay reads it), and now
         by the database clock."""
         self._replayer.enter(op_id)
-        now = await self._control.db(self._store.db_now())
+        now = await self._control.db(self._store.sweeps.db_now())
         if self._replayer.journaled(op_id):
             e = self._replayer.entry(op_id, "timer")
             if e is None:
@@ -136,7 +136,7 @@ class Waits:
                 ok = await self._control.db(
                     self._writes.fenced(
                         "wait",
-                        self._store.await_approval(self.run_id, self._control.token, op_id, **asked.row()),
+                        self._store.approvals.await_approval(self.run_id, self._control.token, op_id, **asked.row()),
                     )
                 )
                 if not ok:
@@ -194,7 +194,7 @@ class Waits:
     async def approval_outcome(self, op_id: str, clean: dict[str, Any]) -> dict[str, Any] | None:
         """The decision on the request as the journal keeps it, once decided or expired; None
         while it is pending."""
-        row = await self._control.db(self._store.approval(self.run_id, op_id))
+        row = await self._control.db(self._store.approvals.approval(self.run_id, op_id))
         if row is not None and row["status"] != "pending":
             return {
                 "status": row["status"],

@@ -129,9 +129,9 @@ class JournalWrites:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
         token = self._control.token
         written = (
-            self._store.submit_append(self.run_id, token, entry, held)
+            self._store.journal.submit_append(self.run_id, token, entry, held)
             if take is None
-            else self._store.submit_take(self.run_id, token, entry, held, take)
+            else self._store.messages.submit_take(self.run_id, token, entry, held, take)
         )
         written.add_done_callback(self._written)
         return written

@@ -202,9 +202,9 @@ def test_the_rollup_is_safe_twice_and_catches_up(world: World) -> None:
             await c.open()
             minute = datetime.now(UTC).replace(second=0, microsecond=0)
             counts = {"pay": [1] * (len(BOUNDS) + 1)}
-            await c.store.flush_latencies("f1", minute, counts)
-            await c.store.flush_latencies("f1", minute, counts)
-            await c.store.flush_latencies("f2", minute, counts)
+            await c.store.rollups.flush_latencies("f1", minute, counts)
+            await c.store.rollups.flush_latencies("f1", minute, counts)
+            await c.store.rollups.flush_latencies("f2", minute, counts)
 
     asyncio.run(flush())
     assert latencies(world) == {"pay": 2 * (len(BOUNDS) + 1)}

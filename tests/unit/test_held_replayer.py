@@ -60,7 +60,7 @@ def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -
         assert store.writes == []  # held: nothing written yet
         await r.append("intention", "op-3", {})
         await r.hold("result", "op-3", {"ok": 3})
-        assert await writes.fenced("finish", store.finish())
+        assert await writes.fenced("finish", store.leases.finish())
         return store.writes
 
     assert asyncio.run(go()) == [("append", [1, 2, 3]), ("append", [4]), ("finish", [])]
@@ -71,7 +71,7 @@ def test_the_final_state_is_queued_right_after_the_held_entries() -> None:
         store = Recorder()
         r, writes = replayer(store)
         await r.hold("result", "op-1", {"ok": 1})
-        assert await writes.fenced("finish", store.finish(), chained=True)
+        assert await writes.fenced("finish", store.leases.finish(), chained=True)
         return store.writes, r.journal.length  # the length the final state is committed on
 
     assert asyncio.run(go()) == ([("append", [1]), ("finish", [])], 1)
@@ -98,7 +98,7 @@ def test_a_refused_flush_voids_what_follows_and_no_other_write_is_made() -> None
         await asyncio.sleep(0.1)  # the timer's flush is refused (another fencing token)
         assert writes._control.dispatch_stopped
         with pytest.raises(Fenced):
-            await writes.fenced("finish", store.finish())
+            await writes.fenced("finish", store.leases.finish())
         with pytest.raises(Fenced):
             await r.hold("result", "op-2", {"ok": 2})
         return store
