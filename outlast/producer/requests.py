@@ -67,7 +67,9 @@ class Requests(ClientCore):
             if judge(req, value, p, name, run_id, where) is Verdict.SAME_AGAIN:
                 assert req is not None
                 return Answered(run_id, request_id, req["answer"], req["answered_by"], True)
-            answered, queue = await self.store.requests.answer_request(run_id, request_id, value, name, record)
+            answered, queue = await self.store.requests.answer_request(
+                run_id, request_id, value, name, record
+            )
             if answered:
                 if queue is not None:
                     await self.queue.publish(queue, run_id, priority=asked.priority)

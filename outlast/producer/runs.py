@@ -180,7 +180,9 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
-        got = await self.store.runs.cancel(run_id, {"by": "client", **(principal.record() if principal else {})})
+        got = await self.store.runs.cancel(
+            run_id, {"by": "client", **(principal.record() if principal else {})}
+        )
         if got is None:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got

@@ -19,6 +19,7 @@ sessions (``sessions.py``, reached as ``AsyncClient.sessions``) and a reader's w
 """
 
 from outlast.store.store import (
+    FAMILIES,
     SCHEMA_VERSION,
     ChildStart,
     Claimed,
@@ -29,4 +30,14 @@ from outlast.store.store import (
     schema_sql,
 )
 
-__all__ = ["SCHEMA_VERSION", "ChildStart", "Claimed", "OnWait", "Pruned", "Store", "redact", "schema_sql"]
+__all__ = [
+    "FAMILIES",
+    "SCHEMA_VERSION",
+    "ChildStart",
+    "Claimed",
+    "OnWait",
+    "Pruned",
+    "Store",
+    "redact",
+    "schema_sql",
+]

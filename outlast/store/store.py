@@ -7,9 +7,11 @@ never the whole store."""
 from __future__ import annotations
 
 from functools import cached_property
+from typing import cast
 
 from outlast._urls import redact
 from outlast.store.approvals import Approvals
+from outlast.store.base import Family
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
 from outlast.store.connection import Connection
@@ -31,6 +33,7 @@ from outlast.store.shown import StoreShown
 from outlast.store.sweeps import Sweeps
 
 __all__ = [
+    "FAMILIES",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "ChildStart",
@@ -67,3 +70,12 @@ class Store(Migrations, Connection):
     sweeps = cached_property(Sweeps)
     rollups = cached_property(Rollups)
     shown = cached_property(StoreShown)
+
+
+# The store's families by attribute (``store.leases``: ``Leases``), for what reads them all (the
+# offline replay's store, the tests that measure what a part reaches).
+FAMILIES: dict[str, type[Family]] = {
+    name: cast(type[Family], made.func)
+    for name, made in vars(Store).items()
+    if isinstance(made, cached_property)
+}

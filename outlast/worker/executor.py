@@ -73,7 +73,9 @@ class Execution:
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
-        self.writes = JournalWrites(store=store, control=self.control, hold=hold)
+        self.writes = JournalWrites(
+            journal=store.journal, messages=store.messages, control=self.control, hold=hold
+        )
         self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
@@ -82,7 +84,14 @@ class Execution:
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app = app
         self.store = store
-        self.gate = FlowGate(store=store, windows=windows, control=self.control, writes=self.writes)
+        self.gate = FlowGate(
+            flow=store.flow,
+            runs=store.runs,
+            sweeps=store.sweeps,
+            windows=windows,
+            control=self.control,
+            writes=self.writes,
+        )
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
@@ -151,7 +160,9 @@ class Execution:
         if held_back is not None:
             return held_back
         while isinstance(outcome := await self._generation(wf), CarriedForward):  # the next, on this lease
-            self.run = await carried(self.store, self.writes, self.control, self.run, self.journal, outcome)
+            self.run = await carried(
+                self.store.generations, self.writes, self.control, self.run, self.journal, outcome
+            )
         return outcome
 
     async def _generation(self, wf: Workflow) -> Outcome | CarriedForward:

@@ -71,12 +71,17 @@ class Worker:
         self.sweeper = Sweeper(store, queue, settings, queues, app.schedules, self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
-        self.linger = Linger(seconds=settings.receive_linger, store=store)  # receives held a moment
+        self.linger = Linger(seconds=settings.receive_linger, connection=store)  # receives held a moment
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         # Built in the order they need one another: each is given the others' methods it uses.
         self.acks = Acks(queue=queue)
         self.heartbeat = Heartbeat(
-            state=self.state, settings=settings, store=store, queue=queue, declared=app.declared_channels()
+            state=self.state,
+            settings=settings,
+            leases=store.leases,
+            fleet=store.fleet,
+            queue=queue,
+            declared=app.declared_channels(),
         )
         self.claims = Claims(
             state=self.state,

@@ -50,8 +50,10 @@ class Sweeper:
         self._seen: set[str] = set()  # queues other workers serve (``streams``)
         self._orphans: set[str] = set()  # runs of silent workers said to wait for their leases
         self._next_look = 0.0
-        self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
-        self.rollup = Rollup(store, queue, settings.rollup_every)
+        self.scheduler = Scheduler(
+            store.schedules, store.runs, queue, schedules or {}, settings.queue, programs
+        )
+        self.rollup = Rollup(store.rollups, queue, settings.rollup_every)
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()
@@ -126,7 +128,9 @@ class Sweeper:
         before the statements that compare its clock with Postgres's (``Queue.waiting``), and only
         when a queued run went unseen that long (none: no queued run is due by age in this pass).
         Not when Redis lost its data (``after`` 0): what it says then is not to be trusted."""
-        cutoff, queued = await self.store.sweeps.unseen(after)  # a run this pass stamps is not due again in it
+        cutoff, queued = await self.store.sweeps.unseen(
+            after
+        )  # a run this pass stamps is not due again in it
         waiting = await self.queue.waiting(await self.streams()) if after and queued else Waiting()
         queued = queued or not after
         while True:

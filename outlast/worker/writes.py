@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from outlast import _failpoints as failpoints
 from outlast._journal import Entry
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.store import Store
-from outlast.store.journal import appended
+from outlast.store.journal import Journal, appended
+from outlast.store.messages import Messages
 from outlast.worker.control import RunControl
 
 T = TypeVar("T")
@@ -33,9 +33,11 @@ class JournalWrites:
     """``JournalWrites`` holds the run's held entries, the appends under way that carry some, and
     the fenced writes that wait for them."""
 
-    def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
+    def __init__(
+        self, *, journal: Journal, messages: Messages, control: RunControl, hold: tuple[float, int] = (0.0, 0)
+    ) -> None:
         self.run_id = control.run_id
-        self._store = store
+        self._journal, self._messages = journal, messages
         self._control = control
         self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
         self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
@@ -129,9 +131,9 @@ class JournalWrites:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
         token = self._control.token
         written = (
-            self._store.journal.submit_append(self.run_id, token, entry, held)
+            self._journal.submit_append(self.run_id, token, entry, held)
             if take is None
-            else self._store.messages.submit_take(self.run_id, token, entry, held, take)
+            else self._messages.submit_take(self.run_id, token, entry, held, take)
         )
         written.add_done_callback(self._written)
         return written

@@ -146,9 +146,13 @@ def test_a_send_that_commits_while_the_first_wait_is_made_is_not_lost(world: Wor
             look = await store.messages.inbox(run_id, token, "reply")
             assert look is not None and look["message_id"] == "r-1"
             assert await waiting(look["messages_sent"])
-            other = await store.messages.send_message(run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10)
+            other = await store.messages.send_message(
+                run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10
+            )
             assert other["queue"] is None  # not a channel it waits on
-            sent = await store.messages.send_message(run_id, "reply", 2, "r-2", max_bytes=None, max_waiting=10)
+            sent = await store.messages.send_message(
+                run_id, "reply", 2, "r-2", max_bytes=None, max_waiting=10
+            )
             assert sent["queue"] == "default"
             assert world.sql("SELECT state, reason, wake_at IS NOT NULL FROM runs WHERE id = %s", run_id) == [
                 ("waiting", "first", True)

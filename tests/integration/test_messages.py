@@ -198,7 +198,9 @@ def test_a_send_that_commits_while_the_wait_is_made_is_not_lost(world: World, cl
             assert look is not None and look["message_id"] == "r-1"
             # and the other order: the wait first, then a send finds the run waiting and wakes it
             assert await store.messages.await_message(run_id, token, "other", look["messages_sent"], None)
-            sent = await store.messages.send_message(run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10)
+            sent = await store.messages.send_message(
+                run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10
+            )
             assert sent["queue"] == "default"
             assert world.sql("SELECT state, wake_at IS NOT NULL FROM runs WHERE id = %s", run_id) == [
                 ("waiting", True)

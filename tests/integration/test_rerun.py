@@ -255,7 +255,9 @@ async def test_an_approval_request_sent_again_waits_once(
         token = await claimed(store, "r")
         asked: dict[str, Any] = {"action": "pay", "args": {}, "args_hash": "h", "policy_version": "1"}
         with ack_lost(monkeypatch, "await_approval") as lost:
-            assert await store.approvals.await_approval("r", token, "op-1", **asked, approvers=["ann"], expires_in=None)
+            assert await store.approvals.await_approval(
+                "r", token, "op-1", **asked, approvers=["ann"], expires_in=None
+            )
         assert lost.first == [[{"run_id": "r"}]]
         assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [
             ("awaiting_approval", "approval")

@@ -53,7 +53,9 @@ async def test_a_first_of_several_waits_sent_again_publishes_and_waits_once(
     try:
         token = await claimed(store, "r")
         with ack_lost(monkeypatch, "publish_request") as lost:
-            held, expires = await store.requests.publish_request("r", token, "op-1", **{**ASKED, "expires_in": 60.0})
+            held, expires = await store.requests.publish_request(
+                "r", token, "op-1", **{**ASKED, "expires_in": 60.0}
+            )
         assert held and expires is not None and lost.first == [[{"expires_at": expires}]]
         assert world.sql("SELECT count(*), min(status) FROM requests") == [(1, "pending")]
         detail = {"reason": "first", "ops": ["op-1", "op-2"]}
@@ -67,7 +69,10 @@ async def test_a_first_of_several_waits_sent_again_publishes_and_waits_once(
         ]
         assert events(world, "r", "waiting") == 1
         # Answered, it wakes the run waiting on the first of its waits.
-        assert await store.requests.answer_request("r", "op-1", 3, "ann", {"principal": "ann"}) == (True, "default")
+        assert await store.requests.answer_request("r", "op-1", 3, "ann", {"principal": "ann"}) == (
+            True,
+            "default",
+        )
         assert not (await store.requests.publish_request("r", token - 1, "op-9", **ASKED))[0]  # fenced
     finally:
         await store.close()

@@ -9,7 +9,7 @@ import inspect
 import textwrap
 from pathlib import Path
 
-from outlast.store import Store
+from outlast.store import FAMILIES, Store
 from outlast.store.queries import Q
 
 WORKER = Path(__file__).resolve().parents[2] / "outlast" / "worker"
@@ -70,10 +70,19 @@ UNFENCED = {
 FIGURES = {"writer.busy"}  # not a method: read for the metrics, the only use of these attributes
 
 
+# What a part is given of the store: a family, or the protocol a fake stands in for one (captures).
+FAMILY_TYPES = {kind.__name__ for kind in FAMILIES.values()} | {"CaptureReader"}
+
+
+def _methods() -> list[tuple[str, object]]:
+    """Every function of the store and of its families."""
+    return [m for kind in (Store, *FAMILIES.values()) for m in inspect.getmembers(kind, inspect.isfunction)]
+
+
 def _token_writes() -> set[str]:
     """Every store method that takes the lease holder's token: a fenced write."""
     found = set()
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+    for name, fn in _methods():
         params = inspect.signature(fn).parameters
         if "token" in params or "author" in params:
             found.add(name)
@@ -97,7 +106,7 @@ def _statement_named(node: ast.AST) -> str | None:
 def _statements_of_store() -> dict[str, set[str]]:
     """Each store method, and the named statements (``store/sql/*.sql``) it runs."""
     found: dict[str, set[str]] = {}
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+    for name, fn in _methods():
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         named = {n for node in ast.walk(tree) if (n := _statement_named(node)) is not None}
         if named:
@@ -106,26 +115,67 @@ def _statements_of_store() -> dict[str, set[str]]:
 
 
 def _is_store(node: ast.expr) -> bool:
-    """``x.store``, ``x._store`` or a name ``store``: the worker's ways to its store."""
+    """``x.store``, ``x._store`` or a name ``store``: the worker's ways to its whole store (a part
+    that builds others)."""
     if isinstance(node, ast.Attribute):
         return node.attr in ("store", "_store")
     return isinstance(node, ast.Name) and node.id == "store"
 
 
-def _store_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
-    out = []
+def _family_holders(tree: ast.AST) -> set[str]:
+    """The names and ``self`` attributes that hold a family of the store in this module: a parameter
+    typed by a family, and an attribute assigned from one (or from ``store.<family>``)."""
+    params = {
+        a.arg
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for a in (*node.args.args, *node.args.kwonlyargs)
+        if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
+    }
+    held = set(params)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_store(node.func.value):
-            out.append((node, node.func.attr))
-    return out
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = [(target, node.value)]
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(target.elts, node.value.elts, strict=True))
+            for t, v in pairs:
+                if isinstance(t, ast.Attribute) and (
+                    (isinstance(v, ast.Name) and v.id in params)
+                    or (isinstance(v, ast.Attribute) and _is_store(v.value) and v.attr in FAMILIES)
+                ):
+                    held.add("self." + t.attr)
+    return held
 
 
-def _store_uses(tree: ast.AST) -> list[tuple[ast.Attribute, str]]:
-    """Every method of the store the code names, called there or not."""
+def _is_family(node: ast.expr, held: set[str]) -> bool:
+    """A family of the store: ``store.leases``, or a name or attribute the module holds one in."""
+    if isinstance(node, ast.Attribute) and _is_store(node.value) and node.attr in FAMILIES:
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in held
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"self.{node.attr}" in held
+
+
+def _store_uses(tree: ast.AST, held: set[str]) -> list[tuple[ast.Attribute, str]]:
+    """Every method of the store (its own, or a family's) the code names, called there or not;
+    ``held``: the module's holders of a family."""
     return [
         (node, node.attr)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and _is_store(node.value) and not node.attr.startswith("__")
+        if isinstance(node, ast.Attribute)
+        and not node.attr.startswith("__")
+        and (_is_family(node.value, held) or (_is_store(node.value) and node.attr not in FAMILIES))
+    ]
+
+
+def _store_calls(tree: ast.AST, held: set[str]) -> list[tuple[ast.Call, str]]:
+    uses = {id(node): method for node, method in _store_uses(tree, held)}
+    return [
+        (node, uses[id(node.func)])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and id(node.func) in uses
     ]
 
 
@@ -174,7 +224,7 @@ def test_every_store_method_the_worker_reaches_is_classified() -> None:
             and isinstance(node.value, ast.Attribute)
             and f"{node.value.attr}.{node.attr}" in FIGURES
         }
-        for node, method in _store_uses(tree):
+        for node, method in _store_uses(tree, _family_holders(tree)):
             assert method in known or id(node) in figures, (
                 f"{path.name}:{node.lineno} store.{method} is not classified here"
             )
@@ -189,6 +239,7 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
     seen: set[str] = set()
     for path in sorted(WORKER.glob("*.py")):
         tree = ast.parse(path.read_text())
+        held = _family_holders(tree)
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.AsyncFunctionDef | ast.FunctionDef):
                 continue
@@ -198,10 +249,10 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
                 for n in ast.walk(fn)
                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
             }
-            called = {id(call.func) for call, _m in _store_calls(fn)}
-            for node, method in _store_uses(fn):  # a fenced write is only ever called, in place
+            called = {id(call.func) for call, _m in _store_calls(fn, held)}
+            for node, method in _store_uses(fn, held):  # a fenced write is only ever called, in place
                 assert method not in FENCED or id(node) in called, f"{path.name}:{node.lineno} {method}"
-            for call, method in _store_calls(fn):
+            for call, method in _store_calls(fn, held):
                 where = f"{path.name}:{call.lineno} {method}"
                 if method in JOURNAL:
                     assert (path.name, fn.name) == ("writes.py", "_submit") and method in WORKER_APPENDS, (
