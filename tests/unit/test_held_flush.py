@@ -5,6 +5,7 @@ statement. Read from the source, so that a write path added later without the fl
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from pathlib import Path
@@ -123,50 +124,75 @@ def _is_store(node: ast.expr) -> bool:
 
 
 def _family_holders(tree: ast.AST) -> set[str]:
-    """The names and ``self`` attributes that hold a family of the store in this module: a parameter
-    typed by a family, and an attribute assigned from one (or from ``store.<family>``)."""
-    params = {
-        a.arg
-        for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        for a in (*node.args.args, *node.args.kwonlyargs)
-        if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
-    }
-    held = set(params)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Assign):
+    """The ``self`` attributes that hold a family of the store in this module: assigned from a
+    parameter typed by a family (in its function), or from ``store.<family>``."""
+    held: set[str] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
-        for target in node.targets:
-            pairs = [(target, node.value)]
-            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
-                pairs = list(zip(target.elts, node.value.elts, strict=True))
-            for t, v in pairs:
-                if isinstance(t, ast.Attribute) and (
-                    (isinstance(v, ast.Name) and v.id in params)
-                    or (isinstance(v, ast.Attribute) and _is_store(v.value) and v.attr in FAMILIES)
-                ):
-                    held.add("self." + t.attr)
+        params = {
+            a.arg
+            for a in (*fn.args.args, *fn.args.kwonlyargs)
+            if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
+        }
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                pairs = [(target, node.value)]
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts, strict=True))
+                for t, v in pairs:
+                    if isinstance(t, ast.Attribute) and (
+                        (isinstance(v, ast.Name) and v.id in params)
+                        or (isinstance(v, ast.Attribute) and _is_store(v.value) and v.attr in FAMILIES)
+                    ):
+                        held.add("self." + t.attr)
     return held
 
 
-def _is_family(node: ast.expr, held: set[str]) -> bool:
-    """A family of the store: ``store.leases``, or a name or attribute the module holds one in."""
+@functools.cache
+def _held() -> set[str]:
+    """The worker's attributes that hold a family (a subclass reads its base's: ``Inbox``)."""
+    return set().union(*(_family_holders(ast.parse(p.read_text())) for p in WORKER.glob("*.py")))
+
+
+def _family_names(tree: ast.AST) -> set[int]:
+    """The ids of the names that are a parameter typed by a family, where its function reads it."""
+    found = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            params = {
+                a.arg
+                for a in (*fn.args.args, *fn.args.kwonlyargs)
+                if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
+            }
+            found |= {id(n) for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in params}
+    return found
+
+
+def _is_family(node: ast.expr, held: set[str], names: set[int]) -> bool:
+    """A family of the store: ``store.leases``, a parameter typed by one, or an attribute the
+    module holds one in."""
     if isinstance(node, ast.Attribute) and _is_store(node.value) and node.attr in FAMILIES:
         return True
     if isinstance(node, ast.Name):
-        return node.id in held
-    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"self.{node.attr}" in held
+        return id(node) in names
+    return (
+        isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"self.{node.attr}" in held
+    )
 
 
 def _store_uses(tree: ast.AST, held: set[str]) -> list[tuple[ast.Attribute, str]]:
     """Every method of the store (its own, or a family's) the code names, called there or not;
     ``held``: the module's holders of a family."""
+    names = _family_names(tree)
     return [
         (node, node.attr)
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
         and not node.attr.startswith("__")
-        and (_is_family(node.value, held) or (_is_store(node.value) and node.attr not in FAMILIES))
+        and (_is_family(node.value, held, names) or (_is_store(node.value) and node.attr not in FAMILIES))
     ]
 
 
@@ -224,7 +250,7 @@ def test_every_store_method_the_worker_reaches_is_classified() -> None:
             and isinstance(node.value, ast.Attribute)
             and f"{node.value.attr}.{node.attr}" in FIGURES
         }
-        for node, method in _store_uses(tree, _family_holders(tree)):
+        for node, method in _store_uses(tree, _held()):
             assert method in known or id(node) in figures, (
                 f"{path.name}:{node.lineno} store.{method} is not classified here"
             )
@@ -239,7 +265,7 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
     seen: set[str] = set()
     for path in sorted(WORKER.glob("*.py")):
         tree = ast.parse(path.read_text())
-        held = _family_holders(tree)
+        held = _held()
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.AsyncFunctionDef | ast.FunctionDef):
                 continue

@@ -13,7 +13,8 @@ import pytest
 from outlast._journal import Entry
 from outlast._model import RunRecord
 from outlast.errors import Fenced
-from outlast.store import Store
+from outlast.store.journal import Journal
+from outlast.store.messages import Messages
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.writes import JournalWrites
@@ -46,7 +47,12 @@ def replayer(store: Recorder, hold_ms: float = 60000, hold_max: int = 16) -> tup
     row |= {"id": "r", "workflow": "w", "input": {}, "fencing_token": 1, "attempts": 1}
     row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
     control = RunControl(run_id="r", token=1)
-    writes = JournalWrites(store=cast(Store, store), control=control, hold=(hold_ms, hold_max))
+    writes = JournalWrites(
+        journal=cast(Journal, store),
+        messages=cast(Messages, store),
+        control=control,
+        hold=(hold_ms, hold_max),
+    )
     r = Replayer(record=RunRecord(**row), control=control, writes=writes, journal=Journaled([]))
     return r, writes
 
@@ -60,7 +66,7 @@ def test_held_entries_go_first_in_the_next_append_and_before_any_other_write() -
         assert store.writes == []  # held: nothing written yet
         await r.append("intention", "op-3", {})
         await r.hold("result", "op-3", {"ok": 3})
-        assert await writes.fenced("finish", store.leases.finish())
+        assert await writes.fenced("finish", store.finish())
         return store.writes
 
     assert asyncio.run(go()) == [("append", [1, 2, 3]), ("append", [4]), ("finish", [])]
@@ -71,7 +77,7 @@ def test_the_final_state_is_queued_right_after_the_held_entries() -> None:
         store = Recorder()
         r, writes = replayer(store)
         await r.hold("result", "op-1", {"ok": 1})
-        assert await writes.fenced("finish", store.leases.finish(), chained=True)
+        assert await writes.fenced("finish", store.finish(), chained=True)
         return store.writes, r.journal.length  # the length the final state is committed on
 
     assert asyncio.run(go()) == ([("append", [1]), ("finish", [])], 1)
@@ -98,7 +104,7 @@ def test_a_refused_flush_voids_what_follows_and_no_other_write_is_made() -> None
         await asyncio.sleep(0.1)  # the timer's flush is refused (another fencing token)
         assert writes._control.dispatch_stopped
         with pytest.raises(Fenced):
-            await writes.fenced("finish", store.leases.finish())
+            await writes.fenced("finish", store.finish())
         with pytest.raises(Fenced):
             await r.hold("result", "op-2", {"ok": 2})
         return store
