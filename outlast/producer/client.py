@@ -15,11 +15,11 @@ from outlast.producer.fleet import Fleet
 from outlast.producer.messages import Messages
 from outlast.producer.requests import Requests
 from outlast.producer.runs import Runs
-from outlast.producer.shown import Shown
+from outlast.producer.shown import ClientShown
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(Runs, Shown, Decisions, Messages, Requests, Administration, Fleet):
+class AsyncClient(Runs, ClientShown, Decisions, Messages, Requests, Administration, Fleet):
     """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
     application."""

@@ -1,4 +1,4 @@
-"""``Shown`` reads what a run shows from outside, with no worker.
+"""``ClientShown`` reads what a run shows from outside, with no worker.
 
 It reads its state (``state``, ``wait_state``: Postgres, pushed by LISTEN as ``wait`` is) and its
 live output (``stream``: Redis, at most once, then the durable result). Its custom events are
@@ -18,7 +18,7 @@ from outlast.producer.core import ClientCore
 from outlast.queue import LiveChunks
 
 
-class Shown(ClientCore):
+class ClientShown(ClientCore):
     """A run's state and live output."""
 
     async def state(self, run_id: str, key: str | None = None) -> Any:

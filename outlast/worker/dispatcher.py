@@ -7,6 +7,7 @@ committed before the workflow goes on; a read's or an idempotent tool's is **hel
 intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent
 tool dispatched again with the same key, a reconciler asked, and anything else is **in doubt**.
 """
+# rooms: the dispatcher's wiring (one family and one part a line) until one value per operation carries it
 
 from __future__ import annotations
 

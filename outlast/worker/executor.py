@@ -1,4 +1,5 @@
 """The executor carries out one claimed run: verify the journal, replay, go on live, commit how it ended."""
+# rooms: the execution's wiring of a run's parts until one frozen value per run carries it
 
 from __future__ import annotations
 

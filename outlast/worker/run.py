@@ -2,8 +2,9 @@
 
 Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``request``, ``receive``, ``callback``,
 what the run shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the
-replayer, the dispatcher, the waits, the requests, the inbox (messages), ``Shown``.
+replayer, the dispatcher, the waits, the requests, the inbox (messages), ``RunShown``.
 """
+# rooms: the run's wiring (each part built with the families it uses) until one value per run carries it
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from outlast.worker.inbox import Inbox
 from outlast.worker.live import LiveOutput, Scrubbed
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.requests import RunRequests
-from outlast.worker.shown import Showing, Shown
+from outlast.worker.shown import RunShown, Showing
 from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.wait import Wait
 from outlast.worker.writes import JournalWrites
@@ -111,7 +112,7 @@ class Run(Showing, Conversing):
             settled=settled,
             max_payload=max_payload,
         )
-        self._shown = Shown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
+        self._shown = RunShown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
         self._first = First(
             self._requests,
             self._waits,
