@@ -38,13 +38,13 @@ async def measure(db: str, schema: str, repeat: int) -> list[tuple[str, float, f
     out = []
     try:
         for name, query in CASES.items():
-            first = await s.runs_page(query, (None, None), PAGE + 1)
+            first = await s.listing.runs_page(query, (None, None), PAGE + 1)
             after = after_of(query, cursor_of(query, first[PAGE - 1]))
             times: dict[str, list[float]] = {"first": [], "next": []}
             for _ in range(repeat):
                 for which, start in (("first", (None, None)), ("next", after)):
                     t = time.perf_counter()
-                    await s.runs_page(query, start, PAGE + 1)
+                    await s.listing.runs_page(query, start, PAGE + 1)
                     times[which].append((time.perf_counter() - t) * 1000)
             p95 = {k: statistics.quantiles(v, n=20)[-1] for k, v in times.items()}
             out.append((name, p95["first"], p95["next"]))

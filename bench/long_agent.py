@@ -185,7 +185,7 @@ async def resume(h: Any, run_id: str) -> dict[str, float]:
     async with AsyncClient(settings=h.settings) as c:
         record = await c.status(run_id)
         started = time.perf_counter()
-        entries = await c.store.journal_to_replay(run_id)
+        entries = await c.store.journal.journal_to_replay(run_id)
         read = time.perf_counter() - started
         agents._Bound.__call__ = timed  # type: ignore[method-assign]
         try:

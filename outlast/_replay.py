@@ -14,7 +14,6 @@ call this; the runs come from a bundle (``outlast export``) or, read-only, throu
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -40,7 +39,7 @@ from outlast.errors import (
 )
 from outlast.producer import AsyncClient
 from outlast.producer.checks import MAX_LIST
-from outlast.store import Store
+from outlast.store import FAMILIES, Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled
@@ -124,7 +123,10 @@ class _Bundled:
     async def request(self, run_id: str, op_id: str) -> None:  # no answer beyond the journal either
         return None
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+    def __getattr__(self, name: str) -> Any:
+        if name in FAMILIES:  # a family of the store (``store.sweeps``): the same answers
+            return self
+
         async def beyond(*args: Any, **kwargs: Any) -> Any:
             raise JournalEnd(None, f"the database ({name}): live state, which no journal holds")
 
@@ -157,8 +159,12 @@ async def replay_run(
     control = RunControl(run_id=record.id, token=record.fencing_token, offline=True)
     secrets = Secrets(app, secret_key)
     store = cast(Store, _Bundled())
-    writes = JournalWrites(store=store, control=control)  # never reached: nothing is written offline
-    gate = FlowGate(store=store, windows=None, control=control, writes=writes)
+    writes = JournalWrites(
+        journal=store.journal, messages=store.messages, control=control
+    )  # never reached: nothing is written offline
+    gate = FlowGate(
+        flow=store.flow, runs=store.runs, sweeps=store.sweeps, windows=None, control=control, writes=writes
+    )
     ctx = Run(
         record=record,
         app=app,

@@ -45,10 +45,10 @@ class Administration(Admission):
                 f"prune deletes only finished runs: the state must be one of {final}, got {show(state)}"
             )
         await self.open()
-        before = await self.store.cutoff(float(age))
+        before = await self.store.sweeps.cutoff(float(age))
         if dry_run:
-            return before, await self.store.prune_count(before, state)
-        return before, await self.store.prune(before, state)
+            return before, await self.store.sweeps.prune_count(before, state)
+        return before, await self.store.sweeps.prune(before, state)
 
     async def migrate(self, to: int = SCHEMA_VERSION) -> int:
         """Create or upgrade the schema (idempotent); returns the version now recorded."""
@@ -60,7 +60,7 @@ class Administration(Admission):
     async def schedules(self) -> list[dict[str, Any]]:
         """Every schedule the workers have declared, each with ``next_tick`` (None while paused)."""
         await self.open()
-        rows = await self.store.schedules()
+        rows = await self.store.schedules.schedules()
         for r in rows:
             after = max(r["last_tick"], r.pop("db_now"))
             r["next_tick"] = None if r["paused"] else next_tick(r["cron"], r["tz"], after)
@@ -73,7 +73,7 @@ class Administration(Admission):
         from now, the ticks of its pause skipped. The ``principal`` who asked is logged (a
         schedule has no events of its own)."""
         await self.open()
-        row = await self.store.pause_schedule(name, paused)
+        row = await self.store.schedules.pause_schedule(name, paused)
         if row is None:
             raise UnknownSchedule(name)
         who = principal.record() if principal else {}
@@ -84,13 +84,13 @@ class Administration(Admission):
         """Enqueue a run of the schedule's workflow and input now, besides its ticks; the run's
         'triggered' event names the schedule and the ``principal`` who asked."""
         await self.open()
-        rows = await self.store.schedules([name])
+        rows = await self.store.schedules.schedules([name])
         if not rows:
             raise UnknownSchedule(name)
         r = rows[0]
         rid = f"{name}@trigger-{uuid.uuid4().hex[:12]}"
         run = await self._admit(self._prepare(r["workflow"], r["input"], run_id=rid, queue=r["queue"]))
-        await self.store.event(
+        await self.store.runs.event(
             run.id, "triggered", {"schedule": name, **(principal.record() if principal else {})}
         )
         return run
@@ -99,9 +99,9 @@ class Administration(Admission):
         """How many runs are in each state, counted up to COUNTED (10,000) each: a state with more
         reads COUNTED + 1. Bounded so that a look costs the same at a million runs as at ten."""
         await self.open()
-        return await self.store.count_by_state(COUNTED)
+        return await self.store.runs.count_by_state(COUNTED)
 
     async def change_mark(self) -> int:
         """A number that moves whenever anything happens to any run (for live views)."""
         await self.open()
-        return await self.store.change_mark()
+        return await self.store.runs.change_mark()

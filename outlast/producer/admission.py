@@ -200,7 +200,7 @@ class Admission(ClientCore):
         id outside the set costs a read."""
         for row in rows:
             problem = new_run_id_problem(row["id"])
-            if problem is not None and await self.store.get_run(row["id"]) is None:
+            if problem is not None and await self.store.runs.get_run(row["id"]) is None:
                 raise InvalidInput(
                     f"a run of '{row['workflow']}': the run id {show(row['id'])} {problem}: "
                     f"{RUN_ID_RULE}; give another id (e.g. with '-' or ':' for '/')"
@@ -208,7 +208,7 @@ class Admission(ClientCore):
 
     async def _insert(self, row: dict[str, Any]) -> tuple[RunRecord, bool]:
         """Commit the run row (idempotent on its id); say whether it is to be published."""
-        run, created = await self.store.insert_run(**row)
+        run, created = await self.store.runs.insert_run(**row)
         if not created:
             if run.workflow != row["workflow"]:
                 raise RunConflict(run.id, f"workflow ('{run.workflow}')")
@@ -266,5 +266,5 @@ class Admission(ClientCore):
             self._prepare(original.workflow, data, run_id=run_id_new, queue=original.queue, parent=original)
         )
         who = principal.record() if principal else {}
-        await self.store.event(run_id, "continued", {"as": new.id, **who})
+        await self.store.runs.event(run_id, "continued", {"as": new.id, **who})
         return new

@@ -18,11 +18,11 @@ from outlast.producer.messages import Messages
 from outlast.producer.pauses import Pauses
 from outlast.producer.requests import Requests
 from outlast.producer.runs import Runs
-from outlast.producer.shown import Shown
+from outlast.producer.shown import ClientShown
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(Runs, Forks, Shown, Decisions, Messages, Requests, Pauses, Administration, Fleet):
+class AsyncClient(Runs, Forks, ClientShown, Decisions, Messages, Requests, Pauses, Administration, Fleet):
     """``AsyncClient`` talks to Postgres (the truth) and Redis (the hand-out) on behalf of an
     application."""

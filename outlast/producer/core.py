@@ -63,7 +63,7 @@ class ClientCore:
     async def status(self, run_id: str) -> RunRecord:
         check_text(run_id, "a run id", "")
         await self.open()
-        run = await self.store.get_run(run_id)
+        run = await self.store.runs.get_run(run_id)
         if run is None:
             raise UnknownRun(run_id)
         return run

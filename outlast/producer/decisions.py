@@ -21,12 +21,12 @@ class Decisions(ClientCore):
     async def approvals(self, run_id: str) -> list[dict[str, Any]]:
         """The run's approval requests, with their decisions."""
         await self.status(run_id)
-        return await self.store.approvals(run_id)
+        return await self.store.approvals.approvals(run_id)
 
     async def approval(self, run_id: str, approval_id: str) -> dict[str, Any]:
         """One approval request of the run, with its decision; ``UnknownApproval`` if none."""
         await self.status(run_id)
-        req = await self.store.approval(run_id, approval_id)
+        req = await self.store.approvals.approval(run_id, approval_id)
         if req is None:
             raise UnknownApproval(run_id, approval_id)
         return req
@@ -98,16 +98,16 @@ class Decisions(ClientCore):
         who, name = decider(principal, approver, where)
         proposed = Proposed(status, who, name, comment, args_hash, new_args)
         asked = await self.status(run_id)
-        req = await self.store.approval(run_id, approval_id)
+        req = await self.store.approvals.approval(run_id, approval_id)
         if judge(req, proposed, run_id, where) is Verdict.DECIDE:
-            decided, queue = await self.store.decide(
+            decided, queue = await self.store.approvals.decide(
                 run_id, approval_id, status, name, comment, new_args, proposed.who()
             )
             if decided:
                 if queue is not None:
                     await self.queue.publish(queue, run_id, priority=asked.priority)
                 return await self.status(run_id)
-            req = await self.store.approval(run_id, approval_id)  # decided or expired meanwhile
+            req = await self.store.approvals.approval(run_id, approval_id)  # decided or expired meanwhile
             run = await self.status(run_id)
             judge(req, proposed, run_id, where, run_state=run.state)
         return await self.status(run_id)  # the same decision again: accepted, changes nothing
@@ -115,7 +115,7 @@ class Decisions(ClientCore):
     async def pending_approvals(self, limit: int = 200) -> list[dict[str, Any]]:
         """Every approval request still waiting for a decision, across runs, oldest first."""
         await self.open()
-        return await self.store.pending_approvals(limit)
+        return await self.store.approvals.pending_approvals(limit)
 
     async def resolve(
         self,
@@ -136,7 +136,7 @@ class Decisions(ClientCore):
         if executed:
             check_json(result, "the result", where, self.settings.max_payload)
         run = await self.status(run_id)
-        entries = await self.store.journal(run_id)
+        entries = await self.store.journal.journal(run_id)
         if operation_state(e for e in entries if e.op_id == operation_id)[0] != "in_doubt":
             raise NotInDoubt(
                 f"run '{run_id}': operation {operation_id} is not in doubt "
@@ -151,13 +151,13 @@ class Decisions(ClientCore):
         if executed:
             data["result"] = result
         entry = make_entry(run.journal_head, run.journal_len + 1, "resolution", operation_id, data)
-        if await self.store.append(run_id, OnWait("in_doubt", run.journal_head), entry) is None:
+        if await self.store.journal.append(run_id, OnWait("in_doubt", run.journal_head), entry) is None:
             raise RunChanged(f"run '{run_id}' changed while resolving; look again: outlast status {run_id}")
         if executed and run.budget_id is not None:
             # It happened: what it reserved is spent (its estimate is all that is known).
-            held = await self.store.reservations(run_id, operation_id)
-            await self.store.settle(run.budget_id, run_id, operation_id, held, expected=True)
+            held = await self.store.budgets.reservations(run_id, operation_id)
+            await self.store.budgets.settle(run.budget_id, run_id, operation_id, held, expected=True)
         detail = {"op": operation_id, "executed": executed, "who": who, "comment": comment}
-        await self.store.event(run_id, "resolved", detail)
+        await self.store.runs.event(run_id, "resolved", detail)
         await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)

@@ -38,7 +38,7 @@ class Fleet(ClientCore):
             await self.store.check_schema()
             fine.append(f"schema '{self.settings.schema}' at version {SCHEMA_VERSION}")
             schema_ok = True
-            if not await self.store.writable():
+            if not await self.store.fleet.writable():
                 wrong.append(
                     f"Postgres at {redact(self.settings.database_url or '')} refuses writes (a standby "
                     "not promoted, or default_transaction_read_only on): point OUTLAST_DATABASE_URL at "
@@ -61,7 +61,7 @@ class Fleet(ClientCore):
         except ServiceUnavailable as exc:
             wrong.append(str(exc))
         if worker and schema_ok:
-            live = [w for w in await self.store.workers() if w["live"]]
+            live = [w for w in await self.store.fleet.workers() if w["live"]]
             if live:
                 fine.append(f"{len(live)} live worker(s)")
             else:
@@ -76,7 +76,7 @@ class Fleet(ClientCore):
         took = []
         for _ in range(3):
             began = time.monotonic()
-            await self.store.writable()
+            await self.store.fleet.writable()
             took.append(time.monotonic() - began)
         ttl, over = self.settings.lease_ttl, self.settings.slow_after
         if min(took) <= over:
@@ -93,16 +93,16 @@ class Fleet(ClientCore):
         """Every worker's heartbeat record, with ``live`` (a beat within three lease TTLs) and
         ``beat_age`` (seconds)."""
         await self.open()
-        return await self.store.workers()
+        return await self.store.fleet.workers()
 
     async def queues(self, names: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Each queue's figures: from Redis, its stream (length, pending, oldest pending age,
         dead letters); from Postgres, its unfinished runs by state. Without ``names``: every queue
         that has unfinished runs or a worker's heartbeat record, and the configured one."""
         await self.open()
-        unfinished = await self.store.unfinished_by_queue()
+        unfinished = await self.store.runs.unfinished_by_queue()
         if not names:
-            served = {q for w in await self.store.workers() for q in w["queues"]}
+            served = {q for w in await self.store.fleet.workers() for q in w["queues"]}
             names = sorted({*unfinished, *served, self.settings.queue})
         out = []
         for name in names:
@@ -117,7 +117,7 @@ class Fleet(ClientCore):
         at each minute (``queues``); and each tool's operations, p50 and p95 latency in seconds
         over the last hour and the last day (``latency``)."""
         await self.open()
-        rows = await self.store.chart_rows(seconds)
+        rows = await self.store.rollups.chart_rows(seconds)
         queues: dict[str, list[dict[str, Any]]] = {}
         for r in rows["queues"]:
             queues.setdefault(r["queue"], []).append(
@@ -161,9 +161,9 @@ class Fleet(ClientCore):
         if problem is not None or run_id is None:
             return "kept", f"dead letter {entry}: {problem}: nothing to requeue (remove it: --drop {entry})"
         detail = {"dead_letter": entry, "queue": queue, "reason": letter.get("_reason")}
-        where = await self.store.requeue_dead_letter(run_id, detail)
+        where = await self.store.runs.requeue_dead_letter(run_id, detail)
         if where is None:
-            run = await self.store.get_run(run_id)
+            run = await self.store.runs.get_run(run_id)
             if run is None:
                 return "kept", (
                     f"dead letter {entry}: no run '{run_id}' in Postgres: nothing to requeue "

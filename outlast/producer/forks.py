@@ -78,9 +78,9 @@ class Forks(ClientCore):
         new_id = (
             check_text(run_id_new, "the run id", "fork", MAX_RUN_ID) if run_id_new else uuid.uuid4().hex[:20]
         )
-        kept = forked_journal(run_id, await self.store.journal(run_id), from_op)
+        kept = forked_journal(run_id, await self.store.journal.journal(run_id), from_op)
         detail = {"from": from_op, "entries": len(kept)} | (principal.record() if principal else {})
-        run = await self.store.fork_run(run_id, new_id, kept, detail, tracing.carrier())
+        run = await self.store.forks.fork_run(run_id, new_id, kept, detail, tracing.carrier())
         if run is None:  # asked again: the fork made before, else another run's id
             run = await self.status(new_id)
             if run.parent_id != run_id:

@@ -50,14 +50,14 @@ class Messages(ClientCore):
             raise InvalidInput(f"{where}: a message id is at most {MAX_ID} characters")
         check_text(run_id, "a run id", "")
         await self.open()
-        run = await self.store.send_to(run_id, channel)  # instead of the status read: no read more
+        run = await self.store.messages.send_to(run_id, channel)  # instead of the status read: no read more
         if run is None or (born is not None and incarnation(run["created_at"]) != born):
             raise MessageRefused(f"{where}: no such run; nothing stored", "unknown")
         wf = self.app.workflows.get(run["workflow"]) if self.app is not None else None
         payload = to_json(wf.channels if wf is not None else None, where, channel, payload)
         check_json(payload, "the payload", where, self.settings.max_payload)
         check_schema(run["schema"], where, payload)  # as the run's workers published it (0028)
-        row = await self.store.send_message(
+        row = await self.store.messages.send_message(
             run_id,
             channel,
             payload,
@@ -72,7 +72,7 @@ class Messages(ClientCore):
         if row["refused"] is not None:
             raise MessageRefused(row["refused"], row["refusal"])
         if row["duplicate"]:
-            sent_on = await self.store.message_channel(run_id, message_id)
+            sent_on = await self.store.messages.message_channel(run_id, message_id)
             if sent_on not in (None, channel):
                 raise MessageRefused(
                     f"{where}: the message id {message_id!r} was already sent on channel {sent_on!r}; "
@@ -92,4 +92,4 @@ class Messages(ClientCore):
         """The run's messages in the order they were accepted: each one's channel, id, payload, who
         sent it (``via``) and, once taken, the operation that took it (``taken_op``)."""
         await self.status(run_id)
-        return await self.store.messages(run_id)
+        return await self.store.messages.messages(run_id)

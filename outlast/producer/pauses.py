@@ -50,11 +50,11 @@ class Pauses(ClientCore):
             if run.final:
                 raise RunFinished(f"run '{run_id}' is {run.state}: a finished run is not paused")
         who = (principal or cli_principal("client")).record()
-        pause = await self.store.pause(
+        pause = await self.store.pauses.pause(
             scope, target, {"scope": scope, "target": target, "by": who, "why": why}
         )
         if run_id is not None:  # the run's own history says it was asked (it stops at a crossing)
-            await self.store.event(run_id, "pause_requested", {"by": who, "why": why})
+            await self.store.runs.event(run_id, "pause_requested", {"by": who, "why": why})
         return pause
 
     async def unpause(
@@ -71,7 +71,7 @@ class Pauses(ClientCore):
         scope, target = _scope(run_id, workflow, queue, "unpause")
         await self.open()
         who = (principal or cli_principal("client")).record()
-        lifted, let_go = await self.store.unpause(
+        lifted, let_go = await self.store.pauses.unpause(
             scope, target, {"by": who, "scope": scope, "target": target}
         )
         if let_go:
@@ -83,9 +83,9 @@ class Pauses(ClientCore):
     async def pauses(self) -> list[dict[str, Any]]:
         """Every pause in force, oldest first: scope, target, by, why, at."""
         await self.open()
-        return await self.store.pauses()
+        return await self.store.pauses.pauses()
 
     async def pause_of(self, run_id: str) -> list[dict[str, Any]]:
         """The pauses that hold a run (its own, its workflow's, its queue's); empty if none."""
         await self.open()
-        return await self.store.pause_of(run_id)
+        return await self.store.pauses.pause_of(run_id)

@@ -38,7 +38,7 @@ class Requests(ClientCore):
         ``name``, ``payload``, ``response_schema`` (the response type's JSON schema),
         ``responders``, ``expires_at``, ``status`` and, once answered, ``answer`` and ``answered_by``."""
         await self.status(run_id)
-        rows = [shown(r) for r in await self.store.requests(run_id)]
+        rows = [shown(r) for r in await self.store.requests.requests(run_id)]
         return [r for r in rows if r["status"] == "pending" and not r["expired"]] if pending else rows
 
     async def respond(
@@ -63,17 +63,19 @@ class Requests(ClientCore):
         asked = await self.status(run_id)
         until = time.monotonic() + _SETTLING
         while True:
-            req = await self.store.request(run_id, request_id)
+            req = await self.store.requests.request(run_id, request_id)
             if judge(req, value, p, name, run_id, where) is Verdict.SAME_AGAIN:
                 assert req is not None
                 return Answered(run_id, request_id, req["answer"], req["answered_by"], True)
-            answered, queue = await self.store.answer_request(run_id, request_id, value, name, record)
+            answered, queue = await self.store.requests.answer_request(
+                run_id, request_id, value, name, record
+            )
             if answered:
                 if queue is not None:
                     await self.queue.publish(queue, run_id, priority=asked.priority)
                 return Answered(run_id, request_id, value, name, False)
             asked = await self.status(run_id)
             if asked.final or time.monotonic() > until:
-                req = await self.store.request(run_id, request_id)
+                req = await self.store.requests.request(run_id, request_id)
                 judge(req, value, p, name, run_id, where, run_state=str(asked.state))
             await asyncio.sleep(0.05)  # answered or expired meanwhile, or not waiting yet: look again

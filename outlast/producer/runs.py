@@ -63,7 +63,7 @@ class Runs(ClientCore):
         if state is not None and state not in set(RunState):
             known = ", ".join(RunState)
             raise InvalidInput(f"no run state '{state}' (states: {known})")
-        return await self.store.list_runs(
+        return await self.store.runs.list_runs(
             state, limit, workflow=workflow, queue=queue, since=since, tenant=tenant
         )
 
@@ -78,7 +78,7 @@ class Runs(ClientCore):
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidInput(f"a page holds 1 to {MAX_PAGE} runs, got {show(limit)}")
         await self.open()
-        rows = await self.store.runs_page(q, after_of(q, cursor), limit + 1)
+        rows = await self.store.listing.runs_page(q, after_of(q, cursor), limit + 1)
         page = [RunRecord.from_row(r) for r in rows[:limit]]
         return page, cursor_of(q, rows[limit - 1]) if len(rows) > limit else None
 
@@ -104,16 +104,16 @@ class Runs(ClientCore):
         """The first ``most`` child runs the run started (``run.start``), oldest first: id,
         workflow, state, reason."""
         await self.status(run_id)
-        return await self.store.children_of(run_id, most)
+        return await self.store.children.children_of(run_id, most)
 
     async def children_tree(self, run_id: str, depth: int, most: int) -> list[dict[str, Any]]:
         """The runs the run started and theirs, breadth first (``depth`` levels, ``most`` runs at
         most), read in one statement: id, workflow, state, reason, parent, depth."""
-        return await self.store.children_tree(run_id, depth, most)
+        return await self.store.children.children_tree(run_id, depth, most)
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
         await self.status(run_id)
-        return await self.store.events(run_id, after)
+        return await self.store.runs.events(run_id, after)
 
     async def follow(self, run_id: str, after: int = 0, poll: float = 1.0) -> AsyncGenerator[dict[str, Any]]:
         """Every event of the run after event ``after``, as it happens, until the run is final.
@@ -123,7 +123,7 @@ class Runs(ClientCore):
         async with self.store.watch(run_id, poll) as watch:
             while True:
                 final = (await self.status(run_id)).final  # read before the events: none is missed
-                for event in await self.store.events(run_id, after):
+                for event in await self.store.runs.events(run_id, after):
                     after = event["id"]
                     yield event
                 if final:
@@ -140,24 +140,24 @@ class Runs(ClientCore):
         current one). An earlier generation no longer kept (pruned) is refused."""
         run = await self.status(run_id)
         if generation is None or generation == run.generation:
-            return await self.store.journal(run_id), run.journal_head
-        ended = {g.generation: g for g in await self.store.generations(run_id)}
+            return await self.store.journal.journal(run_id), run.journal_head
+        ended = {g.generation: g for g in await self.store.generations.generations(run_id)}
         if generation not in ended:
             kept = ", ".join(map(str, [*ended, run.generation]))
             raise InvalidInput(f"run '{run_id}' has no generation {generation} kept (kept: {kept})")
-        return await self.store.journal_past(run_id, generation), ended[generation].journal_head
+        return await self.store.generations.journal_past(run_id, generation), ended[generation].journal_head
 
     async def journal_times(self, run_id: str) -> dict[int, datetime]:
         """When each journal entry (by its number) was committed, by the database clock."""
         await self.status(run_id)
-        return await self.store.journal_times(run_id)
+        return await self.store.journal.journal_times(run_id)
 
     async def size(self, run_id: str) -> dict[str, Any]:
         """What the run keeps stored: ``bytes`` in all, its ``parts`` (journal, earlier
         generations, messages, state, events), the bytes it has ``journaled`` in its life (the
         count OUTLAST_RUN_SIZE_WARN is compared with) and when it passed that (``warned_at``)."""
         run = await self.status(run_id)
-        parts = await self.store.run_bytes(run_id)
+        parts = await self.store.size.run_bytes(run_id)
         warned = run.size_warned_at.isoformat() if run.size_warned_at else None
         return {
             "bytes": sum(parts.values()),
@@ -169,7 +169,7 @@ class Runs(ClientCore):
     async def budget(self, run_id: str) -> list[dict[str, Any]]:
         """The run's budget limits with what is spent and reserved ([] without a budget)."""
         run = await self.status(run_id)
-        return await self.store.budget(run.budget_id) if run.budget_id else []
+        return await self.store.budgets.budget(run.budget_id) if run.budget_id else []
 
     async def verify(self, run_id: str, generation: int | None = None) -> int | None:
         """The first crossing whose chain does not verify, or None: in the current generation of
@@ -180,7 +180,7 @@ class Runs(ClientCore):
         """The generations of the run's journal kept, oldest first, the current one last: each
         one's number, the input it started with, its entries and its chain's head."""
         run = await self.status(run_id)
-        ended = [dataclasses.asdict(g) for g in await self.store.generations(run_id)]
+        ended = [dataclasses.asdict(g) for g in await self.store.generations.generations(run_id)]
         now = {"generation": run.generation, "input": run.input, "op_base": run.op_base}
         return [*ended, now | {"journal_head": run.journal_head, "journal_len": run.journal_len}]
 
@@ -194,7 +194,9 @@ class Runs(ClientCore):
         run = await self.status(run_id)
         if run.final:
             raise RunFinished(f"run '{run_id}' is already {run.state}: a final state never changes")
-        got = await self.store.cancel(run_id, {"by": "client", **(principal.record() if principal else {})})
+        got = await self.store.runs.cancel(
+            run_id, {"by": "client", **(principal.record() if principal else {})}
+        )
         if got is None:
             raise RunFinished(f"run '{run_id}' finished meanwhile; see: outlast status {run_id}")
         state, queue = got
@@ -210,9 +212,9 @@ class Runs(ClientCore):
         ``priority``, and their entries go to its level."""
         level = [run_id]
         while level:
-            below = await self.store.children(level)
+            below = await self.store.children.children(level)
             for child in below:
-                got = await self.store.cancel(child, {"by": "parent", "with": run_id})
+                got = await self.store.runs.cancel(child, {"by": "parent", "with": run_id})
                 if got is not None and got[0] == RunState.CANCELLING:
                     await self.queue.publish(got[1], child, priority=priority)
             level = below
@@ -234,7 +236,7 @@ class Runs(ClientCore):
         accept_program_change = accept_program_change or run.reason == "workflow_error"
         detail = {"accept_program_change": accept_program_change, "was": run.reason}
         detail |= principal.record() if principal else {}
-        if not await self.store.requeue(run_id, run.fencing_token, accept_program_change, detail):
+        if not await self.store.leases.requeue(run_id, run.fencing_token, accept_program_change, detail):
             raise RunChanged(f"run '{run_id}' changed meanwhile; look again: outlast status {run_id}")
         await self.queue.publish(run.queue, run_id, priority=run.priority)
         return await self.status(run_id)
@@ -246,10 +248,10 @@ class Runs(ClientCore):
         that diverges waits again, ``resume_impossible``, its first divergence in ``outlast status``).
         The ids resumed (a run that changed meanwhile is left as it is)."""
         moved = []
-        for r in await self.store.parked_of(workflow):
+        for r in await self.store.sweeps.parked_of(workflow):
             detail = {"accept_program_change": True, "was": r["reason"], "bulk": workflow}
             detail |= principal.record() if principal else {}
-            if await self.store.requeue(r["id"], r["fencing_token"], True, detail):
+            if await self.store.leases.requeue(r["id"], r["fencing_token"], True, detail):
                 await self.queue.publish(r["queue"], r["id"], priority=r["priority"])
                 moved.append(r["id"])
         return moved

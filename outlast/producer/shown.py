@@ -1,4 +1,4 @@
-"""``Shown`` reads what a run shows from outside, with no worker.
+"""``ClientShown`` reads what a run shows from outside, with no worker.
 
 It reads its state (``state``, ``wait_state``: Postgres, pushed by LISTEN as ``wait`` is) and its
 live output (``stream``: Redis, at most once, then the durable result). Its custom events are
@@ -18,7 +18,7 @@ from outlast.producer.core import ClientCore
 from outlast.queue import LiveChunks
 
 
-class Shown(ClientCore):
+class ClientShown(ClientCore):
     """A run's state and live output."""
 
     async def state(self, run_id: str, key: str | None = None) -> Any:
@@ -27,7 +27,7 @@ class Shown(ClientCore):
         if key is not None:
             check_text(key, "a state key", "")
         await self.status(run_id)
-        rows = await self.store.run_state(run_id, key)
+        rows = await self.store.shown.run_state(run_id, key)
         values = {r["key"]: StateValue(r["key"], r["value"], r["version"], r["seq"]) for r in rows}
         return values.get(key) if key is not None else values
 
@@ -50,7 +50,7 @@ class Shown(ClientCore):
         async with self.store.watch(run_id, poll) as watch:
             while True:
                 final = (await self.status(run_id)).final  # read before the state: none is missed
-                rows = await self.store.run_state(run_id, key)
+                rows = await self.store.shown.run_state(run_id, key)
                 if rows and rows[0]["version"] > since:
                     r = rows[0]
                     return StateValue(r["key"], r["value"], r["version"], r["seq"])

@@ -112,7 +112,7 @@ class _Runs(_Loop):
             self._call(events.aclose())
 
 
-class _Shown(_Loop):
+class _ClientShown(_Loop):
     state = _blocking(AsyncClient.state)
     wait_state = _blocking(AsyncClient.wait_state)
 
@@ -155,5 +155,5 @@ class _Administration(_Loop):
     charts = _blocking(AsyncClient.charts)
 
 
-class Client(_Runs, _Shown, _Decisions, _Messages, _Administration):
+class Client(_Runs, _ClientShown, _Decisions, _Messages, _Administration):
     """``Client`` is the synchronous facade over ``AsyncClient`` (its ``aio``)."""

@@ -63,7 +63,7 @@ class Publishing(Connection):
         nothing was lost. A marker is gone when its key is (then set again), and all are when a
         read found its stream or group gone; through Sentinel, also once after a failover (one
         script: ``_PRIMARY``). A fresh Redis answers its markers the first time too: the caller
-        tells it from one that lost data by what Postgres recorded (``Store.redis_used``), then
+        tells it from one that lost data by what Postgres recorded (``store.fleet.redis_used``), then
         re-publishes what Postgres says is due. One SET NX: cheap each second (on a cluster, one
         per queue this worker serves, pipelined: each node answers for its own)."""
         keys = [self.alive_key(q) for q in sorted(self._groups)] if self.cluster else [self.alive_key()]

@@ -7,10 +7,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Approvals(Base):
+class Approvals(Family):
     """``Approvals`` requests an approval (fenced), reads requests, and decides one (waking its run)."""
 
     async def await_approval(

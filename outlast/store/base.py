@@ -1,6 +1,7 @@
-"""The store's query families share this module. ``Store`` is a ``Connection`` plus one
-mixin per family (runs, leases, journal...), and each family reaches Postgres only through what
-``Base`` declares."""
+"""The store's query families share this module. ``Store`` is a ``Connection`` (with its
+``Migrations``) and one object per family over it (``store.runs``, ``store.leases``,
+``store.journal``...); each family reaches Postgres only through ``Family``, which hands its
+statements to the one connection that ``Base`` declares."""
 
 from __future__ import annotations
 
@@ -57,3 +58,39 @@ class Base:
     async def check_schema(self) -> None:
         """Refuse a schema missing, older or newer than this code."""
         raise NotImplementedError
+
+
+class Family:
+    """``Family`` is the base of one family of queries (``store.leases``, ``store.journal``...): an
+    object over the store's one connection, which names its statements and their parameters and
+    hands them to that connection. A part of the worker is given the families it uses, never the
+    whole store."""
+
+    def __init__(self, db: Base) -> None:
+        self._db = db
+
+    @property
+    def schema(self) -> str:
+        return self._db.schema
+
+    @property
+    def tenant_window(self) -> int:
+        return self._db.tenant_window
+
+    def _conn(self) -> AbstractAsyncContextManager[Conn]:
+        return self._db._conn()
+
+    def _scoped(self, conn: Conn) -> AbstractAsyncContextManager[None]:
+        return self._db._scoped(conn)
+
+    async def _rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return await self._db._rows(name, **params)
+
+    async def _write(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return await self._db._write(name, **params)
+
+    def _submit(self, name: str, **params: Any) -> asyncio.Future[list[dict[str, Any]]]:
+        return self._db._submit(name, **params)
+
+    async def _beat_rows(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        return await self._db._beat_rows(name, **params)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.store.base import Base, budget_arrays
+from outlast.store.base import Family, budget_arrays
 
 
-class Budgets(Base):
+class Budgets(Family):
     """``Budgets`` reserves, settles and reads a budget's use."""
 
     async def reserve(

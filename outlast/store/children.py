@@ -6,11 +6,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.records import ChildStart
 
 
-class Children(Base):
+class Children(Family):
     """``Children`` starts a child run (fenced by its parent), waits for it, and wakes its parent."""
 
     async def insert_child(self, parent: str, token: int, row: dict[str, Any]) -> ChildStart:

@@ -7,10 +7,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Firsts(Base):
+class Firsts(Family):
     """The wait on the first of several waits (fenced), and the sweeper's wake-up of one whose
     child ended."""
 

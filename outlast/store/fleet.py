@@ -6,11 +6,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.steps import SCHEMA_VERSION
 
 
-class Fleet(Base):
+class Fleet(Family):
     """Workers' heartbeat records, the programs each serves, and watchers gone."""
 
     async def beat_worker(self, record: dict[str, Any]) -> None:

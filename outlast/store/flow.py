@@ -6,10 +6,10 @@ from datetime import datetime
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Flow(Base):
+class Flow(Family):
     """Take and free concurrency slots under a run's token; park a run until there is room."""
 
     async def acquire_slot(

@@ -9,10 +9,10 @@ from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
 from outlast._model import RunRecord
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Forks(Base):
+class Forks(Family):
     """``Forks`` commits a fork: the new run and the journal it starts with, in one statement."""
 
     async def fork_run(

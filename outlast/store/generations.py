@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Carry:
     next_base: int
 
 
-class Generations(Base):
+class Generations(Family):
     """``Generations`` carries a run forward and reads its ended generations."""
 
     async def carry(self, run_id: str, token: int, carry: Carry) -> bool:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from outlast._journal import Entry, Unread, body_bytes
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.records import OnWait
 
 
@@ -16,7 +16,7 @@ def _entry_params(e: Entry) -> dict[str, Any]:
     return {"seq": e.seq, "kind": e.kind, "op_id": e.op_id, "body": e.body, "hash": e.hash}
 
 
-class Journal(Base):
+class Journal(Family):
     """``Journal`` reads a run's journal and appends one entry (``append``: the one way in)."""
 
     async def journal(self, run_id: str) -> list[Entry]:

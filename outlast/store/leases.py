@@ -9,11 +9,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._model import RunRecord
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.records import Claimed, Lease
 
 
-class Leases(Base):
+class Leases(Family):
     """``Leases`` takes, renews and gives up a run's lease, and makes its state changes, each fenced
     by its token."""
 

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from outlast._listing import RunQuery
 from outlast.errors import InvalidInput
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.queries import Q
 
 FILTERS = ("state", "workflow", "queue", "tenant", "priority", "parent", "input", "since", "until")
@@ -53,7 +53,7 @@ def page_statement(
     return sql.replace("{key}", query.key), params
 
 
-class Listing(Base):
+class Listing(Family):
     """``Listing`` reads a page of runs, newest first by the sort's time (or by id, for an id prefix)."""
 
     async def runs_page(

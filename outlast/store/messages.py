@@ -12,11 +12,11 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.notify import channel as channel_of
 
 
-class Messages(Base):
+class Messages(Family):
     """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
 
     async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:

@@ -9,12 +9,12 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 SCOPES = ("run", "workflow", "queue")
 
 
-class Pauses(Base):
+class Pauses(Family):
     """``Pauses`` records and lifts pauses, says which hold a run, and parks a held run."""
 
     async def pause(self, scope: str, target: str, value: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Named SQL statements are parsed once from ``sql/*.sql``: one file per family, beside its mixin
+"""Named SQL statements are parsed once from ``sql/*.sql``: one file per family, beside its module
 (``sql/leases.sql`` holds the statements ``leases.py`` runs), each opening with what it owns.
 
 Writes about a run that a worker owns are fenced by its token

@@ -7,10 +7,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Requests(Base):
+class Requests(Family):
     """Publish a request with the run's wait (fenced), read requests, answer one (waking its run)."""
 
     async def await_request(

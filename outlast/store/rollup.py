@@ -8,7 +8,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 KEEP = 8 * 86400.0  # seconds of rollup rows kept: the charts of a week, and the day before
 QUEUES_SAMPLED = 200  # queues sampled at most per step
@@ -26,7 +26,7 @@ class RolledUp:
     deleted: int
 
 
-class Rollups(Base):
+class Rollups(Family):
     """``Rollups`` makes the rollup's writes (a worker's latencies, one worker's step) and the
     charts' reads."""
 

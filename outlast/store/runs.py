@@ -9,10 +9,10 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._model import RunRecord, RunState
-from outlast.store.base import Base, budget_arrays
+from outlast.store.base import Family, budget_arrays
 
 
-class Runs(Base):
+class Runs(Family):
     """``Runs`` inserts, reads, lists and counts runs, and handles their events, cancellation and
     dead letters requeued."""
 

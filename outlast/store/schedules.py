@@ -8,10 +8,10 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._schedules import Schedule
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Schedules(Base):
+class Schedules(Family):
     """``Schedules`` records, reads, advances and pauses schedules."""
 
     async def declare_schedule(self, sched: Schedule, queue: str) -> None:

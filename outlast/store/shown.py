@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Shown(Base):
+class StoreShown(Family):
     """Read a run's state."""
 
     async def run_state(self, run_id: str, key: str | None = None) -> list[dict[str, Any]]:

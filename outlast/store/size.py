@@ -9,10 +9,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 
 
-class Size(Base):
+class Size(Family):
     """``Size`` reads a run's stored bytes and writes its size warning."""
 
     async def run_bytes(self, run_id: str) -> dict[str, int]:

@@ -1,11 +1,17 @@
-"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is composed
-of its connection (``connection.py``), its migrations (``migrate.py``) and one mixin per family of
-queries, each in a module of its own; it defines nothing itself."""
+"""The store gives access to Postgres; it is the only place that speaks SQL. ``Store`` is its
+connection (``connection.py``) and its migrations (``migrate.py``), and one object per family of
+queries over that one connection (``store.runs``, ``store.leases``, ``store.journal``...), each in a
+module of its own. A part is given the families it uses (a heartbeat: ``leases`` and ``fleet``),
+never the whole store."""
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import cast
+
 from outlast._urls import redact
 from outlast.store.approvals import Approvals
+from outlast.store.base import Family
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
 from outlast.store.connection import Connection
@@ -25,11 +31,12 @@ from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
 from outlast.store.runs import Runs
 from outlast.store.schedules import Schedules
-from outlast.store.shown import Shown
+from outlast.store.shown import StoreShown
 from outlast.store.size import Size
 from outlast.store.sweeps import Sweeps
 
 __all__ = [
+    "FAMILIES",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "ChildStart",
@@ -44,29 +51,37 @@ __all__ = [
 ]
 
 
-class Store(
-    Connection,
-    Migrations,
-    Runs,
-    Forks,
-    Listing,
-    Leases,
-    Journal,
-    Generations,
-    Approvals,
-    Messages,
-    Pauses,
-    Requests,
-    Firsts,
-    Budgets,
-    Children,
-    Fleet,
-    Flow,
-    Schedules,
-    Sweeps,
-    Rollups,
-    Shown,
-    Size,
-):
+class Store(Migrations, Connection):
     """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
-    (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""
+    (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family. Each
+    family is made over the store's connection when first read (``cached_property``), and kept."""
+
+    runs = cached_property(Runs)
+    forks = cached_property(Forks)
+    listing = cached_property(Listing)
+    leases = cached_property(Leases)
+    journal = cached_property(Journal)
+    generations = cached_property(Generations)
+    approvals = cached_property(Approvals)
+    messages = cached_property(Messages)
+    pauses = cached_property(Pauses)
+    requests = cached_property(Requests)
+    firsts = cached_property(Firsts)
+    budgets = cached_property(Budgets)
+    children = cached_property(Children)
+    fleet = cached_property(Fleet)
+    flow = cached_property(Flow)
+    schedules = cached_property(Schedules)
+    sweeps = cached_property(Sweeps)
+    rollups = cached_property(Rollups)
+    shown = cached_property(StoreShown)
+    size = cached_property(Size)
+
+
+# The store's families by attribute (``store.leases``: ``Leases``), for what reads them all (the
+# offline replay's store, the tests that measure what a part reaches).
+FAMILIES: dict[str, type[Family]] = {
+    name: cast(type[Family], made.func)
+    for name, made in vars(Store).items()
+    if isinstance(made, cached_property)
+}

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from outlast.store.base import Base
+from outlast.store.base import Family
 from outlast.store.records import Pruned
 
 
-class Sweeps(Base):
+class Sweeps(Family):
     """``Sweeps`` holds the sweeper's reads and writes: due runs, turns, deadlines; retention's prune."""
 
     async def due(

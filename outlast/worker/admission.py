@@ -11,7 +11,7 @@ from outlast._model import RunRecord
 from outlast._secrets import Secrets
 from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
-from outlast.store import Store
+from outlast.store.budgets import Budgets
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Replayer
 from outlast.worker.writes import JournalWrites
@@ -25,7 +25,7 @@ class OperationAdmission:
         *,
         record: RunRecord,
         app: App,
-        store: Store,
+        budgets: Budgets,
         control: RunControl,
         writes: JournalWrites,
         replayer: Replayer,
@@ -35,7 +35,7 @@ class OperationAdmission:
         self.run_id = record.id
         self.budget_id = record.budget_id
         self._app = app
-        self._store = store
+        self._budgets = budgets
         self._control = control
         self._writes = writes
         self._replayer = replayer
@@ -65,7 +65,7 @@ class OperationAdmission:
     async def reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
         if self.budget_id is None or not tool.cost:
             return {}
-        reserve = self._store.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        reserve = self._budgets.reserve(self.budget_id, self.run_id, op_id, tool.cost)
         over = await self._control.db(self._writes.fenced("reserve", reserve))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)

@@ -59,8 +59,8 @@ class _Last:
 class Captures:
     """What a run's captures stored: each message's hash, each tool's last capture."""
 
-    def __init__(self, store: CaptureReader, run_id: str, secrets: Secrets, journaled: int) -> None:
-        self._store, self._run_id, self._secrets = store, run_id, secrets
+    def __init__(self, journal: CaptureReader, run_id: str, secrets: Secrets, journaled: int) -> None:
+        self._journal, self._run_id, self._secrets = journal, run_id, secrets
         self._journaled = journaled  # the resume's entries, whose captures are learnt when needed
         self._learnt = asyncio.Lock()
         self._stored: set[str] = set()  # the hashes of the messages stored in the run
@@ -74,7 +74,7 @@ class Captures:
         if self._journaled:
             async with self._learnt:
                 if self._journaled:
-                    self._learn(await self._store.captures(self._run_id, self._journaled))
+                    self._learn(await self._journal.captures(self._run_id, self._journaled))
                     self._journaled = 0
         data = self.stored(tool.name, args, action.captured[-1])
         await replayer.append("capture", action.operation_id, data)  # chained now, in this order

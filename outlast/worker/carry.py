@@ -17,8 +17,7 @@ import structlog
 
 from outlast._model import RunRecord
 from outlast.errors import Fenced
-from outlast.store import Store
-from outlast.store.generations import Carry
+from outlast.store.generations import Carry, Generations
 from outlast.worker.control import CarriedForward, RunControl
 from outlast.worker.journaled import Journaled
 from outlast.worker.writes import JournalWrites
@@ -27,7 +26,7 @@ log = structlog.get_logger("outlast.worker")
 
 
 async def carried(
-    store: Store,
+    generations: Generations,
     writes: JournalWrites,
     control: RunControl,
     run: RunRecord,
@@ -40,7 +39,7 @@ async def carried(
     ended = Carry(
         run.generation, run.input, run.op_base, journal.head, journal.length, carry.input, carry.op_base
     )
-    written = store.carry(run.id, control.token, ended)
+    written = generations.carry(run.id, control.token, ended)
     if not await writes.fenced("carry", written, chained=True):
         raise Fenced(run.id, control.token)
     nxt = run.generation + 1

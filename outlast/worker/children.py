@@ -22,7 +22,8 @@ from outlast.app import App
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
-from outlast.store import Store
+from outlast.store.children import Children
+from outlast.store.runs import Runs
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
 from outlast.worker.wait import Wait
@@ -61,7 +62,8 @@ class RunChildren:
         *,
         record: RunRecord,
         app: App,
-        store: Store,
+        children: Children,
+        runs: Runs,
         control: RunControl,
         writes: JournalWrites,
         replayer: Replayer,
@@ -71,7 +73,7 @@ class RunChildren:
         self.run_id = record.id
         self._queue = record.queue
         self._app = app
-        self._store = store
+        self._child_rows, self._runs = children, runs
         self._control = control
         self._writes = writes
         self._replayer = replayer
@@ -123,7 +125,7 @@ class RunChildren:
             "trace_context": tracing.carrier(),
         }
         got = await self._control.db(
-            self._writes.fenced("child", self._store.insert_child(self.run_id, self._control.token, row))
+            self._writes.fenced("child", self._child_rows.insert_child(self.run_id, self._control.token, row))
         )
         if not got.held:
             self._control.dispatch_stopped = True
@@ -140,7 +142,7 @@ class RunChildren:
         return Child(self, child_id, workflow)
 
     async def _same_child(self, child_id: str, workflow: str, ihash: str) -> None:
-        found = await self._control.db(self._store.get_run(child_id))
+        found = await self._control.db(self._runs.get_run(child_id))
         if found is None:
             raise UnknownRun(child_id)
         if found.workflow != workflow:
@@ -177,7 +179,7 @@ class RunChildren:
             if self.suspended:  # a sibling crossing committed the wait: unwind with it
                 raise Suspended()
             await r.go_live(op_id, lambda: f"result of child run {child.id}")
-            found = await self._control.db(self._store.get_run(child.id))
+            found = await self._control.db(self._runs.get_run(child.id))
             if found is None:
                 raise UnknownRun(child.id)
             if found.final:
@@ -187,7 +189,7 @@ class RunChildren:
             await self._settled()  # as for a timer: parallel calls journal their results first
             await r.go_live(op_id)
             message = f"waiting for child run {child.id} ({child.workflow}, {found.state})"
-            waiting = self._store.wait_child(self.run_id, self._control.token, child.id, message)
+            waiting = self._child_rows.wait_child(self.run_id, self._control.token, child.id, message)
             if not await self._control.db(self._writes.fenced("wait", waiting)):
                 raise Fenced(self.run_id, self._control.token)
             self.suspended = True

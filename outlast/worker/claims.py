@@ -95,13 +95,13 @@ class Claims:
             return
         claimed, sent = await self._claim(d, run_id, reclaimed)
         if claimed is None:
-            found = await self.store.get_run(run_id)
+            found = await self.store.runs.get_run(run_id)
             if found is None or not self._ours(found):
                 await self._not_claimed(d, run_id, found, reclaimed)
                 return
             # Our own claim, whose acknowledgement was lost and whose retry was then refused.
             # Its lease is not proven from here: the next heartbeat proves it before a dispatch.
-            claimed = Claimed(found, await self.store.db_now())
+            claimed = Claimed(found, await self.store.sweeps.db_now())
             sent = time.monotonic() - s.lease_ttl
         run, db_now, turn, paused = claimed
         if turn is not None:  # the next run of the tenant, in its turn (lost here: the sweeper's)
@@ -126,7 +126,7 @@ class Claims:
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
             live=self.live,
-            size=RunSize(store=self.store, run_id=run.id, workflow=run.workflow, warn=s.run_size_warn),
+            size=RunSize(size=self.store.size, run_id=run.id, workflow=run.workflow, warn=s.run_size_warn),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:
@@ -138,7 +138,7 @@ class Claims:
         self.state.active[run_id] = active
         try:
             active.task = asyncio.current_task()
-            inner = asyncio.create_task(executed(self.store, execution, paused, db_now))
+            inner = asyncio.create_task(executed(self.store.pauses, execution, paused, db_now))
             try:
                 outcome = await asyncio.shield(inner)
             except asyncio.CancelledError:
@@ -181,7 +181,7 @@ class Claims:
             return
         try:  # the run's held entries first: on failure no release, its lease runs out instead
             released = await ex.writes.fenced(
-                "release", self.store.release(ex.run.id, control.token, "worker shutting down")
+                "release", self.store.leases.release(ex.run.id, control.token, "worker shutting down")
             )
         except Fenced as exc:
             ex.log.warning("run.not_handed_over", error=str(exc))  # its lease runs out instead
@@ -208,7 +208,7 @@ class Claims:
         give_up = time.monotonic() + (s.lease_ttl if reclaimed else 0.0)
         while True:
             sent = time.monotonic()
-            claimed = await self.store.claim(
+            claimed = await self.store.leases.claim(
                 run_id, self.state.name, s.lease_ttl, self.state.programs, d.queue, self._steady()
             )
             if claimed is not None or time.monotonic() >= give_up or self.state.stopping.is_set():
@@ -249,7 +249,7 @@ class Claims:
                 f"{run.workflow} {run.program}, this worker serves {mine or 'no such workflow'}); "
                 f"start a worker that serves it, or migrate: outlast resume {run_id} --accept-program-change"
             )
-            if await self.store.refuse_program(run_id, mine, msg, self.s.program_grace):
+            if await self.store.leases.refuse_program(run_id, mine, msg, self.s.program_grace):
                 log.warning("run.program_changed", run_id=run_id, message=msg)
                 await self._ack(d)
                 return
@@ -268,7 +268,7 @@ class Claims:
         ``program_grace`` seconds). Each hop waits twice as long (up to 2 s), so that an entry
         bounced between workers of the new program does not spin; a hop lost with this worker
         is re-published by the sweeper (Postgres says the run is due)."""
-        if not await self.store.program_served(run.id, self.s.program_grace):
+        if not await self.store.fleet.program_served(run.id, self.s.program_grace):
             return False
         hops = d.fields.get("hops", "0")
         hops_before = min(int(hops), 10) if hops.isdigit() else 0

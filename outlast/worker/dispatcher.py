@@ -7,6 +7,7 @@ committed before the workflow goes on; a read's or an idempotent tool's is **hel
 intention and no result is resolved by the gap table (``gaps.py``): a read is redone, an idempotent
 tool dispatched again with the same key, a reconciler asked, and anything else is **in doubt**.
 """
+# rooms: the dispatcher's wiring (one family and one part a line) until one value per operation carries it
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from outlast._secrets import Secrets
 from outlast.action import Action, LiveSink, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
-from outlast.store import Store
+from outlast.store.budgets import Budgets
+from outlast.store.journal import Journal
 from outlast.worker.admission import OperationAdmission
 from outlast.worker.captures import Captures
 from outlast.worker.control import Abandoned, JournalEnd, RunControl
@@ -47,7 +49,8 @@ class Dispatcher:
         *,
         record: RunRecord,
         app: App,
-        store: Store,
+        budgets: Budgets,
+        journal: Journal,
         control: RunControl,
         writes: JournalWrites,
         replayer: Replayer,
@@ -64,16 +67,19 @@ class Dispatcher:
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
         self.may_park = may_park  # no other crossing of the run under way: a long wait may park it
         self._app = app
-        self._store = store
+        self._budgets = budgets
         self._control = control
         self._writes = writes
         self._replayer = replayer
-        self._secrets, self._captures = secrets, Captures(store, record.id, secrets, replayer.journal.length)
+        self._secrets, self._captures = (
+            secrets,
+            Captures(journal, record.id, secrets, replayer.journal.length),
+        )
         self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
         self._admission = OperationAdmission(
             record=record,
             app=app,
-            store=store,
+            budgets=budgets,
             control=control,
             writes=writes,
             replayer=replayer,
@@ -223,7 +229,7 @@ class Dispatcher:
             # What the tool charged replaces the estimate, name by name; the rest of it stands.
             actual = {**(reserved or {}), **action.charges}
             op = action.operation_id
-            settle = self._store.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
+            settle = self._budgets.settle(self.budget_id, self.run_id, op, actual, expected=bool(reserved))
             settled = self._control.db(settle)
             await asyncio.gather(appended, settled)  # one shared commit, as a rule
         else:

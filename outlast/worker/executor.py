@@ -1,4 +1,5 @@
 """The executor carries out one claimed run: verify the journal, replay, go on live, commit how it ended."""
+# rooms: the execution's wiring of a run's parts until one frozen value per run carries it
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ class Execution:
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
-        self.writes = JournalWrites(store=store, control=self.control, hold=hold, size=size)
+        self.writes = JournalWrites(
+            journal=store.journal, messages=store.messages, control=self.control, hold=hold, size=size
+        )
         self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
@@ -83,7 +86,14 @@ class Execution:
         self._started: list[list[tuple[str, str]]] = []  # (queue, id): children created, by generation
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
         self.app, self.store = app, store
-        self.gate = FlowGate(store=store, windows=windows, control=self.control, writes=self.writes)
+        self.gate = FlowGate(
+            flow=store.flow,
+            runs=store.runs,
+            sweeps=store.sweeps,
+            windows=windows,
+            control=self.control,
+            writes=self.writes,
+        )
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
@@ -95,14 +105,14 @@ class Execution:
         if kw.get("reason"):  # cut once scrubbed: a secret cut in two would be masked by neither half
             kw["reason"] = storable(kw["reason"])[:REASON_CHARS]
         length = self.run.journal_len if self.journal is None else self.journal.length  # as chained here
-        written = self.store.finish(self.run.id, self.control.token, state, length, **kw)
+        written = self.store.leases.finish(self.run.id, self.control.token, state, length, **kw)
         if not await self.writes.fenced("finish", written, chained=True):
             raise Fenced(self.run.id, self.control.token)
         failpoints.hit("after_final")
         self.final_state = state
         if self.run.started_by is not None:
             with contextlib.suppress(ServiceUnavailable):  # the sweeper wakes it otherwise
-                queue = await self.store.wake_parent(self.run.started_by, self.run.id)
+                queue = await self.store.children.wake_parent(self.run.started_by, self.run.id)
                 if queue is not None:
                     self._woken.append((queue, self.run.started_by))
         metrics.run_finished(self.run.workflow, state, self.run.tenant)
@@ -111,7 +121,7 @@ class Execution:
 
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
-        waiting = self.store.wait(self.run.id, self.control.token, reason, message)
+        waiting = self.store.leases.wait(self.run.id, self.control.token, reason, message)
         if not await self.writes.fenced("wait", waiting):
             raise Fenced(self.run.id, self.control.token)
         self.log.warning("run.waiting", reason=reason, message=message)
@@ -151,13 +161,15 @@ class Execution:
         if (held_back := await self._held_back(wf)) is not None:
             return held_back
         while isinstance(outcome := await self._generation(wf), CarriedForward):  # the next, on this lease
-            self.run = await carried(self.store, self.writes, self.control, self.run, self.journal, outcome)
+            self.run = await carried(
+                self.store.generations, self.writes, self.control, self.run, self.journal, outcome
+            )
         return outcome
 
     async def _generation(self, wf: Workflow) -> Outcome | CarriedForward:
         """Run the current generation of the run's journal: to an outcome, or to its carry."""
         run = self.run
-        entries = await self.store.journal_to_replay(run.id) if run.journal_len else []
+        entries = await self.store.journal.journal_to_replay(run.id) if run.journal_len else []
         bad = first_bad_crossing(entries, run.journal_head)
         if bad is not None:
             exc = JournalAltered(run.id, bad)

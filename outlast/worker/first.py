@@ -28,6 +28,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from outlast.errors import Fenced, InvalidInput
+from outlast.store.approvals import Approvals
+from outlast.store.first import Firsts
+from outlast.store.requests import Requests
+from outlast.store.runs import Runs
+from outlast.store.sweeps import Sweeps
 from outlast.worker.control import Suspended
 from outlast.worker.inbox import Inbox
 from outlast.worker.requests import RunRequests
@@ -40,9 +45,23 @@ if TYPE_CHECKING:
 class First:
     """The run's composed waits."""
 
-    def __init__(self, requests: RunRequests, waits: Inbox, children: RunChildren) -> None:
+    def __init__(
+        self,
+        requests: RunRequests,
+        waits: Inbox,
+        children: RunChildren,
+        *,
+        firsts: Firsts,
+        request_rows: Requests,
+        runs: Runs,
+        approvals: Approvals,
+        sweeps: Sweeps,
+    ) -> None:
         self.run_id = requests.run_id
-        self._store, self._control, self._writes = requests.store, requests.control, requests.writes
+        # the families its composed waits write and read
+        self._firsts, self._runs, self._approvals, self._sweeps = firsts, runs, approvals, sweeps
+        self._request_rows = request_rows
+        self._control, self._writes = requests.control, requests.writes
         self._replayer, self._settled = requests.replayer, requests.settled
         self._waits = waits
         self._requests = requests
@@ -80,7 +99,7 @@ class First:
         receive among the waits), which the run's wait must still find."""
         seen: int | None = None
         async with self._waits.taking:  # a parallel receive never takes the message looked at
-            now = await self._control.db(self._store.db_now())
+            now = await self._control.db(self._sweeps.db_now())
             for i, (w, a) in enumerate(zip(waits, asked, strict=True)):
                 if w.kind == "message":
                     outcome, count = await self._message(w, a, now)
@@ -131,7 +150,7 @@ class First:
             return await self._waits.approval_outcome(w.op_id, asked.clean)
         if w.kind == "request":
             return await self._requests.outcome(w.op_id)
-        found = await self._control.db(self._store.get_run(asked.id))
+        found = await self._control.db(self._runs.get_run(asked.id))
         if found is None or not found.final:
             return None
         return {"child": asked.id, "state": str(found.state), "result": found.result, "reason": found.reason}
@@ -155,11 +174,15 @@ class First:
         approvals = [w.op_id for w in lost if w.kind == "approval"]
         if requests:
             await self._control.db(
-                self._writes.fenced("withdraw", self._store.withdraw_requests(self.run_id, token, requests))
+                self._writes.fenced(
+                    "withdraw", self._request_rows.withdraw_requests(self.run_id, token, requests)
+                )
             )
         if approvals:
             await self._control.db(
-                self._writes.fenced("withdraw", self._store.withdraw_approvals(self.run_id, token, approvals))
+                self._writes.fenced(
+                    "withdraw", self._approvals.withdraw_approvals(self.run_id, token, approvals)
+                )
             )
 
     async def _wait(self, op_id: str, waits: list[Wait[Any]], asked: list[Any], seen: int | None) -> None:
@@ -170,9 +193,9 @@ class First:
             due = a if w.kind in ("timer", "message") else None
             if w.kind in ("approval", "request"):
                 if w.kind == "approval":
-                    made = self._store.publish_approval(self.run_id, token, w.op_id, **a.row())
+                    made = self._approvals.publish_approval(self.run_id, token, w.op_id, **a.row())
                 else:
-                    made = self._store.publish_request(self.run_id, token, w.op_id, **a.row())
+                    made = self._request_rows.publish_request(self.run_id, token, w.op_id, **a.row())
                 held, due = await self._control.db(self._writes.fenced("publish", made))
                 if not held:
                     raise Fenced(self.run_id, token)
@@ -185,7 +208,7 @@ class First:
         ops, kinds = [w.op_id for w in waits], [w.kind for w in waits]
         # ``waits``: what ``outlast status`` lists, each wait and its due time
         detail = {"reason": "first", "ops": ops, "kinds": kinds, "waits": said}
-        waiting = self._store.wait_first(
+        waiting = self._firsts.wait_first(
             self.run_id,
             token,
             state=state,

@@ -26,7 +26,9 @@ import structlog
 from outlast.app import Tool, Workflow
 from outlast.errors import ConfigError, Fenced, ServiceUnavailable
 from outlast.queue import RateWindows
-from outlast.store import Store
+from outlast.store.flow import Flow
+from outlast.store.runs import Runs
+from outlast.store.sweeps import Sweeps
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.writes import JournalWrites
 
@@ -60,9 +62,16 @@ class FlowGate:
     """``FlowGate`` takes one claimed run's slots and rate admissions."""
 
     def __init__(
-        self, *, store: Store, windows: RateWindows | None, control: RunControl, writes: JournalWrites
+        self,
+        *,
+        flow: Flow,
+        runs: Runs,
+        sweeps: Sweeps,
+        windows: RateWindows | None,
+        control: RunControl,
+        writes: JournalWrites,
     ) -> None:
-        self._store = store
+        self._flow, self._runs, self._sweeps = flow, runs, sweeps
         self._windows = windows
         self._control = control
         self._writes = writes  # its slot and park writes go behind the run's held entries
@@ -76,7 +85,7 @@ class FlowGate:
         c = self._control
         slot = await c.db(
             self._writes.fenced(
-                "slot", self._store.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder)
+                "slot", self._flow.acquire_slot(key, cap, c.run_id, c.token, self._ttl, holder)
             )
         )
         return slot is not None
@@ -96,7 +105,7 @@ class FlowGate:
         one left behind (Postgres out of reach) frees itself when its lease would have ended."""
         if self.holds:
             with contextlib.suppress(ServiceUnavailable):
-                await self._store.release_slots(self._control.run_id, self._control.token)
+                await self._flow.release_slots(self._control.run_id, self._control.token)
 
     def operation(
         self, tool: Tool, op_id: str, check: Check, may_park: MayPark = _never
@@ -128,7 +137,7 @@ class FlowGate:
         finally:
             if capped:
                 with contextlib.suppress(ServiceUnavailable):
-                    await self._store.release_slots(self._control.run_id, self._control.token, op_id)
+                    await self._flow.release_slots(self._control.run_id, self._control.token, op_id)
 
     async def _slot_try(self, tool: Tool, op_id: str) -> float:
         assert tool.max_concurrent is not None
@@ -202,10 +211,10 @@ class FlowGate:
             if not waited:
                 waited = True
                 log.info("run.throttled", run_id=c.run_id, waits_for=what)
-                await c.db(self._store.event(c.run_id, "throttled", {"waits_for": what}))
+                await c.db(self._runs.event(c.run_id, "throttled", {"waits_for": what}))
             await asyncio.sleep(min(nap * random.uniform(1.0, 1.1), LONGEST_NAP))
         if waited:
-            await c.db(self._store.event(c.run_id, "unthrottled", {"waited_for": what}))
+            await c.db(self._runs.event(c.run_id, "unthrottled", {"waited_for": what}))
 
     async def park(self, reason: str, what: str, nap: float, key: str | None) -> datetime:
         """Give the worker back: the run waits (``reason``) for a slot of ``key`` (woken when one
@@ -214,10 +223,10 @@ class FlowGate:
         crossing (nothing of the wait is journaled)."""
         c = self._control
         seconds = (SLOT_RETRY if key is not None else max(nap, SLOT_POLL)) * random.uniform(1.0, 1.2)
-        wake_at = await c.db(self._store.db_now()) + timedelta(seconds=seconds)
+        wake_at = await c.db(self._sweeps.db_now()) + timedelta(seconds=seconds)
         message = f"run '{c.run_id}': waits for {what}; tried again at {wake_at:%H:%M:%S} at the latest"
         if not await c.db(
-            self._writes.fenced("park", self._store.park(c.run_id, c.token, reason, message, wake_at, key))
+            self._writes.fenced("park", self._flow.park(c.run_id, c.token, reason, message, wake_at, key))
         ):
             raise Fenced(c.run_id, c.token)
         log.debug("run.parked", run_id=c.run_id, reason=reason, message=message)

@@ -25,7 +25,8 @@ from outlast import _metrics as metrics
 from outlast.errors import ServiceUnavailable
 from outlast.queue import Queue
 from outlast.settings import Settings
-from outlast.store import Store
+from outlast.store.fleet import Fleet
+from outlast.store.leases import Leases
 from outlast.store.records import Lease
 from outlast.worker.state import WorkerState
 from outlast.worker.threads import TOOL_THREADS
@@ -41,14 +42,15 @@ class Heartbeat:
         *,
         state: WorkerState,
         settings: Settings,
-        store: Store,
+        leases: Leases,
+        fleet: Fleet,
         queue: Queue,
         declared: list[dict[str, Any]],
     ) -> None:
         self.state = state
         self.declared: list[dict[str, Any]] | None = declared  # published at the first beat answered
         self.s = settings
-        self.store = store
+        self.leases, self.fleet = leases, fleet
         self.queue = queue
         self.answered: float | None = None  # monotonic: when Postgres last answered a heartbeat
         # Since when Postgres has answered every beat, with no gap of a lease: from the first
@@ -95,7 +97,7 @@ class Heartbeat:
             await self.queue.touch(proven + state.read_ahead, state.name)
         try:
             beat = time.monotonic()
-            await self.store.beat_worker(self.record())  # after the leases: they come first
+            await self.fleet.beat_worker(self.record())  # after the leases: they come first
         except ServiceUnavailable:
             self._lost()
             raise
@@ -103,7 +105,7 @@ class Heartbeat:
         # The faster of two one-statement round trips: a wait for a pooled connection or a row
         # lock inflates one of them, seldom both.
         self._judge(min(renewed, time.monotonic() - beat))
-        await self.store.beat_programs(state.queues, state.programs)  # kept after this worker stops
+        await self.fleet.beat_programs(state.queues, state.programs)  # kept after this worker stops
         if self.declared is not None:  # its workflows' channels, for senders without the app (0028)
             s = self.s  # and its limits, for outlast_send (0029)
             limits = {
@@ -111,7 +113,7 @@ class Heartbeat:
                 "max_inbox": s.max_inbox,
                 "max_inbox_run": s.max_inbox_run,
             }
-            await self.store.declare_channels(self.declared, limits)
+            await self.fleet.declare_channels(self.declared, limits)
             self.declared = None
 
     async def _renew(self, held: dict[str, int]) -> dict[str, Lease]:
@@ -122,7 +124,7 @@ class Heartbeat:
         if self._renewal is not None and not self._renewal.done():
             raise ServiceUnavailable("Postgres has not answered the last lease renewal yet")
         wait = self.s.lease_ttl * 2 / 3
-        self._renewal = task = asyncio.create_task(self.store.renew(held, self.s.lease_ttl))
+        self._renewal = task = asyncio.create_task(self.leases.renew(held, self.s.lease_ttl))
         task.add_done_callback(lambda t: t.cancelled() or t.exception())  # a late failure: seen
         if not (await asyncio.wait({task}, timeout=wait))[0]:
             raise ServiceUnavailable(f"Postgres did not answer a lease renewal within {wait:g}s")

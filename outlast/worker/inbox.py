@@ -138,7 +138,7 @@ class Inbox(Waits):
         messages; ``Fenced`` if the run is no longer held."""
         control = self._control
         while True:
-            look = await control.db(self._store.inbox(self.run_id, control.token, channel))
+            look = await control.db(self._messages.inbox(self.run_id, control.token, channel))
             if look is None or not look["held"]:
                 raise Fenced(self.run_id, control.token)
             if look["cancel_requested"]:
@@ -149,7 +149,7 @@ class Inbox(Waits):
             if why is None:
                 break
             message_id = look["message_id"]
-            aside = self._store.set_aside(self.run_id, control.token, message_id, why)
+            aside = self._messages.set_aside(self.run_id, control.token, message_id, why)
             await control.db(self._writes.fenced("set_aside", aside))
             log.warning("message.set_aside", run_id=self.run_id, channel=channel, message_id=message_id)
         data = {
@@ -164,7 +164,7 @@ class Inbox(Waits):
         """Commit the run's wait on ``channel`` (fenced), unless a message was accepted since the
         run's count was ``seen`` (False: look again)."""
         control = self._control
-        waiting = self._store.await_message(self.run_id, control.token, channel, seen, until)
+        waiting = self._messages.await_message(self.run_id, control.token, channel, seen, until)
         return bool(await control.db(self._writes.fenced("wait", waiting)))
 
     async def callback(self, op_id: str, channel: str, expires_in: float) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from outlast._journal import Entry
-from outlast.store import Store
+from outlast.store.connection import Connection
 from outlast.store.listener import Listener, SharedWatch
 from outlast.store.notify import Watch, channel
 
@@ -38,9 +38,9 @@ class Linger:
     """``Linger`` holds the worker's lingering receives: its listening connection (opened the first
     time a run lingers), the receives that linger now, and the stop that ends them."""
 
-    def __init__(self, *, seconds: float, store: Store) -> None:
+    def __init__(self, *, seconds: float, connection: Connection) -> None:
         self.seconds = seconds
-        self._store = store
+        self._store = connection
         self._listener: Listener | None = None
         self._watches: set[Watch] = set()
         self._stopped = False

@@ -72,12 +72,17 @@ class Worker:
         self.sweeper = Sweeper(store, queue, settings, queues, app.routed_schedules(), self.programs)
         self.windows = RateWindows(queue)  # shared rate limits of tools (outlast.worker.flow)
         self.live = LiveOutput(LiveChunks(queue))  # the chunks its runs stream (run.stream)
-        self.linger = Linger(seconds=settings.receive_linger, store=store)  # receives held a moment
+        self.linger = Linger(seconds=settings.receive_linger, connection=store)  # receives held a moment
         TOOL_THREADS.keep(settings.concurrency)  # sync tools' threads, kept once started
         # Built in the order they need one another: each is given the others' methods it uses.
         self.acks = Acks(queue=queue)
         self.heartbeat = Heartbeat(
-            state=self.state, settings=settings, store=store, queue=queue, declared=app.declared_channels()
+            state=self.state,
+            settings=settings,
+            leases=store.leases,
+            fleet=store.fleet,
+            queue=queue,
+            declared=app.declared_channels(),
         )
         self.claims = Claims(
             state=self.state,
@@ -137,7 +142,7 @@ class Worker:
         if self._relative:
             self.log.warning("worker.callbacks_relative", workflows=self._relative)
         with contextlib.suppress(ServiceUnavailable):  # a warning only: not worth failing a start
-            unknown = await self.store.unknown_workflows(self.queues, self.programs)
+            unknown = await self.store.fleet.unknown_workflows(self.queues, self.programs)
             if unknown:
                 self.log.warning("worker.unknown_workflows", workflows=unknown, queues=list(self.queues))
         work = [asyncio.create_task(c) for c in (self.intake.read_loop(), self._sweep_loop())]
@@ -176,7 +181,7 @@ class Worker:
             await self.acks.task
         with contextlib.suppress(Exception):  # a record left behind is shown as gone, then swept
             async with asyncio.timeout(1.0):
-                await self.store.forget_worker(self.name)
+                await self.store.fleet.forget_worker(self.name)
         await self.live.close()  # the chunks still queued are sent
 
     def stop(self) -> None:
@@ -237,7 +242,7 @@ class Worker:
         """Refresh the metrics read from Redis and Postgres (every few seconds, not per run)."""
         for q in self.queues:
             metrics.backlog(q, *await self.queue.backlog(q))
-        metrics.run_gauges(*await self.store.run_gauges())
+        metrics.run_gauges(*await self.store.runs.run_gauges())
         metrics.writer_busy(self.store.writer.busy)
         metrics.tool_threads(TOOL_THREADS.count, TOOL_THREADS.busy)
 

@@ -12,7 +12,8 @@ import time
 from typing import Any
 
 from outlast.queue import Queue
-from outlast.store import Store
+from outlast.store.leases import Leases
+from outlast.store.sweeps import Sweeps
 
 MOVE_EVERY = 30.0  # seconds between a worker's looks for parked runs to take forward
 
@@ -20,8 +21,8 @@ MOVE_EVERY = 30.0  # seconds between a worker's looks for parked runs to take fo
 class Mover:
     """Resumes, on the programs a worker serves, the runs parked on other programs."""
 
-    def __init__(self, store: Store, queue: Queue, programs: dict[str, str]) -> None:
-        self.store = store
+    def __init__(self, sweeps: Sweeps, leases: Leases, queue: Queue, programs: dict[str, str]) -> None:
+        self.sweeps, self.leases = sweeps, leases
         self.queue = queue
         self.programs = programs  # workflow -> the program this worker serves
         self._next = 0.0  # the first sweep looks at once: a worker started with a fix moves its runs
@@ -30,9 +31,9 @@ class Mover:
         if not self.programs or time.monotonic() < self._next:
             return
         self._next = time.monotonic() + MOVE_EVERY
-        for r in await self.store.movable(self.programs):
+        for r in await self.sweeps.movable(self.programs):
             to = self.programs[r["workflow"]]
             detail = {"accept_program_change": True, "was": r["reason"], "by": "worker", "program": to}
-            if await self.store.requeue(r["id"], r["fencing_token"], True, detail):
+            if await self.leases.requeue(r["id"], r["fencing_token"], True, detail):
                 await self.queue.publish(r["queue"], r["id"], priority=r["priority"])
                 log.info("run.moved", run_id=r["id"], was=r["reason"], program=r["program"], to=to)

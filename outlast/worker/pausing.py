@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.store import Store
+from outlast.store.pauses import Pauses
 from outlast.worker.control import Interrupted, Paused, RunControl
 from outlast.worker.executor import Execution, Outcome
 from outlast.worker.writes import JournalWrites
@@ -37,7 +37,7 @@ def said(run_id: str, pauses: list[dict[str, Any]] | None) -> str:
 
 
 async def executed(
-    store: Store, ex: Execution, paused: list[dict[str, Any]] | None, db_now: datetime
+    pauses: Pauses, ex: Execution, paused: list[dict[str, Any]] | None, db_now: datetime
 ) -> Outcome:
     """The run executed; or parked at its claim, not started, if a pause holds it (a cancellation
     goes first), else at the crossing where a pause reached it."""
@@ -47,7 +47,7 @@ async def executed(
         except Paused:
             paused = None  # read as it parks
     try:
-        ex.wake_at = await park(store, ex.writes, ex.control, paused, db_now)
+        ex.wake_at = await park(pauses, ex.writes, ex.control, paused, db_now)
     except Fenced:
         return Outcome.FENCED
     except Interrupted as exc:
@@ -56,7 +56,7 @@ async def executed(
 
 
 async def park(
-    store: Store,
+    family: Pauses,
     writes: JournalWrites,
     control: RunControl,
     pauses: list[dict[str, Any]] | None,
@@ -67,9 +67,9 @@ async def park(
     was lifted meanwhile (it is queued), else None."""
     run_id = control.run_id
     if pauses is None:
-        pauses = await control.db(store.pause_of(run_id))
+        pauses = await control.db(family.pause_of(run_id))
     message = said(run_id, pauses)
-    state = await control.db(writes.fenced("wait", store.park_paused(run_id, control.token, message)))
+    state = await control.db(writes.fenced("wait", family.park_paused(run_id, control.token, message)))
     if state is None:
         raise Fenced(run_id, control.token)
     log.warning("run.paused", run_id=run_id, message=message, state=state)

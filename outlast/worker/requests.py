@@ -22,7 +22,7 @@ from pydantic import PydanticUserError, TypeAdapter, ValidationError
 from outlast._journal import args_hash, jsonable
 from outlast._secrets import Secrets
 from outlast.errors import Fenced, InvalidInput, RequestExpired
-from outlast.store import Store
+from outlast.store.requests import Requests
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer
 from outlast.worker.writes import JournalWrites
@@ -57,7 +57,7 @@ class RunRequests:
 
     def __init__(
         self,
-        store: Store,
+        requests: Requests,
         control: RunControl,
         writes: JournalWrites,
         replayer: Replayer,
@@ -68,7 +68,7 @@ class RunRequests:
         self.run_id = control.run_id
         self.max_payload = max_payload
         # what every durable wait of the run uses (``first.First`` too)
-        self.store, self.control, self.writes = store, control, writes
+        self.requests, self.control, self.writes = requests, control, writes
         self.replayer, self.settled = replayer, settled
         self._secrets = secrets
 
@@ -89,7 +89,7 @@ class RunRequests:
             if data is None:
                 await self.settled()  # as in sleep: parallel calls journal their results first
                 await self.replayer.go_live(op_id, lambda: f"the answer to request {op_id} ({name})")
-                waiting = self.store.await_request(self.run_id, self.control.token, op_id, **q.row())
+                waiting = self.requests.await_request(self.run_id, self.control.token, op_id, **q.row())
                 if not await self.control.db(self.writes.fenced("wait", waiting)):
                     raise Fenced(self.run_id, self.control.token)
                 log.info(
@@ -141,7 +141,7 @@ class RunRequests:
 
     async def outcome(self, op_id: str) -> dict[str, Any] | None:
         """The answer as the journal keeps it, once answered (or ``expired``); None while pending."""
-        row = await self.control.db(self.store.request(self.run_id, op_id))
+        row = await self.control.db(self.requests.request(self.run_id, op_id))
         if row is not None and row["status"] == "answered":
             return {
                 "value": row["answer"],

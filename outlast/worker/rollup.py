@@ -23,8 +23,7 @@ from typing import Any
 from outlast._latency import TALLY, Tally
 from outlast.errors import ServiceUnavailable
 from outlast.queue import Queue
-from outlast.store import Store
-from outlast.store.rollup import RolledUp
+from outlast.store.rollup import RolledUp, Rollups
 
 USUAL = 5  # minutes a step counts: the one closed since the last, and those before it again
 PENDING_MOST = 60  # flushes kept while Postgres is away (an hour at the default step); older dropped
@@ -34,8 +33,8 @@ class Rollup:
     """``Rollup`` is one worker's part in the rollup: its latencies, and its turns at counting and
     sampling."""
 
-    def __init__(self, store: Store, queue: Queue, every: float, tally: Tally = TALLY) -> None:
-        self.store = store
+    def __init__(self, rollups: Rollups, queue: Queue, every: float, tally: Tally = TALLY) -> None:
+        self.rollups = rollups
         self.queue = queue
         self.every = every
         self.tally = tally
@@ -54,9 +53,9 @@ class Rollup:
         now = time.time()
         self.next = math.floor(now / self.every + 1) * self.every
         await self.flush(now)
-        if not await self.store.rollup_turn(self.every):
+        if not await self.rollups.rollup_turn(self.every):
             return None
-        done = await self.store.roll_up(await self.samples(log), open_minute=open_minute)
+        done = await self.rollups.roll_up(await self.samples(log), open_minute=open_minute)
         if done.minutes > USUAL:  # minutes missed (no worker, Postgres away), caught up
             log.info(
                 "charts.caught_up",
@@ -78,7 +77,7 @@ class Rollup:
                 del self.pending[stale]
         self.since = now
         for flush_id, (minute, c) in list(self.pending.items()):
-            await self.store.flush_latencies(flush_id, minute, c)
+            await self.rollups.flush_latencies(flush_id, minute, c)
             del self.pending[flush_id]
 
     async def samples(self, log: Any) -> list[tuple[str, int, float]]:
@@ -86,7 +85,7 @@ class Rollup:
         counted all the same)."""
         out = []
         try:
-            for q in await self.store.rollup_queue_names():
+            for q in await self.rollups.rollup_queue_names():
                 depth, age = await self.queue.depth(q)
                 out.append((q, depth, age))
         except ServiceUnavailable as exc:

@@ -2,8 +2,9 @@
 
 Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``request``, ``receive``, ``callback``,
 what the run shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the
-replayer, the dispatcher, the waits, the requests, the inbox (messages), ``Shown``.
+replayer, the dispatcher, the waits, the requests, the inbox (messages), ``RunShown``.
 """
+# rooms: the run's wiring (each part built with the families it uses) until one value per run carries it
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from outlast.worker.inbox import Inbox
 from outlast.worker.live import LiveOutput, Scrubbed
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.requests import RunRequests
-from outlast.worker.shown import Showing, Shown
+from outlast.worker.shown import RunShown, Showing
 from outlast.worker.underway import UnderWay, may_park
 from outlast.worker.wait import Wait
 from outlast.worker.writes import JournalWrites
@@ -65,7 +66,7 @@ class Run(Showing, Conversing):
         self.input = record.input
         self.tenant = record.tenant  # whose run (None: not given); its child runs keep it
         self._app = app
-        self._store = store
+        self._budgets = store.budgets  # the run's budget standing
         self._control = control
         self._budget_id = record.budget_id
         self._max_payload = max_payload
@@ -85,7 +86,10 @@ class Run(Showing, Conversing):
         settled = self._under_way.settled
         wf = app.workflows.get(record.workflow)
         self._waits = Inbox(
-            store=store,
+            leases=store.leases,
+            sweeps=store.sweeps,
+            approvals=store.approvals,
+            messages=store.messages,
             control=control,
             writes=writes,
             replayer=replayer,
@@ -96,23 +100,34 @@ class Run(Showing, Conversing):
             callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
             born=incarnation(record.created_at),
         )
-        self._requests = RunRequests(store, control, writes, replayer, settled, secrets, max_payload)
+        self._requests = RunRequests(store.requests, control, writes, replayer, settled, secrets, max_payload)
         self._children = RunChildren(
             record=record,
             app=app,
-            store=store,
+            children=store.children,
+            runs=store.runs,
             control=control,
             writes=writes,
             replayer=replayer,
             settled=settled,
             max_payload=max_payload,
         )
-        self._shown = Shown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
-        self._first = First(self._requests, self._waits, self._children)
+        self._shown = RunShown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
+        self._first = First(
+            self._requests,
+            self._waits,
+            self._children,
+            firsts=store.firsts,
+            request_rows=store.requests,
+            runs=store.runs,
+            approvals=store.approvals,
+            sweeps=store.sweeps,
+        )
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
-            store=store,
+            budgets=store.budgets,
+            journal=store.journal,
             control=control,
             writes=writes,
             replayer=replayer,
@@ -251,7 +266,7 @@ class Run(Showing, Conversing):
         """The run's budget as it stands: limit, spent and reserved for each name."""
         if self._budget_id is None:
             return {}
-        return await self._control.db(self._store.budget_standing(self._budget_id))
+        return await self._control.db(self._budgets.budget_standing(self._budget_id))
 
     async def _pausing(self, wait: Awaitable[R]) -> R:
         """A timer or an approval, counted while under way (see ``underway.may_park``)."""

@@ -14,7 +14,8 @@ from cronsim import CronSimError
 from outlast._journal import canonical, digest
 from outlast._schedules import Schedule, due_ticks, run_id
 from outlast.queue import Queue
-from outlast.store import Store
+from outlast.store.runs import Runs
+from outlast.store.schedules import Schedules
 
 
 class Scheduler:
@@ -22,13 +23,14 @@ class Scheduler:
 
     def __init__(
         self,
-        store: Store,
+        table: Schedules,
+        runs: Runs,
         queue: Queue,
         schedules: dict[str, Schedule],
         default_queue: str,
         programs: dict[str, str] | None = None,
     ) -> None:
-        self.store = store
+        self.table, self.runs = table, runs  # the schedules' rows, and the runs their ticks insert
         self.queue = queue
         self.schedules = schedules
         self.default_queue = default_queue
@@ -40,9 +42,9 @@ class Scheduler:
             return
         if not self._declared:
             for sched in self.schedules.values():
-                await self.store.declare_schedule(sched, sched.queue or self.default_queue)
+                await self.table.declare_schedule(sched, sched.queue or self.default_queue)
             self._declared = True
-        for row in await self.store.schedules(list(self.schedules)):
+        for row in await self.table.schedules(list(self.schedules)):
             if row["paused"]:
                 continue
             try:
@@ -59,7 +61,7 @@ class Scheduler:
             fresh = [rid for rid, new in zip(ids, created, strict=True) if new]
             # Published once recorded; an entry lost here is published by a sweeper later.
             await self.queue.publish_many([(row["queue"], rid, "normal") for rid in fresh])
-            await self.store.advance_schedule(row["name"], row["last_tick"], last)
+            await self.table.advance_schedule(row["name"], row["last_tick"], last)
             if fresh or not ticks:
                 skipped = None if ticks else f"{last:%Y-%m-%d %H:%M:%S %Z}"  # ticks up to it missed
                 log.info(
@@ -72,7 +74,7 @@ class Scheduler:
 
     async def _enqueue(self, row: dict[str, Any], rid: str) -> bool:
         """Record a tick's run (once: its id is the tick's); True if this call made it."""
-        _, created = await self.store.insert_run(
+        _, created = await self.runs.insert_run(
             id=rid,
             workflow=row["workflow"],
             queue=row["queue"],

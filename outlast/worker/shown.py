@@ -27,7 +27,7 @@ _KIND = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 CUSTOM = "custom:"
 
 
-class Shown:
+class RunShown:
     """The run's state, custom events and live output."""
 
     def __init__(
@@ -82,7 +82,7 @@ class Shown:
 class Showing:
     """What a run shows, as the workflow's ``Run`` offers it (``Run`` builds ``_shown``)."""
 
-    _shown: Shown
+    _shown: RunShown
     _replayer: Replayer
 
     def set_state(self, key: str, value: Any) -> Awaitable[None]:

@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from outlast import _metrics as metrics
-from outlast.store import Store
+from outlast.store.size import Size
 
 log = structlog.get_logger("outlast.worker")
 
@@ -25,8 +25,8 @@ log = structlog.get_logger("outlast.worker")
 class RunSize:
     """``RunSize`` counts one run's journaled bytes and writes its size warning once."""
 
-    def __init__(self, *, store: Store, run_id: str, workflow: str, warn: int) -> None:
-        self._store = store
+    def __init__(self, *, size: Size, run_id: str, workflow: str, warn: int) -> None:
+        self._size = size
         self.run_id, self.workflow = run_id, workflow
         self.warn = warn  # OUTLAST_RUN_SIZE_WARN, in bytes (0: never)
         self._asked = False  # this worker queued the warning: not again for this run
@@ -42,7 +42,7 @@ class RunSize:
                 "threshold": self.warn,
                 "message": f"the run has journaled {total} bytes, past OUTLAST_RUN_SIZE_WARN ({self.warn})",
             }
-            warned = self._store.submit_size_warning(self.run_id, detail)
+            warned = self._size.submit_size_warning(self.run_id, detail)
             warned.add_done_callback(lambda done: self._warned(done, total))
 
     def _warned(self, done: asyncio.Future[list[dict[str, Any]]], total: int) -> None:

@@ -52,15 +52,17 @@ class Sweeper:
         self._seen: set[str] = set()  # queues other workers serve (``streams``)
         self._orphans: set[str] = set()  # runs of silent workers said to wait for their leases
         self._next_look = 0.0
-        self.scheduler = Scheduler(store, queue, schedules or {}, settings.queue, programs)
-        self.rollup = Rollup(store, queue, settings.rollup_every)
-        self.mover = Mover(store, queue, programs or {})
+        self.scheduler = Scheduler(
+            store.schedules, store.runs, queue, schedules or {}, settings.queue, programs
+        )
+        self.rollup = Rollup(store.rollups, queue, settings.rollup_every)
+        self.mover = Mover(store.sweeps, store.leases, queue, programs or {})
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()
         if gone:
             self._lost = True  # first: should Postgres fail now, the next sweep still re-publishes
-            if await self.store.redis_used(gone):  # a marker gone on a fresh Redis: never used
+            if await self.store.fleet.redis_used(gone):  # a marker gone on a fresh Redis: never used
                 log.warning("redis.data_lost")
         if self._lost:
             await self.republish(log, after=0.0)
@@ -68,13 +70,13 @@ class Sweeper:
         # A deadline passed while nothing ran: the run is published, and the worker that claims it
         # ends it as it ends a running one (its partial handler runs). Ended here, timed_out, only
         # when no worker did within republish_after (none serves its workflow, its entry lost).
-        for run_id, q, priority in await self.store.expire_deadlines(self.s.republish_after):
+        for run_id, q, priority in await self.store.sweeps.expire_deadlines(self.s.republish_after):
             if q is None:
                 log.info("run.timed_out", run_id=run_id)
             else:
                 await self.queue.publish(q, run_id, priority=priority)
-        await self.store.wake_child_waiters()  # parents whose child ended: due now, published below
-        await self.store.wake_first_waiters()  # the same, for a run.first with a child among its waits
+        await self.store.children.wake_child_waiters()  # parents whose child ended: due now, published below
+        await self.store.firsts.wake_first_waiters()  # the same, for a run.first with a child among its waits
         await self.republish(log, self.s.republish_after)
         await self.orphans(log)
         await self.turns(log)
@@ -87,15 +89,15 @@ class Sweeper:
             self._next_forget = time.monotonic() + 60
             for q in self.queues:
                 await self.queue.forget_consumers(q, int(max(self.s.lease_ttl * 10, 600) * 1000))
-            await self.store.forget_gone_workers(GONE_FOR)
-            await self.store.forget_served_programs(max(GONE_FOR, self.s.program_grace))
-            await self.store.forget_watchers()  # of clients' listening connections gone
+            await self.store.fleet.forget_gone_workers(GONE_FOR)
+            await self.store.fleet.forget_served_programs(max(GONE_FOR, self.s.program_grace))
+            await self.store.fleet.forget_watchers()  # of clients' listening connections gone
         if self.rollup.due():  # the charts, once a minute; last, as it holds up nothing
             await self.rollup.step(log)
 
     async def orphans(self, log: Any) -> None:
         """Say, once per run, that a run of a worker gone silent waits for its lease, how long."""
-        found = await self.store.orphans()
+        found = await self.store.sweeps.orphans()
         for run_id, owner, seconds in found:
             if run_id not in self._orphans:
                 log.info("run.waiting_for_lease", run_id=run_id, owner=owner, seconds=round(seconds, 1))
@@ -104,8 +106,8 @@ class Sweeper:
     async def prune(self, log: Any) -> None:
         """Retention: delete what finished longer than ``retention`` ago, a bounded amount per
         pass, one worker of the schema at a time (the others skip their pass)."""
-        before = await self.store.cutoff(duration(self.s.retention))
-        pruned = await self.store.prune(before, max_batches=PRUNE_BATCHES, exclusive=True)
+        before = await self.store.sweeps.cutoff(duration(self.s.retention))
+        pruned = await self.store.sweeps.prune(before, max_batches=PRUNE_BATCHES, exclusive=True)
         if pruned.runs:
             log.info(
                 "sweeper.pruned",
@@ -116,7 +118,7 @@ class Sweeper:
     async def turns(self, log: Any, limit: int = 500) -> None:
         """Publish, page by page, the held runs whose tenant's window has room."""
         while True:
-            turns = await self.store.turns(limit)
+            turns = await self.store.sweeps.turns(limit)
             for run_id, q, priority in turns:
                 await self.queue.publish(q, run_id, priority=priority)
             if turns:
@@ -130,11 +132,13 @@ class Sweeper:
         before the statements that compare its clock with Postgres's (``Queue.waiting``), and only
         when a queued run went unseen that long (none: no queued run is due by age in this pass).
         Not when Redis lost its data (``after`` 0): what it says then is not to be trusted."""
-        cutoff, queued = await self.store.unseen(after)  # a run this pass stamps is not due again in it
+        cutoff, queued = await self.store.sweeps.unseen(
+            after
+        )  # a run this pass stamps is not due again in it
         waiting = await self.queue.waiting(await self.streams()) if after and queued else Waiting()
         queued = queued or not after
         while True:
-            due = await self.store.due(after, limit, cutoff, waiting.spans, waiting.runs, queued)
+            due = await self.store.sweeps.due(after, limit, cutoff, waiting.spans, waiting.runs, queued)
             for run_id, q, priority in due:
                 await self.queue.publish(q, run_id, priority=priority)
                 metrics.republished(q)
@@ -156,5 +160,5 @@ class Sweeper:
         its group made, should no worker serve it)."""
         if time.monotonic() >= self._next_look:
             self._next_look = time.monotonic() + 60
-            self._seen.update(q for w in await self.store.workers() for q in w["queues"] or ())
+            self._seen.update(q for w in await self.store.fleet.workers() for q in w["queues"] or ())
         return sorted({*self.queues, *self._seen})

@@ -16,7 +16,10 @@ from outlast._journal import args_hash, jsonable
 from outlast._model import Decision
 from outlast._secrets import Secrets
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
-from outlast.store import Store
+from outlast.store.approvals import Approvals
+from outlast.store.leases import Leases
+from outlast.store.messages import Messages
+from outlast.store.sweeps import Sweeps
 from outlast.worker.control import RunControl, Suspended
 from outlast.worker.replayer import Replayer, describe
 from outlast.worker.writes import JournalWrites
@@ -60,7 +63,10 @@ class Waits:
     def __init__(
         self,
         *,
-        store: Store,
+        leases: Leases,
+        sweeps: Sweeps,
+        approvals: Approvals,
+        messages: Messages,
         control: RunControl,
         writes: JournalWrites,
         replayer: Replayer,
@@ -77,7 +83,8 @@ class Waits:
         self._callbacks = callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
         self._taking = asyncio.Lock()  # one look-and-take at a time (parallel receives): inbox.py
         self.max_payload = max_payload  # the largest approval arguments stored
-        self._store = store
+        self._leases, self._sweeps = leases, sweeps
+        self._approvals, self._messages = approvals, messages  # messages: inbox.py
         self._control = control
         self._writes = writes
         self._replayer = replayer
@@ -90,7 +97,7 @@ class Waits:
             return
         await self._settled()  # calls made in parallel journal their results before the run lets go
         await self._replayer.go_live(op_id, lambda: f"sleep() until {due}")
-        waiting = self._store.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
+        waiting = self._leases.wait(self.run_id, self._control.token, "timer", f"sleeping until {due}", due)
         if not await self._control.db(self._writes.fenced("wait", waiting)):
             raise Fenced(self.run_id, self._control.token)
         raise Suspended(due)
@@ -101,7 +108,7 @@ class Waits:
         """The timer's due time, journaled once (a ``timer`` entry; a replay reads it), and now
         by the database clock."""
         self._replayer.enter(op_id)
-        now = await self._control.db(self._store.db_now())
+        now = await self._control.db(self._sweeps.db_now())
         if self._replayer.journaled(op_id):
             e = self._replayer.entry(op_id, "timer")
             if e is None:
@@ -136,7 +143,9 @@ class Waits:
                 ok = await self._control.db(
                     self._writes.fenced(
                         "wait",
-                        self._store.await_approval(self.run_id, self._control.token, op_id, **asked.row()),
+                        self._approvals.await_approval(
+                            self.run_id, self._control.token, op_id, **asked.row()
+                        ),
                     )
                 )
                 if not ok:
@@ -194,7 +203,7 @@ class Waits:
     async def approval_outcome(self, op_id: str, clean: dict[str, Any]) -> dict[str, Any] | None:
         """The decision on the request as the journal keeps it, once decided or expired; None
         while it is pending."""
-        row = await self._control.db(self._store.approval(self.run_id, op_id))
+        row = await self._control.db(self._approvals.approval(self.run_id, op_id))
         if row is not None and row["status"] != "pending":
             return {
                 "status": row["status"],

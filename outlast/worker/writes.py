@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 from outlast import _failpoints as failpoints
 from outlast._journal import Entry, body_bytes
 from outlast.errors import Fenced, ServiceUnavailable
-from outlast.store import Store
-from outlast.store.journal import appended
+from outlast.store.journal import Journal, appended
+from outlast.store.messages import Messages
 from outlast.worker.control import RunControl
 from outlast.worker.size import RunSize
 
@@ -37,15 +37,16 @@ class JournalWrites:
     def __init__(
         self,
         *,
-        store: Store,
+        journal: Journal,
+        messages: Messages,
         control: RunControl,
         hold: tuple[float, int] = (0.0, 0),
         size: RunSize | None = None,  # counts what the run's appends journal (None: offline)
     ) -> None:
         self.run_id = control.run_id
-        self._store = store
+        self._journal, self._messages = journal, messages
         self._control = control
-        self._size = size
+        self._run_size = size
         self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
         self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
         self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
@@ -138,9 +139,9 @@ class JournalWrites:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
         token, size = self._control.token, body_bytes(held) + body_bytes((entry,))
         written = (
-            self._store.submit_append(self.run_id, token, entry, held, size)
+            self._journal.submit_append(self.run_id, token, entry, held, size)
             if take is None
-            else self._store.submit_take(self.run_id, token, entry, held, take, size)
+            else self._messages.submit_take(self.run_id, token, entry, held, take, size)
         )
         written.add_done_callback(lambda done: self._written(done, size))
         return written
@@ -157,8 +158,8 @@ class JournalWrites:
         if exc is None and (cancel := appended(written.result())) is not None:
             if cancel:
                 control.cancelled()
-            if self._size is not None:
-                self._size.written(size, written.result()[0])
+            if self._run_size is not None:
+                self._run_size.written(size, written.result()[0])
             return
         if isinstance(exc, ServiceUnavailable):  # Postgres out of reach past the bound: left
             failure: BaseException = control.leave(str(exc))

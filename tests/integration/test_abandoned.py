@@ -120,7 +120,7 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
     calls.clear()
     store = Store(world.database_url, world.schema)
     await store.open()
-    await store.insert_run(
+    await store.runs.insert_run(
         id="r",
         workflow="hangs",
         queue="default",
@@ -134,7 +134,7 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
         raise HandOver()  # as a worker stopping between the two entries
 
     try:
-        got = await store.claim("r", "w1", 30, app.programs())
+        got = await store.leases.claim("r", "w1", 30, app.programs())
         assert got is not None
         run = got[0]
         control = RunControl(run_id=run.id, token=run.fencing_token, ttl=3.0, sent_at=time.monotonic())
@@ -149,12 +149,12 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
         monkeypatch.undo()
         assert op_kinds(world, "r") == ["abandoned"]
         release.set()  # a re-dispatch would return at once: it must not happen
-        assert await store.release("r", run.fencing_token, "test")
+        assert await store.leases.release("r", run.fencing_token, "test")
 
-        got = await store.claim("r", "w2", 30, app.programs())
+        got = await store.leases.claim("r", "w2", 30, app.programs())
         assert got is not None and got[0].cancel_requested
         assert await Execution(run=got[0], app=app, store=store).execute() == Outcome.FINAL
-        done = await store.get_run("r")
+        done = await store.runs.get_run("r")
         assert done is not None and done.state == "cancelled"
         assert op_kinds(world, "r") == ["abandoned", "cancel"]
         assert calls == ["hang_read"]

@@ -45,7 +45,7 @@ async def stepped(s: Settings, log: Any = None) -> RolledUp:
     worker may have just taken one). Its own tally: nothing of this process's is flushed."""
     async with AsyncClient(settings=s) as c:
         await c.open()
-        rollup = Rollup(c.store, c.queue, every=1.0, tally=Tally())
+        rollup = Rollup(c.store.rollups, c.queue, every=1.0, tally=Tally())
         until = time.monotonic() + 20
         while (done := await rollup.step(log or Log(), open_minute=True)) is None:
             assert time.monotonic() < until, "no turn at the rollup within 20 s"
@@ -202,9 +202,9 @@ def test_the_rollup_is_safe_twice_and_catches_up(world: World) -> None:
             await c.open()
             minute = datetime.now(UTC).replace(second=0, microsecond=0)
             counts = {"pay": [1] * (len(BOUNDS) + 1)}
-            await c.store.flush_latencies("f1", minute, counts)
-            await c.store.flush_latencies("f1", minute, counts)
-            await c.store.flush_latencies("f2", minute, counts)
+            await c.store.rollups.flush_latencies("f1", minute, counts)
+            await c.store.rollups.flush_latencies("f1", minute, counts)
+            await c.store.rollups.flush_latencies("f2", minute, counts)
 
     asyncio.run(flush())
     assert latencies(world) == {"pay": 2 * (len(BOUNDS) + 1)}

@@ -30,11 +30,11 @@ async def ten(run: Any) -> list[int]:
 async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
     store = Store(world.database_url, world.schema)
     await store.open()
-    await store.insert_run(
+    await store.runs.insert_run(
         id="r", workflow="ten", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
     dispatched.clear()
-    got = await store.claim("r", "w1", 30, app.programs())
+    got = await store.leases.claim("r", "w1", 30, app.programs())
     assert got is not None
     run = got[0]
     first = Execution(run=run, app=app, store=store)
@@ -47,9 +47,9 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
         pass
     assert store.writer.writes - writes == 20  # intention + result for each of 10 operations
     assert store.writer.commits - commits <= 20
-    assert await store.release("r", run.fencing_token, "test")
+    assert await store.leases.release("r", run.fencing_token, "test")
 
-    got = await store.claim("r", "w2", 30, app.programs())
+    got = await store.leases.claim("r", "w2", 30, app.programs())
     assert got is not None
     run2 = got[0]
     assert run2.journal_len == 20
@@ -60,6 +60,6 @@ async def test_two_commits_per_operation_and_free_replay(world: World) -> None:
     assert store.reads - reads == 1  # the journal, loaded once; ten replayed operations cost nothing
     assert store.writer.writes - writes == 3  # the 11th operation's two writes and the final state
     assert dispatched == list(range(11))  # no replayed operation was dispatched again
-    done = await store.get_run("r")
+    done = await store.runs.get_run("r")
     assert done is not None and done.state == "succeeded" and done.result == [i * i for i in range(11)]
     await store.close()

@@ -77,13 +77,13 @@ def test_a_tenants_held_runs_go_highest_priority_first_one_per_claim(world: Worl
         ac = AsyncClient(settings=world.settings(tenant_window=2))
         await ac.open()
         try:
-            got = await ac.store.claim(first[0].id, "me", 30, {"echo": "v1"})
+            got = await ac.store.leases.claim(first[0].id, "me", 30, {"echo": "v1"})
             assert got is not None and got.turn == (urgent.id, "default", "high")  # over older runs
             # Taken again after its lease ended: no turn, the window is full (first[1], urgent).
             world.sql("UPDATE runs SET lease_expires_at = now() - interval '1 s' WHERE id = %s", first[0].id)
-            again = await ac.store.claim(first[0].id, "me", 30, {"echo": "v1"})
+            again = await ac.store.leases.claim(first[0].id, "me", 30, {"echo": "v1"})
             assert again is not None and again.turn is None
-            got = await ac.store.claim(first[1].id, "me", 30, {"echo": "v1"})
+            got = await ac.store.leases.claim(first[1].id, "me", 30, {"echo": "v1"})
             assert got is not None and got.turn == (first[2].id, "default", "normal")
         finally:
             await ac.close()

@@ -126,12 +126,12 @@ def test_a_send_that_commits_while_the_first_wait_is_made_is_not_lost(world: Wor
         await store.open()
         try:
             run_id, token = await held_run(client, store)
-            look = await store.inbox(run_id, token, "reply")
+            look = await store.messages.inbox(run_id, token, "reply")
             assert look is not None and look["held"] and look["message_id"] is None
             seen = look["messages_sent"]
 
             def waiting(seen: int) -> Any:
-                return store.wait_first(
+                return store.firsts.wait_first(
                     run_id, token, state="waiting", wake_at=None, child=None,
                     detail={"reason": "first"}, channels=["reply"], seen=seen,
                 )  # fmt: skip
@@ -143,12 +143,16 @@ def test_a_send_that_commits_while_the_first_wait_is_made_is_not_lost(world: Wor
                 assert not wait.done()  # blocked on the run row the send holds
                 tx.commit()
             assert await wait is False  # refused: look again
-            look = await store.inbox(run_id, token, "reply")
+            look = await store.messages.inbox(run_id, token, "reply")
             assert look is not None and look["message_id"] == "r-1"
             assert await waiting(look["messages_sent"])
-            other = await store.send_message(run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10)
+            other = await store.messages.send_message(
+                run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10
+            )
             assert other["queue"] is None  # not a channel it waits on
-            sent = await store.send_message(run_id, "reply", 2, "r-2", max_bytes=None, max_waiting=10)
+            sent = await store.messages.send_message(
+                run_id, "reply", 2, "r-2", max_bytes=None, max_waiting=10
+            )
             assert sent["queue"] == "default"
             assert world.sql("SELECT state, reason, wake_at IS NOT NULL FROM runs WHERE id = %s", run_id) == [
                 ("waiting", "first", True)

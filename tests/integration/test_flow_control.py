@@ -78,10 +78,10 @@ def finish_all(c: Client, ids: list[str], timeout: float = 60) -> None:
 
 
 async def claimed_run(store: Store, run_id: str) -> int:
-    await store.insert_run(
+    await store.runs.insert_run(
         id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
-    got = await store.claim(run_id, "me", 30, {"w": "v1"})
+    got = await store.leases.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return got[0].fencing_token
 
@@ -91,26 +91,26 @@ async def test_slots_cap_fence_expire_and_renew_with_the_lease(world: World) -> 
     await store.open()
     try:
         tokens = {r: await claimed_run(store, r) for r in ("a", "b", "c")}
-        assert await store.acquire_slot("k", 2, "a", tokens["a"], 30) is not None
-        assert await store.acquire_slot("k", 2, "b", tokens["b"], 30) is not None
-        assert await store.acquire_slot("k", 2, "c", tokens["c"], 30) is None  # full
+        assert await store.flow.acquire_slot("k", 2, "a", tokens["a"], 30) is not None
+        assert await store.flow.acquire_slot("k", 2, "b", tokens["b"], 30) is not None
+        assert await store.flow.acquire_slot("k", 2, "c", tokens["c"], 30) is None  # full
         # the same holder again: its own slot, not a second one
-        assert await store.acquire_slot("k", 2, "a", tokens["a"], 30) is not None
+        assert await store.flow.acquire_slot("k", 2, "a", tokens["a"], 30) is not None
         assert world.sql("SELECT count(*) FROM slots WHERE key = 'k'") == [(2,)]
         # a stale token takes nothing, and releases nothing
-        assert await store.acquire_slot("other", 5, "c", tokens["c"] - 1, 30) is None
-        assert await store.release_slots("a", tokens["a"] - 1) == 0
+        assert await store.flow.acquire_slot("other", 5, "c", tokens["c"] - 1, 30) is None
+        assert await store.flow.release_slots("a", tokens["a"] - 1) == 0
         # a slot whose lease ended is free for another run
         world.sql("UPDATE slots SET expires_at = now() - interval '1 second' WHERE run_id = 'a'")
-        assert await store.acquire_slot("k", 2, "c", tokens["c"], 30) is not None
+        assert await store.flow.acquire_slot("k", 2, "c", tokens["c"], 30) is not None
         assert world.sql("SELECT run_id FROM slots WHERE key = 'k' ORDER BY run_id") == [("b",), ("c",)]
         # the heartbeat's renewal carries the slots held under the renewed token, and only those
         world.sql("UPDATE slots SET expires_at = now() + interval '1 second'")
-        leases = await store.renew({"b": tokens["b"], "c": tokens["c"] - 1}, 60)
+        leases = await store.leases.renew({"b": tokens["b"], "c": tokens["c"] - 1}, 60)
         assert leases["b"].renewed and leases["c"].lost
         left = dict(world.sql("SELECT run_id, expires_at > now() + interval '30 seconds' FROM slots"))
         assert left == {"b": True, "c": False}
-        assert await store.release_slots("b", tokens["b"]) == 1
+        assert await store.flow.release_slots("b", tokens["b"]) == 1
     finally:
         await store.close()
 
@@ -120,15 +120,15 @@ async def test_a_release_wakes_the_first_run_parked_for_its_key(world: World) ->
     await store.open()
     try:
         tokens = {r: await claimed_run(store, r) for r in ("holder", "p1", "p2", "other")}
-        assert await store.acquire_slot("k", 1, "holder", tokens["holder"], 30) is not None
-        later = await store.db_now() + timedelta(minutes=5)
+        assert await store.flow.acquire_slot("k", 1, "holder", tokens["holder"], 30) is not None
+        later = await store.sweeps.db_now() + timedelta(minutes=5)
         for rid, key, minutes in (("p1", "k", 0), ("p2", "k", 1), ("other", "j", 0)):
             wake = later + timedelta(minutes=minutes)
-            assert await store.park(rid, tokens[rid], "concurrency_slot", "full", wake, key)
+            assert await store.flow.park(rid, tokens[rid], "concurrency_slot", "full", wake, key)
         # run again (a lost acknowledgement): the same answer; a stale token: refused
-        assert await store.park("p1", tokens["p1"], "concurrency_slot", "full", later, "k")
-        assert not await store.park("holder", tokens["holder"] - 1, "concurrency_slot", "x", later, "k")
-        assert await store.release_slots("holder", tokens["holder"]) == 1
+        assert await store.flow.park("p1", tokens["p1"], "concurrency_slot", "full", later, "k")
+        assert not await store.flow.park("holder", tokens["holder"] - 1, "concurrency_slot", "x", later, "k")
+        assert await store.flow.release_slots("holder", tokens["holder"]) == 1
         due = world.sql("SELECT id FROM runs WHERE state = 'waiting' AND wake_at <= now() ORDER BY id")
         assert due == [("p1",)]  # the first due of those parked for "k"; neither "p2" nor another key's
     finally:
@@ -141,7 +141,7 @@ async def test_slot_racers_never_share_a_slot(world: World) -> None:
     await store.open()
     try:
         tokens = {f"r{i}": await claimed_run(store, f"r{i}") for i in range(30)}
-        got = await asyncio.gather(*(store.acquire_slot("k", 3, r, t, 30) for r, t in tokens.items()))
+        got = await asyncio.gather(*(store.flow.acquire_slot("k", 3, r, t, 30) for r, t in tokens.items()))
         taken = [s for s in got if s is not None]
         assert 1 <= len(taken) <= 3 and len(set(taken)) == len(taken)
         assert world.sql("SELECT count(*) FROM slots") == [(len(taken),)]

@@ -169,7 +169,7 @@ def test_refusals_name_the_run_and_the_channel_and_store_nothing(world: World, c
 async def held_run(client: Client, store: Store) -> tuple[str, int]:
     """A run claimed by a worker of this test's own: its id and fencing token."""
     run = client.enqueue("converse", {"turns": 1})
-    claimed = await store.claim(run.id, "w", 30.0, chat.app.programs())
+    claimed = await store.leases.claim(run.id, "w", 30.0, chat.app.programs())
     assert claimed is not None
     return run.id, claimed.run.fencing_token
 
@@ -184,21 +184,23 @@ def test_a_send_that_commits_while_the_wait_is_made_is_not_lost(world: World, cl
         await store.open()
         try:
             run_id, token = await held_run(client, store)
-            look = await store.inbox(run_id, token, "in")
+            look = await store.messages.inbox(run_id, token, "in")
             assert look is not None and look["held"] and look["message_id"] is None
             seen = look["messages_sent"]
             with psycopg.connect(world.database_url, options=f"-c search_path={world.schema}") as tx:
                 tx.execute("SELECT * FROM outlast_send(%s, 'in', '\"raced\"'::jsonb, 'r-1')", (run_id,))
-                wait = asyncio.ensure_future(store.await_message(run_id, token, "in", seen, None))
+                wait = asyncio.ensure_future(store.messages.await_message(run_id, token, "in", seen, None))
                 await asyncio.sleep(0.5)
                 assert not wait.done()  # blocked on the run row the send holds
                 tx.commit()
             assert await wait is False  # refused: look again
-            look = await store.inbox(run_id, token, "in")
+            look = await store.messages.inbox(run_id, token, "in")
             assert look is not None and look["message_id"] == "r-1"
             # and the other order: the wait first, then a send finds the run waiting and wakes it
-            assert await store.await_message(run_id, token, "other", look["messages_sent"], None)
-            sent = await store.send_message(run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10)
+            assert await store.messages.await_message(run_id, token, "other", look["messages_sent"], None)
+            sent = await store.messages.send_message(
+                run_id, "other", 1, "o-1", max_bytes=None, max_waiting=10
+            )
             assert sent["queue"] == "default"
             assert world.sql("SELECT state, wake_at IS NOT NULL FROM runs WHERE id = %s", run_id) == [
                 ("waiting", True)
@@ -219,13 +221,17 @@ def test_a_stale_worker_cannot_take_a_message(world: World, client: Client) -> N
         try:
             run_id, token = await held_run(client, store)
             client.send(run_id, "in", "mine", message_id="x")
-            run = await store.get_run(run_id)
+            run = await store.runs.get_run(run_id)
             assert run is not None
             entry = make_entry(run.journal_head, run.journal_len + 1, "message", "op-1", {"channel": "in"})
-            assert await store.submit_take(run_id, token - 1, entry, [], "x", 0) == []  # an older token
+            assert (
+                await store.messages.submit_take(run_id, token - 1, entry, [], "x", 0) == []
+            )  # an older token
             assert world.sql("SELECT taken_seq FROM messages WHERE run_id = %s", run_id) == [(None,)]
-            assert await store.submit_take(run_id, token, entry, [], "x", 0) != []
-            assert await store.submit_take(run_id, token, entry, [], "x", 0) != []  # sent again: found
+            assert await store.messages.submit_take(run_id, token, entry, [], "x", 0) != []
+            assert (
+                await store.messages.submit_take(run_id, token, entry, [], "x", 0) != []
+            )  # sent again: found
             assert world.sql("SELECT taken_seq, taken_op FROM messages WHERE run_id = %s", run_id) == [
                 (1, "op-1")
             ]

@@ -283,9 +283,9 @@ def test_the_stalled_gauge_is_the_longest_a_running_run_went_without_progress(wo
         store = Store(world.database_url, world.schema)
         await store.open()
         try:
-            assert await store.run_gauges() == (0, 0.0)  # nothing runs
+            assert await store.runs.run_gauges() == (0, 0.0)  # nothing runs
             for rid, ago in (("r1", 100), ("r2", 300), ("r3", 5000)):
-                await store.insert_run(
+                await store.runs.insert_run(
                     id=rid,
                     workflow="w",
                     queue="default",
@@ -301,7 +301,7 @@ def test_the_stalled_gauge_is_the_longest_a_running_run_went_without_progress(wo
                     ago,
                     rid,
                 )
-            in_doubt, stalled = await store.run_gauges()
+            in_doubt, stalled = await store.runs.run_gauges()
             assert in_doubt == 0 and 300 <= stalled < 360
         finally:
             await store.close()

@@ -108,7 +108,7 @@ async def test_a_worker_of_one_place_runs_entries_of_every_level_one_at_a_time(w
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)  # idle: its read waits on every level at once
         for level in LEVELS:
-            await c.store.insert_run(
+            await c.store.runs.insert_run(
                 id=f"r-{level}",
                 workflow="slow",
                 queue="default",

@@ -103,18 +103,18 @@ async def test_prune_keeps_what_is_live_shared_or_continued_and_counts_first(wor
 
     store = Store(world.database_url, world.schema)
     await store.open()
-    before = await store.cutoff(86400)
-    assert await store.prune_count(before, "failed") == Pruned(3, 6, 3, 3, 0, 0)
-    counted = await store.prune_count(before)
+    before = await store.sweeps.cutoff(86400)
+    assert await store.sweeps.prune_count(before, "failed") == Pruned(3, 6, 3, 3, 0, 0)
+    counted = await store.sweeps.prune_count(before)
     assert counted == Pruned(runs=10, journal=20, events=10, approvals=10, reservations=3, budgets=1)
     assert ids(world) - kept == {f"old-{i}" for i in range(7)} | {"a", "a-next", "a-last"}  # nothing deleted
 
-    assert await store.prune(before, "failed", batch=2) == Pruned(3, 6, 3, 3, 0, 0)
-    assert await store.prune(before, batch=2) == Pruned(7, 14, 7, 7, 3, 1)  # the chain newest first
+    assert await store.sweeps.prune(before, "failed", batch=2) == Pruned(3, 6, 3, 3, 0, 0)
+    assert await store.sweeps.prune(before, batch=2) == Pruned(7, 14, 7, 7, 3, 1)  # the chain newest first
     assert ids(world) == kept
     assert orphans(world) == 0
     assert world.sql("SELECT budget_id FROM budgets ORDER BY 1") == [("b",), ("root",)]
-    assert await store.prune(before) == Pruned()
+    assert await store.sweeps.prune(before) == Pruned()
     await store.close()
 
 
@@ -122,14 +122,14 @@ async def test_one_exclusive_pruner_at_a_time(world: World) -> None:
     add(world, "old")
     store = Store(world.database_url, world.schema)
     await store.open()
-    before = await store.cutoff(60)
+    before = await store.sweeps.cutoff(60)
     other = Store(world.database_url, world.schema)
     await other.open()
     async with other._conn() as held:  # another worker's pass holds the schema's lock
         await held.execute(LOCK, (world.schema,))
-        assert await store.prune(before, exclusive=True) == Pruned()
+        assert await store.sweeps.prune(before, exclusive=True) == Pruned()
         await held.execute("SELECT pg_advisory_unlock_all()")
-    assert (await store.prune(before, exclusive=True)).runs == 1
+    assert (await store.sweeps.prune(before, exclusive=True)).runs == 1
     await other.close()
     await store.close()
 
@@ -200,10 +200,10 @@ async def test_a_finished_child_is_kept_while_its_parent_is_not_final(world: Wor
 
     store = Store(world.database_url, world.schema)
     await store.open()
-    before = await store.cutoff(86400)
-    assert await store.prune_count(before) == Pruned(3, 6, 3, 3, 0, 0)
-    assert await store.prune_count(before, "succeeded") == Pruned(2, 4, 2, 2, 0, 0)
-    assert await store.prune(before, batch=2) == Pruned(3, 6, 3, 3, 0, 0)
+    before = await store.sweeps.cutoff(86400)
+    assert await store.sweeps.prune_count(before) == Pruned(3, 6, 3, 3, 0, 0)
+    assert await store.sweeps.prune_count(before, "succeeded") == Pruned(2, 4, 2, 2, 0, 0)
+    assert await store.sweeps.prune(before, batch=2) == Pruned(3, 6, 3, 3, 0, 0)
     assert ids(world) == kept
     assert orphans(world) == 0
     await store.close()

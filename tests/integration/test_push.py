@@ -24,12 +24,12 @@ async def started(world: World, run_id: str) -> tuple[AsyncClient, Store, int]:
     """A client, and a worker's store holding the run ``run_id`` (claimed): its token."""
     client = AsyncClient(settings=world.settings())
     await client.open()
-    await client.store.insert_run(
+    await client.store.runs.insert_run(
         id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
     worker = Store(world.database_url, world.schema)
     await worker.open()
-    got = await worker.claim(run_id, "me", 30, {"w": "v1"})
+    got = await worker.leases.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return client, worker, got[0].fencing_token
 
@@ -53,14 +53,14 @@ async def test_wait_costs_nothing_between_changes_and_is_woken_at_once(world: Wo
     assert before is not None, "no connection listens for the run"
     reads = client.store.reads
     # The run changes without an event (journal appends notify nothing) and time passes.
-    await worker.append("r", token, make_entry("", 1, "value", "op-1", {"name": "now", "value": 1}))
+    await worker.journal.append("r", token, make_entry("", 1, "value", "op-1", {"name": "now", "value": 1}))
     await asyncio.sleep(1.5)
     assert client.store.reads == reads, "the waiting client read something between changes"
     assert listener(world, "r") == before, "the listening connection ran a statement meanwhile"
     assert not waiting.done()
 
     t = time.monotonic()
-    assert await worker.finish("r", token, "succeeded", 1, result={"ok": 1})
+    assert await worker.leases.finish("r", token, "succeeded", 1, result={"ok": 1})
     done = await asyncio.wait_for(waiting, 5)
     woken_after = time.monotonic() - t
     assert done.state == "succeeded" and done.result == {"ok": 1}
@@ -115,14 +115,14 @@ async def test_a_killed_listening_connection_loses_no_event(world: World) -> Non
 
     following = asyncio.create_task(follow())
     await asyncio.to_thread(wait_for, lambda: listener(world, "r"), 5, 0.05, "a listener")
-    await worker.event("r", "one", {})
+    await worker.runs.event("r", "one", {})
     await asyncio.to_thread(wait_for, lambda: len(seen) == 2, 5, 0.05, "the first event pushed")
     killed = listener(world, "r")
     assert killed is not None
     # Killed, and events written while it is gone and before it is listening again.
     world.sql("SELECT pg_terminate_backend(%s)", killed[0])
     for kind in ("two", "three"):
-        await worker.event("r", kind, {})
+        await worker.runs.event("r", kind, {})
     again = await asyncio.to_thread(
         wait_for,
         lambda: (lst := listener(world, "r")) and lst[0] != killed[0] and lst,
@@ -131,15 +131,15 @@ async def test_a_killed_listening_connection_loses_no_event(world: World) -> Non
         "a new listener",
     )
     assert again
-    await worker.event("r", "four", {})
-    assert await worker.finish("r", token, "succeeded", 0)
+    await worker.runs.event("r", "four", {})
+    assert await worker.leases.finish("r", token, "succeeded", 0)
     await asyncio.wait_for(following, 5)
     kinds = [e["kind"] for e in seen]
     assert kinds == ["enqueued", "one", "two", "three", "four", "succeeded"]
     assert [e["id"] for e in seen] == sorted({e["id"] for e in seen})
     # The killed connection's registration is left behind; the sweeper's query removes it.
     assert world.sql("SELECT pid FROM watchers") == [(killed[0],)]
-    assert await worker.forget_watchers() == 1
+    assert await worker.fleet.forget_watchers() == 1
     assert world.sql("SELECT count(*) FROM watchers") == [(0,)]
     await worker.close()
     await client.close()
@@ -165,12 +165,12 @@ async def test_follow_sees_events_committed_out_of_id_order(world: World) -> Non
         "WITH r AS (UPDATE runs SET updated_at = now() WHERE id = 'r' RETURNING id)"
         " INSERT INTO events (run_id, kind) SELECT id, 'first' FROM r"
     )
-    second = asyncio.create_task(worker.event("r", "second", {}))
+    second = asyncio.create_task(worker.runs.event("r", "second", {}))
     await asyncio.sleep(0.5)
     assert not second.done(), "an event was written under another transaction's hold of the run"
     await holder.commit()
     await asyncio.wait_for(second, 5)
-    assert await worker.finish("r", token, "succeeded", 0)
+    assert await worker.leases.finish("r", token, "succeeded", 0)
     await asyncio.wait_for(following, 5)
     assert seen == ["enqueued", "first", "second", "succeeded"]
     await holder.close()
@@ -187,7 +187,7 @@ async def test_only_watched_runs_notify(world: World) -> None:
     await raw.execute(f'LISTEN "{channel(world.schema, "r")}"'.encode())
 
     async def notified() -> bool:
-        await worker.event("r", "news", {})
+        await worker.runs.event("r", "news", {})
         got = [n async for n in raw.notifies(timeout=0.5)]
         return bool(got)
 
@@ -209,7 +209,7 @@ async def test_wait_polls_while_it_cannot_listen(world: World, monkeypatch: Any)
     waiting = asyncio.create_task(client.wait("r", poll=0.2))
     await asyncio.sleep(0.7)
     assert client.store.reads >= 4  # polling, every 0.2 s
-    assert await worker.finish("r", token, "succeeded", 0)
+    assert await worker.leases.finish("r", token, "succeeded", 0)
     assert (await asyncio.wait_for(waiting, 2)).state == "succeeded"
     await worker.close()
     await client.close()

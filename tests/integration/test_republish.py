@@ -171,13 +171,13 @@ async def test_a_queued_run_is_not_due_by_age_when_none_was_found_unseen(world: 
     await c.open()
     try:
         run = (await c.enqueue("echo", {})).id
-        cutoff, queued = await c.store.unseen(0.3)
+        cutoff, queued = await c.store.sweeps.unseen(0.3)
         assert not queued
         await asyncio.sleep(0.4)
-        assert await c.store.due(0.3, 10, cutoff, queued=False) == []
-        cutoff, queued = await c.store.unseen(0.3)
+        assert await c.store.sweeps.due(0.3, 10, cutoff, queued=False) == []
+        cutoff, queued = await c.store.sweeps.unseen(0.3)
         assert queued
-        assert await c.store.due(0.3, 10, cutoff) == [(run, "default", "normal")]
+        assert await c.store.sweeps.due(0.3, 10, cutoff) == [(run, "default", "normal")]
     finally:
         await c.close()
 

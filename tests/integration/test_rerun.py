@@ -60,7 +60,7 @@ async def opened(world: World) -> Store:
 
 
 async def claimed(store: Store, run_id: str, budget: dict[str, float] | None = None) -> int:
-    await store.insert_run(
+    await store.runs.insert_run(
         id=run_id,
         workflow="w",
         queue="default",
@@ -70,7 +70,7 @@ async def claimed(store: Store, run_id: str, budget: dict[str, float] | None = N
         deadline_in=None,
         budget=budget,
     )
-    got = await store.claim(run_id, "me", 30, {"w": "v1"})
+    got = await store.leases.claim(run_id, "me", 30, {"w": "v1"})
     assert got is not None
     return got[0].fencing_token
 
@@ -93,17 +93,17 @@ async def test_settle_sent_again_spends_once(
     try:
         await claimed(store, "r", budget={"usd": 10.0})
         if reserved:
-            assert await store.reserve("r", "r", "op-1", {"usd": 2.0}) == []
+            assert await store.budgets.reserve("r", "r", "op-1", {"usd": 2.0}) == []
         with ack_lost(monkeypatch, "settle") as lost:
-            assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
+            assert await store.budgets.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
         assert lost.first == [[{"run_id": "r"}]]
         assert budget(world) == [("usd", 3.0, 0.0)]
         assert world.sql("SELECT count(*) FROM reservations") == [(0,)]
         # Settled once per operation: its settle sent later, by anyone, spends nothing more.
-        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
+        assert await store.budgets.settle("r", "r", "op-1", {"usd": 3.0}, expected=reserved)
         assert budget(world) == [("usd", 3.0, 0.0)]
         # Another operation is settled on its own.
-        assert await store.settle("r", "r", "op-2", {"usd": 1.0}, expected=False)
+        assert await store.budgets.settle("r", "r", "op-2", {"usd": 1.0}, expected=False)
         assert budget(world) == [("usd", 4.0, 0.0)]
     finally:
         await store.close()
@@ -115,13 +115,13 @@ async def test_settle_of_a_settled_operation_releases_a_reservation_made_since(w
     store = await opened(world)
     try:
         await claimed(store, "r", budget={"usd": 10.0})
-        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=False)
-        assert await store.reserve("r", "r", "op-1", {"usd": 2.0}) == []
+        assert await store.budgets.settle("r", "r", "op-1", {"usd": 3.0}, expected=False)
+        assert await store.budgets.reserve("r", "r", "op-1", {"usd": 2.0}) == []
         assert budget(world) == [("usd", 3.0, 2.0)]
-        assert await store.settle("r", "r", "op-1", {"usd": 3.0}, expected=True)
+        assert await store.budgets.settle("r", "r", "op-1", {"usd": 3.0}, expected=True)
         assert budget(world) == [("usd", 3.0, 0.0)]
         # An expected settle with nothing reserved and nothing settled: nothing to settle.
-        assert not await store.settle("r", "r", "op-9", {"usd": 1.0}, expected=True)
+        assert not await store.budgets.settle("r", "r", "op-9", {"usd": 1.0}, expected=True)
         assert budget(world) == [("usd", 3.0, 0.0)]
     finally:
         await store.close()
@@ -137,16 +137,16 @@ async def test_release_sent_again_hands_over_once(
     try:
         token = await claimed(store, "r")
         if cancel:
-            assert await store.cancel("r", {"by": "test"}) == ("running", "default")
+            assert await store.runs.cancel("r", {"by": "test"}) == ("running", "default")
         with ack_lost(monkeypatch, "release") as lost:
-            assert await store.release("r", token, "worker shutting down")
+            assert await store.leases.release("r", token, "worker shutting down")
         assert lost.first == [[{"run_id": "r"}]]
         state = "cancelling" if cancel else "queued"
         assert world.sql("SELECT state, owner, lease_expires_at, attempts FROM runs WHERE id = 'r'") == [
             (state, None, None, 0)
         ]
         assert events(world, "r", "handed_over") == 1
-        assert not await store.release("r", token - 1, "a stale worker")  # refused, still
+        assert not await store.leases.release("r", token - 1, "a stale worker")  # refused, still
     finally:
         await store.close()
 
@@ -156,17 +156,17 @@ async def test_requeue_sent_again_resumes_once(world: World, monkeypatch: pytest
     store = await opened(world)
     try:
         token = await claimed(store, "r")
-        assert await store.wait("r", token, "in_doubt", "op-1 in doubt")
+        assert await store.leases.wait("r", token, "in_doubt", "op-1 in doubt")
         with ack_lost(monkeypatch, "requeue") as lost:
-            assert await store.requeue("r", token, False, {"was": "in_doubt"})
+            assert await store.leases.requeue("r", token, False, {"was": "in_doubt"})
         assert lost.first == [[{"run_id": "r"}]]
         assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("queued", None)]
         assert events(world, "r", "resumed") == 1
         # Claimed and waiting again: that is another wait, not the one the operator resumed.
-        again = await store.claim("r", "me", 30, {"w": "v1"})
+        again = await store.leases.claim("r", "me", 30, {"w": "v1"})
         assert again is not None and again[0].fencing_token == token + 1
-        assert await store.wait("r", token + 1, "in_doubt", "op-2 in doubt")
-        assert not await store.requeue("r", token, False, {"was": "in_doubt"})
+        assert await store.leases.wait("r", token + 1, "in_doubt", "op-2 in doubt")
+        assert not await store.leases.requeue("r", token, False, {"was": "in_doubt"})
         assert world.sql("SELECT state FROM runs WHERE id = 'r'") == [("waiting",)]
     finally:
         await store.close()
@@ -180,7 +180,7 @@ async def test_decide_sent_again_decides_once_and_names_the_queue(
     store = await opened(world)
     try:
         token = await claimed(store, "r")
-        assert await store.await_approval(
+        assert await store.approvals.await_approval(
             "r",
             token,
             "op-1",
@@ -193,13 +193,13 @@ async def test_decide_sent_again_decides_once_and_names_the_queue(
         )
         who = {"name": "ann", "how": "declared"}
         with ack_lost(monkeypatch, "decide") as lost:
-            got = await store.decide("r", "op-1", "approved", "ann", "fine", None, who)
+            got = await store.approvals.decide("r", "op-1", "approved", "ann", "fine", None, who)
         assert lost.first == [[{"run_id": "r", "queue": "default"}]]
         assert got == (True, "default")
         assert world.sql("SELECT status, decided_by FROM approvals") == [("approved", "ann")]
         assert world.sql("SELECT state FROM runs WHERE id = 'r'") == [("queued",)]
         assert events(world, "r", "decision") == 1
-        assert await store.decide("r", "op-1", "rejected", "ann", "no", None, who) == (False, None)
+        assert await store.approvals.decide("r", "op-1", "rejected", "ann", "no", None, who) == (False, None)
     finally:
         await store.close()
 
@@ -210,12 +210,12 @@ async def test_an_event_sent_again_is_added_once(world: World, monkeypatch: pyte
     try:
         await claimed(store, "r")
         with ack_lost(monkeypatch, "add_event") as lost:
-            event_id = await store.event("r", "throttled", {"waits_for": "a slot of k"})
+            event_id = await store.runs.event("r", "throttled", {"waits_for": "a slot of k"})
         assert lost.first == [[{"id": event_id}]]
         assert events(world, "r", "throttled") == 1
-        assert await store.event("r", "throttled", {"waits_for": "a slot of k"}) != event_id
+        assert await store.runs.event("r", "throttled", {"waits_for": "a slot of k"}) != event_id
         assert events(world, "r", "throttled") == 2
-        assert await store.event("missing", "throttled", {}) is None
+        assert await store.runs.event("missing", "throttled", {}) is None
     finally:
         await store.close()
 
@@ -230,17 +230,17 @@ async def test_a_resolution_sent_again_is_journaled_once(
     try:
         token = await claimed(store, "r")
         intention = make_entry("", 1, "intention", "op-1", {"tool": "pay", "args": {}, "args_hash": "h"})
-        assert await store.append("r", token, intention) is False
-        assert await store.wait("r", token, "in_doubt", "op-1 in doubt")
+        assert await store.journal.append("r", token, intention) is False
+        assert await store.leases.wait("r", token, "in_doubt", "op-1 in doubt")
         said = {"how": "operator", "executed": False}
         resolution = make_entry(intention.hash, 2, "resolution", "op-1", said)
         with ack_lost(monkeypatch, "append_unowned") as lost:
-            assert await store.append("r", OnWait("in_doubt", intention.hash), resolution) is False
+            assert await store.journal.append("r", OnWait("in_doubt", intention.hash), resolution) is False
         assert lost.first == [[{"seq": 2, "cancel_requested": False}]]
         assert world.sql("SELECT count(*) FROM journal WHERE run_id = 'r'") == [(2,)]
         assert world.sql("SELECT state, journal_len FROM runs WHERE id = 'r'") == [("queued", 2)]
         other = make_entry(intention.hash, 2, "resolution", "op-1", {"how": "operator", "executed": True})
-        assert await store.append("r", OnWait("in_doubt", intention.hash), other) is None
+        assert await store.journal.append("r", OnWait("in_doubt", intention.hash), other) is None
     finally:
         await store.close()
 
@@ -255,14 +255,16 @@ async def test_an_approval_request_sent_again_waits_once(
         token = await claimed(store, "r")
         asked: dict[str, Any] = {"action": "pay", "args": {}, "args_hash": "h", "policy_version": "1"}
         with ack_lost(monkeypatch, "await_approval") as lost:
-            assert await store.await_approval("r", token, "op-1", **asked, approvers=["ann"], expires_in=None)
+            assert await store.approvals.await_approval(
+                "r", token, "op-1", **asked, approvers=["ann"], expires_in=None
+            )
         assert lost.first == [[{"run_id": "r"}]]
         assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [
             ("awaiting_approval", "approval")
         ]
         assert world.sql("SELECT count(*) FROM approvals") == [(1,)]
         assert events(world, "r", "awaiting_approval") == 1
-        assert not await store.await_approval(
+        assert not await store.approvals.await_approval(
             "r", token - 1, "op-1", **asked, approvers=["ann"], expires_in=None
         )
     finally:
@@ -281,15 +283,15 @@ async def test_cancel_sent_again_requests_once(
             await claimed(store, "r")
         else:
             run = {"workflow": "w", "queue": "default", "input": {}, "input_hash": "h"}
-            await store.insert_run(id="r", **run, program=None, deadline_in=None)
+            await store.runs.insert_run(id="r", **run, program=None, deadline_in=None)
         state = "running" if started else "cancelled"
         with ack_lost(monkeypatch, "cancel") as lost:
-            assert await store.cancel("r", {"by": "test"}) == (state, "default")
+            assert await store.runs.cancel("r", {"by": "test"}) == (state, "default")
         assert lost.first == [[{"id": "r", "state": state, "queue": "default"}]]
         assert world.sql("SELECT state, cancel_requested FROM runs WHERE id = 'r'") == [(state, True)]
         assert events(world, "r", "cancel_requested") == 1
         # Another request is another: recorded while the run is unfinished, refused once final.
-        assert await store.cancel("r", {"by": "test"}) == ((state, "default") if started else None)
+        assert await store.runs.cancel("r", {"by": "test"}) == ((state, "default") if started else None)
         assert events(world, "r", "cancel_requested") == (2 if started else 1)
     finally:
         await store.close()
@@ -305,11 +307,11 @@ async def test_a_dead_letter_requeue_sent_again_requeues_once(
         token = await claimed(store, "r")
         detail = {"dead_letter": "1-0", "queue": "default", "reason": "poison"}
         with ack_lost(monkeypatch, "requeue_dead_letter") as lost:
-            assert await store.requeue_dead_letter("r", detail) == ("default", "running", "normal")
+            assert await store.runs.requeue_dead_letter("r", detail) == ("default", "running", "normal")
         assert lost.first == [[{"queue": "default", "state": "running", "priority": "normal"}]]
         assert events(world, "r", "requeued") == 1
-        assert await store.finish("r", token, "succeeded", 0)
-        assert await store.requeue_dead_letter("r", detail) is None
+        assert await store.leases.finish("r", token, "succeeded", 0)
+        assert await store.runs.requeue_dead_letter("r", detail) is None
         assert events(world, "r", "requeued") == 1
     finally:
         await store.close()

@@ -53,7 +53,7 @@ async def test_one_unsafe_id_in_a_batch_writes_nothing_and_a_continuation_is_hel
 
 async def test_a_run_recorded_before_the_rule_keeps_working(world: World) -> None:
     async with AsyncClient(settings=world.settings()) as c:
-        await c.store.insert_run(  # as an older outlast recorded it
+        await c.store.runs.insert_run(  # as an older outlast recorded it
             id="legacy/1", workflow="squares", queue="default", input={"n": 1}, input_hash="h",
             program=None, deadline_in=None,
         )  # fmt: skip

@@ -17,7 +17,7 @@ from tests.conftest import World
 
 def add_run(store: Store, run_id: str) -> Awaitable[tuple[RunRecord, bool]]:
     """A queued run of a workflow nobody serves: the store's guarantees need no more."""
-    return store.insert_run(
+    return store.runs.insert_run(
         id=run_id, workflow="w", queue="default", input={}, input_hash="h", program=None, deadline_in=None
     )
 
@@ -31,13 +31,13 @@ async def opened(world: World) -> Store:
 async def test_final_state_never_changes_even_by_hand(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "me", 30, {"w": "v1"})
+    got = await store.leases.claim("r", "me", 30, {"w": "v1"})
     assert got is not None
     claimed, _now, _turn, _paused = got
-    assert await store.finish("r", claimed.fencing_token, "succeeded", 0, result={"ok": 1})
+    assert await store.leases.finish("r", claimed.fencing_token, "succeeded", 0, result={"ok": 1})
     with pytest.raises(psycopg.errors.CheckViolation, match="final"):
         world.sql("UPDATE runs SET state = 'running' WHERE id = 'r'")
-    assert not await store.finish("r", claimed.fencing_token, "failed", 0)
+    assert not await store.leases.finish("r", claimed.fencing_token, "failed", 0)
     assert world.sql("SELECT state, result FROM runs WHERE id = 'r'") == [("succeeded", {"ok": 1})]
     await store.close()
 
@@ -45,9 +45,9 @@ async def test_final_state_never_changes_even_by_hand(world: World) -> None:
 async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "me", 30, {"w": "v1"})
+    got = await store.leases.claim("r", "me", 30, {"w": "v1"})
     assert got is not None
-    assert await store.finish("r", got[0].fencing_token, "succeeded", 0, result={"ok": 1})
+    assert await store.leases.finish("r", got[0].fencing_token, "succeeded", 0, result={"ok": 1})
     before = world.sql("SELECT * FROM runs WHERE id = 'r'")
     changes = ("input = '{\"amount\": 1000}'", "workflow = 'other'", "owner = 'me'", "updated_at = now()")
     for change in changes:
@@ -61,20 +61,20 @@ async def test_a_finished_run_is_immutable_whole_row(world: World) -> None:
 async def test_writes_with_a_stale_token_are_refused(world: World) -> None:
     store = await opened(world)
     await add_run(store, "r")
-    got = await store.claim("r", "a", 30, {"w": "v1"})
+    got = await store.leases.claim("r", "a", 30, {"w": "v1"})
     assert got is not None
     first = got[0]
     world.sql("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = 'r'")
-    got = await store.claim("r", "b", 30, {"w": "v1"})
+    got = await store.leases.claim("r", "b", 30, {"w": "v1"})
     assert got is not None
     second = got[0]
     assert second.fencing_token == first.fencing_token + 1
     entry = make_entry("", 1, "value", "op-1", {"name": "now", "value": 1})
-    assert await store.append("r", first.fencing_token, entry) is None  # refused
-    assert await store.append("r", second.fencing_token, entry) is False  # written, no cancel asked
-    assert await store.renew({"r": first.fencing_token}, 30) == {"r": Lease(False, True, False)}
-    assert await store.renew({"r": second.fencing_token}, 30) == {"r": Lease(True, False, False)}
-    assert await store.claim("r", "c", 30, {"w": "v1"}) is None  # the live lease holds
+    assert await store.journal.append("r", first.fencing_token, entry) is None  # refused
+    assert await store.journal.append("r", second.fencing_token, entry) is False  # written, no cancel asked
+    assert await store.leases.renew({"r": first.fencing_token}, 30) == {"r": Lease(False, True, False)}
+    assert await store.leases.renew({"r": second.fencing_token}, 30) == {"r": Lease(True, False, False)}
+    assert await store.leases.claim("r", "c", 30, {"w": "v1"}) is None  # the live lease holds
     await store.close()
 
 
@@ -153,9 +153,9 @@ async def test_one_sweep_pass_pages_through_due_runs_once(world: World) -> None:
     store = await opened(world)
     for i in range(7):
         await add_run(store, f"r{i}")
-    cutoff = await store.db_now()
+    cutoff = await store.sweeps.db_now()
     seen: list[str] = []
-    while page := await store.due(0.0, 3, cutoff):
+    while page := await store.sweeps.due(0.0, 3, cutoff):
         seen += [rid for rid, *_ in page]
         assert len(seen) <= 7, f"pages repeat runs: {seen}"
     assert sorted(seen) == [f"r{i}" for i in range(7)]
@@ -186,25 +186,25 @@ async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_pro
     by a worker serving another program (no live worker serves its own): parked program_changed,
     with an event saying why. Not before it is due, nor by a worker that serves its program."""
     store = await opened(world)
-    await store.insert_run(
+    await store.runs.insert_run(
         id="r", workflow="w", queue="default", input={}, input_hash="h", program="v1", deadline_in=None
     )
     world.sql(
         "UPDATE runs SET state = 'waiting', reason = %s, wake_at = now() + interval '1 hour' WHERE id = 'r'",
         reason,
     )
-    assert not await store.refuse_program("r", "v2", "not yet due")
+    assert not await store.leases.refuse_program("r", "v2", "not yet due")
     world.sql("UPDATE runs SET wake_at = now() - interval '1 second' WHERE id = 'r'")
-    assert not await store.refuse_program("r", "v1", "serves it")
+    assert not await store.leases.refuse_program("r", "v1", "serves it")
     assert world.sql("SELECT state, reason FROM runs WHERE id = 'r'") == [("waiting", reason)]
     # A live worker serves v1 (it came due after the look that found none): not parked.
     world.sql(
         "INSERT INTO workers (name, host, pid, queues, programs, concurrency, lease_ttl, runs_held) "
         "VALUES ('old', 'h', 1, ARRAY['default'], '{\"w\": \"v1\"}', 1, 30, 0)"
     )
-    assert not await store.refuse_program("r", "v2", "served by a live worker")
+    assert not await store.leases.refuse_program("r", "v2", "served by a live worker")
     world.sql("UPDATE workers SET last_beat = now() - interval '91 seconds'")  # silent for 3 TTLs
-    assert await store.refuse_program("r", "v2", "the program changed")
+    assert await store.leases.refuse_program("r", "v2", "the program changed")
     assert world.sql("SELECT state, reason, owner, lease_expires_at FROM runs WHERE id = 'r'") == [
         ("waiting", "program_changed", None, None)
     ]
@@ -217,12 +217,12 @@ async def test_a_waiting_run_come_due_is_refused_by_a_worker_not_serving_its_pro
 
 async def test_redis_used_tells_a_fresh_redis_from_one_that_lost_its_data(world: World) -> None:
     store = await opened(world)
-    assert not await store.redis_used(["p:alive"]), "a fresh schema on a fresh Redis lost nothing"
-    assert await store.redis_used(["p:alive"]), "the same marker gone again: Redis lost its data"
-    assert not await store.redis_used(["p:{b}:alive"]), "a new queue's marker (a cluster): fresh"
-    assert await store.redis_used(["p:{b}:alive", "p:{c}:alive"]), "one of them was used"
+    assert not await store.fleet.redis_used(["p:alive"]), "a fresh schema on a fresh Redis lost nothing"
+    assert await store.fleet.redis_used(["p:alive"]), "the same marker gone again: Redis lost its data"
+    assert not await store.fleet.redis_used(["p:{b}:alive"]), "a new queue's marker (a cluster): fresh"
+    assert await store.fleet.redis_used(["p:{b}:alive", "p:{c}:alive"]), "one of them was used"
     # A schema from before markers were recorded (or whose runs were published before any sweep).
     world.sql("DELETE FROM outlast_meta WHERE key LIKE 'redis_marker:%%'")
     await add_run(store, "r1")
-    assert await store.redis_used(["p:alive"])
+    assert await store.fleet.redis_used(["p:alive"])
     await store.close()

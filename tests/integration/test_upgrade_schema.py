@@ -215,9 +215,9 @@ async def test_a_column_added_under_a_running_store_is_no_failure(world: World, 
 
     async def serve(k: int) -> None:
         run = {"workflow": "w", "queue": "default", "input": {}, "input_hash": "h", "program": None}
-        await store.insert_run(id=f"r{k}", deadline_in=None, **run)
-        assert await store.get_run(f"r{k}") is not None
-        assert await store.claim(f"r{k}", "me", 30, {"w": "v1"}) is not None
+        await store.runs.insert_run(id=f"r{k}", deadline_in=None, **run)
+        assert await store.runs.get_run(f"r{k}") is not None
+        assert await store.leases.claim(f"r{k}", "me", 30, {"w": "v1"}) is not None
 
     try:
         for k in range(8):  # psycopg prepares a read at its fifth use; the writer at its first

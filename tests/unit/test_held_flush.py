@@ -5,11 +5,12 @@ statement. Read from the source, so that a write path added later without the fl
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from pathlib import Path
 
-from outlast.store import Store
+from outlast.store import FAMILIES, Store
 from outlast.store.queries import Q
 
 WORKER = Path(__file__).resolve().parents[2] / "outlast" / "worker"
@@ -73,10 +74,19 @@ UNFENCED = {
 FIGURES = {"writer.busy"}  # not a method: read for the metrics, the only use of these attributes
 
 
+# What a part is given of the store: a family, or the protocol a fake stands in for one (captures).
+FAMILY_TYPES = {kind.__name__ for kind in FAMILIES.values()} | {"CaptureReader"}
+
+
+def _methods() -> list[tuple[str, object]]:
+    """Every function of the store and of its families."""
+    return [m for kind in (Store, *FAMILIES.values()) for m in inspect.getmembers(kind, inspect.isfunction)]
+
+
 def _token_writes() -> set[str]:
     """Every store method that takes the lease holder's token: a fenced write."""
     found = set()
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+    for name, fn in _methods():
         params = inspect.signature(fn).parameters
         if "token" in params or "author" in params:
             found.add(name)
@@ -100,7 +110,7 @@ def _statement_named(node: ast.AST) -> str | None:
 def _statements_of_store() -> dict[str, set[str]]:
     """Each store method, and the named statements (``store/sql/*.sql``) it runs."""
     found: dict[str, set[str]] = {}
-    for name, fn in inspect.getmembers(Store, inspect.isfunction):
+    for name, fn in _methods():
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
         named = {n for node in ast.walk(tree) if (n := _statement_named(node)) is not None}
         if named:
@@ -109,26 +119,92 @@ def _statements_of_store() -> dict[str, set[str]]:
 
 
 def _is_store(node: ast.expr) -> bool:
-    """``x.store``, ``x._store`` or a name ``store``: the worker's ways to its store."""
+    """``x.store``, ``x._store`` or a name ``store``: the worker's ways to its whole store (a part
+    that builds others)."""
     if isinstance(node, ast.Attribute):
         return node.attr in ("store", "_store")
     return isinstance(node, ast.Name) and node.id == "store"
 
 
-def _store_calls(tree: ast.AST) -> list[tuple[ast.Call, str]]:
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_store(node.func.value):
-            out.append((node, node.func.attr))
-    return out
+def _family_holders(tree: ast.AST) -> set[str]:
+    """The ``self`` attributes that hold a family of the store in this module: assigned from a
+    parameter typed by a family (in its function), or from ``store.<family>``."""
+    held: set[str] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        params = {
+            a.arg
+            for a in (*fn.args.args, *fn.args.kwonlyargs)
+            if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
+        }
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                pairs = [(target, node.value)]
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts, strict=True))
+                for t, v in pairs:
+                    if isinstance(t, ast.Attribute) and (
+                        (isinstance(v, ast.Name) and v.id in params)
+                        or (isinstance(v, ast.Attribute) and _is_store(v.value) and v.attr in FAMILIES)
+                    ):
+                        held.add("self." + t.attr)
+    return held
 
 
-def _store_uses(tree: ast.AST) -> list[tuple[ast.Attribute, str]]:
-    """Every method of the store the code names, called there or not."""
+@functools.cache
+def _held() -> set[str]:
+    """The worker's attributes that hold a family (a subclass reads its base's: ``Inbox``)."""
+    return set().union(*(_family_holders(ast.parse(p.read_text())) for p in WORKER.glob("*.py")))
+
+
+def _family_names(tree: ast.AST) -> set[int]:
+    """The ids of the names that are a parameter typed by a family, where its function reads it."""
+    found = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            params = {
+                a.arg
+                for a in (*fn.args.args, *fn.args.kwonlyargs)
+                if isinstance(a.annotation, ast.Name) and a.annotation.id in FAMILY_TYPES
+            }
+            found |= {id(n) for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id in params}
+    return found
+
+
+def _is_family(node: ast.expr, held: set[str], names: set[int]) -> bool:
+    """A family of the store: ``store.leases``, a parameter typed by one, or an attribute the
+    module holds one in."""
+    if isinstance(node, ast.Attribute) and _is_store(node.value) and node.attr in FAMILIES:
+        return True
+    if isinstance(node, ast.Name):
+        return id(node) in names
+    return (
+        isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"self.{node.attr}" in held
+    )
+
+
+def _store_uses(tree: ast.AST, held: set[str]) -> list[tuple[ast.Attribute, str]]:
+    """Every method of the store (its own, or a family's) the code names, called there or not;
+    ``held``: the module's holders of a family."""
+    names = _family_names(tree)
     return [
         (node, node.attr)
         for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute) and _is_store(node.value) and not node.attr.startswith("__")
+        if isinstance(node, ast.Attribute)
+        and not node.attr.startswith("__")
+        and (_is_family(node.value, held, names) or (_is_store(node.value) and node.attr not in FAMILIES))
+    ]
+
+
+def _store_calls(tree: ast.AST, held: set[str]) -> list[tuple[ast.Call, str]]:
+    uses = {id(node): method for node, method in _store_uses(tree, held)}
+    return [
+        (node, uses[id(node.func)])
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and id(node.func) in uses
     ]
 
 
@@ -177,7 +253,7 @@ def test_every_store_method_the_worker_reaches_is_classified() -> None:
             and isinstance(node.value, ast.Attribute)
             and f"{node.value.attr}.{node.attr}" in FIGURES
         }
-        for node, method in _store_uses(tree):
+        for node, method in _store_uses(tree, _held()):
             assert method in known or id(node) in figures, (
                 f"{path.name}:{node.lineno} store.{method} is not classified here"
             )
@@ -192,6 +268,7 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
     seen: set[str] = set()
     for path in sorted(WORKER.glob("*.py")):
         tree = ast.parse(path.read_text())
+        held = _held()
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.AsyncFunctionDef | ast.FunctionDef):
                 continue
@@ -201,10 +278,10 @@ def test_every_fenced_write_of_the_worker_flushes_first() -> None:
                 for n in ast.walk(fn)
                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
             }
-            called = {id(call.func) for call, _m in _store_calls(fn)}
-            for node, method in _store_uses(fn):  # a fenced write is only ever called, in place
+            called = {id(call.func) for call, _m in _store_calls(fn, held)}
+            for node, method in _store_uses(fn, held):  # a fenced write is only ever called, in place
                 assert method not in FENCED or id(node) in called, f"{path.name}:{node.lineno} {method}"
-            for call, method in _store_calls(fn):
+            for call, method in _store_calls(fn, held):
                 where = f"{path.name}:{call.lineno} {method}"
                 if method in JOURNAL:
                     assert (path.name, fn.name) == ("writes.py", "_submit") and method in WORKER_APPENDS, (

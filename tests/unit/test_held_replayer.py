@@ -13,7 +13,8 @@ import pytest
 from outlast._journal import Entry
 from outlast._model import RunRecord
 from outlast.errors import Fenced
-from outlast.store import Store
+from outlast.store.journal import Journal
+from outlast.store.messages import Messages
 from outlast.worker.control import RunControl
 from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.writes import JournalWrites
@@ -46,7 +47,12 @@ def replayer(store: Recorder, hold_ms: float = 60000, hold_max: int = 16) -> tup
     row |= {"id": "r", "workflow": "w", "input": {}, "fencing_token": 1, "attempts": 1}
     row |= {"journal_head": "", "journal_len": 0, "created_at": now, "updated_at": now}
     control = RunControl(run_id="r", token=1)
-    writes = JournalWrites(store=cast(Store, store), control=control, hold=(hold_ms, hold_max))
+    writes = JournalWrites(
+        journal=cast(Journal, store),
+        messages=cast(Messages, store),
+        control=control,
+        hold=(hold_ms, hold_max),
+    )
     r = Replayer(record=RunRecord(**row), control=control, writes=writes, journal=Journaled([]))
     return r, writes
 

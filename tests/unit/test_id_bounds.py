@@ -69,7 +69,8 @@ def children(run_id: str) -> tuple[RunChildren, Replayer, Store]:
     made = RunChildren(
         record=record,
         app=app,
-        store=cast(Any, store),
+        children=cast(Any, store),
+        runs=cast(Any, store),
         control=cast(Any, Control()),
         writes=cast(Any, Writes()),
         replayer=cast(Any, replayer),

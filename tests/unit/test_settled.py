@@ -30,7 +30,13 @@ def beat(h: Heartbeat, clock: list[float], every: float = 0.5, times: int = 1) -
 
 
 def heartbeat() -> Heartbeat:
-    parts: Any = {"state": None, "store": None, "queue": None, "declared": []}  # settled() reads none
+    parts: Any = {
+        "state": None,
+        "leases": None,
+        "fleet": None,
+        "queue": None,
+        "declared": [],
+    }  # settled() reads none
     return Heartbeat(settings=cast(Any, SimpleNamespace(lease_ttl=TTL)), **parts)
 
 

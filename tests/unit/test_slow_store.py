@@ -18,7 +18,7 @@ def test_slow_is_the_setting_or_a_tenth_of_the_lease() -> None:
 
 
 def test_an_episode_of_slow_round_trips_is_logged_once_and_its_end_once() -> None:
-    parts: Any = {"state": None, "store": None, "queue": None, "declared": []}
+    parts: Any = {"state": None, "leases": None, "fleet": None, "queue": None, "declared": []}
     h = Heartbeat(settings=Settings(lease_ttl=2.0), **parts)
     with capture_logs() as logs:
         for seconds in (0.05, 0.2, 0.3, 0.2, 0.04, 0.03, 0.15):
