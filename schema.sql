@@ -1,4 +1,4 @@
--- The whole outlast schema, version 30: what its migrations
+-- The whole outlast schema, version 31: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -95,6 +95,12 @@ CREATE FUNCTION outlast.outlast_now() RETURNS TABLE(at timestamp with time zone)
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT now() + shift FROM clock
+$$;
+
+CREATE FUNCTION outlast.outlast_payload_bytes(run text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(sum(size), 0)::bigint FROM payloads WHERE run_id = run
 $$;
 
 CREATE TABLE outlast.runs (
@@ -692,6 +698,17 @@ CREATE TABLE outlast.outlast_meta (
     value text NOT NULL
 );
 
+CREATE TABLE outlast.payloads (
+    run_id text NOT NULL,
+    sha256 text NOT NULL,
+    size bigint NOT NULL,
+    media_type text NOT NULL,
+    body bytea,
+    journaled boolean DEFAULT false NOT NULL,
+    swept boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE outlast.requests (
     run_id text NOT NULL,
     op_id text NOT NULL,
@@ -1037,6 +1054,9 @@ ALTER TABLE ONLY outlast.messages
 ALTER TABLE ONLY outlast.outlast_meta
     ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY outlast.payloads
+    ADD CONSTRAINT payloads_pkey PRIMARY KEY (run_id, sha256);
+
 ALTER TABLE ONLY outlast.requests
     ADD CONSTRAINT requests_pkey PRIMARY KEY (run_id, op_id);
 
@@ -1093,6 +1113,10 @@ CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btre
 CREATE INDEX generations_by_carried ON outlast.generations USING btree (carried_at);
 
 CREATE INDEX messages_inbox ON outlast.messages USING btree (run_id, channel, seq) WHERE (taken_seq IS NULL);
+
+CREATE INDEX payloads_swept ON outlast.payloads USING btree (run_id) WHERE swept;
+
+CREATE INDEX payloads_unjournaled ON outlast.payloads USING btree (created_at) WHERE (NOT journaled);
 
 CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);
 

@@ -18,6 +18,7 @@ from outlast.store.leases import Leases
 from outlast.store.listing import Listing
 from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
+from outlast.store.payloads import Payloads
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
@@ -61,6 +62,7 @@ class Store(
     Sweeps,
     Rollups,
     Shown,
+    Payloads,
 ):
     """``Store`` is one process's access to Postgres: a small pool for reads and one shared-commit writer
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family."""

@@ -123,6 +123,7 @@ class Claims:
             windows=self.windows,
             hold=(s.hold_ms, s.hold_max),
             live=self.live,
+            payloads=(s.max_payload, s.max_referenced),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:

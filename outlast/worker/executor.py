@@ -13,6 +13,7 @@ import structlog
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
 from outlast._journal import first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
+from outlast._payloads import wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -66,6 +67,7 @@ class Execution:
         windows: RateWindows | None = None,
         hold: tuple[float, int] = (0.0, 0),
         live: LiveOutput | None = None,
+        payloads: tuple[int, int] | None = None,
     ) -> None:
         self.run = run
         self.secret_key, self.callback_url = secret_key, callback_url
@@ -73,7 +75,7 @@ class Execution:
             run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
-        self.writes = JournalWrites(store=store, control=self.control, hold=hold)
+        self.writes = JournalWrites(store=store, control=self.control, hold=hold, payloads=payloads)
         self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
@@ -162,6 +164,7 @@ class Execution:
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
+        self.writes.stored.update(wanted(entries))  # values journaled by reference: not stored again
         self.journal = journal = Journaled(entries)  # indexed once: logged here, served by the replayer
         journal.log_resumed(self.log)
         self.secrets = Secrets(self.app, self.secret_key)

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from outlast import _failpoints as failpoints
-from outlast._journal import Entry
+from outlast._journal import Entry, Limit
 from outlast.errors import Fenced, ServiceUnavailable
 from outlast.store import Store
 from outlast.store.journal import appended
@@ -33,15 +33,40 @@ class JournalWrites:
     """``JournalWrites`` holds the run's held entries, the appends under way that carry some, and
     the fenced writes that wait for them."""
 
-    def __init__(self, *, store: Store, control: RunControl, hold: tuple[float, int] = (0.0, 0)) -> None:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        control: RunControl,
+        hold: tuple[float, int] = (0.0, 0),
+        payloads: tuple[int, int] | None = None,
+    ) -> None:
         self.run_id = control.run_id
         self._store = store
         self._control = control
         self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
+        # (OUTLAST_MAX_PAYLOAD, OUTLAST_MAX_REFERENCED): an entry past the first holds its largest
+        # values by reference, each at most the second; None: no payload store (offline, tests)
+        self.inline_max = Limit(payloads[0], "OUTLAST_MAX_PAYLOAD") if payloads else None
+        self.referenced = Limit(payloads[1], "OUTLAST_MAX_REFERENCED") if payloads else None
+        self.stored: set[str] = set()  # the SHA-256 of the values the run stored: stored once
         self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
         self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
         self.broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
+
+    async def store_payloads(self, values: dict[str, bytes]) -> None:
+        """Store the values an entry holds by reference, before it is journaled (each once in the
+        run). The payload store out of reach leaves the run, as Postgres's would."""
+        new = {sha: data for sha, data in values.items() if sha not in self.stored}
+        if not new:
+            return
+        try:
+            await self._store.put_payloads(self.run_id, new)
+        except ServiceUnavailable as exc:
+            raise self._control.leave(str(exc)) from exc
+        failpoints.hit("after_payload_stored")
+        self.stored.update(new)
 
     def keep(self, entry: Entry) -> bool:
         """Hold a chained entry; True once ``hold_max`` are held (flush them now). The first one
