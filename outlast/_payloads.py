@@ -143,3 +143,19 @@ def _shas(e: Entry) -> list[str]:
 def too_large(run_id: str, crossing: str, exc: Unstorable) -> Unstorable:
     """The one-line refusal of a value past its limit, naming the run and the crossing."""
     return Unstorable(f"run '{run_id}': {crossing}: {exc}")
+
+
+def held(e: Entry) -> dict[str, Any]:
+    """What a bundle's line adds to an entry's values whole: the references it holds, if any."""
+    return {REFS: refs(e.body)} if e.body and referenced(e.body) else {}
+
+
+def entry_of_line(data: dict[str, Any], hash_: str) -> Entry:
+    """An entry rebuilt from a bundle's line (its values whole, ``held`` beside them): the body
+    as journaled, references included, and the values' bytes as the payload store held them."""
+    kept = data.pop(REFS, None)
+    if not kept:
+        return Entry(data["seq"], data["kind"], data["op"], canonical(data), hash_)
+    values = {r["sha256"]: canonical(data.pop(k)).encode() for k, r in kept.items() if k in data}
+    body = canonical({**data, REFS: kept})
+    return Resolved(data["seq"], data["kind"], data["op"], body, hash_, values)

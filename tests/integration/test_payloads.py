@@ -7,8 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
+from outlast import AsyncClient, _bundle as bundle
+from outlast._bundle import export
+from outlast._journal import first_bad_crossing
 from outlast._payloads import REFS
+from outlast._status import describe, operation, render_operation
 from outlast.store import Store
 from outlast.testing import HarnessFactory
 from tests.apps import payloads
@@ -16,7 +21,9 @@ from tests.apps import payloads
 SMALL = 4096  # OUTLAST_MAX_PAYLOAD in these tests: an entry past it holds its values by reference
 
 
-def test_a_large_result_is_stored_once_by_reference_and_read_back_whole(outlast_harness: HarnessFactory) -> None:
+def test_a_large_result_is_stored_once_by_reference_and_read_back_whole(
+    outlast_harness: HarnessFactory,
+) -> None:
     h = outlast_harness(payloads.app, max_payload=SMALL)
     h.start_worker()
     rid = h.client.enqueue("large", {"size": 300_000}).id
@@ -45,6 +52,31 @@ def test_a_large_result_is_stored_once_by_reference_and_read_back_whole(outlast_
             await store.close()
 
     assert asyncio.run(count()) == size
+
+
+def test_the_bundle_and_status_show_a_referenced_value_whole_and_its_chain_verifies(
+    outlast_harness: HarnessFactory, tmp_path: Path
+) -> None:
+    h = outlast_harness(payloads.app, max_payload=SMALL)
+    h.start_worker()
+    rid = h.client.enqueue("large", {"size": 50_000}).id
+    h.wait(rid, "succeeded")
+
+    async def read() -> tuple[str, str]:
+        async with AsyncClient(settings=h.settings) as c:
+            await export(c, rid, tmp_path / "bundle")
+            view = operation(await c.journal(rid), "op-1")
+            assert view is not None
+            return render_operation(rid, view), json.dumps(await describe(c, rid))
+
+    op, described = asyncio.run(read())
+    whole = payloads.text_of("a", 50_000)
+    assert json.dumps(whole)[1:-1] in op and REFS not in op  # whole, as JSON text
+    assert REFS not in described
+    record, entries = bundle.read(tmp_path / "bundle")
+    assert first_bad_crossing(entries, record.journal_head) is None
+    assert [e.data["ok"] == whole for e in entries if e.kind == "result" and e.op_id == "op-1"] == [True]
+    assert json.dumps(whole)[1:-1] in (tmp_path / "bundle" / "journal.jsonl").read_text()
 
 
 def test_a_run_of_small_values_stores_nothing_in_the_payload_store(outlast_harness: HarnessFactory) -> None:
