@@ -12,6 +12,7 @@ logged once an episode.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -24,7 +25,7 @@ log = structlog.get_logger("outlast.payloads")
 
 # A store that does not answer is given up on within seconds: the run is left and tried again by a
 # later claim, rather than its lease held through a long retry.
-_RETRY = {"max_retries": 2, "retry_timeout": {"seconds": 5, "nanoseconds": 0}}
+_RETRY = {"max_retries": 2, "retry_timeout": timedelta(seconds=5)}
 _CLIENT = {"connect_timeout": "3s", "timeout": "120s"}
 
 
@@ -43,7 +44,7 @@ class S3Objects:
         client = dict(_CLIENT)
         if config.get("endpoint", "").startswith("http://"):
             client["allow_http"] = "true"
-        self.url = redact(url)
+        self.url = f"s3://{parts.netloc}{parts.path}"  # never the query: it may hold a key
         self._store = S3Store(
             parts.netloc,
             prefix=parts.path.strip("/") or None,
@@ -64,12 +65,11 @@ class S3Objects:
 
     async def get(self, key: str) -> bytes | None:
         import obstore
-        from obstore.exceptions import NotFoundError
 
         try:
             got = await obstore.get_async(self._store, key)
             data = bytes(await got.bytes_async())
-        except NotFoundError:
+        except FileNotFoundError:  # obstore's NotFoundError is one
             self._up()
             return None
         except Exception as exc:

@@ -57,14 +57,23 @@ class JournalWrites:
 
     async def store_payloads(self, values: dict[str, bytes]) -> None:
         """Store the values an entry holds by reference, before it is journaled (each once in the
-        run). The payload store out of reach leaves the run, as Postgres's would."""
+        run). While the payload store is out of reach the run waits, holding its lease (claimed
+        again and again it would count as crashing its workers); a hand-over, a cancellation or
+        a lost lease leaves it."""
         new = {sha: data for sha, data in values.items() if sha not in self.stored}
         if not new:
             return
-        try:
-            await self._store.put_payloads(self.run_id, new)
-        except ServiceUnavailable as exc:
-            raise self._control.leave(str(exc)) from exc
+        pause = 0.2
+        while True:  # an outage of the payload store: the run waits, its lease renewed meanwhile
+            try:
+                await self._store.put_payloads(self.run_id, new)
+                break
+            except ServiceUnavailable as exc:
+                control = self._control
+                if control.stop.is_set() or control.lost.is_set() or control.cancel.is_set():
+                    raise control.leave(str(exc)) from exc
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
         failpoints.hit("after_payload_stored")
         self.stored.update(new)
 
