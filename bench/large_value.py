@@ -51,7 +51,7 @@ def main() -> None:
             print(f"state={run.state} result={run.result}")
             print(
                 f"value {mib} MiB; worker RSS before {base / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, "
-                f"peak over before {(peak - base) / 1024:.0f} MiB = {(peak - base) / 1024 / mib:.2f}x the value"
+                f"over before {(peak - base) / 1024:.0f} MiB = {(peak - base) / 1024 / mib:.2f}x the value"
             )
     finally:
         worker.terminate()
