@@ -1,5 +1,7 @@
-"""The S3-compatible object store of payloads (``OUTLAST_PAYLOAD_STORE=s3://bucket/prefix?...``):
-AWS S3, GCS's S3 API, R2, MinIO, SeaweedFS.
+"""This module speaks to the S3-compatible object store of payloads.
+
+``OUTLAST_PAYLOAD_STORE=s3://bucket/prefix?...`` names it: AWS S3, GCS's S3 API, R2, MinIO,
+SeaweedFS.
 
 Spoken through obstore: the Python binding of the Rust ``object_store`` crate (Apache Arrow's), a
 maintained, typed, async client with no event-loop thread of its own, whose wheels carry

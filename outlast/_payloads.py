@@ -1,6 +1,7 @@
-"""Values held by reference: a journal entry whose body would pass ``OUTLAST_MAX_PAYLOAD`` keeps
-its largest values in the run's *payload store*, each under its SHA-256, and holds their
-references instead.
+"""This module holds values by reference for the journal.
+
+A journal entry whose body would pass ``OUTLAST_MAX_PAYLOAD`` keeps its largest values in the
+run's *payload store*, each under its SHA-256, and holds their references instead.
 
 A **reference** is ``{"sha256": ..., "size": ..., "media_type": "application/json"}``, kept under
 the body's ``"$refs"`` key (by the value's key: ``{"$refs": {"result": {...}}, "kind": ...}``).

@@ -333,9 +333,9 @@ class Settings:
     )
     payload_store: str | None = setting(
         None,
-        "An S3-compatible object store for the payload store's bytes (s3://BUCKET[/PREFIX]"
-        "[?endpoint=URL&region=NAME], credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY); "
-        "unset: in Postgres.",
+        "An S3-compatible object store for the payload store's bytes: s3://BUCKET/PREFIX, with "
+        "endpoint=URL and region=NAME in its query where needed; credentials from AWS_ACCESS_KEY_ID "
+        "and AWS_SECRET_ACCESS_KEY. Unset: in Postgres.",
         check=_S3,
     )
     payload_grace: float = setting(

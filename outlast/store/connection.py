@@ -14,8 +14,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from outlast._objects import object_store
-from outlast._payloads import ObjectStore
+from outlast._objects import S3Objects
 from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
@@ -55,11 +54,11 @@ class Connection(Base):
         prepare: str = Settings.pg_prepare,
         listen_url: str | None = Settings.listen_url,
         shared_listening: bool = False,
-        objects: ObjectStore | None = None,
+        objects: S3Objects | None = None,
     ) -> None:
         self.url = url
         self.schema = schema
-        self.objects = objects  # where payloads' bytes live, if not in their rows (OUTLAST_PAYLOAD_STORE)
+        self.objects = objects  # where payloads' bytes are, if not in their rows (OUTLAST_PAYLOAD_STORE)
         # Through a pooler (docs/pgbouncer.md) no startup option reaches the server: the schema and
         # the writer's plans are set in each transaction; without preparation (transaction pooling
         # before PgBouncer 1.21) every statement goes unnamed; LISTEN needs a session of its own.
@@ -108,7 +107,7 @@ class Connection(Base):
             prepare=s.pg_prepare,
             listen_url=s.listen_url,
             shared_listening=shared_listening,
-            objects=object_store(s.payload_store) if s.payload_store else None,
+            objects=S3Objects(s.payload_store) if s.payload_store else None,
         )
 
     def _startup(self, options: str) -> dict[str, Any]:

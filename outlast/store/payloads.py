@@ -1,7 +1,8 @@
-"""The payloads family keeps the values journal entries hold by reference (``outlast._payloads``):
-each one's row, with its bytes, or with the bytes in the object store the store was given
-(``objects``). A value is stored before the entry that refers to it is journaled; a run's values
-are read back in one round trip (and, in an object store, concurrently)."""
+"""The payloads family keeps the values journal entries hold by reference.
+
+Each value (``outlast._payloads``) is one row, with its bytes, or with the bytes in the object
+store the store was given (``objects``). A value is stored before the entry that refers to it
+is journaled; a run's values are read back in one round trip (in an object store, concurrently)."""
 
 from __future__ import annotations
 
