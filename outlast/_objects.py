@@ -1,4 +1,4 @@
-"""This module speaks to the S3-compatible object store of payloads.
+"""This module stores payloads in an S3-compatible object store.
 
 ``OUTLAST_PAYLOAD_STORE=s3://bucket/prefix?...`` names it: AWS S3, GCS's S3 API, R2, MinIO,
 SeaweedFS.

@@ -15,6 +15,7 @@ import psycopg_pool
 from psycopg.rows import dict_row
 
 from outlast._objects import S3Objects
+from outlast._payloads import ObjectStore
 from outlast._urls import redact
 from outlast.errors import ServiceUnavailable
 from outlast.settings import Settings
@@ -54,7 +55,7 @@ class Connection(Base):
         prepare: str = Settings.pg_prepare,
         listen_url: str | None = Settings.listen_url,
         shared_listening: bool = False,
-        objects: S3Objects | None = None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self.url = url
         self.schema = schema
