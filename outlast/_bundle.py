@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from outlast._captured import requests
-from outlast._journal import Entry, canonical
+from outlast._journal import Entry
 from outlast._model import RunRecord
+from outlast._payloads import entry_of_line, held
 from outlast._status import describe
 from outlast.errors import InvalidInput
 from outlast.producer import AsyncClient
@@ -77,7 +78,10 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
     out["events.jsonl"] = _jsonl(await client.events(run_id))
     whole = requests(entries)  # a capture stored by delta also carries its request whole
     out["journal.jsonl"] = _jsonl(
-        [{**e.data, **_whole(e, whole), "hash": e.hash, "journaled_at": times.get(e.seq)} for e in entries]
+        [
+            {**e.data, **_whole(e, whole), **held(e), "hash": e.hash, "journaled_at": times.get(e.seq)}
+            for e in entries
+        ]
     )
     out["last_state.json"] = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
     started: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -139,8 +143,7 @@ def read(path: Path) -> tuple[RunRecord, list[Entry]]:
             data.pop("journaled_at", None)
             if "rest" in data:  # a capture by delta: its request whole is shown, not stored
                 data.pop("request", None)
-            body = canonical(data)
-            entries.append(Entry(data["seq"], data["kind"], data["op"], body, digest_))
+            entries.append(entry_of_line(data, digest_))
         return RunRecord.from_row(row), entries
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)

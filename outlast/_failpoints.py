@@ -27,6 +27,7 @@ POINTS = frozenset(
         "after_shown",  # name:what (state, event): a set_state or emit committed, the workflow not on yet
         "after_take",  # a message taken and journaled (committed), the workflow not yet given it
         "after_send",  # a producer's send committed, its run not yet published (the wake-up)
+        "after_payload_stored",  # a value in the payload store, the entry referring to it not journaled
     }
 )
 

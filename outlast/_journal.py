@@ -54,6 +54,22 @@ class Unstorable(InvalidInput, ValueError):
     errors always were."""
 
 
+class Oversized(Exception):
+    """An entry's body past the inline limit (``make_entry`` with ``inline_max``): its largest
+    values go to the payload store (``outlast._payloads.offload``), and it is made again."""
+
+
+class Limit(int):
+    """A size limit that knows the setting it comes from, which its refusal names."""
+
+    setting: str
+
+    def __new__(cls, value: int, setting: str) -> Limit:
+        made = super().__new__(cls, value)
+        made.setting = setting
+        return made
+
+
 def canonical(value: Any, limit: int | None = None) -> str:
     """One text for one value: sorted keys, no spaces, UTF-8 kept.
 
@@ -156,14 +172,15 @@ _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[{]}")
 
 
-def check_size(text: str, limit: int, what: str = "OUTLAST_MAX_PAYLOAD") -> None:
+def check_size(text: str, limit: int, what: str | None = None) -> None:
     """Refuse (``Unstorable``) a text longer than ``limit`` bytes of UTF-8."""
     if len(text) * 4 <= limit:  # at most 4 bytes a character: surely within, without encoding
         return
     size = len(text.encode())
     if size > limit:
+        what = what or getattr(limit, "setting", "OUTLAST_MAX_PAYLOAD")
         raise Unstorable(
-            f"the value is {size} bytes of JSON, over the limit of {limit} ({what}): "
+            f"the value is {size} bytes of JSON, over the limit of {int(limit)} ({what}): "
             "store large data elsewhere and pass a reference"
         )
 
@@ -204,6 +221,12 @@ class Entry:
     hash: str
 
     @property
+    def intact(self) -> bool:
+        """Whether every value the entry holds by reference was read back unchanged (an entry
+        with none always is: ``outlast._payloads.Resolved`` checks the others)."""
+        return True
+
+    @property
     def data(self) -> dict[str, Any]:
         """The body parsed afresh: a copy the caller may keep, change or hand to workflow code."""
         value: dict[str, Any] = json.loads(self.body)
@@ -231,9 +254,19 @@ class Unread(Entry):
         return self.data
 
 
-def make_entry(prev_hash: str, seq: int, kind: str, op_id: str | None, data: Mapping[str, Any]) -> Entry:
-    """Build the next entry of a chain whose head is ``prev_hash``."""
+def make_entry(
+    prev_hash: str,
+    seq: int,
+    kind: str,
+    op_id: str | None,
+    data: Mapping[str, Any],
+    inline_max: int | None = None,
+) -> Entry:
+    """Build the next entry of a chain whose head is ``prev_hash``; ``Oversized`` if its body
+    passes ``inline_max`` bytes (its values then go to the payload store)."""
     body = canonical({"seq": seq, "kind": kind, "op": op_id, **data})
+    if inline_max is not None and len(body) * 4 > inline_max and len(body.encode()) > inline_max:
+        raise Oversized()
     return Entry(seq, kind, op_id, body, chain(prev_hash, body))
 
 
@@ -246,7 +279,7 @@ def first_bad_crossing(entries: Iterable[Entry], head: str | None = None) -> int
     prev = ""
     n = 0
     for n, e in enumerate(entries, start=1):
-        ok = e.seq == n and (isinstance(e, Unread) or e.hash == chain(prev, e.body))
+        ok = e.seq == n and (isinstance(e, Unread) or (e.hash == chain(prev, e.body) and e.intact))
         if ok and not isinstance(e, Unread):
             data = e.fields
             ok = data.get("seq") == e.seq and data.get("kind") == e.kind and data.get("op") == e.op_id

@@ -147,6 +147,15 @@ EVENTS: dict[str, str] = {
     ),
     "store.writes_failing": "Writes to Postgres failed (`error`); retrying for up to `retry_for` seconds.",
     "store.writes_recovered": "Writes to Postgres go through again.",
+    "payloads.unavailable": (
+        "The object store of payloads (`OUTLAST_PAYLOAD_STORE`, at `url`) does not answer (`error`): "
+        "runs that store or read a payload are left to a later claim, none fails. Once an episode."
+    ),
+    "payloads.available": "The object store of payloads answers again (`url`).",
+    "sweeper.payloads_swept": (
+        "The sweeper deleted `count` payloads no journal entry refers to past `OUTLAST_PAYLOAD_GRACE` "
+        "(a worker died before journaling it), or whose run was pruned."
+    ),
     "store.slow": (
         "A Postgres round trip (a lease renewal, a heartbeat record) took `round_trip_ms`, over "
         "`threshold_ms` (`OUTLAST_SLOW_ROUND_TRIP`, at most a tenth of the lease TTL); `risks` "

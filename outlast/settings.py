@@ -243,6 +243,7 @@ _POSTGRES = partial(check_url, schemes=("postgresql", "postgres"))
 _REDIS = partial(
     check_url, schemes=("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
 )
+_S3 = partial(check_url, schemes=("s3",))
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,9 @@ class Settings:
     )
     max_payload: int = setting(
         1048576,
-        "The largest input, result or approval arguments accepted, in bytes of canonical JSON.",
+        "The largest journal entry kept inline, in bytes of canonical JSON; an entry larger holds its "
+        "largest values by reference, in the payload store. Also the largest input, message or "
+        "state value accepted.",
         "bytes",
         ge=1024,
         le=256 * 1024 * 1024,
@@ -326,6 +329,28 @@ class Settings:
         "its worker logs run.size_warning (0: never).",
         "bytes",
         ge=0,
+    )
+    max_referenced: int = setting(
+        256 * 1024 * 1024,
+        "The largest value a journal entry holds by reference (a tool's result or arguments, a "
+        "workflow's result, a capture), in bytes of canonical JSON.",
+        "bytes",
+        ge=1024,
+        le=4 * 1024 * 1024 * 1024,
+    )
+    payload_store: str | None = setting(
+        None,
+        "An S3-compatible object store for the payload store's bytes: s3://BUCKET/PREFIX, with "
+        "endpoint=URL and region=NAME in its query where needed; credentials from AWS_ACCESS_KEY_ID "
+        "and AWS_SECRET_ACCESS_KEY. Unset: in Postgres.",
+        check=_S3,
+    )
+    payload_grace: float = setting(
+        3600.0,
+        "Seconds a stored payload that no journal entry refers to is kept before the sweeper "
+        "deletes it (its worker died between storing it and journaling the reference).",
+        "seconds",
+        gt=0,
     )
     max_inbox: int = setting(
         1000,

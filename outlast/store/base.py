@@ -12,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from outlast._payloads import ObjectStore
+
 Conn = psycopg.AsyncConnection[dict[str, Any]]
 
 
@@ -30,6 +32,7 @@ class Base:
     schema: str
     pooler: str  # none, transaction or session (docs/pgbouncer.md)
     tenant_window: int  # a tenant's runs published and not started, per queue (0014_fair)
+    objects: ObjectStore | None = None  # where payloads' bytes are, if not in rows (Store.from_settings)
 
     def _conn(self) -> AbstractAsyncContextManager[Conn]:
         """A pooled connection, driver errors wrapped."""
@@ -76,6 +79,10 @@ class Family:
     @property
     def tenant_window(self) -> int:
         return self._db.tenant_window
+
+    @property
+    def objects(self) -> ObjectStore | None:
+        return self._db.objects
 
     def _conn(self) -> AbstractAsyncContextManager[Conn]:
         return self._db._conn()

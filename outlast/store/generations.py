@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
-from outlast.store.base import Family
+from outlast.store.payloads import Payloads
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class Carry:
     next_base: int
 
 
-class Generations(Family):
+class Generations(Payloads):
     """``Generations`` carries a run forward and reads its ended generations."""
 
     async def carry(self, run_id: str, token: int, carry: Carry) -> bool:
@@ -69,4 +69,5 @@ class Generations(Family):
     async def journal_past(self, run_id: str, generation: int) -> list[Entry]:
         """The entries of an ended generation of the run, in order ([] if none is kept)."""
         rows = await self._rows("journal_past", run_id=run_id, generation=generation)
-        return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+        entries = [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+        return await self.resolve(run_id, entries)

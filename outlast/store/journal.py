@@ -8,35 +8,44 @@ from datetime import datetime
 from typing import Any
 
 from outlast._journal import Entry, Unread, body_bytes
-from outlast.store.base import Family
+from outlast._payloads import referenced
+from outlast.store.payloads import Payloads
 from outlast.store.records import OnWait
+
+
+def _entry(r: dict[str, Any]) -> Entry:
+    return Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"])
 
 
 def _entry_params(e: Entry) -> dict[str, Any]:
     return {"seq": e.seq, "kind": e.kind, "op_id": e.op_id, "body": e.body, "hash": e.hash}
 
 
-class Journal(Family):
-    """``Journal`` reads a run's journal and appends one entry (``append``: the one way in)."""
+class Journal(Payloads):
+    """``Journal`` reads a run's journal and appends one entry (``append``: the one way in). Read
+    entries come with the values they hold by reference (``Payloads.resolve``)."""
 
     async def journal(self, run_id: str) -> list[Entry]:
         rows = await self._rows("journal", run_id=run_id)
-        return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+        return await self.resolve(run_id, [_entry(r) for r in rows])
 
     async def journal_to_replay(self, run_id: str) -> list[Entry]:
-        """The journal as a resume reads it: each capture's body left unread (``Unread``)."""
+        """The journal as a resume reads it: each capture's body left unread (``Unread``, a
+        capture holding references too), the values other entries hold by reference read in one
+        round trip."""
         rows = await self._rows("journal_to_replay", run_id=run_id)
-        return [
+        entries = [
             Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"])
-            if r["body"] is not None
+            if r["body"] is not None and not (r["kind"] == "capture" and referenced(r["body"]))
             else Unread(r["seq"], r["kind"], r["op_id"], "", r["hash"])
             for r in rows
         ]
+        return await self.resolve(run_id, entries)
 
     async def captures(self, run_id: str, upto: int) -> list[Entry]:
         """The run's capture entries up to ``upto``, in order."""
         rows = await self._rows("captures", run_id=run_id, upto=upto)
-        return [Entry(r["seq"], r["kind"], r["op_id"], r["body"], r["hash"]) for r in rows]
+        return await self.resolve(run_id, [_entry(r) for r in rows])
 
     async def journal_times(self, run_id: str) -> dict[int, datetime]:
         return {r["seq"]: r["created_at"] for r in await self._rows("journal_times", run_id=run_id)}

@@ -7,9 +7,11 @@ never the whole store."""
 from __future__ import annotations
 
 from functools import cached_property
-from typing import cast
+from typing import Self, cast
 
+from outlast._objects import S3Objects
 from outlast._urls import redact
+from outlast.settings import Settings
 from outlast.store.approvals import Approvals
 from outlast.store.base import Family
 from outlast.store.budgets import Budgets
@@ -26,6 +28,7 @@ from outlast.store.listing import Listing
 from outlast.store.messages import Messages
 from outlast.store.migrate import MIGRATIONS, SCHEMA_VERSION, Migration, Migrations, schema_sql
 from outlast.store.pauses import Pauses
+from outlast.store.payloads import Payloads
 from outlast.store.records import ChildStart, Claimed, Lease, OnWait, Pruned
 from outlast.store.requests import Requests
 from outlast.store.rollup import Rollups
@@ -56,6 +59,14 @@ class Store(Migrations, Connection):
     (``Connection``), the schema (``Migrations``), and the queries the engine asks, by family. Each
     family is made over the store's connection when first read (``cached_property``), and kept."""
 
+    @classmethod
+    def from_settings(cls, s: Settings, max_size: int = 4, shared_listening: bool = False) -> Self:
+        """The store a worker or a client of these settings uses, with the object store that holds
+        the payload store's bytes if one is set (``OUTLAST_PAYLOAD_STORE``)."""
+        store = super().from_settings(s, max_size, shared_listening)
+        store.objects = S3Objects(s.payload_store) if s.payload_store else None
+        return store
+
     runs = cached_property(Runs)
     forks = cached_property(Forks)
     listing = cached_property(Listing)
@@ -65,6 +76,7 @@ class Store(Migrations, Connection):
     approvals = cached_property(Approvals)
     messages = cached_property(Messages)
     pauses = cached_property(Pauses)
+    payloads = cached_property(Payloads)
     requests = cached_property(Requests)
     firsts = cached_property(Firsts)
     budgets = cached_property(Budgets)

@@ -127,6 +127,7 @@ class Claims:
             hold=(s.hold_ms, s.hold_max),
             live=self.live,
             size=RunSize(size=self.store.size, run_id=run.id, workflow=run.workflow, warn=s.run_size_warn),
+            payloads=(s.max_payload, s.max_referenced),
         )
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:

@@ -22,6 +22,7 @@ import structlog
 from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
 from outlast._journal import Unstorable, args_hash, jsonable, operation_state
 from outlast._model import RunRecord
+from outlast._payloads import too_large
 from outlast._secrets import Secrets
 from outlast.action import Action, LiveSink, reset_action, set_action
 from outlast.app import App, Tool
@@ -188,12 +189,13 @@ class Dispatcher:
             with tracing.tool_call(tool, action, sealed) as span:
                 result = await self._invoke(tool, args, action, asked)
                 try:
-                    ok = self._secrets.scrub(jsonable(result, self.max_payload))
+                    ok = self._secrets.scrub(jsonable(result, self._writes.referenced or self.max_payload))
                     payload: dict[str, Any] = {"ok": ok}
                     span.result(ok)
                     if logs.payloads():
                         self.log.info("operation.returned", operation_id=action.operation_id, result=ok)
                 except Unstorable as exc:
+                    exc = too_large(self.run_id, f"the result of {tool.name} ({action.operation_id})", exc)
                     payload = {"error": error_payload(exc, self._secrets.scrub(str(exc)))}
                     unknown = f"it returned, but its result cannot be stored ({exc})"
         except Exception as exc:

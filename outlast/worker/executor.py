@@ -14,6 +14,7 @@ import structlog
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
 from outlast._journal import first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
+from outlast._payloads import wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -69,6 +70,7 @@ class Execution:
         hold: tuple[float, int] = (0.0, 0),
         live: LiveOutput | None = None,
         size: RunSize | None = None,  # counts what the run journals, and warns past its threshold
+        payloads: tuple[int, int] | None = None,
     ) -> None:
         self.run = run
         self.secret_key, self.callback_url = secret_key, callback_url
@@ -77,7 +79,12 @@ class Execution:
         )
         # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
         self.writes = JournalWrites(
-            journal=store.journal, messages=store.messages, control=self.control, hold=hold, size=size
+            journal=store.journal,
+            messages=store.messages,
+            control=self.control,
+            hold=hold,
+            size=size,
+            payloads=payloads,
         )
         self.journal: Journaled | None = None  # loaded once the workflow is to run
         self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
@@ -174,6 +181,7 @@ class Execution:
         if bad is not None:
             exc = JournalAltered(run.id, bad)
             return await self._wait(exc.reason, str(exc))
+        self.writes.stored.update(wanted(entries))  # values journaled by reference: not stored again
         self.journal = journal = Journaled(entries)  # indexed once: logged here, served by the replayer
         journal.log_resumed(self.log)
         self.secrets = Secrets(self.app, self.secret_key)

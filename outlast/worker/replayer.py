@@ -22,8 +22,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import _failpoints as failpoints
-from outlast._journal import Entry, make_entry
+from outlast._journal import Entry, Oversized, canonical, check_size, make_entry
 from outlast._model import RunRecord
+from outlast._payloads import INLINE_ONLY, Resolved, offload
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
@@ -169,7 +170,7 @@ class Replayer:
         run, so the head never outlives it."""
         if self._control.offline:  # never reached past go_live; a write is refused all the same
             raise JournalEnd(op_id, f"to journal a {kind} entry")
-        entry = self._chain(kind, op_id, data)
+        entry = await self._chained(kind, op_id, data)
         crossed = kind in _CROSSED and self._writes.held  # a crash test's kill points (inert unless armed)
         if crossed:
             failpoints.hit("with_result_held", kind)
@@ -184,20 +185,45 @@ class Replayer:
         writes = self._writes
         if writes.hold_max <= 0:
             return await self.append(kind, op_id, data)
-        entry = self._chain(kind, op_id, data)
+        entry = await self._chained(kind, op_id, data)
         if writes.keep(entry):
             await writes.flush()
         return entry
 
-    def _chain(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
-        """The entry, chained to the head now (a patch marker still to journal goes before it)."""
+    async def _chained(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
+        """The entry, chained to the head now; one past ``OUTLAST_MAX_PAYLOAD`` first stores its
+        largest values in the payload store and holds their references (``outlast._payloads``)."""
+        inline_max = self._writes.inline_max
+        try:
+            return self._chain(kind, op_id, data, inline_max)
+        except Oversized:
+            pass
+        assert inline_max is not None
+        if kind in INLINE_ONLY:  # projected from its body by a trigger: kept inline
+            check_size(canonical(data), inline_max)
+        kept, values = offload(data, inline_max)
+        await self._writes.store_payloads(values)
+        return self._chain(kind, op_id, kept, None, values)
+
+    def _chain(
+        self,
+        kind: str,
+        op_id: str,
+        data: dict[str, Any],
+        inline_max: int | None = None,
+        payloads: dict[str, bytes] | None = None,
+    ) -> Entry:
+        """The entry, chained to the head now (a patch marker still to journal goes before it);
+        ``Oversized`` past ``inline_max``, before the entry is chained."""
         if self._writes.broken is not None:
             raise self._writes.broken
         marks, self._marks = self._marks, []
         for mark_op, mark in marks:  # journaled with the entry that follows it, in its statement
             self._writes.held.append(self._chain("patch", mark_op, mark))
         j = self.journal
-        entry = make_entry(j.head, j.length + 1, kind, op_id, data)
+        entry = make_entry(j.head, j.length + 1, kind, op_id, data, inline_max)
+        if payloads:
+            entry = Resolved(entry.seq, kind, op_id, entry.body, entry.hash, payloads)
         j.head, j.length = entry.hash, entry.seq
         j.add(entry)
         return entry

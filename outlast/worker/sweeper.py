@@ -46,6 +46,7 @@ class Sweeper:
         self.queues = queues
         self._next_forget = 0.0
         self._next_prune = 0.0
+        self._next_payloads = 0.0
         # Redis said once that it lost its data (or a failover): kept until the re-publication
         # went through, since lost_data() will not say it again.
         self._lost = False
@@ -85,6 +86,11 @@ class Sweeper:
         if self.s.retention and time.monotonic() >= self._next_prune:
             self._next_prune = time.monotonic() + PRUNE_EVERY
             await self.prune(log)
+        if time.monotonic() >= self._next_payloads:  # orphans, and the payloads of runs pruned
+            self._next_payloads = time.monotonic() + PRUNE_EVERY
+            swept = await self.store.payloads.sweep_payloads(self.s.payload_grace)
+            if swept:
+                log.info("sweeper.payloads_swept", count=swept)
         if time.monotonic() >= self._next_forget:  # names of workers gone for good
             self._next_forget = time.monotonic() + 60
             for q in self.queues:

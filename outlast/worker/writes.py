@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 from outlast import _failpoints as failpoints
-from outlast._journal import Entry, body_bytes
+from outlast._journal import Entry, Limit, body_bytes
 from outlast.errors import Fenced, ServiceUnavailable
 from outlast.store.journal import Journal, appended
 from outlast.store.messages import Messages
@@ -42,16 +42,44 @@ class JournalWrites:
         control: RunControl,
         hold: tuple[float, int] = (0.0, 0),
         size: RunSize | None = None,  # counts what the run's appends journal (None: offline)
+        payloads: tuple[int, int] | None = None,
     ) -> None:
         self.run_id = control.run_id
         self._journal, self._messages = journal, messages
         self._control = control
         self._run_size = size
         self.hold_for, self.hold_max = hold[0] / 1000, hold[1]
+        # (OUTLAST_MAX_PAYLOAD, OUTLAST_MAX_REFERENCED): an entry past the first holds its largest
+        # values by reference, each at most the second; None: no payload store (offline, tests)
+        self.inline_max = Limit(payloads[0], "OUTLAST_MAX_PAYLOAD") if payloads else None
+        self.referenced = Limit(payloads[1], "OUTLAST_MAX_REFERENCED") if payloads else None
+        self.stored: set[str] = set()  # the SHA-256 of the values the run stored: stored once
         self.held: list[Entry] = []  # chained, not yet sent: written first by the next write
         self._carriers: list[asyncio.Future[Any]] = []  # writes under way that carry held entries
         self.broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
+
+    async def store_payloads(self, values: dict[str, bytes]) -> None:
+        """Store the values an entry holds by reference, before it is journaled (each once in the
+        run). While the payload store is out of reach the run waits, holding its lease (claimed
+        again and again it would count as crashing its workers); a hand-over, a cancellation or
+        a lost lease leaves it."""
+        new = {sha: data for sha, data in values.items() if sha not in self.stored}
+        if not new:
+            return
+        pause = 0.2
+        while True:  # an outage of the payload store: the run waits, its lease renewed meanwhile
+            try:
+                await self._journal.put_payloads(self.run_id, new)
+                break
+            except ServiceUnavailable as exc:
+                control = self._control
+                if control.stop.is_set() or control.lost.is_set() or control.cancel.is_set():
+                    raise control.leave(str(exc)) from exc
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+        failpoints.hit("after_payload_stored")
+        self.stored.update(new)
 
     def keep(self, entry: Entry) -> bool:
         """Hold a chained entry; True once ``hold_max`` are held (flush them now). The first one

@@ -104,6 +104,8 @@ ACTS = {
     "/runs/{run_id:path}/send": "operator",
     "/api/runs/{run_id:path}/requests/{request_id}": "operator",
     "/runs/{run_id:path}/respond/{request_id}": "operator",
+    "/api/pause": "operator",
+    "/api/unpause": "operator",
 }
 
 

@@ -62,7 +62,9 @@ UNFENCED = {
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",
     "forget_worker", "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",
-    "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule",
+    "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule", "sweep_payloads",
+    # a value stored in the payload store before the entry that refers to it (an orphan is swept)
+    "put_payloads",
     "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run (the size warning: once per run,
     # by whichever statement finds it unmarked, worker/size.py)

@@ -41,7 +41,9 @@ class _Queue:
 
 class _Store:
     # each family of the store (``store.fleet``, ``store.sweeps``...) is this same fake
-    fleet = sweeps = children = firsts = schedules = runs = rollups = property(lambda self: self)
+    fleet = sweeps = children = firsts = schedules = runs = rollups = payloads = leases = property(
+        lambda self: self
+    )
 
     def __init__(self) -> None:
         self.failing = True

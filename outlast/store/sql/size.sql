@@ -7,8 +7,8 @@
 -- entries of its earlier generations kept (`journal_past`), the messages sent to it, its state and
 -- its events. A journal body is counted as the text it is (octet_length: what the worker counts
 -- when it writes it); a jsonb value as Postgres keeps it (pg_column_size, after compression).
--- Neither reads a value out of TOAST: each part is one index range of its table. A store of its
--- own (the payload store) is one more term here.
+-- Neither reads a value out of TOAST: each part is one index range of its table. The payload
+-- store's values are counted by their recorded size (0033: in Postgres or an object store).
 SELECT 'journal' AS part, coalesce(sum(octet_length(body)), 0)::bigint AS bytes
 FROM journal WHERE run_id = %(run_id)s
 UNION ALL
@@ -19,7 +19,9 @@ SELECT 'messages', coalesce(sum(pg_column_size(payload)), 0)::bigint FROM messag
 UNION ALL
 SELECT 'state', coalesce(sum(pg_column_size(value)), 0)::bigint FROM run_state WHERE run_id = %(run_id)s
 UNION ALL
-SELECT 'events', coalesce(sum(pg_column_size(detail)), 0)::bigint FROM events WHERE run_id = %(run_id)s;
+SELECT 'events', coalesce(sum(pg_column_size(detail)), 0)::bigint FROM events WHERE run_id = %(run_id)s
+UNION ALL
+SELECT 'payloads', outlast_payload_bytes(%(run_id)s);
 
 -- name: size_warning
 -- The run's journal passed OUTLAST_RUN_SIZE_WARN: it is marked, and its one 'size_warning' event

@@ -1,0 +1,162 @@
+"""This module holds values by reference for the journal.
+
+A journal entry whose body would pass ``OUTLAST_MAX_PAYLOAD`` keeps its largest values in the
+run's *payload store*, each under its SHA-256, and holds their references instead.
+
+A **reference** is ``{"sha256": ..., "size": ..., "media_type": "application/json"}``, kept under
+the body's ``"$refs"`` key (by the value's key: ``{"$refs": {"result": {...}}, "kind": ...}``).
+Canonical JSON sorts keys, and ``$`` sorts before every key the engine writes, so a body holding
+references opens with ``{"$refs":`` (``referenced`` reads 9 characters, not the body). The chain
+hashes the body, references included; a value read back is checked against its SHA-256 before it
+is used (``Resolved.intact``), so a changed payload fails the chain's check as a changed entry
+does. An entry that holds no reference is byte for byte what it was before the payload store.
+
+The payload store is a table of Postgres (``payloads``, migration 0033) holding each value's
+bytes, or, with ``OUTLAST_PAYLOAD_STORE`` set, only its row, the bytes in an S3-compatible object
+store (``outlast._objects``). The row is the index either way: what a run stored, its size, and
+whether a journal entry refers to it yet (the sweeper's: an orphan is swept after a grace).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Protocol
+
+from outlast._journal import Entry, Unstorable, canonical
+
+REFS = "$refs"
+JSON = "application/json"
+_OPENS = '{"' + REFS + '":'
+# The entries a trigger projects from their body (state, events): never held by reference.
+INLINE_ONLY = frozenset({"state", "event"})
+
+
+class ObjectStore(Protocol):
+    """Where the bytes of an object store's payloads live (``outlast._objects.S3Objects``)."""
+
+    async def put(self, key: str, data: bytes) -> None: ...
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def delete(self, keys: list[str]) -> None: ...
+
+
+def key_of(run_id: str, sha256: str) -> str:
+    """The object's key (under the store's prefix): one per run and value."""
+    return f"{run_id}/{sha256}"
+
+
+def referenced(body: str) -> bool:
+    """Whether a stored body holds references (it opens with them: keys are sorted)."""
+    return body.startswith(_OPENS)
+
+
+def refs(body: str) -> dict[str, dict[str, Any]]:
+    """The references a body holds, by the entry's key."""
+    found: dict[str, dict[str, Any]] = json.loads(body)[REFS] if referenced(body) else {}
+    return found
+
+
+def offload(data: Mapping[str, Any], inline_max: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """``data`` with its largest values replaced by references until the rest fits ``inline_max``
+    bytes, and the bytes to store by SHA-256. Only reached by an entry too large to be inline."""
+    texts = {k: canonical(v).encode() for k, v in data.items()}
+    budget = inline_max - 200  # the entry's own keys and the references
+    kept = dict(data)
+    refs_: dict[str, dict[str, Any]] = {}
+    out: dict[str, bytes] = {}
+    for k in sorted(texts, key=lambda k: -len(texts[k])):
+        if sum(len(t) for key, t in texts.items() if key not in refs_) <= budget:
+            break
+        body = texts[k]
+        sha = hashlib.sha256(body).hexdigest()
+        refs_[k] = {"sha256": sha, "size": len(body), "media_type": JSON}
+        out[sha] = body
+        del kept[k]
+    kept[REFS] = refs_
+    return kept, out
+
+
+class PayloadsUnavailable(Exception):
+    """The object store did not answer: an outage, as Postgres's (the run is left, not failed)."""
+
+
+@dataclass(frozen=True)
+class Resolved(Entry):
+    """An entry holding references, with the bytes read for them (by SHA-256; absent when the
+    store had none). ``data`` and ``fields`` give the values whole; a payload missing or changed
+    makes the entry not ``intact``, which the chain's check refuses, and stays a reference."""
+
+    payloads: Mapping[str, bytes] = field(default_factory=dict, compare=False)
+
+    @property
+    def intact(self) -> bool:
+        return self._checked
+
+    @cached_property
+    def _checked(self) -> bool:
+        got = self.payloads
+        return all(
+            s in got and hashlib.sha256(got[s]).hexdigest() == s
+            for s in (r["sha256"] for r in refs(self.body).values())
+        )
+
+    def _whole(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.body)
+        if not self.intact:
+            return value
+        for k, r in value.pop(REFS).items():
+            value[k] = json.loads(self.payloads[r["sha256"]])
+        return value
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self._whole()
+
+    @cached_property
+    def fields(self) -> Mapping[str, Any]:
+        return self._whole()
+
+
+def resolved(entries: list[Entry], fetched: Mapping[str, bytes]) -> list[Entry]:
+    """``entries`` with each one holding references given its bytes from ``fetched``."""
+    return [
+        Resolved(e.seq, e.kind, e.op_id, e.body, e.hash, {s: fetched[s] for s in _shas(e) if s in fetched})
+        if e.body and referenced(e.body)
+        else e
+        for e in entries
+    ]
+
+
+def wanted(entries: list[Entry]) -> list[str]:
+    """The SHA-256 of every value the entries hold by reference, once each."""
+    return list(dict.fromkeys(s for e in entries if e.body and referenced(e.body) for s in _shas(e)))
+
+
+def _shas(e: Entry) -> list[str]:
+    return [r["sha256"] for r in refs(e.body).values()]
+
+
+def too_large(run_id: str, crossing: str, exc: Unstorable) -> Unstorable:
+    """The one-line refusal of a value past its limit, naming the run and the crossing."""
+    return Unstorable(f"run '{run_id}': {crossing}: {exc}")
+
+
+def held(e: Entry) -> dict[str, Any]:
+    """What a bundle's line adds to an entry's values whole: the references it holds, if any."""
+    return {REFS: refs(e.body)} if e.body and referenced(e.body) else {}
+
+
+def entry_of_line(data: dict[str, Any], hash_: str) -> Entry:
+    """An entry rebuilt from a bundle's line (its values whole, ``held`` beside them): the body
+    as journaled, references included, and the values' bytes as the payload store held them."""
+    kept = data.pop(REFS, None)
+    if not kept:
+        return Entry(data["seq"], data["kind"], data["op"], canonical(data), hash_)
+    values = {r["sha256"]: canonical(data.pop(k)).encode() for k, r in kept.items() if k in data}
+    body = canonical({**data, REFS: kept})
+    return Resolved(data["seq"], data["kind"], data["op"], body, hash_, values)

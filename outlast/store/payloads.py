@@ -1,0 +1,87 @@
+"""The payloads family keeps the values journal entries hold by reference.
+
+Each value (``outlast._payloads``) is one row, with its bytes, or with the bytes in the object
+store the store was given (``objects``). A value is stored before the entry that refers to it
+is journaled; a run's values are read back in one round trip (in an object store, concurrently)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from outlast._journal import Entry
+from outlast._payloads import JSON, key_of, resolved, wanted
+from outlast.errors import ServiceUnavailable
+from outlast.store.base import Family
+
+SWEPT_WAIT = 0.2  # seconds between tries of a put that met a row being swept
+SWEPT_TRIES = 50
+_NO_STORE = "run '{run_id}': its payloads are in an object store, and OUTLAST_PAYLOAD_STORE is not set here"
+
+
+class Payloads(Family):
+    """Store a run's values by SHA-256, read them back, count them, sweep the orphans."""
+
+    async def put_payloads(self, run_id: str, values: dict[str, bytes], media_type: str = JSON) -> None:
+        """Store each value (by SHA-256) of ``run_id``: its row, then its object (a row with no
+        object is an orphan the sweeper deletes, never an object with no row)."""
+        for sha, data in values.items():
+            await self._put(run_id, sha, data, media_type)
+
+    async def _put(self, run_id: str, sha: str, data: bytes, media_type: str) -> None:
+        body = None if self.objects is not None else data
+        for _ in range(SWEPT_TRIES):
+            rows = await self._rows(
+                "payload_put", run_id=run_id, sha256=sha, size=len(data), media_type=media_type, body=body
+            )
+            if rows:
+                break
+            await asyncio.sleep(SWEPT_WAIT)  # swept as an orphan a moment ago: stored afresh once gone
+        else:
+            raise ServiceUnavailable(f"run '{run_id}': payload {sha} is being swept; try again")
+        if rows[0]["external"]:
+            if self.objects is None:
+                raise ServiceUnavailable(_NO_STORE.format(run_id=run_id))
+            await self.objects.put(key_of(run_id, sha), data)
+
+    async def payloads(self, run_id: str, shas: list[str]) -> dict[str, bytes]:
+        """The values of ``run_id`` by SHA-256 (a value the store does not have is absent)."""
+        if not shas:
+            return {}
+        rows = await self._rows("payloads_get", run_id=run_id, shas=shas)
+        out = {r["sha256"]: bytes(r["body"]) for r in rows if r["body"] is not None}
+        elsewhere = [r["sha256"] for r in rows if r["body"] is None]
+        if elsewhere:
+            if self.objects is None:
+                raise ServiceUnavailable(_NO_STORE.format(run_id=run_id))
+            objects = self.objects
+            got = await asyncio.gather(*(objects.get(key_of(run_id, s)) for s in elsewhere))
+            out.update({s: g for s, g in zip(elsewhere, got, strict=True) if g is not None})
+        return out
+
+    async def resolve(self, run_id: str, entries: list[Entry]) -> list[Entry]:
+        """``entries`` with the values they hold by reference read back (one round trip)."""
+        shas = wanted(entries)
+        return resolved(entries, await self.payloads(run_id, shas)) if shas else entries
+
+    async def payload_bytes(self, run_id: str) -> int:
+        """The bytes ``run_id`` holds in the payload store."""
+        rows = await self._rows("payload_bytes", run_id=run_id)
+        return int(rows[0]["bytes"])
+
+    async def sweep_payloads(self, grace: float, limit: int = 500) -> int:
+        """One pass of the payloads' sweep: rows past ``grace`` seconds that no journal entry of
+        their run refers to, or whose run is gone, deleted with their objects. The number deleted."""
+        await self._write("payloads_sweep", grace=grace, limit=limit)
+        swept: list[dict[str, Any]] = await self._rows("payloads_swept", limit=limit)
+        if not swept:
+            return 0
+        if self.objects is None:  # an object's row is dropped only by a sweeper that reaches it
+            swept = [r for r in swept if not r["external"]]
+        external = [key_of(r["run_id"], r["sha256"]) for r in swept if r["external"]]
+        if external and self.objects is not None:
+            await self.objects.delete(external)
+        await self._write(
+            "payloads_drop", run_ids=[r["run_id"] for r in swept], shas=[r["sha256"] for r in swept]
+        )
+        return len(swept)

@@ -1,0 +1,53 @@
+-- The payloads family (payloads.py): values a journal entry holds by reference, one row each per
+-- run (0033_payloads). The bytes are the row's `body`, or an object store's (`body` NULL).
+
+-- name: payload_put
+-- Stored before the entry that refers to it is journaled. Stored again (a resume storing what its
+-- crashed worker stored) it is the same row, made young again, unless a sweep has marked it: then
+-- no row comes back, and the caller waits for the sweep to finish.
+INSERT INTO payloads (run_id, sha256, size, media_type, body, created_at)
+VALUES (%(run_id)s, %(sha256)s, %(size)s, %(media_type)s, %(body)s, (SELECT at FROM outlast_now()))
+ON CONFLICT (run_id, sha256) DO UPDATE SET created_at = EXCLUDED.created_at,
+    body = coalesce(payloads.body, EXCLUDED.body)
+WHERE NOT payloads.swept
+RETURNING sha256, body IS NULL AS external;
+
+-- name: payloads_get
+-- A run's values by SHA-256, in one round trip (a resume's referenced results).
+SELECT sha256, body FROM payloads
+WHERE run_id = %(run_id)s AND sha256 = ANY(%(shas)s::text[]) AND NOT swept;
+
+-- name: payload_bytes
+-- The bytes a run holds in the payload store.
+SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
+
+-- name: payloads_sweep
+-- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
+-- journal entry of the run refers to are marked journaled, the others swept (orphans, and the
+-- payloads of runs pruned).
+WITH old AS (
+    SELECT p.run_id, p.sha256,
+        EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id)
+        AND (EXISTS (SELECT 1 FROM journal j WHERE j.run_id = p.run_id
+                       AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)
+             OR EXISTS (SELECT 1 FROM journal_past j WHERE j.run_id = p.run_id
+                       AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)) AS kept
+    FROM payloads p
+    WHERE NOT p.swept
+      AND p.created_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s)
+      AND (NOT p.journaled OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id))
+    ORDER BY p.created_at
+    LIMIT %(limit)s
+    FOR UPDATE OF p SKIP LOCKED)
+UPDATE payloads p SET journaled = old.kept, swept = NOT old.kept
+FROM old WHERE p.run_id = old.run_id AND p.sha256 = old.sha256
+RETURNING p.swept;
+
+-- name: payloads_swept
+-- The rows marked swept (this pass's, and any a sweeper died before deleting).
+SELECT run_id, sha256, body IS NULL AS external FROM payloads WHERE swept LIMIT %(limit)s;
+
+-- name: payloads_drop
+-- Swept rows deleted, once their objects are.
+DELETE FROM payloads p USING unnest(%(run_ids)s::text[], %(shas)s::text[]) AS d(run_id, sha256)
+WHERE p.run_id = d.run_id AND p.sha256 = d.sha256 AND p.swept;

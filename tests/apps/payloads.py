@@ -1,0 +1,53 @@
+"""The world of tests/integration/test_payloads.py and tests/crash/test_payloads_crash.py: tools
+whose results are large (``report``: ``size`` characters, the same text each time for the same
+``seed``; ``fresh``: a read whose text differs at each call) and a small one (``note``)."""
+
+from __future__ import annotations
+
+import uuid
+
+from outlast import App, Run
+
+app = App()
+
+
+def text_of(seed: str, size: int) -> str:
+    line = (seed * 64)[:63] + "\n"
+    return (line * (size // 64 + 1))[:size]
+
+
+@app.tool("report", effect="read")
+def report(seed: str, size: int) -> str:
+    return text_of(seed, size)
+
+
+@app.tool("fresh", effect="read")
+def fresh(size: int) -> str:
+    return text_of(uuid.uuid4().hex, size)
+
+
+@app.tool("note")
+def note(text: str) -> dict[str, int]:
+    return {"length": len(text)}
+
+
+@app.workflow("large")
+async def large(run: Run, size: int, seed: str = "a") -> dict[str, int]:
+    first = await run.call("report", seed=seed, size=size)
+    again = await run.call("report", seed=seed, size=size)  # the same value: stored once in the run
+    told = await run.call("note", text=first[:100])
+    return {"length": len(first), "same": int(first == again), "told": told["length"]}
+
+
+@app.workflow("large_fresh")
+async def large_fresh(run: Run, size: int) -> dict[str, int]:
+    got = await run.call("fresh", size=size)
+    await run.call("note", text=got[:10])
+    return {"length": len(got)}
+
+
+@app.workflow("large_then_sleep")
+async def large_then_sleep(run: Run, size: int) -> dict[str, int]:
+    got = await run.call("report", seed="s", size=size)
+    await run.sleep(60)  # resumed after it: the result is read back from the payload store
+    return {"length": len(got)}
