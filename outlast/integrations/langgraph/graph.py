@@ -1,0 +1,181 @@
+"""``DurableGraph``: a compiled LangGraph graph run durably inside an outlast workflow.
+
+``DurableGraph(app, "triage", compiled, nodes={"charge": "idempotent"})`` registers one tool per
+node of the graph, ``GRAPH.NODE``, and keeps a copy of the graph whose every node runs as an
+operation of the workflow's run (``run.call``): ``await triage.run(run, input)`` inside a workflow
+runs the graph; each node's execution is an operation whose result, the node's state update, is
+journaled before the graph takes its next step. On a resume the workflow runs again from the
+start, LangGraph runs the graph again, and each node that finished is served its update from the
+journal (its code is not run again); the first node that did not finish runs live.
+
+What a node may do twice is declared per node, as for any tool: ``"read"`` (no effect: redone
+after a crash), ``"idempotent"`` (sent again with the same ``current_action().idempotency_key``),
+``NodeEffect("reconciled", reconciler=fn)`` (the reconciler says whether it happened), or
+``"plain"``, the default: a node cut by a crash mid-way is in doubt, never run twice, and the run
+waits with the reason ``in_doubt``. A node's code reads ``current_action()`` like a tool's.
+
+The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
+replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
+LangGraph's own serializer (messages, ``Command``), base64 in the journal.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.constants import START
+from langgraph.pregel import Pregel
+
+from outlast.action import NOT_EXECUTED, Action
+from outlast.app import App, Reconciler, Retry, Tool
+
+if TYPE_CHECKING:
+    from outlast.worker.run import Run
+
+__all__ = ["DurableGraph", "NodeEffect"]
+
+EffectName = Literal["read", "idempotent", "reconciled", "plain"]
+
+_FREE = pydantic.ConfigDict(extra="allow")
+_SERDE = JsonPlusSerializer()
+_RUN: contextvars.ContextVar[Run] = contextvars.ContextVar("outlast_graph_run")
+_BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.ContextVar("outlast_graph_body")
+
+
+@dataclass(frozen=True)
+class NodeEffect:
+    """What a repeat of one node would do (``read``, ``idempotent``, ``reconciled``, ``plain``),
+    and the rest of its declaration as a tool."""
+
+    effect: EffectName = "plain"
+    reconciler: Reconciler | None = None
+    timeout: float | None = None
+    retry: Retry | None = None
+
+    def __post_init__(self) -> None:
+        if (self.effect == "reconciled") != (self.reconciler is not None):
+            raise TypeError("a reconciled node needs its reconciler, and only a reconciled node has one")
+
+
+class DurableGraph:
+    """A compiled graph whose nodes are operations of the run that runs it (``run``)."""
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        graph: Pregel[Any, Any, Any, Any],
+        *,
+        nodes: Mapping[str, NodeEffect | EffectName] | None = None,
+    ) -> None:
+        declared = {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (nodes or {}).items()}
+        unknown = set(declared) - set(graph.nodes)
+        if unknown:
+            raise ValueError(
+                f"graph {name!r} has no node {sorted(unknown)}; its nodes: {sorted(graph.nodes)}"
+            )
+        self.name = name
+        wrapped = {}
+        for node, spec in graph.nodes.items():
+            if node == START:  # the graph's input, written to its channels: no code of the app
+                continue
+            tool = f"{name}.{node}"
+            _register(app, tool, declared.get(node, NodeEffect()))
+            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+        self.graph = graph.copy({"nodes": {**graph.nodes, **wrapped}})
+
+    def tool_name(self, node: str) -> str:
+        """The tool a node's operations are calls of (``GRAPH.NODE``)."""
+        return f"{self.name}.{node}"
+
+    async def run(self, run: Run, input: Any, config: RunnableConfig | None = None) -> Any:
+        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result)."""
+        token = _RUN.set(run)
+        try:
+            return await self.graph.ainvoke(input, config)
+        finally:
+            _RUN.reset(token)
+
+
+def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
+    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once."""
+
+    async def node(state: Any, config: RunnableConfig) -> Any:
+        try:
+            run = _RUN.get()
+        except LookupError:
+            raise RuntimeError(f"node {tool!r} runs only inside its DurableGraph.run") from None
+
+        async def body() -> Any:
+            return _dump(await bound.ainvoke(state, config))
+
+        token = _BODY.set(body)
+        try:
+            step = (config.get("metadata") or {}).get("langgraph_step")
+            return _load(await run.call(tool, step=step))
+        finally:
+            _BODY.reset(token)
+
+    return RunnableLambda(node, name=tool)
+
+
+async def _dispatched(**args: Any) -> Any:
+    """The function of every node's tool: the node's own code, handed to ``run.call``."""
+    try:
+        body = _BODY.get()
+    except LookupError:
+        raise RuntimeError("a graph node's tool runs only inside its graph (DurableGraph.run)") from None
+    return await body()
+
+
+def _register(app: App, name: str, effect: NodeEffect) -> None:
+    app.tools[name] = Tool(
+        name,
+        _dispatched,
+        "read" if effect.effect == "read" else "write",
+        effect.effect == "idempotent",
+        effect.retry,
+        pydantic.create_model(f"{name}_args", __config__=_FREE),
+        {},
+        effect.timeout,
+    )
+    if effect.reconciler is not None:
+        app.reconcilers[name] = _recorded_as_returned(effect.reconciler)
+
+
+def _recorded_as_returned(reconcile: Reconciler) -> Reconciler:
+    """The app's reconciler, its answer (the node's update) journaled as the node's own would be."""
+
+    async def reconciled(args: dict[str, Any], action: Action) -> Any:
+        answer = reconcile(args, action)
+        if isinstance(answer, Awaitable):
+            answer = await answer
+        return answer if answer is NOT_EXECUTED else _dump(answer)
+
+    return reconciled
+
+
+def _dump(update: Any) -> dict[str, Any]:
+    """A node's update as the journal keeps it: JSON as it is, anything else through LangGraph's
+    serializer."""
+    try:
+        if json.loads(json.dumps(update)) == update:
+            return {"json": update}
+    except (TypeError, ValueError):
+        pass
+    kind, data = _SERDE.dumps_typed(update)
+    return {"serde": kind, "data": base64.b64encode(data).decode()}
+
+
+def _load(journaled: dict[str, Any]) -> Any:
+    if "json" in journaled:
+        return journaled["json"]
+    return _SERDE.loads_typed((journaled["serde"], base64.b64decode(journaled["data"])))
