@@ -54,3 +54,18 @@ def test_a_run_crashed_after_two_nodes_replays_them_and_runs_the_third(
     # result was held when the worker crashed), and the bank kept one
     assert (ran.count("lookup"), ran.count("notify")) == (1, 1)
     assert h.sql("SELECT order_id, amount FROM charges") == [("A1", 30)]
+
+
+def test_the_example_runs_a_graph_with_a_chat_model_offline(outlast_harness: HarnessFactory) -> None:
+    """examples/langgraph_refund.py: a fake chat model's message goes through the journal (with
+    LangGraph's serializer) and back into the graph's state."""
+    from examples import langgraph_refund
+
+    h = outlast_harness(langgraph_refund.app)
+    h.start_worker()
+    run_id = h.client.enqueue("refund", {"order_id": "A1", "message": "Please refund order A1."}).id
+    answer = "Your order A1 is refunded: 30 EUR."
+    assert h.wait(run_id, "succeeded").result == {"amount": 30, "answer": answer}
+    assert list(langgraph_refund.refunds.values()) == [30]
+    drafted = next(e["ok"] for e in h.journal(run_id) if e.get("tool") == "refund.draft")
+    assert drafted["serde"] == "msgpack"
