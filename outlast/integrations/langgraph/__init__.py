@@ -1,4 +1,4 @@
-"""LangGraph and outlast (the ``langgraph`` extra).
+"""This package gives LangGraph apps outlast's Postgres and runs (the ``langgraph`` extra).
 
 - ``OutlastCheckpointer`` (``checkpointer.py``): a LangGraph checkpointer over outlast's Postgres,
   for any LangGraph app, inside a workflow or not.

@@ -1,4 +1,4 @@
-"""The checkpointer's SQL, said once: its tables (a schema of its own, created by ``SETUP``) and
+"""This module says the checkpointer's SQL once: its tables (a schema of its own, created by ``SETUP``) and
 every statement it runs, each a template whose ``{s}`` is the schema's name.
 
 A checkpoint is one row of ``checkpoints`` without its channel values; a channel's value is one

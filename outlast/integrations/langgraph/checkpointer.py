@@ -1,4 +1,4 @@
-"""``OutlastCheckpointer``: a LangGraph checkpointer (``BaseCheckpointSaver``) over outlast's Postgres.
+"""``OutlastCheckpointer`` keeps LangGraph's checkpoints in outlast's Postgres (a ``BaseCheckpointSaver``).
 
 An existing LangGraph app uses it as it would any checkpointer::
 

@@ -1,4 +1,4 @@
-"""``DurableGraph``: a compiled LangGraph graph run durably inside an outlast workflow.
+"""``DurableGraph`` executes a compiled LangGraph graph durably inside an outlast workflow.
 
 ``DurableGraph(app, "triage", compiled, nodes={"charge": "idempotent"})`` registers one tool per
 node of the graph, ``GRAPH.NODE``, and keeps a copy of the graph whose every node runs as an
