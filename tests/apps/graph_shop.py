@@ -3,7 +3,11 @@ workflow ``orders`` (outlast.integrations.langgraph.DurableGraph): look the orde
 charge it (idempotent: the bank's ``charges`` keeps one charge per idempotency key), tell the
 customer (plain: one row of ``emails`` a run). Each node also counts its every run in ``effects``.
 The tables are the test's own schema's, so a worker process killed mid-run leaves them to be
-counted."""
+counted.
+
+The workflow ``reviewed`` runs the graph with a ``review`` node between the lookup and the charge,
+which asks a person (LangGraph's ``interrupt()``) and goes on with their answer: a durable request
+of the run, answered with ``client.respond``."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import operator
 from typing import Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from outlast import App, Run, current_action
 from outlast.integrations.langgraph import DurableGraph
@@ -63,22 +68,43 @@ async def notify(state: Order) -> dict[str, Any]:
     return {"log": ["notified"]}
 
 
-def build() -> StateGraph[Order]:
+def review(state: Order) -> dict[str, Any]:
+    _effect("review")  # runs again when answered: LangGraph runs a node again from its start
+    answer = interrupt({"order_id": state["order_id"], "amount": state["amount"]})
+    return {"log": [f"approved by {answer['by']}"]}
+
+
+def build(*path: tuple[str, Any]) -> StateGraph[Order]:
     builder = StateGraph(Order)
-    builder.add_node("lookup", lookup)
-    builder.add_node("charge", charge)
-    builder.add_node("notify", notify)
-    builder.add_edge(START, "lookup")
-    builder.add_edge("lookup", "charge")
-    builder.add_edge("charge", "notify")
-    builder.add_edge("notify", END)
+    names = []
+    for name, fn in path:
+        builder.add_node(name, fn)
+        names.append(name)
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
     return builder
 
 
 app = App()
-orders = DurableGraph(app, "orders", build().compile(), nodes={"lookup": "read", "charge": "idempotent"})
+orders = DurableGraph(
+    app,
+    "orders",
+    build(("lookup", lookup), ("charge", charge), ("notify", notify)).compile(),
+    nodes={"lookup": "read", "charge": "idempotent"},
+)
+reviewed = DurableGraph(
+    app,
+    "reviewed",
+    build(("lookup", lookup), ("review", review), ("charge", charge)).compile(),
+    nodes={"lookup": "read", "review": "read", "charge": "idempotent"},
+)
 
 
 @app.workflow("orders", version="1")
 async def orders_workflow(run: Run, order_id: str) -> dict[str, Any]:
     return dict(await orders.run(run, {"order_id": order_id, "log": []}))
+
+
+@app.workflow("reviewed", version="1")
+async def reviewed_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    return dict(await reviewed.run(run, {"order_id": order_id, "log": []}))

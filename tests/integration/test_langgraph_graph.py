@@ -69,3 +69,26 @@ def test_the_example_runs_a_graph_with_a_chat_model_offline(outlast_harness: Har
     assert list(langgraph_refund.refunds.values()) == [30]
     drafted = next(e["ok"] for e in h.journal(run_id) if e.get("tool") == "refund.draft")
     assert drafted["serde"] == "msgpack"
+
+
+def test_an_interrupt_is_a_durable_request_answered_with_respond(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``interrupt()`` in a node: the run waits on a request (no worker held), named after the
+    node, its payload the interrupt's value; the answer is what ``interrupt()`` returns when the
+    node runs again, and the graph goes on. A worker crashed while it waited changes nothing."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("reviewed", {"order_id": "A1"}).id
+    h.start_worker()
+    asked = h.wait_for_request(run_id, "op-3")  # op-1: the lookup; op-2: the review, interrupted
+    assert (asked["name"], asked["payload"]) == ("reviewed.review", {"order_id": "A1", "amount": 30})
+    h.stop_worker()
+    h.client.respond(run_id, "op-3", {"by": "ann"})
+    h.start_worker()
+    done = h.wait(run_id, "succeeded", timeout=60)
+    assert done.result == {
+        "order_id": "A1",
+        "amount": 30,
+        "log": ["found A1", "approved by ann", "charged 30"],
+    }
+    assert effects(h, run_id) == ["lookup", "review", "review", "charge"]

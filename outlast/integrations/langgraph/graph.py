@@ -23,15 +23,21 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import dataclasses
+import itertools
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
+import pydantic_core
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import START
+from langgraph.errors import GraphInterrupt
 from langgraph.pregel import Pregel
 
 from outlast.action import NOT_EXECUTED, Action
@@ -113,18 +119,51 @@ def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
             run = _RUN.get()
         except LookupError:
             raise RuntimeError(f"node {tool!r} runs only inside its DurableGraph.run") from None
-
-        async def body() -> Any:
-            return _dump(await bound.ainvoke(state, config))
-
-        token = _BODY.set(body)
-        try:
-            step = (config.get("metadata") or {}).get("langgraph_step")
-            return _load(await run.call(tool, step=step))
-        finally:
-            _BODY.reset(token)
+        step = (config.get("metadata") or {}).get("langgraph_step")
+        answers: list[Any] = []  # the answers to the node's interrupts so far, in their order
+        while True:
+            done = await _execution(run, tool, bound, state, _resumed(config, answers), step, len(answers))
+            if "interrupt" not in done:
+                return _load(done)
+            answer = await run.request(tool, done["interrupt"], response=cast(type[Any], Any))
+            answers.append(answer)
 
     return RunnableLambda(node, name=tool)
+
+
+async def _execution(
+    run: Run, tool: str, bound: Runnable[Any, Any], state: Any, config: RunnableConfig, step: Any, n: int
+) -> dict[str, Any]:
+    """One execution of a node, an operation: its update, or the value of the interrupt it
+    raised (``{"interrupt": ...}``). The ``n``-th execution follows the node's ``n``-th answer."""
+
+    async def body() -> Any:
+        context = var_child_runnable_config.set(config)  # where interrupt() reads its answers
+        try:
+            return _dump(await bound.ainvoke(state, config))
+        except GraphInterrupt as exc:
+            return {"interrupt": pydantic_core.to_jsonable_python(exc.args[0][0].value)}
+        finally:
+            var_child_runnable_config.reset(context)
+
+    token = _BODY.set(body)
+    try:
+        return cast(dict[str, Any], await run.call(tool, step=step, **({"answers": n} if n else {})))
+    finally:
+        _BODY.reset(token)
+
+
+def _resumed(config: RunnableConfig, answers: list[Any]) -> RunnableConfig:
+    """The node's config, its interrupts answered by ``answers`` (LangGraph's own resume: the
+    node runs again from its start, and its ``n``-th ``interrupt()`` returns the ``n``-th answer)."""
+    if not answers:
+        return config
+    configurable = config.get("configurable") or {}
+    scratchpad = configurable[CONFIG_KEY_SCRATCHPAD]
+    fresh = dataclasses.replace(
+        scratchpad, resume=list(answers), interrupt_counter=itertools.count().__next__
+    )
+    return {**config, "configurable": {**configurable, CONFIG_KEY_SCRATCHPAD: fresh}}
 
 
 async def _dispatched(**args: Any) -> Any:
