@@ -14,6 +14,11 @@ after a crash), ``"idempotent"`` (sent again with the same ``current_action().id
 ``"plain"``, the default: a node cut by a crash mid-way is in doubt, never run twice, and the run
 waits with the reason ``in_doubt``. A node's code reads ``current_action()`` like a tool's.
 
+A node that calls ``interrupt(value)`` makes the run wait on a request (``run.request``) named
+after the node, its payload the value, with no worker held; the answer (``client.respond``) is
+what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
+execution of the node is an operation of its own (``answers=N`` after its N-th answer).
+
 The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
 replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
 LangGraph's own serializer (messages, ``Command``), base64 in the journal.
