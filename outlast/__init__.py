@@ -3,7 +3,8 @@
 This module is the public door. What it exports (defined in ``outlast.app``, ``outlast.action``
 and ``outlast.errors``) is the API, with ``outlast.fence``, ``outlast.settings``,
 ``outlast.identity``, ``outlast.services``, ``outlast.testing``, ``outlast.dashboard``,
-``outlast.web``, ``outlast.agents`` (with the ``agents`` extra) and the demos (``outlast.demo``,
+``outlast.web``, ``outlast.agents`` (with the ``agents`` extra),
+``outlast.integrations.langgraph`` (with the ``langgraph`` extra) and the demos (``outlast.demo``,
 ``outlast.demo_app``, ``outlast.demo_agent``, ``outlast.demo_agent_app``). Every other module is
 internal and may change in any release: the top-level ones say so by a leading underscore
 (``outlast._journal``), the packages ``worker``, ``store``, ``queue``, ``producer`` and ``cli`` by

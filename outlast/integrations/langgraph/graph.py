@@ -1,0 +1,225 @@
+"""``DurableGraph`` executes a compiled LangGraph graph durably inside an outlast workflow.
+
+``DurableGraph(app, "triage", compiled, nodes={"charge": "idempotent"})`` registers one tool per
+node of the graph, ``GRAPH.NODE``, and keeps a copy of the graph whose every node runs as an
+operation of the workflow's run (``run.call``): ``await triage.run(run, input)`` inside a workflow
+runs the graph; each node's execution is an operation whose result, the node's state update, is
+journaled before the graph takes its next step. On a resume the workflow runs again from the
+start, LangGraph runs the graph again, and each node that finished is served its update from the
+journal (its code is not run again); the first node that did not finish runs live.
+
+What a node may do twice is declared per node, as for any tool: ``"read"`` (no effect: redone
+after a crash), ``"idempotent"`` (sent again with the same ``current_action().idempotency_key``),
+``NodeEffect("reconciled", reconciler=fn)`` (the reconciler says whether it happened), or
+``"plain"``, the default: a node cut by a crash mid-way is in doubt, never run twice, and the run
+waits with the reason ``in_doubt``. A node's code reads ``current_action()`` like a tool's.
+
+A node that calls ``interrupt(value)`` makes the run wait on a request (``run.request``) named
+after the node, its payload the value, with no worker held; the answer (``client.respond``) is
+what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
+execution of the node is an operation of its own (``answers=N`` after its N-th answer).
+
+The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
+replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
+LangGraph's own serializer (messages, ``Command``), base64 in the journal.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import dataclasses
+import itertools
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import pydantic
+import pydantic_core
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables.config import var_child_runnable_config
+from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.constants import START
+from langgraph.errors import GraphInterrupt
+from langgraph.pregel import Pregel
+
+from outlast.action import NOT_EXECUTED, Action
+from outlast.app import App, Reconciler, Retry, Tool
+
+if TYPE_CHECKING:
+    from outlast.worker.run import Run
+
+__all__ = ["DurableGraph", "NodeEffect"]
+
+EffectName = Literal["read", "idempotent", "reconciled", "plain"]
+
+_FREE = pydantic.ConfigDict(extra="allow")
+_SERDE = JsonPlusSerializer()
+_RUN: contextvars.ContextVar[Run] = contextvars.ContextVar("outlast_graph_run")
+_BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.ContextVar("outlast_graph_body")
+
+
+@dataclass(frozen=True)
+class NodeEffect:
+    """What a repeat of one node would do (``read``, ``idempotent``, ``reconciled``, ``plain``),
+    and the rest of its declaration as a tool."""
+
+    effect: EffectName = "plain"
+    reconciler: Reconciler | None = None
+    timeout: float | None = None
+    retry: Retry | None = None
+
+    def __post_init__(self) -> None:
+        if (self.effect == "reconciled") != (self.reconciler is not None):
+            raise TypeError("a reconciled node needs its reconciler, and only a reconciled node has one")
+
+
+class DurableGraph:
+    """A compiled graph whose nodes are operations of the run that runs it (``run``)."""
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        graph: Pregel[Any, Any, Any, Any],
+        *,
+        nodes: Mapping[str, NodeEffect | EffectName] | None = None,
+    ) -> None:
+        declared = {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (nodes or {}).items()}
+        unknown = set(declared) - set(graph.nodes)
+        if unknown:
+            raise ValueError(
+                f"graph {name!r} has no node {sorted(unknown)}; its nodes: {sorted(graph.nodes)}"
+            )
+        self.name = name
+        wrapped = {}
+        for node, spec in graph.nodes.items():
+            if node == START:  # the graph's input, written to its channels: no code of the app
+                continue
+            tool = f"{name}.{node}"
+            _register(app, tool, declared.get(node, NodeEffect()))
+            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+        self.graph = graph.copy({"nodes": {**graph.nodes, **wrapped}})
+
+    def tool_name(self, node: str) -> str:
+        """The tool a node's operations are calls of (``GRAPH.NODE``)."""
+        return f"{self.name}.{node}"
+
+    async def run(self, run: Run, input: Any, config: RunnableConfig | None = None) -> Any:
+        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result)."""
+        token = _RUN.set(run)
+        try:
+            return await self.graph.ainvoke(input, config)
+        finally:
+            _RUN.reset(token)
+
+
+def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
+    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once."""
+
+    async def node(state: Any, config: RunnableConfig) -> Any:
+        try:
+            run = _RUN.get()
+        except LookupError:
+            raise RuntimeError(f"node {tool!r} runs only inside its DurableGraph.run") from None
+        step = (config.get("metadata") or {}).get("langgraph_step")
+        answers: list[Any] = []  # the answers to the node's interrupts so far, in their order
+        while True:
+            done = await _execution(run, tool, bound, state, _resumed(config, answers), step, len(answers))
+            if "interrupt" not in done:
+                return _load(done)
+            answer = await run.request(tool, done["interrupt"], response=cast(type[Any], Any))
+            answers.append(answer)
+
+    return RunnableLambda(node, name=tool)
+
+
+async def _execution(
+    run: Run, tool: str, bound: Runnable[Any, Any], state: Any, config: RunnableConfig, step: Any, n: int
+) -> dict[str, Any]:
+    """One execution of a node, an operation: its update, or the value of the interrupt it
+    raised (``{"interrupt": ...}``). The ``n``-th execution follows the node's ``n``-th answer."""
+
+    async def body() -> Any:
+        context = var_child_runnable_config.set(config)  # where interrupt() reads its answers
+        try:
+            return _dump(await bound.ainvoke(state, config))
+        except GraphInterrupt as exc:
+            return {"interrupt": pydantic_core.to_jsonable_python(exc.args[0][0].value)}
+        finally:
+            var_child_runnable_config.reset(context)
+
+    token = _BODY.set(body)
+    try:
+        return cast(dict[str, Any], await run.call(tool, step=step, **({"answers": n} if n else {})))
+    finally:
+        _BODY.reset(token)
+
+
+def _resumed(config: RunnableConfig, answers: list[Any]) -> RunnableConfig:
+    """The node's config, its interrupts answered by ``answers`` (LangGraph's own resume: the
+    node runs again from its start, and its ``n``-th ``interrupt()`` returns the ``n``-th answer)."""
+    if not answers:
+        return config
+    configurable = config.get("configurable") or {}
+    scratchpad = configurable[CONFIG_KEY_SCRATCHPAD]
+    fresh = dataclasses.replace(
+        scratchpad, resume=list(answers), interrupt_counter=itertools.count().__next__
+    )
+    return {**config, "configurable": {**configurable, CONFIG_KEY_SCRATCHPAD: fresh}}
+
+
+async def _dispatched(**args: Any) -> Any:
+    """The function of every node's tool: the node's own code, handed to ``run.call``."""
+    try:
+        body = _BODY.get()
+    except LookupError:
+        raise RuntimeError("a graph node's tool runs only inside its graph (DurableGraph.run)") from None
+    return await body()
+
+
+def _register(app: App, name: str, effect: NodeEffect) -> None:
+    app.tools[name] = Tool(
+        name,
+        _dispatched,
+        "read" if effect.effect == "read" else "write",
+        effect.effect == "idempotent",
+        effect.retry,
+        pydantic.create_model(f"{name}_args", __config__=_FREE),
+        {},
+        effect.timeout,
+    )
+    if effect.reconciler is not None:
+        app.reconcilers[name] = _recorded_as_returned(effect.reconciler)
+
+
+def _recorded_as_returned(reconcile: Reconciler) -> Reconciler:
+    """The app's reconciler, its answer (the node's update) journaled as the node's own would be."""
+
+    async def reconciled(args: dict[str, Any], action: Action) -> Any:
+        answer = reconcile(args, action)
+        if isinstance(answer, Awaitable):
+            answer = await answer
+        return answer if answer is NOT_EXECUTED else _dump(answer)
+
+    return reconciled
+
+
+def _dump(update: Any) -> dict[str, Any]:
+    """A node's update as the journal keeps it: JSON as it is, anything else through LangGraph's
+    serializer."""
+    try:
+        if json.loads(json.dumps(update)) == update:
+            return {"json": update}
+    except (TypeError, ValueError):
+        pass
+    kind, data = _SERDE.dumps_typed(update)
+    return {"serde": kind, "data": base64.b64encode(data).decode()}
+
+
+def _load(journaled: dict[str, Any]) -> Any:
+    if "json" in journaled:
+        return journaled["json"]
+    return _SERDE.loads_typed((journaled["serde"], base64.b64decode(journaled["data"])))

@@ -1,0 +1,110 @@
+"""The LangGraph test world: a compiled graph of three plain Python nodes, run durably by the
+workflow ``orders`` (outlast.integrations.langgraph.DurableGraph): look the order up (a read),
+charge it (idempotent: the bank's ``charges`` keeps one charge per idempotency key), tell the
+customer (plain: one row of ``emails`` a run). Each node also counts its every run in ``effects``.
+The tables are the test's own schema's, so a worker process killed mid-run leaves them to be
+counted.
+
+The workflow ``reviewed`` runs the graph with a ``review`` node between the lookup and the charge,
+which asks a person (LangGraph's ``interrupt()``) and goes on with their answer: a durable request
+of the run, answered with ``client.respond``."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from outlast import App, Run, current_action
+from outlast.integrations.langgraph import DurableGraph
+from tests.apps import connect, setup_tables
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS effects (id serial PRIMARY KEY, run_id text NOT NULL, node text NOT NULL,
+    key text NOT NULL);
+CREATE TABLE IF NOT EXISTS charges (key text PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);
+CREATE TABLE IF NOT EXISTS emails (id serial PRIMARY KEY, run_id text NOT NULL, body text NOT NULL);
+"""
+
+
+def setup(database_url: str, schema: str) -> None:
+    setup_tables(database_url, schema, TABLES)
+
+
+class Order(TypedDict):
+    order_id: str
+    amount: int
+    log: Annotated[list[str], operator.add]
+
+
+def _effect(node: str, statement: str = "", args: tuple[Any, ...] = ()) -> None:
+    """Count the node's run, and make its effect in the world (``statement`` with ``args``)."""
+    a = current_action()
+    with connect() as c:
+        c.execute(
+            "INSERT INTO effects (run_id, node, key) VALUES (%s, %s, %s)", (a.run_id, node, a.idempotency_key)
+        )
+        if statement:
+            c.execute(statement, args)
+
+
+def lookup(state: Order) -> dict[str, Any]:
+    _effect("lookup")
+    return {"amount": 30, "log": [f"found {state['order_id']}"]}
+
+
+def charge(state: Order) -> dict[str, Any]:
+    insert = "INSERT INTO charges (key, order_id, amount) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"
+    _effect("charge", insert, (current_action().idempotency_key, state["order_id"], state["amount"]))
+    return {"log": [f"charged {state['amount']}"]}
+
+
+async def notify(state: Order) -> dict[str, Any]:
+    _effect(
+        "notify", "INSERT INTO emails (run_id, body) VALUES (%s, %s)", (current_action().run_id, "charged")
+    )
+    return {"log": ["notified"]}
+
+
+def review(state: Order) -> dict[str, Any]:
+    _effect("review")  # runs again when answered: LangGraph runs a node again from its start
+    answer = interrupt({"order_id": state["order_id"], "amount": state["amount"]})
+    return {"log": [f"approved by {answer['by']}"]}
+
+
+def build(*path: tuple[str, Any]) -> StateGraph[Order]:
+    builder = StateGraph(Order)
+    names = []
+    for name, fn in path:
+        builder.add_node(name, fn)
+        names.append(name)
+    for a, b in zip([START, *names], [*names, END], strict=True):
+        builder.add_edge(a, b)
+    return builder
+
+
+app = App()
+orders = DurableGraph(
+    app,
+    "orders",
+    build(("lookup", lookup), ("charge", charge), ("notify", notify)).compile(),
+    nodes={"lookup": "read", "charge": "idempotent"},
+)
+reviewed = DurableGraph(
+    app,
+    "reviewed",
+    build(("lookup", lookup), ("review", review), ("charge", charge)).compile(),
+    nodes={"lookup": "read", "review": "read", "charge": "idempotent"},
+)
+
+
+@app.workflow("orders", version="1")
+async def orders_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    return dict(await orders.run(run, {"order_id": order_id, "log": []}))
+
+
+@app.workflow("reviewed", version="1")
+async def reviewed_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    return dict(await reviewed.run(run, {"order_id": order_id, "log": []}))

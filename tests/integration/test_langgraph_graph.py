@@ -1,0 +1,94 @@
+"""A compiled LangGraph graph run inside a workflow (DurableGraph): each node's execution one
+operation whose state update is journaled, served from the journal on a resume (in process here;
+tests/crash/test_langgraph_crash.py kills a real worker)."""
+
+from __future__ import annotations
+
+import pytest
+
+from outlast.testing import Harness, HarnessFactory
+from tests.apps import graph_shop
+
+DONE = {"order_id": "A1", "amount": 30, "log": ["found A1", "charged 30", "notified"]}
+
+
+def shop(outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    h = outlast_harness(graph_shop.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    graph_shop.setup(h.database_url, h.schema)
+    return h
+
+
+def effects(h: Harness, run_id: str) -> list[str]:
+    return [n for (n,) in h.sql("SELECT node FROM effects WHERE run_id = %s ORDER BY id", run_id)]
+
+
+def test_each_node_is_an_operation_whose_update_is_journaled(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch)
+    h.start_worker()
+    run_id = h.client.enqueue("orders", {"order_id": "A1"}).id
+    run = h.wait(run_id, "succeeded")
+    assert run.result == DONE
+    assert effects(h, run_id) == ["lookup", "charge", "notify"]
+    journal = h.journal(run_id)
+    # a read is journaled as its result alone; the others, an intention then a result
+    assert [e["tool"] for e in journal if "tool" in e] == ["orders.lookup", "orders.charge", "orders.notify"]
+    updates = [e["ok"] for e in journal if e["kind"] == "result"]
+    assert updates[1] == {"json": {"log": ["charged 30"]}}
+
+
+def test_a_run_crashed_after_two_nodes_replays_them_and_runs_the_third(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("orders", {"order_id": "A1"}).id
+    h.crash_at("after_result", "orders.charge")
+    assert effects(h, run_id) == ["lookup", "charge"]
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == DONE
+    ran = effects(h, run_id)
+    # the lookup replayed, the notice sent once; the charge may be sent again with its key (its
+    # result was held when the worker crashed), and the bank kept one
+    assert (ran.count("lookup"), ran.count("notify")) == (1, 1)
+    assert h.sql("SELECT order_id, amount FROM charges") == [("A1", 30)]
+
+
+def test_the_example_runs_a_graph_with_a_chat_model_offline(outlast_harness: HarnessFactory) -> None:
+    """examples/langgraph_refund.py: a fake chat model's message goes through the journal (with
+    LangGraph's serializer) and back into the graph's state."""
+    from examples import langgraph_refund
+
+    h = outlast_harness(langgraph_refund.app)
+    h.start_worker()
+    run_id = h.client.enqueue("refund", {"order_id": "A1", "message": "Please refund order A1."}).id
+    answer = "Your order A1 is refunded: 30 EUR."
+    assert h.wait(run_id, "succeeded").result == {"amount": 30, "answer": answer}
+    assert list(langgraph_refund.refunds.values()) == [30]
+    drafted = next(e["ok"] for e in h.journal(run_id) if e.get("tool") == "refund.draft")
+    assert drafted["serde"] == "msgpack"
+
+
+def test_an_interrupt_is_a_durable_request_answered_with_respond(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``interrupt()`` in a node: the run waits on a request (no worker held), named after the
+    node, its payload the interrupt's value; the answer is what ``interrupt()`` returns when the
+    node runs again, and the graph goes on. A worker crashed while it waited changes nothing."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("reviewed", {"order_id": "A1"}).id
+    h.start_worker()
+    asked = h.wait_for_request(run_id, "op-3")  # op-1: the lookup; op-2: the review, interrupted
+    assert (asked["name"], asked["payload"]) == ("reviewed.review", {"order_id": "A1", "amount": 30})
+    h.stop_worker()
+    h.client.respond(run_id, "op-3", {"by": "ann"})
+    h.start_worker()
+    done = h.wait(run_id, "succeeded", timeout=60)
+    assert done.result == {
+        "order_id": "A1",
+        "amount": 30,
+        "log": ["found A1", "approved by ann", "charged 30"],
+    }
+    assert effects(h, run_id) == ["lookup", "review", "review", "charge"]
