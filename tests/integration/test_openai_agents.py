@@ -55,3 +55,15 @@ def test_a_run_crashed_after_a_model_response_is_served_it_from_the_journal(
     h.start_worker()
     assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
     assert model_calls(h, run_id) == [1, 2, 3]  # the first response replayed, not asked again
+
+
+def test_the_example_runs_an_agent_with_a_scripted_model_offline(outlast_harness: HarnessFactory) -> None:
+    """examples/openai_agents_refund.py: no key, no network; one refund, three model calls."""
+    from examples import openai_agents_refund
+
+    h = outlast_harness(openai_agents_refund.app)
+    h.start_worker()
+    run_id = h.client.enqueue("support", {"message": "Please refund order A1."}).id
+    assert h.wait(run_id, "succeeded").result == "Your order A1 is refunded: 30 EUR."
+    assert list(openai_agents_refund.refunds.values()) == [30]
+    assert [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"] == ["support:model"] * 3
