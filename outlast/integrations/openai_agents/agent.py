@@ -1,0 +1,203 @@
+"""``DurableAgent`` runs an OpenAI Agents SDK agent durably inside an outlast workflow.
+
+``DurableAgent(app, "support", agent, tools={"refund": "idempotent"})`` registers, in ``app``,
+the tool ``support:model`` (every model call of the agent and of the agents it hands off to) and
+one tool ``support.TOOL`` per function tool of those agents, and keeps a copy of the agents whose
+model and function tools go through them. ``await support.run(run, input)`` inside a workflow is
+``Runner.run`` on that copy: each model call and each function tool call is then an operation of
+the workflow's ``run``, journaled once and served from the journal on every resume.
+
+What a tool may do twice is declared per tool, as for any outlast tool: ``"read"`` (no effect:
+redone after a crash), ``"idempotent"`` (sent again with the same
+``current_action().idempotency_key``), ``ToolEffect("reconciled", reconciler=fn)`` (the
+reconciler says whether it happened), or ``"plain"``, the default: a call cut by a crash is in
+doubt, never run twice, and the model is told its outcome is unknown. A tool's code reads
+``current_action()``. A tool's result is journaled as JSON (what the model sees of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import pydantic
+import pydantic_core
+from agents import Agent, FunctionTool, RunConfig, Runner, RunResult
+from agents.handoffs import Handoff
+from agents.models.interface import Model
+from agents.models.multi_provider import MultiProvider
+from agents.tool_context import ToolContext
+
+from outlast.action import NOT_EXECUTED, Action
+from outlast.app import App, Reconciler, Retry, Tool
+from outlast.errors import InDoubt
+from outlast.integrations.openai_agents.model import (
+    SCOPE,
+    JournaledModel,
+    JournaledProvider,
+    Scope,
+    call,
+    dispatched,
+    not_executed,
+)
+
+if TYPE_CHECKING:
+    from outlast.worker.run import Run
+
+EffectName = Literal["read", "idempotent", "reconciled", "plain"]
+_FREE = pydantic.ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class ToolEffect:
+    """What a repeat of one tool would do (``read``, ``idempotent``, ``reconciled``, ``plain``),
+    and the rest of its declaration as an outlast tool."""
+
+    effect: EffectName = "plain"
+    reconciler: Reconciler | None = None
+    timeout: float | None = None
+    retry: Retry | None = None
+
+    def __post_init__(self) -> None:
+        if (self.effect == "reconciled") != (self.reconciler is not None):
+            raise TypeError("a reconciled tool needs its reconciler, and only a reconciled tool has one")
+
+
+class DurableAgent:
+    """An agent (and the agents it hands off to) whose model and tool calls are operations."""
+
+    def __init__(
+        self,
+        app: App,
+        name: str,
+        agent: Agent[Any],
+        *,
+        tools: Mapping[str, ToolEffect | EffectName] | None = None,
+        model_cost: Mapping[str, float] | None = None,
+        usage_budget: str = "tokens",
+    ) -> None:
+        self.name = name
+        self.usage_budget = usage_budget
+        declared = {k: ToolEffect(v) if isinstance(v, str) else v for k, v in (tools or {}).items()}
+        self._copies: dict[int, Agent[Any]] = {}
+        self.agent = self._durable(agent)
+        found = {t.name for a in self._copies.values() for t in a.tools if isinstance(t, FunctionTool)}
+        unknown = set(declared) - found
+        if unknown:
+            raise ValueError(
+                f"agent {name!r} has no function tool {sorted(unknown)}; its tools: {sorted(found)}"
+            )
+        _register(
+            app, f"{name}:model", ToolEffect("reconciled", not_executed), dict(model_cost or {}), "model"
+        )
+        for tool in sorted(found):
+            _register(app, self.tool_name(tool), declared.get(tool, ToolEffect()), {}, "tool")
+
+    def tool_name(self, tool: str) -> str:
+        """The outlast tool a call of the agent's ``tool`` is (``run.in_doubt`` takes it)."""
+        return f"{self.name}.{tool}"
+
+    async def run(
+        self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
+    ) -> RunResult:
+        """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``."""
+        config = run_config or RunConfig()
+        model = config.model
+        config = dataclasses.replace(
+            config,
+            model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
+            model_provider=JournaledProvider(config.model_provider or MultiProvider()),
+        )
+        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        try:
+            return await Runner.run(self.agent, input, run_config=config, **kwargs)
+        finally:
+            SCOPE.reset(token)
+
+    def _durable(self, agent: Agent[Any]) -> Agent[Any]:
+        """A copy of ``agent`` whose model and function tools are journaled, and whose handoffs
+        lead to such copies (each agent copied once, so a cycle of handoffs stays a cycle)."""
+        if id(agent) in self._copies:
+            return self._copies[id(agent)]
+        model = agent.model
+        copy = agent.clone(
+            model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
+            tools=[self._tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools],
+        )
+        self._copies[id(agent)] = copy
+        copy.handoffs = [
+            self._durable(h) if isinstance(h, Agent) else self._handoff(h) for h in agent.handoffs
+        ]
+        return copy
+
+    def _handoff(self, handoff: Handoff[Any, Any]) -> Handoff[Any, Any]:
+        invoke = handoff.on_invoke_handoff
+
+        async def on_invoke(ctx: Any, raw: str) -> Agent[Any]:
+            return self._durable(await invoke(ctx, raw))
+
+        return dataclasses.replace(handoff, on_invoke_handoff=on_invoke)
+
+    def _tool(self, tool: FunctionTool) -> FunctionTool:
+        invoke = tool.on_invoke_tool
+        name = self.tool_name(tool.name)
+
+        async def on_invoke(ctx: ToolContext[Any], raw: str) -> Any:
+            scope = SCOPE.get(None)
+            try:
+                args = json.loads(raw or "{}")
+            except ValueError:
+                args = None
+            if scope is None or not isinstance(args, dict):
+                return await invoke(ctx, raw)  # outside a run, or arguments the tool refuses itself
+
+            async def body(journaled: dict[str, Any]) -> Any:
+                return pydantic_core.to_jsonable_python(
+                    await invoke(ctx, json.dumps(journaled)), fallback=str
+                )
+
+            try:
+                return await call(scope.run, name, args, body)
+            except InDoubt as exc:
+                return (
+                    f"The outcome of this {tool.name} call is unknown: it was interrupted and may or may not "
+                    f"have taken effect, and it will not be run again (operation {exc.operation_id}). "
+                    "Do not assume either outcome."
+                )
+
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke)
+
+
+def _register(
+    app: App, name: str, effect: ToolEffect, cost: dict[str, float], kind: Literal["tool", "model"]
+) -> None:
+    app.tools[name] = Tool(
+        name,
+        dispatched,
+        "read" if effect.effect == "read" else "write",
+        effect.effect == "idempotent",
+        effect.retry,
+        pydantic.create_model(f"{name}_args", __config__=_FREE),
+        cost,
+        effect.timeout,
+        kind=kind,
+    )
+    if effect.reconciler is not None:
+        app.reconcilers[name] = (
+            effect.reconciler if kind == "model" else _recorded_as_returned(effect.reconciler)
+        )
+
+
+def _recorded_as_returned(reconcile: Reconciler) -> Reconciler:
+    """The app's reconciler, its answer journaled as the tool's own result would be (as JSON)."""
+
+    async def reconciled(args: dict[str, Any], action: Action) -> Any:
+        answer = reconcile(args, action)
+        if hasattr(answer, "__await__"):
+            answer = await answer
+        return answer if answer is NOT_EXECUTED else pydantic_core.to_jsonable_python(answer, fallback=str)
+
+    return reconciled

@@ -1,0 +1,191 @@
+"""Each model call of an OpenAI Agents SDK run as one outlast operation.
+
+``JournaledModel`` wraps any SDK ``Model``: inside a run (``scope`` set by ``DurableAgent.run``),
+its ``get_response`` is a call of the tool ``AGENT:model`` (``run.call``) whose dispatch captures
+what the model receives (``current_action().capture``: the input items, the instructions, the
+settings and the names of the tools and handoffs offered), asks the wrapped model, charges the
+response's token usage to the run's budget, and returns the response as JSON. The journal keeps
+that JSON, so a resumed run is served the response and the model is never asked again; one in
+flight when its worker died is asked again (a model call has no effect in the world, only a cost).
+
+``JournaledProvider`` wraps the run's ``ModelProvider`` (``RunConfig.model_provider``), so that
+an agent whose model is named by a string is journaled too.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+import pydantic_core
+from agents.items import ModelResponse, TResponseStreamEvent
+from agents.models.interface import Model, ModelProvider, ModelTracing
+
+from outlast.action import NOT_EXECUTED, Action, current_action
+
+if TYPE_CHECKING:
+    from outlast.worker.run import Run
+
+_RESPONSE: pydantic.TypeAdapter[ModelResponse] = pydantic.TypeAdapter(ModelResponse)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One agent run inside one outlast run: the run, and the names of its outlast tools."""
+
+    run: Run
+    name: str  # the DurableAgent's name: its model tool is ``NAME:model``, its tools ``NAME.TOOL``
+    usage_budget: str
+
+
+SCOPE: contextvars.ContextVar[Scope] = contextvars.ContextVar("outlast_openai_agents_scope")
+BODY: contextvars.ContextVar[Callable[[dict[str, Any]], Awaitable[Any]]] = contextvars.ContextVar(
+    "outlast_openai_agents_body"
+)
+
+
+async def dispatched(**args: Any) -> Any:
+    """The function of every tool this integration registers: the body ``call`` handed over."""
+    try:
+        body = BODY.get()
+    except LookupError:
+        raise RuntimeError("an agent's operation runs only inside DurableAgent.run") from None
+    return await body(args)
+
+
+async def call(
+    run: Run, tool: str, args: dict[str, Any], body: Callable[[dict[str, Any]], Awaitable[Any]]
+) -> Any:
+    """``run.call(tool, **args)``, whose dispatch runs ``body`` with the journaled arguments."""
+    token = BODY.set(body)
+    try:
+        return await run.call(tool, **args)
+    finally:
+        BODY.reset(token)
+
+
+def not_executed(args: dict[str, Any], action: Action) -> Any:
+    """A model call has no effect in the world: one interrupted is simply sent again."""
+    return NOT_EXECUTED
+
+
+def dump_response(response: ModelResponse) -> dict[str, Any]:
+    """A model response as the journal keeps it (fields the model did not set left out, so that
+    the items sent back to the model on the next turn are the same live and replayed)."""
+    return dict(_RESPONSE.dump_python(response, mode="json", exclude_unset=True))
+
+
+def load_response(journaled: dict[str, Any]) -> ModelResponse:
+    return _RESPONSE.validate_python(journaled)
+
+
+class JournaledModel(Model):
+    """``model``, each of its calls an operation of the run in scope (none outside a run)."""
+
+    def __init__(self, model: Model, name: str) -> None:
+        self.model = model
+        self.model_name = name
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: Any,
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        async def ask() -> ModelResponse:
+            return await self.model.get_response(
+                system_instructions,
+                input,
+                model_settings,
+                tools,
+                output_schema,
+                handoffs,
+                tracing,
+                previous_response_id=previous_response_id,
+                conversation_id=conversation_id,
+                prompt=prompt,
+            )
+
+        scope = SCOPE.get(None)
+        if scope is None:
+            return await ask()
+
+        async def body(args: dict[str, Any]) -> Any:
+            action = current_action()
+            action.capture(
+                {
+                    "messages": pydantic_core.to_jsonable_python(
+                        [{"role": "user", "content": input}] if isinstance(input, str) else input,
+                        fallback=repr,
+                    ),
+                    "instructions": system_instructions,
+                    "settings": pydantic_core.to_jsonable_python(model_settings, fallback=repr),
+                    "tools": [getattr(t, "name", type(t).__name__) for t in tools],
+                    "handoffs": [h.tool_name for h in handoffs],
+                }
+            )
+            response = await ask()
+            tokens = response.usage.input_tokens + response.usage.output_tokens
+            if tokens:
+                action.charge(**{scope.usage_budget: tokens})
+            return dump_response(response)
+
+        return load_response(await call(scope.run, f"{scope.name}:model", {"model": self.model_name}, body))
+
+    def stream_response(
+        self,
+        system_instructions: str | None,
+        input: Any,
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        if SCOPE.get(None) is not None:
+            raise NotImplementedError(
+                "outlast journals Runner.run's model calls; Runner.run_streamed is not journaled yet"
+            )
+        return self.model.stream_response(
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+        )
+
+    async def close(self) -> None:
+        await self.model.close()
+
+
+class JournaledProvider(ModelProvider):
+    """``provider``, each model it gives journaled (``JournaledModel``)."""
+
+    def __init__(self, provider: ModelProvider) -> None:
+        self.provider = provider
+
+    def get_model(self, model_name: str | None) -> Model:
+        return JournaledModel(self.provider.get_model(model_name), model_name or "default")
+
+    async def aclose(self) -> None:
+        await self.provider.aclose()

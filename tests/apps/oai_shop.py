@@ -1,0 +1,164 @@
+"""The OpenAI Agents SDK's test world: a support agent on a scripted ``Model`` (the SDK's interface,
+no network, no key) whose every call is counted in ``model_calls``, and function tools of each
+effect whose every run is counted in ``effects`` (tables of the test's own schema, so a worker
+process killed mid-run leaves them to be counted).
+
+The script: look the order up (a read); refund it and email the customer, in the same response (an
+idempotent refund, a reconciled email); answer with what the tools said. ``plain_app``'s email is
+plain (in doubt after a crash)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agents import Agent, ModelSettings, function_tool
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+from outlast import NOT_EXECUTED, App, Run, current_action
+from outlast.action import Action
+from outlast.integrations.openai_agents import DurableAgent, ToolEffect
+from tests.apps import connect, setup_tables
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS model_calls (id serial PRIMARY KEY, run_id text NOT NULL, step int NOT NULL);
+CREATE TABLE IF NOT EXISTS effects (id serial PRIMARY KEY, run_id text NOT NULL, tool text NOT NULL,
+    key text NOT NULL, detail text NOT NULL);
+CREATE TABLE IF NOT EXISTS refunds (key text PRIMARY KEY, order_id text NOT NULL, amount int NOT NULL);
+"""
+
+
+def setup(database_url: str, schema: str) -> None:
+    setup_tables(database_url, schema, TABLES)
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
+    )
+
+
+def _text(text: str) -> ResponseOutputMessage:
+    content = [ResponseOutputText(type="output_text", text=text, annotations=[])]
+    return ResponseOutputMessage(
+        id="msg", type="message", role="assistant", status="completed", content=content
+    )
+
+
+def _step(items: list[Any]) -> tuple[int, dict[str, str]]:
+    """Which step a request is (one more than the model's responses in it), and the tools' outputs."""
+    calls = {
+        i["call_id"]: i["name"] for i in items if isinstance(i, dict) and i.get("type") == "function_call"
+    }
+    outputs = {
+        calls[i["call_id"]]: str(i["output"])
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call_output"
+    }
+    return len(
+        {i.get("call_id") for i in items if isinstance(i, dict) and i.get("type") == "function_call"}
+    ), outputs
+
+
+class ScriptedModel(Model):
+    """The model: one step per response, each call counted in the world before it answers."""
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        items = [] if isinstance(input, str) else list(input)
+        made, outputs = _step(items)
+        step = 1 if made == 0 else 2 if made == 1 else 3
+        with connect() as c:  # a model call runs as an operation: its action names the run
+            c.execute(
+                "INSERT INTO model_calls (run_id, step) VALUES (%s, %s)", (current_action().run_id, step)
+            )
+        usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+        if step == 1:
+            output: list[Any] = [_call("call-1", "lookup_order", {"order_id": "A1"})]
+        elif step == 2:
+            output = [
+                _call("call-2", "refund", {"order_id": "A1", "amount": 30}),
+                _call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
+            ]
+        else:
+            output = [_text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
+        return ModelResponse(output=output, usage=usage, response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("the scripted model does not stream")
+
+
+def _effect(tool: str, detail: str) -> Action:
+    a = current_action()
+    with connect() as c:
+        c.execute(
+            "INSERT INTO effects (run_id, tool, key, detail) VALUES (%s, %s, %s, %s)",
+            (a.run_id, tool, a.idempotency_key, detail),
+        )
+    return a
+
+
+@function_tool
+def lookup_order(order_id: str) -> dict[str, Any]:
+    """Look an order up."""
+    _effect("lookup_order", order_id)
+    return {"order_id": order_id, "amount": 30}
+
+
+@function_tool
+def refund(order_id: str, amount: int) -> str:
+    """Refund an order (the bank honours the idempotency key)."""
+    a = _effect("refund", f"{order_id}:{amount}")
+    with connect() as c:
+        c.execute(
+            "INSERT INTO refunds (key, order_id, amount) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+            (a.idempotency_key, order_id, amount),
+        )
+    return f"refunded {amount}"
+
+
+@function_tool
+def email_customer(to: str, text: str) -> str:
+    """Email the customer."""
+    _effect("email_customer", f"{to}:{text}")
+    return "sent"
+
+
+def email_sent(args: dict[str, Any], action: Action) -> Any:
+    """Ask the outbox whether the email went out."""
+    with connect() as c:
+        row = c.execute(
+            "SELECT 1 FROM effects WHERE key = %s AND tool = 'email_customer'", (action.idempotency_key,)
+        ).fetchone()
+    return "sent" if row else NOT_EXECUTED
+
+
+def build(name: str, email: ToolEffect) -> App:
+    """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
+    returns its final output and whether the email was in doubt."""
+    app = App()
+    agent = Agent(
+        name="support",
+        instructions="Refund what the customer asks for.",
+        model=ScriptedModel(),
+        model_settings=ModelSettings(parallel_tool_calls=False),
+        tools=[lookup_order, refund, email_customer],
+    )
+    durable = DurableAgent(
+        app, name, agent, tools={"lookup_order": "read", "refund": "idempotent", "email_customer": email}
+    )
+
+    @app.workflow(name, version="1")
+    async def shop(run: Run, prompt: str) -> dict[str, Any]:
+        result = await durable.run(run, prompt)
+        return {"output": result.final_output, "in_doubt": run.in_doubt(durable.tool_name("email_customer"))}
+
+    return app
+
+
+app = build("oai_shop", ToolEffect("reconciled", reconciler=email_sent))
+plain_app = build("oai_shop_plain", ToolEffect("plain"))

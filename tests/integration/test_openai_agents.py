@@ -1,0 +1,69 @@
+"""An OpenAI Agents SDK agent run inside a workflow (DurableAgent): each model call and each
+function tool call one operation, the model's response journaled and served from the journal on a
+resume (in process here; tests/crash/test_openai_agents_crash.py kills a real worker). The model is
+a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
+
+from __future__ import annotations
+
+import pytest
+
+from outlast.testing import Harness, HarnessFactory
+from tests.apps import oai_shop
+
+ANSWER = "done: email_customer=sent; lookup_order={'amount': 30, 'order_id': 'A1'}; refund=refunded 30"
+
+
+def shop(outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    h = outlast_harness(oai_shop.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    oai_shop.setup(h.database_url, h.schema)
+    return h
+
+
+def model_calls(h: Harness, run_id: str) -> list[int]:
+    return [s for (s,) in h.sql("SELECT step FROM model_calls WHERE run_id = %s ORDER BY id", run_id)]
+
+
+def test_each_model_call_and_tool_call_is_an_operation(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop", {"prompt": "refund order A1"}).id
+    run = h.wait(run_id, "succeeded")
+    assert run.result == {"output": ANSWER, "in_doubt": False}
+    assert model_calls(h, run_id) == [1, 2, 3]
+    journal = h.journal(run_id)
+    # each model call an intention and its result; a read journaled as its result alone
+    ops = [e["tool"] for e in journal if e["kind"] in ("intention", "result") and "tool" in e]
+    model, tool = "oai_shop:model", "oai_shop."
+    assert ops == [model, tool + "lookup_order", model, tool + "refund", tool + "email_customer", model]
+    # what the model received is captured with each call: the third carries the tools' outputs
+    captures = [e for e in journal if e["kind"] == "capture"]
+    assert len(captures) == 3
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def test_a_run_crashed_after_a_model_response_is_served_it_from_the_journal(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("oai_shop", {"prompt": "refund order A1"}).id
+    h.crash_at("after_result", "oai_shop:model")
+    assert model_calls(h, run_id) == [1]
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
+    assert model_calls(h, run_id) == [1, 2, 3]  # the first response replayed, not asked again
+
+
+def test_the_example_runs_an_agent_with_a_scripted_model_offline(outlast_harness: HarnessFactory) -> None:
+    """examples/openai_agents_refund.py: no key, no network; one refund, three model calls."""
+    from examples import openai_agents_refund
+
+    h = outlast_harness(openai_agents_refund.app)
+    h.start_worker()
+    run_id = h.client.enqueue("support", {"message": "Please refund order A1."}).id
+    assert h.wait(run_id, "succeeded").result == "Your order A1 is refunded: 30 EUR."
+    assert list(openai_agents_refund.refunds.values()) == [30]
+    assert [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"] == ["support:model"] * 3
