@@ -1,4 +1,4 @@
-"""This package runs OpenAI Agents SDK agents durably as outlast workflows (the ``openai-agents``
+"""This package makes OpenAI Agents SDK agents durable as outlast workflows (the ``openai-agents``
 extra).
 
 - ``DurableAgent`` (``agent.py``): an agent, and the agents it hands off to, run by

@@ -1,4 +1,4 @@
-"""``DurableAgent`` runs an OpenAI Agents SDK agent durably inside an outlast workflow.
+"""``DurableAgent`` makes an OpenAI Agents SDK agent durable inside an outlast workflow.
 
 ``DurableAgent(app, "support", agent, tools={"refund": "idempotent"})`` registers, in ``app``,
 the tool ``support:model`` (every model call of the agent and of the agents it hands off to) and

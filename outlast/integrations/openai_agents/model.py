@@ -1,4 +1,4 @@
-"""Each model call of an OpenAI Agents SDK run as one outlast operation.
+"""This module makes each model call of an OpenAI Agents SDK run one outlast operation.
 
 ``JournaledModel`` wraps any SDK ``Model``: inside a run (``scope`` set by ``DurableAgent.run``),
 its ``get_response`` is a call of the tool ``AGENT:model`` (``run.call``) whose dispatch captures
