@@ -1,0 +1,35 @@
+-- compat: contract
+-- Version 35: an operator's pauses (pauses.sql) in a table of their own, one row a pause of a run,
+-- a workflow or a queue (its scope) and its target (the run's id, the workflow's or the queue's
+-- name): who paused it (`by`, the principal's record), why, and when. Until now they were rows of
+-- outlast_meta keyed `pause:SCOPE:TARGET`, moved here; and "the pauses that hold a run" (its own,
+-- its workflow's, its queue's), spelled in five statements, is said once: `outlast_pauses_of`,
+-- STABLE and one SELECT, so that Postgres inlines it (three lookups of the primary key).
+-- A contract: older code reads and writes its pauses in outlast_meta, and would neither see the
+-- pauses in force nor be seen pausing.
+
+CREATE TABLE pauses (
+    scope  text NOT NULL CHECK (scope IN ('run', 'workflow', 'queue')),
+    target text NOT NULL,
+    by     jsonb,
+    why    text NOT NULL DEFAULT '',
+    at     timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (scope, target)
+);
+
+INSERT INTO pauses (scope, target, by, why, at)
+SELECT v ->> 'scope', v ->> 'target', v -> 'by', coalesce(v ->> 'why', ''),
+       coalesce((v ->> 'at')::timestamptz, now())
+FROM outlast_meta, LATERAL (SELECT value::jsonb AS v) p
+WHERE starts_with(key, 'pause:')
+ON CONFLICT DO NOTHING;
+
+DELETE FROM outlast_meta WHERE starts_with(key, 'pause:');
+
+-- The pauses that hold a run: its own, its workflow's, its queue's (ordered by the caller).
+CREATE FUNCTION outlast_pauses_of(run text, workflow text, queue text) RETURNS SETOF pauses
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT * FROM pauses
+    WHERE (scope, target) IN (('run', run), ('workflow', workflow), ('queue', queue))
+$$;
