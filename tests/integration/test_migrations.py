@@ -7,6 +7,7 @@ constraints, triggers, functions and the recorded version, with the schema's own
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -253,3 +254,32 @@ def test_schema_sql_is_what_the_migrations_make(services: tuple[str, str]) -> No
         "schema.sql differs from a freshly migrated schema; regenerate it: "
         "python -m outlast.store.dump > schema.sql (the embedded default)"
     )
+
+
+def test_pauses_in_force_move_from_outlast_meta_to_their_table(schemas: Schemas) -> None:
+    """Migration 0035 moves each pause in force (a row of outlast_meta keyed ``pause:SCOPE:TARGET``,
+    as code before it wrote them) to ``pauses``, who, why and when kept, and leaves none behind."""
+    name = schemas.new()
+    schemas.migrate(name, to=next(m.version for m in MIGRATIONS if m.name.endswith("_pauses.sql")) - 1)
+    by = {"principal": "ops", "kind": "cli"}
+    value = {
+        "scope": "workflow",
+        "target": "payouts",
+        "by": by,
+        "why": "incident 7",
+        "at": "2026-01-02T03:04:05+00:00",
+    }
+    with psycopg.connect(schemas.url, autocommit=True) as c:
+        c.execute(f'SET search_path TO "{name}"'.encode())
+        c.execute(
+            b"INSERT INTO outlast_meta (key, value) VALUES ('pause:workflow:payouts', %s)",
+            (json.dumps(value),),
+        )
+    assert schemas.migrate(name) == SCHEMA_VERSION
+    with psycopg.connect(schemas.url, autocommit=True) as c:
+        c.execute(f"SET search_path TO \"{name}\"; SET TimeZone = 'UTC'".encode())
+        moved = c.execute(
+            b"SELECT to_jsonb(p) FROM outlast_pauses_of('r1', 'payouts', 'default') p"
+        ).fetchall()
+        left = c.execute(b"SELECT key FROM outlast_meta WHERE starts_with(key, 'pause:')").fetchall()
+    assert [r[0] for r in moved] == [value] and left == []
