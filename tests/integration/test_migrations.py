@@ -256,9 +256,10 @@ def test_schema_sql_is_what_the_migrations_make(services: tuple[str, str]) -> No
     )
 
 
-def test_pauses_in_force_move_from_outlast_meta_to_their_table(schemas: Schemas) -> None:
-    """Migration 0035 moves each pause in force (a row of outlast_meta keyed ``pause:SCOPE:TARGET``,
-    as code before it wrote them) to ``pauses``, who, why and when kept, and leaves none behind."""
+def test_pauses_in_force_move_to_their_table_and_older_code_still_sees_them(schemas: Schemas) -> None:
+    """Migration 0035 copies each pause in force (a row of outlast_meta keyed ``pause:SCOPE:TARGET``,
+    as code before it wrote them) to ``pauses``, who, why and when kept; and mirrors each way what
+    is written after it, so that older code, on outlast_meta, and newer code see the same pauses."""
     name = schemas.new()
     schemas.migrate(name, to=next(m.version for m in MIGRATIONS if m.name.endswith("_pauses.sql")) - 1)
     by = {"principal": "ops", "kind": "cli"}
@@ -269,6 +270,7 @@ def test_pauses_in_force_move_from_outlast_meta_to_their_table(schemas: Schemas)
         "why": "incident 7",
         "at": "2026-01-02T03:04:05+00:00",
     }
+    meta = b"SELECT key, value::jsonb FROM outlast_meta WHERE starts_with(key, 'pause:') ORDER BY key"
     with psycopg.connect(schemas.url, autocommit=True) as c:
         c.execute(f'SET search_path TO "{name}"'.encode())
         c.execute(
@@ -278,8 +280,19 @@ def test_pauses_in_force_move_from_outlast_meta_to_their_table(schemas: Schemas)
     assert schemas.migrate(name) == SCHEMA_VERSION
     with psycopg.connect(schemas.url, autocommit=True) as c:
         c.execute(f"SET search_path TO \"{name}\"; SET TimeZone = 'UTC'".encode())
-        moved = c.execute(
-            b"SELECT to_jsonb(p) FROM outlast_pauses_of('r1', 'payouts', 'default') p"
-        ).fetchall()
-        left = c.execute(b"SELECT key FROM outlast_meta WHERE starts_with(key, 'pause:')").fetchall()
-    assert [r[0] for r in moved] == [value] and left == []
+        held = b"SELECT to_jsonb(p) FROM outlast_pauses_of('r1', 'payouts', 'q1') p ORDER BY scope"
+        assert [r[0] for r in c.execute(held)] == [value]
+        # older code pauses a queue, newer code a run: each is seen by the other
+        c.execute(b"""INSERT INTO outlast_meta (key, value) VALUES ('pause:queue:q1', '{"scope": "queue",
+                      "target": "q1", "by": null, "why": "old", "at": "2026-01-02T03:04:06+00:00"}')""")
+        c.execute(
+            b"INSERT INTO pauses (scope, target, why, at) VALUES ('run', 'r1', 'new', '2026-01-02T03:04:07Z')"
+        )
+        assert [r[0]["why"] for r in c.execute(held)] == ["old", "new", "incident 7"]
+        assert [k for k, _ in c.execute(meta)] == ["pause:queue:q1", "pause:run:r1", "pause:workflow:payouts"]
+        assert dict(c.execute(meta).fetchall())["pause:run:r1"]["at"] == "2026-01-02T03:04:07+00:00"
+        # older code lifts the run's pause, newer code the workflow's
+        c.execute(b"DELETE FROM outlast_meta WHERE key = 'pause:run:r1'")
+        c.execute(b"DELETE FROM pauses WHERE scope = 'workflow'")
+        assert [r[0]["why"] for r in c.execute(held)] == ["old"]
+        assert [k for k, _ in c.execute(meta)] == ["pause:queue:q1"]
