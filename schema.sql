@@ -19,6 +19,12 @@ CREATE FUNCTION outlast.outlast_declared(p_workflow text, p_program text) RETURN
     ORDER BY d.published_at DESC LIMIT 1
 $$;
 
+CREATE FUNCTION outlast.outlast_event(run text, kind text, detail jsonb, write_id text DEFAULT NULL::text) RETURNS bigint
+    LANGUAGE sql
+    AS $_$
+    INSERT INTO events (run_id, kind, detail, write_id) VALUES ($1, $2, $3, $4) RETURNING id
+$_$;
+
 CREATE FUNCTION outlast.outlast_final(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
@@ -78,6 +84,21 @@ CREATE FUNCTION outlast.outlast_live(last_beat timestamp with time zone, lease_t
     SELECT last_beat >= now() - make_interval(secs => 3 * lease_ttl)
 $$;
 
+CREATE FUNCTION outlast.outlast_meta_to_pause() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM pauses WHERE 'pause:' || scope || ':' || target = OLD.key;
+        RETURN OLD;
+    END IF;
+    INSERT INTO pauses (scope, target, by, why, at)
+    SELECT v ->> 'scope', v ->> 'target', v -> 'by', coalesce(v ->> 'why', ''), coalesce((v ->> 'at')::timestamptz, now())
+    FROM (SELECT NEW.value::jsonb AS v) p
+    ON CONFLICT (scope, target) DO UPDATE SET by = EXCLUDED.by, why = EXCLUDED.why, at = EXCLUDED.at;
+    RETURN NEW;
+END $$;
+
 CREATE FUNCTION outlast.outlast_notify_events() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -95,6 +116,42 @@ CREATE FUNCTION outlast.outlast_now() RETURNS TABLE(at timestamp with time zone)
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     SELECT now() + shift FROM clock
+$$;
+
+CREATE FUNCTION outlast.outlast_pause_to_meta() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM outlast_meta WHERE key = 'pause:' || OLD.scope || ':' || OLD.target;
+        RETURN OLD;
+    END IF;
+    INSERT INTO outlast_meta (key, value)
+    VALUES ('pause:' || NEW.scope || ':' || NEW.target, to_jsonb(NEW)::text)
+    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+    RETURN NEW;
+END $$;
+
+CREATE TABLE outlast.pauses (
+    scope text NOT NULL,
+    target text NOT NULL,
+    by jsonb,
+    why text DEFAULT ''::text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT pauses_scope_check CHECK ((scope = ANY (ARRAY['run'::text, 'workflow'::text, 'queue'::text])))
+);
+
+CREATE FUNCTION outlast.outlast_pauses_of(run text, workflow text, queue text) RETURNS SETOF outlast.pauses
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT * FROM pauses
+    WHERE (scope, target) IN (('run', run), ('workflow', workflow), ('queue', queue))
+$$;
+
+CREATE FUNCTION outlast.outlast_payload_bytes(run text) RETURNS bigint
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT coalesce(sum(size), 0)::bigint FROM payloads WHERE run_id = run
 $$;
 
 CREATE TABLE outlast.runs (
@@ -694,6 +751,17 @@ CREATE TABLE outlast.outlast_meta (
     value text NOT NULL
 );
 
+CREATE TABLE outlast.payloads (
+    run_id text NOT NULL,
+    sha256 text NOT NULL,
+    size bigint NOT NULL,
+    media_type text NOT NULL,
+    body bytea,
+    journaled boolean DEFAULT false NOT NULL,
+    swept boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE outlast.requests (
     run_id text NOT NULL,
     op_id text NOT NULL,
@@ -1039,6 +1107,12 @@ ALTER TABLE ONLY outlast.messages
 ALTER TABLE ONLY outlast.outlast_meta
     ADD CONSTRAINT outlast_meta_pkey PRIMARY KEY (key);
 
+ALTER TABLE ONLY outlast.pauses
+    ADD CONSTRAINT pauses_pkey PRIMARY KEY (scope, target);
+
+ALTER TABLE ONLY outlast.payloads
+    ADD CONSTRAINT payloads_pkey PRIMARY KEY (run_id, sha256);
+
 ALTER TABLE ONLY outlast.requests
     ADD CONSTRAINT requests_pkey PRIMARY KEY (run_id, op_id);
 
@@ -1095,6 +1169,10 @@ CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btre
 CREATE INDEX generations_by_carried ON outlast.generations USING btree (carried_at);
 
 CREATE INDEX messages_inbox ON outlast.messages USING btree (run_id, channel, seq) WHERE (taken_seq IS NULL);
+
+CREATE INDEX payloads_swept ON outlast.payloads USING btree (run_id) WHERE swept;
+
+CREATE INDEX payloads_unjournaled ON outlast.payloads USING btree (created_at) WHERE (NOT journaled);
 
 CREATE INDEX runs_by_budget ON outlast.runs USING btree (budget_id) WHERE (budget_id IS NOT NULL);
 
@@ -1214,6 +1292,12 @@ ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p9_pkey;
 CREATE TRIGGER events_notify AFTER INSERT ON outlast.events FOR EACH ROW EXECUTE FUNCTION outlast.outlast_notify_events();
 
 CREATE TRIGGER journal_shown AFTER INSERT ON outlast.journal FOR EACH ROW WHEN ((new.kind = ANY (ARRAY['state'::text, 'event'::text]))) EXECUTE FUNCTION outlast.outlast_journal_shown();
+
+CREATE TRIGGER meta_pauses_lifted AFTER DELETE ON outlast.outlast_meta FOR EACH ROW WHEN (((pg_trigger_depth() < 1) AND starts_with(old.key, 'pause:'::text))) EXECUTE FUNCTION outlast.outlast_meta_to_pause();
+
+CREATE TRIGGER meta_pauses_mirrored AFTER INSERT OR UPDATE ON outlast.outlast_meta FOR EACH ROW WHEN (((pg_trigger_depth() < 1) AND starts_with(new.key, 'pause:'::text))) EXECUTE FUNCTION outlast.outlast_meta_to_pause();
+
+CREATE TRIGGER pauses_mirrored AFTER INSERT OR DELETE OR UPDATE ON outlast.pauses FOR EACH ROW WHEN ((pg_trigger_depth() < 1)) EXECUTE FUNCTION outlast.outlast_pause_to_meta();
 
 CREATE TRIGGER runs_final_is_final BEFORE UPDATE ON outlast.runs FOR EACH ROW EXECUTE FUNCTION outlast.outlast_final_is_final();
 

@@ -1,6 +1,7 @@
-"""This module says how ``outlast workers`` and ``queues`` show the fleet to a person, and what a
-dead letter's id looks like. The figures themselves come from the client (``AsyncClient.health``,
-``workers``, ``queues``, ``dead_letters``, ``requeue_dead_letter``)."""
+"""This module says how ``outlast workers``, ``queues`` and ``fleet`` show the fleet to a person,
+the way out of each kind of parked run, and what a dead letter's id looks like. The figures
+themselves come from the client (``AsyncClient.health``, ``workers``, ``queues``, ``parked``,
+``dead_letters``, ``requeue_dead_letter``)."""
 
 from __future__ import annotations
 
@@ -56,4 +57,28 @@ def render_queues(rows: list[dict[str, Any]]) -> str:
             f"{q['queue']:<20} {q['length']:>7} {q['pending']:>7} {_age(q['oldest_pending_age']):>8} "
             f"{q['dead_letters']:>6}  {runs}"
         )
+    return "\n".join(lines)
+
+
+# What takes a workflow's parked runs forward, by the reason they wait (docs/recovering.md).
+_WAYS_OUT = {
+    "workflow_error": "deploy a fix (its workers move them), or: outlast resume --workflow {w}",
+    "program_changed": "start a worker of their program, or: outlast resume --workflow {w}",
+    "resume_impossible": "deploy code whose replay agrees, then: outlast resume --workflow {w}",
+    "paused": "outlast pauses (who paused them, and why), then: outlast unpause",
+}
+
+
+def way_out(workflow: str, reason: str) -> str:
+    """The command (or act) that takes a workflow's runs parked for ``reason`` forward."""
+    return _WAYS_OUT.get(reason, "outlast resume --workflow {w}").format(w=workflow)
+
+
+def render_parked(rows: list[dict[str, Any]]) -> str:
+    """The parked runs per workflow and reason, each with its way out."""
+    if not rows:
+        return "no parked runs"
+    lines = [f"{'WORKFLOW':<24} {'REASON':<18} {'RUNS':>6}  WAY OUT"]
+    for p in rows:
+        lines.append(f"{p['workflow']:<24} {p['reason']:<18} {p['runs']:>6}  {p['way_out']}")
     return "\n".join(lines)

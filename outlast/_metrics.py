@@ -75,6 +75,13 @@ class _Metrics:
             "entry); 0 when none runs.",
             multiprocess_mode="mostrecent",
         )
+        self.parked = p.Gauge(
+            "outlast_runs_parked",
+            "Runs parked until a person acts, by reason: workflow_error (a bug), program_changed, "
+            "resume_impossible (a replay diverged), paused.",
+            ["reason"],
+            multiprocess_mode="mostrecent",
+        )
         self.leases_lost = p.Counter("outlast_leases_lost", "Runs lost to a newer fencing token.")
         self.reclaimed = p.Counter("outlast_entries_reclaimed", "Stream entries reclaimed.", ["queue"])
         self.republished = p.Counter("outlast_republished", "Runs re-published by the sweeper.", ["queue"])
@@ -265,6 +272,16 @@ def run_gauges(in_doubt_open: int, stalled_seconds: float) -> None:
     if _m is not None:
         _m.in_doubt_open.set(in_doubt_open)
         _m.stalled.set(stalled_seconds)
+
+
+PARKED = ("workflow_error", "program_changed", "resume_impossible", "paused")
+
+
+def parked(rows: list[dict[str, Any]]) -> None:
+    """The parked runs' gauge, per reason (summed over workflows; 0 for a reason none has)."""
+    if _m is not None:
+        for reason in PARKED:
+            _m.parked.labels(reason).set(sum(r["n"] for r in rows if r["reason"] == reason))
 
 
 def writer_busy(busy_seconds: float) -> None:

@@ -1,4 +1,4 @@
-"""This family holds the commands about the fleet: health, workers, queues, dead-letters."""
+"""This family holds the commands about the fleet: health, workers, queues, fleet, dead-letters."""
 
 from __future__ import annotations
 
@@ -49,6 +49,26 @@ def queues(ctx: click.Context, names: tuple[str, ...], as_json: bool) -> None:
     wanted = [queue_name(n, "QUEUE") for n in names]
     rows = with_client(ctx, lambda c: c.queues(wanted), connect=False)
     click.echo(json.dumps(rows, indent=2) if as_json else render_queues(rows))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def fleet(ctx: click.Context, as_json: bool) -> None:
+    """The fleet at a glance: the workers, the queues, and the runs parked until a person acts
+    (a bug, a program no worker serves, a replay that diverged, a pause), counted per workflow
+    and reason, each with its way out."""
+    from outlast._fleet import render_parked, render_queues, render_workers
+
+    async def read(c: AsyncClient) -> dict[str, Any]:
+        return {"workers": await c.workers(), "queues": await c.queues(), "parked": await c.parked()}
+
+    view = with_client(ctx, read)
+    if as_json:
+        click.echo(json.dumps(view, indent=2, default=str))
+        return
+    shown = (render_workers(view["workers"]), render_queues(view["queues"]), render_parked(view["parked"]))
+    click.echo("\n\n".join(shown))
 
 
 @cli.command(name="dead-letters")

@@ -223,7 +223,7 @@ PATHS: Doc = {
         params=[_query("cursor", "the previous page's next")],
         errors=(400,),
     ),
-    "/api/fleet": _get("workers, queues, dead letters"),
+    "/api/fleet": _get("workers, queues, parked runs per workflow and reason, dead letters"),
     "/api/pauses": _get("the pauses in force: scope, target, by, why, at", {"type": "array"}),
     "/api/pause": _act(
         "pause a run, every run of a workflow or of a queue (an operator)",

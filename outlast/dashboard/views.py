@@ -87,10 +87,12 @@ async def children_tree(client: AsyncClient, run_id: str) -> list[dict[str, Any]
 
 
 async def fleet_view(client: AsyncClient) -> dict[str, Any]:
-    """Workers (heartbeat records), queues (stream figures and unfinished runs), dead letters."""
+    """Workers (heartbeat records), queues (stream figures and unfinished runs), the parked runs
+    per workflow and reason with their way out, dead letters."""
     queues = await client.queues()
     letters = {q["queue"]: await client.dead_letters(q["queue"], count=100) for q in queues}
-    return {"workers": await client.workers(), "queues": queues, "dead_letters": letters}
+    parked = await client.parked()
+    return {"workers": await client.workers(), "queues": queues, "parked": parked, "dead_letters": letters}
 
 
 async def in_doubt_view(

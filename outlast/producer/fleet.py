@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any, Literal
 
+from outlast._fleet import way_out
 from outlast._latency import BOUNDS, summary
 from outlast._urls import redact
 from outlast.errors import SchemaError, ServiceUnavailable
@@ -22,7 +23,7 @@ Outcome = Literal["requeued", "dropped", "kept"]
 
 class Fleet(ClientCore):
     """``Fleet`` is the family of fleet reads and dead-letter handling (``outlast health``, ``workers``,
-    ``queues``, ``dead-letters``, and the dashboard's fleet page)."""
+    ``queues``, ``fleet``, ``dead-letters``, and the dashboard's fleet page)."""
 
     async def health(self, worker: bool = False) -> tuple[list[str], list[str]]:
         """Check that Postgres answers, the schema is current, Redis answers and (``worker``) a
@@ -109,6 +110,17 @@ class Fleet(ClientCore):
             figures = asdict(await self.queue.figures(name))
             out.append({**figures, "runs": unfinished.get(name, {})})
         return out
+
+    async def parked(self) -> list[dict[str, Any]]:
+        """The runs parked until a person acts (a bug, a program no worker serves, a replay that
+        diverged, a pause), per workflow and reason: ``workflow``, ``reason``, ``runs`` (how
+        many) and ``way_out`` (the command that takes them forward)."""
+        await self.open()
+        return [
+            {"workflow": w, "reason": r, "runs": p["n"], "way_out": way_out(w, r)}
+            for p in await self.store.runs.parked()
+            for w, r in [(p["workflow"], p["reason"])]
+        ]
 
     async def charts(self, seconds: float = 3600.0) -> dict[str, Any]:
         """The dashboard's charts, read from the rollup the workers' sweepers keep once a minute

@@ -50,9 +50,7 @@ class Pauses(ClientCore):
             if run.final:
                 raise RunFinished(f"run '{run_id}' is {run.state}: a finished run is not paused")
         who = (principal or cli_principal("client")).record()
-        pause = await self.store.pauses.pause(
-            scope, target, {"scope": scope, "target": target, "by": who, "why": why}
-        )
+        pause = await self.store.pauses.pause(scope, target, who, why)
         if run_id is not None:  # the run's own history says it was asked (it stops at a crossing)
             await self.store.runs.event(run_id, "pause_requested", {"by": who, "why": why})
         return pause

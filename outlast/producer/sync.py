@@ -153,6 +153,7 @@ class _Administration(_Loop):
     pause_schedule = _blocking(AsyncClient.pause_schedule)
     trigger_schedule = _blocking(AsyncClient.trigger_schedule)
     charts = _blocking(AsyncClient.charts)
+    parked = _blocking(AsyncClient.parked)
 
 
 class Client(_Runs, _ClientShown, _Decisions, _Messages, _Administration):

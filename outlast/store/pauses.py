@@ -4,7 +4,6 @@ waits, reason ``paused``, holding no worker, until every pause that holds it is 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -17,10 +16,10 @@ SCOPES = ("run", "workflow", "queue")
 class Pauses(Family):
     """``Pauses`` records and lifts pauses, says which hold a run, and parks a held run."""
 
-    async def pause(self, scope: str, target: str, value: dict[str, Any]) -> dict[str, Any]:
-        """Record the pause of ``target`` (a run id, a workflow's or a queue's name): ``value`` is
-        what it says (who, why, when); a pause given again replaces the earlier one."""
-        rows = await self._write("pause", scope=scope, target=target, value=json.dumps(value))
+    async def pause(self, scope: str, target: str, by: dict[str, Any], why: str) -> dict[str, Any]:
+        """Record the pause of ``target`` (a run id, a workflow's or a queue's name), who paused it
+        (``by``, a principal's record) and why; a pause given again replaces the earlier one."""
+        rows = await self._write("pause", scope=scope, target=target, by=Jsonb(by), why=why)
         pause: dict[str, Any] = rows[0]["pause"]
         return pause
 

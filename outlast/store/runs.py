@@ -146,6 +146,11 @@ class Runs(Family):
         row = (await self._rows("run_gauges"))[0]
         return int(row["in_doubt"]), float(row["stalled"])
 
+    async def parked(self) -> list[dict[str, Any]]:
+        """The parked runs (waiting until a person acts) per workflow and reason: workflow,
+        reason, n."""
+        return await self._rows("parked")
+
     async def change_mark(self) -> int:
         """A number that moves whenever an event is written for any run."""
         row = (await self._rows("change_mark"))[0]

@@ -243,6 +243,7 @@ class Worker:
         for q in self.queues:
             metrics.backlog(q, *await self.queue.backlog(q))
         metrics.run_gauges(*await self.store.runs.run_gauges())
+        metrics.parked(await self.store.runs.parked())
         metrics.writer_busy(self.store.writer.busy)
         metrics.tool_threads(TOOL_THREADS.count, TOOL_THREADS.busy)
 

@@ -281,7 +281,14 @@ def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: Test
     r = d.world.redis()
     letter = r.xadd(f"{d.world.prefix}:{{default}}:dead", {"run": run.id, "_entry": "9-0", "_reason": "test"})
     r.close()
+    d.world.sql(  # a run parked by a bug, of a workflow no worker here serves
+        "INSERT INTO runs (id, workflow, queue, input, input_hash, state, reason) "
+        "VALUES ('b1', 'pay', 'other', '{}', 'h', 'waiting', 'workflow_error')"
+    )
     fleet = http.get("/api/fleet", headers=bearer(d.bob)).json()
+    assert [(p["workflow"], p["reason"], p["runs"]) for p in fleet["parked"]] == [
+        ("pay", "workflow_error", 1)
+    ]
     assert [w["live"] for w in fleet["workers"]] == [True]
     [default] = [q for q in fleet["queues"] if q["queue"] == "default"]
     assert default["dead_letters"] == 1 and default["runs"] == {"awaiting_approval": 1}
@@ -289,6 +296,7 @@ def test_the_fleet_workers_queues_and_a_dead_letter_requeued(d: Desk, http: Test
     csrf = sign_in(http, d.olga)
     page = http.get("/fleet")
     assert letter in page.text and "live" in page.text
+    assert "outlast resume --workflow pay" in html.unescape(page.text)  # the parked runs' way out
     assert http.post("/fleet/requeue", data={"queue": "default", "entry": letter}).status_code == 403
     done = http.post("/fleet/requeue", data={"queue": "default", "entry": letter, "csrf": csrf})
     assert done.status_code == 200

@@ -23,6 +23,7 @@ SHARED = (
     "outlast_now",  # 0018_clock
     "outlast_leased",  # 0023_held
     "outlast_held_by",
+    "outlast_pauses_of",  # 0035: the pauses that hold a run
 )
 # The spellings each function replaced: none may come back into store/sql/*.sql.
 SPELLED = (
@@ -33,6 +34,7 @@ SPELLED = (
     "FROM runs WHERE id = %(id)s AND fencing_token = %(token)s AND state =",
     "IN ('running', 'cancelling')",  # outlast_leased (0023)
     "fencing_token = %(token)s AND state IN",  # outlast_held_by (0023)
+    "'pause:run:' ||",  # outlast_pauses_of (0035)
 )
 
 
@@ -213,3 +215,30 @@ def test_the_lease_facts_plan_as_spelled_out_and_claim_and_append_read_by_key(
         assert len(partitions) == 1, f"append reads journal partitions {partitions}:\n{plans['append']}"
     else:  # pruned when the generic plan starts, its run id known
         assert "Subplans Removed: 15" in plans["append"], plans["append"]
+
+
+# Pauses of runs, workflows and queues, analyzed, one of them holding the sample run's queue.
+PAUSES = """
+INSERT INTO pauses (scope, target, why)
+SELECT (ARRAY['run', 'workflow', 'queue'])[mod(i, 3) + 1], 't' || i, 'w' FROM generate_series(1, 3000) AS i;
+INSERT INTO pauses (scope, target, why) VALUES ('queue', 'q1', 'incident');
+ANALYZE pauses;
+"""
+
+
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+def test_claim_and_renew_read_the_pauses_that_hold_a_run_by_its_primary_key(world: World, mode: str) -> None:
+    """``outlast_pauses_of`` (0035), inlined into the claim and the renewal (each run at every
+    claim and every heartbeat), finds a run's pauses by the primary key of ``pauses``, never by a
+    scan of the table; and the claim reads each run's pauses once."""
+    world.sql(ROWS + PAUSES)
+    with psycopg.connect(
+        world.database_url, autocommit=True, prepare_threshold=None, options=f"-c search_path={world.schema}"
+    ) as c:
+        c.execute(f"SET plan_cache_mode = {mode}".encode())
+        for name in ("claim", "renew"):
+            plan = explain(c, Q[name])
+            probes = re.findall(r"Index (?:Only )?Scan (?:using|on) pauses_pkey\b", plan)
+            assert len(probes) == 3, f"{name} under {mode}: {probes}\n{plan}"  # its run, workflow, queue
+            assert not re.search(r"Seq Scan on \S+\.pauses\b", plan), f"{name} under {mode}:\n{plan}"
+            assert "outlast_pauses_of" not in plan, f"{name}: not inlined under {mode}:\n{plan}"

@@ -59,8 +59,7 @@ released AS (
     RETURNING runs.id, runs.priority)
 SELECT c.*, released.id AS turn_id, released.priority AS turn_priority,
        -- an operator's pauses that hold the run (pauses.sql): it stops before its workflow runs
-       (SELECT jsonb_agg(m.value::jsonb ORDER BY m.key) FROM outlast_meta m
-        WHERE m.key IN ('pause:run:' || c.id, 'pause:workflow:' || c.workflow, 'pause:queue:' || c.queue)) AS paused
+       (SELECT jsonb_agg(to_jsonb(p) ORDER BY p.scope) FROM outlast_pauses_of(c.id, c.workflow, c.queue) p) AS paused
 FROM c LEFT JOIN released ON true;
 
 -- name: renew
@@ -87,9 +86,7 @@ SELECT held.id, renewed.id IS NOT NULL AS renewed,
        coalesce(renewed.cancel_requested, false) AS cancel_requested,
        runs.fencing_token IS DISTINCT FROM held.token AS lost,
        -- paused by an operator (pauses.sql): the run stops at its next crossing
-       EXISTS (SELECT 1 FROM outlast_meta m WHERE m.key IN
-               ('pause:run:' || renewed.id, 'pause:workflow:' || renewed.workflow, 'pause:queue:' || renewed.queue))
-           AS paused
+       EXISTS (SELECT 1 FROM outlast_pauses_of(renewed.id, renewed.workflow, renewed.queue) p) AS paused
 FROM held LEFT JOIN renewed ON renewed.id = held.id LEFT JOIN runs ON runs.id = held.id;
 
 -- name: finish

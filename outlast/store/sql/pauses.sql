@@ -1,45 +1,45 @@
 -- The pauses family (pauses.py): an operator's pause of one run, of every run of a workflow, or of a
--- queue. A pause is a row of outlast_meta keyed `pause:SCOPE:TARGET` (scope run, workflow or queue)
--- whose value is the JSON {scope, target, by, why, at}. A run is held by any of the three keys of
--- its own id, workflow and queue: the claim and the renewal (leases.sql), park_paused, pause_of and
--- let_go look them up, each by that same three-key condition (schema-free: no migration; a
--- function of a later migration may say it once).
+-- queue: a row of `pauses` (0035), keyed by its scope (run, workflow or queue) and target, with
+-- who paused it, why and when. A run is held by the pauses of its own id, its workflow and its
+-- queue: `outlast_pauses_of` (0035) says which, for the claim and the renewal (leases.sql),
+-- park_paused, pause_of and let_go. A pause reads as the JSON {scope, target, by, why, at}.
 
 -- name: pause
 -- The pause recorded (again: the latest reason and principal replace the earlier ones).
-INSERT INTO outlast_meta (key, value)
-VALUES ('pause:' || %(scope)s::text || ':' || %(target)s::text, (%(value)s::jsonb || jsonb_build_object('at', now()))::text)
-ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
-RETURNING value::jsonb AS pause;
+INSERT INTO pauses AS p (scope, target, by, why, at)
+VALUES (%(scope)s, %(target)s, %(by)s, %(why)s, now())
+ON CONFLICT (scope, target) DO UPDATE SET by = EXCLUDED.by, why = EXCLUDED.why, at = EXCLUDED.at
+RETURNING to_jsonb(p) AS pause;
 
 -- name: unpause
 -- The pause lifted; the runs it parked are queued again by let_go, a statement after this one's
 -- commit (a run parking meanwhile holds the pause's row FOR SHARE: this delete waits for it).
-DELETE FROM outlast_meta WHERE key = 'pause:' || %(scope)s::text || ':' || %(target)s::text
-RETURNING value::jsonb AS pause;
+DELETE FROM pauses p WHERE scope = %(scope)s AND target = %(target)s
+RETURNING to_jsonb(p) AS pause;
 
 -- name: pauses
 -- Every pause in force, oldest first.
-SELECT value::jsonb AS pause FROM outlast_meta WHERE starts_with(key, 'pause:')
-ORDER BY value::jsonb ->> 'at', key;
+SELECT to_jsonb(p) AS pause FROM pauses p ORDER BY at, scope, target;
 
 -- name: pause_of
 -- The pauses that hold a run (its own, its workflow's, its queue's).
-SELECT m.value::jsonb AS pause FROM runs r, outlast_meta m
-WHERE r.id = %(id)s AND m.key IN ('pause:run:' || r.id, 'pause:workflow:' || r.workflow, 'pause:queue:' || r.queue)
-ORDER BY m.key;
+SELECT to_jsonb(p) AS pause FROM runs r, outlast_pauses_of(r.id, r.workflow, r.queue) p
+WHERE r.id = %(id)s
+ORDER BY p.scope;
 
 -- name: park_paused
 -- A held run stops at a crossing because it is paused: it waits, reason `paused`, its lease given
 -- up (fenced), holding no worker, while a pause holds it; if every pause was lifted meanwhile, it
--- is queued again (its caller publishes it). The pause rows are read FOR SHARE: an unpause's delete
--- waits for this commit, and its let_go then finds the run waiting. Run again after a lost
+-- is queued again (its caller publishes it). The pause rows are read FOR SHARE (from the table, a
+-- function's rows cannot be locked): an unpause's delete waits for this commit, and its let_go then
+-- finds the run waiting. Run again after a lost
 -- acknowledgement, it finds the run in the state it left it in under its token.
 WITH p AS (
-    SELECT m.value::jsonb AS pause FROM runs r, outlast_meta m
-    WHERE r.id = %(id)s AND m.key IN ('pause:run:' || r.id, 'pause:workflow:' || r.workflow, 'pause:queue:' || r.queue)
-    ORDER BY m.key
-    FOR SHARE OF m),
+    SELECT to_jsonb(p) AS pause FROM pauses p
+    WHERE (p.scope, p.target) IN (SELECT h.scope, h.target FROM runs r, outlast_pauses_of(r.id, r.workflow, r.queue) h
+                                  WHERE r.id = %(id)s)
+    ORDER BY p.scope
+    FOR SHARE OF p),
 r AS (
     UPDATE runs SET state = CASE WHEN EXISTS (SELECT 1 FROM p) THEN 'waiting' ELSE 'queued' END,
         reason = CASE WHEN EXISTS (SELECT 1 FROM p) THEN 'paused' END,
@@ -65,8 +65,7 @@ WITH m AS (
     SELECT id FROM runs
     WHERE state = 'waiting' AND reason = 'paused'
       AND CASE %(scope)s::text WHEN 'run' THEN id WHEN 'workflow' THEN workflow ELSE queue END = %(target)s::text
-      AND NOT EXISTS (SELECT 1 FROM outlast_meta
-                      WHERE key IN ('pause:run:' || runs.id, 'pause:workflow:' || runs.workflow, 'pause:queue:' || runs.queue))
+      AND NOT EXISTS (SELECT 1 FROM outlast_pauses_of(runs.id, runs.workflow, runs.queue) p)
     ORDER BY id COLLATE "C"
     FOR NO KEY UPDATE),
 r AS (

@@ -99,6 +99,15 @@ SELECT (SELECT count(*) FROM runs WHERE state = 'waiting' AND reason = 'in_doubt
        coalesce(extract(epoch FROM now() - (
            SELECT min(updated_at) FROM runs WHERE outlast_leased(state))), 0) AS stalled;
 
+-- name: parked
+-- Parked runs per workflow and reason, for the metrics gauges and the fleet view: waiting until a
+-- person acts (a bug: workflow_error; a program no live worker serves: program_changed; a replay
+-- that diverged: resume_impossible; an operator's pause: paused). Read through runs_by_state.
+SELECT workflow, reason, count(*) AS n FROM runs
+WHERE state = 'waiting' AND reason IN ('workflow_error', 'program_changed', 'resume_impossible', 'paused')
+GROUP BY workflow, reason
+ORDER BY workflow, reason;
+
 -- name: unfinished_by_queue
 -- Unfinished runs per queue and state (the partial index over unfinished runs); and as 'held', the
 -- queued runs waiting for their tenant's turn (0014_fair).
