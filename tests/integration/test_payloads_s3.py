@@ -68,3 +68,30 @@ def test_an_object_store_that_is_down_leaves_the_run_to_go_on_once_it_is_back(
     weed.start()
     assert h.wait(rid, "succeeded", timeout=60).result["length"] == 100_000
     assert h.sql("SELECT count(*) FROM journal WHERE run_id = %s AND kind = 'result'", rid)[0][0] == 3
+
+
+def test_an_object_changed_or_gone_in_the_bucket_is_refused_by_verify(
+    outlast_harness: HarnessFactory, weed: Weed
+) -> None:
+    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=store_url(weed))
+    h.start_worker()
+    changed, gone = (h.client.enqueue("large_fresh", {"size": 50_000}).id for _ in range(2))
+    for rid in (changed, gone):
+        h.wait(rid, "succeeded")
+        assert h.client.verify(rid) is None
+    first = "SELECT min(seq) FROM journal WHERE run_id = %s AND body LIKE '{\"$refs\":%%'"
+
+    async def tamper() -> None:
+        objects = S3Objects(store_url(weed))
+        for rid in (changed, gone):
+            (sha,) = h.sql("SELECT sha256 FROM payloads WHERE run_id = %s", rid)[0]
+            data = await objects.get(key_of(rid, sha))
+            assert data is not None
+            if rid == changed:
+                await objects.put(key_of(rid, sha), data[:100] + b"Z" + data[101:])
+            else:
+                await objects.delete([key_of(rid, sha)])
+
+    asyncio.run(tamper())
+    assert h.client.verify(changed) == h.sql(first, changed)[0][0]
+    assert h.client.verify(gone) == h.sql(first, gone)[0][0]
