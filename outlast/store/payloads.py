@@ -2,12 +2,19 @@
 
 Each value (``outlast._payloads``) is one row, with its bytes, or with the bytes in the object
 store the store was given (``objects``). A value is stored before the entry that refers to it
-is journaled; a run's values are read back in one round trip (in an object store, concurrently)."""
+is journaled; a run's values are read back in one round trip (in an object store, concurrently).
+
+A value's bytes go to Postgres as they are (``Unsent``): psycopg's own dumper for ``bytes`` copies
+them into a buffer first, which for a large value is one more copy of it in the worker's memory."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
+
+import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 
 from outlast._journal import Entry
 from outlast._payloads import JSON, key_of, resolved, wanted
@@ -17,6 +24,26 @@ from outlast.store.base import Family
 SWEPT_WAIT = 0.2  # seconds between tries of a put that met a row being swept
 SWEPT_TRIES = 50
 _NO_STORE = "run '{run_id}': its payloads are in an object store, and OUTLAST_PAYLOAD_STORE is not set here"
+
+
+class Unsent:
+    """A value's bytes, sent to Postgres as a ``bytea`` parameter with no copy made on the way."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+class _UnsentDumper(Dumper):
+    format = Format.BINARY
+    oid = psycopg.postgres.types["bytea"].oid
+
+    def dump(self, obj: Unsent) -> bytes:
+        return obj.data
+
+
+psycopg.adapters.register_dumper(Unsent, _UnsentDumper)
 
 
 class Payloads(Family):
@@ -29,7 +56,7 @@ class Payloads(Family):
             await self._put(run_id, sha, data, media_type)
 
     async def _put(self, run_id: str, sha: str, data: bytes, media_type: str) -> None:
-        body = None if self.objects is not None else data
+        body = None if self.objects is not None else Unsent(data)
         for _ in range(SWEPT_TRIES):
             rows = await self._rows(
                 "payload_put", run_id=run_id, sha256=sha, size=len(data), media_type=media_type, body=body

@@ -8,6 +8,7 @@ server they never stop: the tools' world stays up while outlast's storage goes d
 
 - ``effect``: a plain tool (no idempotency promise, no reconciler): a lost result makes it in doubt;
 - ``slow_effect``: the same after sleeping ``seconds``;
+- ``large_effect``: the same, whose result carries a large text (held in the payload store);
 - ``receipt``: an idempotent tool: one ``receipts`` row per idempotency key, its dispatches counted;
 - ``reconciled``: a plain tool whose reconciler looks its row up by idempotency key. The world
   fences writers (``fences``: the highest fencing token seen per key): the reconciler records its
@@ -137,6 +138,15 @@ async def slow_effect(i: int, seconds: float) -> dict[str, Any]:
     return await _insert(current_action())
 
 
+@app.tool("large_effect")
+async def large_effect(i: int, seconds: float, size: int) -> dict[str, Any]:
+    """``slow_effect`` whose result carries ``size`` characters besides: a value held by reference
+    in the payload store (a distinct one per effect)."""
+    await asyncio.sleep(seconds)
+    done = await _insert(current_action())
+    return {**done, "text": f"{done['effect']:>10}\n" * (size // 11)}
+
+
 @app.tool("receipt", idempotent=True)
 async def receipt(i: int, seconds: float = 0.0) -> dict[str, Any]:
     """An idempotent tool as the world keeps its promise: one receipt per idempotency key, however
@@ -234,6 +244,13 @@ async def chain(run: Any, tool: str = "effect", n: int = 5, seconds: float = 0.0
             args["seconds"] = seconds
         out.append(await run.call(tool, **args))
     return {"results": out}
+
+
+@app.workflow("large_chain")
+async def large_chain(run: Any, n: int = 5, seconds: float = 0.0, size: int = 100_000) -> dict[str, Any]:
+    """``n`` calls of ``large_effect``, one after the other; the result says only their lengths."""
+    out = [await run.call("large_effect", i=i, seconds=seconds, size=size) for i in range(n)]
+    return {"effects": [r["effect"] for r in out], "lengths": [len(r["text"]) for r in out]}
 
 
 MIXED = ("reconciled", "slow_effect", "reconciled", "slow_effect", "reconciled")

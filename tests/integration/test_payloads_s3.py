@@ -5,15 +5,7 @@ the bucket, the row in Postgres with none; the store stopped is an outage, not a
 from __future__ import annotations
 
 import asyncio
-import os
-import random
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,84 +15,9 @@ from outlast._objects import S3Objects
 from outlast._payloads import key_of
 from outlast.testing import HarnessFactory
 from tests.apps import payloads
+from tests.weed import WEED, Weed, store_url
 
 SMALL = 4096
-WEED = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
-
-
-def _port() -> int:
-    """A free port whose gRPC twin (weed listens on port + 10000 too) is free as well."""
-    while True:
-        port = random.randrange(20000, 50000)
-        try:
-            for p in (port, port + 10000):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-        except OSError:
-            continue
-        return port
-
-
-class Weed:
-    """One SeaweedFS server (master, volume, filer, S3) on loopback, in a directory of its own."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.ports = {k: _port() for k in ("s3", "master", "volume", "filer")}
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.url = f"http://127.0.0.1:{self.ports['s3']}"
-
-    def start(self) -> None:
-        p = self.ports
-        args = [
-            WEED,
-            "server",
-            f"-dir={self.root}",
-            "-s3",
-            f"-s3.port={p['s3']}",
-            f"-master.port={p['master']}",
-        ]
-        args += [
-            f"-volume.port={p['volume']}",
-            f"-filer.port={p['filer']}",
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-        ]
-        with open(self.root / "weed.log", "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(self.url, timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise AssertionError(f"weed did not answer on {self.url} within 60s")
-
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL past a bound (weed ignores SIGTERM for a while)."""
-        if self.proc is None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(3)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        self.proc = None
-
-    def bucket(self, name: str) -> None:
-        deadline = time.monotonic() + 30
-        while True:  # the filer may still be starting behind the S3 port
-            try:
-                urllib.request.urlopen(
-                    urllib.request.Request(f"{self.url}/{name}", method="PUT"), timeout=5
-                ).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
 
 
 @pytest.fixture
@@ -117,14 +34,10 @@ def weed(tmp_path: Path) -> Iterator[Weed]:
         w.stop()
 
 
-def _store_url(w: Weed) -> str:
-    return f"s3://payloads/runs?endpoint={w.url}&region=us-east-1&access_key_id=any&secret_access_key=any"
-
-
 def test_a_large_result_is_stored_in_the_object_store_and_read_back_whole(
     outlast_harness: HarnessFactory, weed: Weed
 ) -> None:
-    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=_store_url(weed))
+    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=store_url(weed))
     h.start_worker()
     rid = h.client.enqueue("large", {"size": 300_000}).id
     assert h.wait(rid, "succeeded").result == {"length": 300_000, "same": 1, "told": 100}
@@ -134,7 +47,7 @@ def test_a_large_result_is_stored_in_the_object_store_and_read_back_whole(
     sha, size, _ = rows[0]
 
     async def fetch() -> bytes | None:
-        return await S3Objects(_store_url(weed)).get(key_of(rid, sha))
+        return await S3Objects(store_url(weed)).get(key_of(rid, sha))
 
     got = asyncio.run(fetch())
     assert got is not None and len(got) == size  # the bytes in the bucket
@@ -146,7 +59,7 @@ def test_a_large_result_is_stored_in_the_object_store_and_read_back_whole(
 def test_an_object_store_that_is_down_leaves_the_run_to_go_on_once_it_is_back(
     outlast_harness: HarnessFactory, weed: Weed
 ) -> None:
-    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=_store_url(weed), lease_ttl=2)
+    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=store_url(weed), lease_ttl=2)
     weed.stop()
     h.start_worker()
     rid = h.client.enqueue("large", {"size": 100_000}).id
@@ -155,3 +68,30 @@ def test_an_object_store_that_is_down_leaves_the_run_to_go_on_once_it_is_back(
     weed.start()
     assert h.wait(rid, "succeeded", timeout=60).result["length"] == 100_000
     assert h.sql("SELECT count(*) FROM journal WHERE run_id = %s AND kind = 'result'", rid)[0][0] == 3
+
+
+def test_an_object_changed_or_gone_in_the_bucket_is_refused_by_verify(
+    outlast_harness: HarnessFactory, weed: Weed
+) -> None:
+    h = outlast_harness(payloads.app, max_payload=SMALL, payload_store=store_url(weed))
+    h.start_worker()
+    changed, gone = (h.client.enqueue("large_fresh", {"size": 50_000}).id for _ in range(2))
+    for rid in (changed, gone):
+        h.wait(rid, "succeeded")
+        assert h.client.verify(rid) is None
+    first = "SELECT min(seq) FROM journal WHERE run_id = %s AND body LIKE '{\"$refs\":%%'"
+
+    async def tamper() -> None:
+        objects = S3Objects(store_url(weed))
+        for rid in (changed, gone):
+            (sha,) = h.sql("SELECT sha256 FROM payloads WHERE run_id = %s", rid)[0]
+            data = await objects.get(key_of(rid, sha))
+            assert data is not None
+            if rid == changed:
+                await objects.put(key_of(rid, sha), data[:100] + b"Z" + data[101:])
+            else:
+                await objects.delete([key_of(rid, sha)])
+
+    asyncio.run(tamper())
+    assert h.client.verify(changed) == h.sql(first, changed)[0][0]
+    assert h.client.verify(gone) == h.sql(first, gone)[0][0]
