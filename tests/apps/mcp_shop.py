@@ -1,6 +1,6 @@
 """The MCP tests' agent: a scripted ``FunctionModel`` (counted in ``model_calls``) whose tools are
 those of a real MCP server process (tests/apps/mcp_server.py) reached over stdio, or over
-streamable HTTP at ``MCP_URL`` when it is set. The script: look the order up (read-only), refund
+streamable HTTP (``build(..., url=...)``). The script: look the order up (read-only), refund
 it (idempotent), email the customer (plain), answer with what the tools returned.
 ``overriding_app`` declares the email idempotent and the lookup plain, over the server's word."""
 
@@ -40,7 +40,9 @@ def setup(database_url: str, schema: str) -> None:
 def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     step = sum(isinstance(m, ModelResponse) for m in messages)
     with connect() as c:
-        c.execute("INSERT INTO model_calls (run_id, step) VALUES (%s, %s)", (current_action().run_id, step + 1))
+        c.execute(
+            "INSERT INTO model_calls (run_id, step) VALUES (%s, %s)", (current_action().run_id, step + 1)
+        )
     if step < len(STEPS):
         tool, args = STEPS[step]
         return ModelResponse([ToolCallPart(tool, args, f"call-{step + 1}")])
@@ -48,19 +50,26 @@ def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse([TextPart("; ".join(f"{p.tool_name}={p.model_response_str()}" for p in returns))])
 
 
-def server() -> AbstractToolset[Any]:
-    """The MCP server's tools: its own process, over stdio (or the HTTP server at ``MCP_URL``)."""
-    url = os.environ.get("MCP_URL")
+class _Inheriting(StdioTransport):
+    """Starts the server with the environment as it is when the agent connects (the test's world)."""
+
+    async def connect(self, **kwargs: Any) -> Any:
+        self.env = dict(os.environ)
+        return await super().connect(**kwargs)
+
+
+def server(url: str | None = None) -> AbstractToolset[Any]:
+    """The MCP server's tools: its own process, over stdio, or the HTTP server at ``url``."""
     if url:
         return MCPToolset(url, id="shop", init_timeout=30)
-    stdio = StdioTransport(sys.executable, ["-m", "tests.apps.mcp_server"], env=dict(os.environ), cwd=ROOT)
+    stdio = _Inheriting(sys.executable, ["-m", "tests.apps.mcp_server"], cwd=ROOT, keep_alive=False)
     return MCPToolset(stdio, id="shop", init_timeout=30)  # its start: a few seconds on a busy test machine
 
 
-def build(name: str, tools: dict[str, Declared] | None = None) -> App:
+def build(name: str, tools: dict[str, Declared] | None = None, url: str | None = None) -> App:
     app = App()
     durability = OutlastDurability(app, tools=tools)
-    agent = Agent(FunctionModel(script), name=name, toolsets=[server()], capabilities=[durability])
+    agent = Agent(FunctionModel(script), name=name, toolsets=[server(url)], capabilities=[durability])
 
     @app.workflow(name)
     async def shop(run: Run, prompt: str) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def test_an_idempotent_mcp_tool_cut_is_called_again_with_its_key_one_effect(worl
 
 
 def test_a_plain_mcp_tool_cut_is_in_doubt_never_called_twice(world: World) -> None:
-    c, run_id, run = resumed(world, "email_customer")
+    c, _, run = resumed(world, "email_customer")
     with c:
         assert run.state == "succeeded", run.reason
         assert run.result["in_doubt"] is True
