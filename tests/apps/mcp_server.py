@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
@@ -77,6 +81,38 @@ def email_customer(to: str, ctx: Context) -> str:
         c.execute("INSERT INTO mcp_emails (recipient) VALUES (%s)", (to,))
     _maybe_die("email_customer")
     return "sent"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextmanager
+def serving(port: int, env: dict[str, str] | None = None) -> Iterator[None]:
+    """This server over streamable HTTP on ``port``: its own process, in ``env`` (this one's)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.apps.mcp_server", "http", str(port)],
+        env=env if env is not None else dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        until = time.monotonic() + 30
+        while not listening(port):
+            assert proc.poll() is None and time.monotonic() < until, "the MCP server did not start"
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 if __name__ == "__main__":

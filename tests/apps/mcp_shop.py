@@ -81,3 +81,5 @@ def build(name: str, tools: dict[str, Declared] | None = None, url: str | None =
 
 app = build("mcp_shop")
 overriding_app = build("mcp_overriding", {"email_customer": idempotent(), "find_order": plain()})
+# over streamable HTTP, to the server a crash test started at MCP_URL (read when the app is imported)
+http_app = build("mcp_http", url=os.environ.get("MCP_URL", "http://127.0.0.1:9/mcp"))

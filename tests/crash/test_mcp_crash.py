@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from outlast import Client
-from tests.apps import mcp_shop
+from tests.apps import mcp_server, mcp_shop
 from tests.conftest import World
 from tests.crash import killed
 
@@ -21,13 +21,16 @@ APP = "tests.apps.mcp_shop:app"
 ANSWER = "find_order=order A1: 30; refund=refunded 30; email_customer=sent"
 
 
-def resumed(world: World, die_in: str, app: str = APP, workflow: str = "mcp_shop") -> tuple[Client, str, Any]:
-    """Run the agent on a worker whose MCP server kills it in ``die_in``, then on an unarmed one."""
+def resumed(
+    world: World, armed: dict[str, str], app: str = APP, workflow: str = "mcp_shop", **env: str
+) -> tuple[Client, str, Any]:
+    """Run the agent on a worker armed with ``armed`` (``MCP_DIE_IN``: its MCP server kills it in
+    that tool), then on an unarmed one, both with ``env``."""
     mcp_shop.setup(world.database_url, world.schema)
     c = Client(settings=world.settings())
     run_id = c.enqueue(workflow, {"prompt": "refund order A1"}).id
-    killed(world.worker(app, MCP_DIE_IN=die_in))
-    world.worker(app)
+    killed(world.worker(app, **armed, **env))
+    world.worker(app, **env)
     return c, run_id, c.wait(run_id, timeout=90)
 
 
@@ -41,7 +44,7 @@ def model_steps(world: World, run_id: str) -> list[int]:
 
 
 def test_an_idempotent_mcp_tool_cut_is_called_again_with_its_key_one_effect(world: World) -> None:
-    c, run_id, run = resumed(world, "refund")
+    c, run_id, run = resumed(world, {"MCP_DIE_IN": "refund"})
     with c:
         assert run.state == "succeeded", run.reason
         assert run.result["output"] == ANSWER
@@ -54,7 +57,7 @@ def test_an_idempotent_mcp_tool_cut_is_called_again_with_its_key_one_effect(worl
 
 
 def test_a_plain_mcp_tool_cut_is_in_doubt_never_called_twice(world: World) -> None:
-    c, _, run = resumed(world, "email_customer")
+    c, _, run = resumed(world, {"MCP_DIE_IN": "email_customer"})
     with c:
         assert run.state == "succeeded", run.reason
         assert run.result["in_doubt"] is True
@@ -66,7 +69,7 @@ def test_a_plain_mcp_tool_cut_is_in_doubt_never_called_twice(world: World) -> No
 
 
 def test_a_read_only_mcp_tool_cut_is_redone(world: World) -> None:
-    c, run_id, run = resumed(world, "find_order")
+    c, run_id, run = resumed(world, {"MCP_DIE_IN": "find_order"})
     with c:
         assert run.state == "succeeded", run.reason
         assert run.result["output"] == ANSWER
@@ -80,3 +83,20 @@ def test_a_read_only_mcp_tool_cut_is_redone(world: World) -> None:
             "mcp_shop.refund",
             "mcp_shop.email_customer",
         ]
+
+
+def test_over_streamable_http_a_plain_mcp_tool_cut_is_in_doubt_never_called_twice(world: World) -> None:
+    # The server, its own process, outlives the worker: killed after the email went out, before
+    # the result was journaled (a failpoint), the worker leaves the call in doubt.
+    mcp_shop.setup(world.database_url, world.schema)
+    port = mcp_server.free_port()
+    with mcp_server.serving(port, world.env()):
+        url = f"http://127.0.0.1:{port}/mcp"
+        armed = {"OUTLAST_FAILPOINTS": "after_effect:mcp_http.email_customer"}
+        c, _, run = resumed(world, armed, "tests.apps.mcp_shop:http_app", "mcp_http", MCP_URL=url)
+    with c:
+        assert run.state == "succeeded", run.reason
+        assert run.result["in_doubt"] is True
+        assert len(served(world, "email_customer")) == 1
+        assert world.sql("SELECT count(*) FROM mcp_emails") == [(1,)]
+        assert len(served(world, "refund")) == 1 and len(served(world, "find_order")) == 1

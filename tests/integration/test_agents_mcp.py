@@ -5,13 +5,7 @@ operation's idempotency key in its ``_meta``. No network beyond the machine, no 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -19,7 +13,7 @@ from outlast import App
 from outlast.agents import ToolEffect, mcp_effect
 from outlast.testing import Harness, HarnessFactory
 from outlast.testing.agents import no_model_requests
-from tests.apps import mcp_shop
+from tests.apps import mcp_server, mcp_shop
 
 ANSWER = "find_order=order A1: 30; refund=refunded 30; email_customer=sent"
 
@@ -92,45 +86,13 @@ def test_the_app_overrides_the_server_s_annotations(
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-@contextmanager
-def http_server(port: int) -> Iterator[None]:
-    """The test MCP server over streamable HTTP on ``port``: its own process, in this environment."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.apps.mcp_server", "http", str(port)],
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        until = time.monotonic() + 30
-        while not listening(port):
-            assert proc.poll() is None and time.monotonic() < until, "the MCP server did not start"
-            time.sleep(0.1)
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def test_over_streamable_http_a_cut_idempotent_call_is_sent_again_with_its_key(
     outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    port = free_port()
+    port = mcp_server.free_port()
     app = mcp_shop.build("mcp_http", url=f"http://127.0.0.1:{port}/mcp")
     h = shop(outlast_harness, monkeypatch, app)
-    with http_server(port):
+    with mcp_server.serving(port):
         run = h.client.enqueue("mcp_http", {"prompt": "refund order A1"})
         # The worker dies once the server refunded, before the result is journaled.
         h.crash_at("after_effect", tool="mcp_http.refund")
