@@ -15,6 +15,10 @@ served from the journal on every resume:
   ``reconciled(fn)`` or ``plain()`` (the default: in doubt after a crash, never run twice). An
   in-doubt call is answered to the model as a failed call whose outcome is unknown
   (``ToolFailed``), and ``run.in_doubt("AGENT.TOOL")`` is true.
+- a tool served by an **MCP server** (a pydantic-ai ``MCPToolset``) is called the same way, its
+  default effect declared by the server's tool annotations (``mcp_effect``: ``readOnlyHint`` read,
+  ``idempotentHint`` idempotent, neither plain), overridden by ``tools=``; every call carries the
+  operation's idempotency key in its ``_meta`` (``IDEMPOTENCY_KEY_META``).
 - a tool declared with ``approval=Approval(...)`` waits for an outlast approval bound to the exact
   arguments the model proposed (a revision needs an approval of its own); a rejection or an
   expiry is answered to the model as a failed call.
@@ -89,12 +93,14 @@ if TYPE_CHECKING:
     from outlast.worker.run import Run
 
 __all__ = [
+    "IDEMPOTENCY_KEY_META",
     "AgentScope",
     "Approval",
     "OutlastDurability",
     "ToolEffect",
     "agent_workflow",
     "idempotent",
+    "mcp_effect",
     "plain",
     "read",
     "reconciled",
@@ -159,6 +165,22 @@ def plain(**kw: Any) -> ToolEffect:
 
 
 Declared = ToolEffect | EffectName
+
+IDEMPOTENCY_KEY_META = "outlast/idempotency-key"
+"""The ``_meta`` entry of an MCP tool call that carries its operation's idempotency key: the same
+on every dispatch of the operation, so that a server can ignore the repeat of an idempotent call."""
+
+
+def mcp_effect(annotations: Mapping[str, Any] | None) -> ToolEffect:
+    """The effect an MCP server's tool annotations declare (as pydantic-ai keeps them, in the
+    tool definition's ``metadata["annotations"]``): ``readOnlyHint`` read, ``idempotentHint``
+    idempotent, neither plain. Annotations are hints: ``tools=`` overrides them."""
+    hints = annotations or {}
+    if hints.get("readOnlyHint"):
+        return ToolEffect("read")
+    if hints.get("idempotentHint"):
+        return ToolEffect("idempotent")
+    return ToolEffect("plain")
 
 
 def _declared(value: Declared) -> ToolEffect:
@@ -250,6 +272,8 @@ _SCOPE: contextvars.ContextVar[AgentScope] = contextvars.ContextVar("outlast_age
 _BODY: contextvars.ContextVar[Callable[[dict[str, Any]], Awaitable[Any]]] = contextvars.ContextVar(
     "outlast_agent_body"
 )
+# the idempotency key of the MCP tool call dispatched now (its operation's)
+_MCP_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("outlast_mcp_key")
 
 
 async def _dispatched(**args: Any) -> Any:
@@ -315,7 +339,8 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
     """Makes an agent's model requests and tool calls outlast operations (see the module doc).
 
     ``tools`` declares each tool's effect by its name (``read()``, ``idempotent()``,
-    ``reconciled(fn)``, ``plain()``, or the names as strings); an undeclared tool is ``plain``.
+    ``reconciled(fn)``, ``plain()``, or the names as strings); an undeclared tool is ``plain``, an
+    undeclared MCP tool what its server's annotations say (``mcp_effect``).
     ``model_cost`` is reserved from the run's budget before each model request and replaced by the
     response's usage, charged as ``usage_budget`` (input plus output tokens)."""
 
@@ -324,8 +349,8 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
         durable_unit_noun="operation",
         durable_container_noun="run",
         codec=JSON_CODEC,
-        wrapped_toolset_kinds=frozenset({"function"}),
-        toolset_lifecycles={"function": "enter-always"},
+        wrapped_toolset_kinds=frozenset({"function", "mcp"}),
+        toolset_lifecycles={"function": "enter-always", "mcp": "enter-always"},
         unsupported_runtime_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
         journal_discovery=False,
     )
@@ -345,6 +370,7 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
         self.model_cost = dict(model_cost or {})
         self.usage_budget = usage_budget
         self._backend: _Backend | None = None
+        self._mcp_registered: dict[str, ToolEffect] = {}
 
     @property
     def model_tool(self) -> str:
@@ -419,17 +445,29 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
         )
         names = [name for ts in agent.toolsets for name in _function_tools(ts)]
         unknown = sorted(set(self.tools) - set(names))
-        if unknown:
+        if unknown and not any(_mcp_toolsets(ts) for ts in agent.toolsets):  # MCP tools: known when listed
             raise UserError(f"agent {self.name!r}: tools= names no tool of it: {', '.join(unknown)}")
         for tool in names:
             self._register(self.tool_name(tool), self.tools.get(tool, ToolEffect()), "tool")
 
     def _refuse_unjournaled(self, leaf: AbstractToolset[Any]) -> None:
-        if not isinstance(leaf, FunctionToolset):
+        if _is_mcp(leaf):
+            _send_keys(leaf)
+        elif not isinstance(leaf, FunctionToolset):
             raise UserError(
-                f"agent {self.name!r}: outlast journals function tools only, not {type(leaf).__name__}: "
-                "call the service from a function tool with its declared effect"
+                f"agent {self.name!r}: outlast journals function and MCP tools only, not "
+                f"{type(leaf).__name__}: call the service from a function tool with its declared effect"
             )
+
+    def mcp_tool(self, tool: str, annotations: Mapping[str, Any] | None) -> str:
+        """The outlast tool a call of the MCP tool ``tool`` is, registered (when first called) with
+        the effect declared in ``tools=``, else by the server's ``annotations``."""
+        name = self.tool_name(tool)
+        effect = self.tools.get(tool) or mcp_effect(annotations)
+        if self._mcp_registered.get(name) != effect:
+            self._register(name, effect, "tool")
+            self._mcp_registered[name] = effect
+        return name
 
     def _register(self, name: str, effect: ToolEffect, kind: Literal["tool", "model"]) -> None:
         args_model = pydantic.create_model(f"{name}_args", __config__=_FREE)
@@ -463,6 +501,43 @@ def _recorded_as_returned(reconcile: Reconciler) -> Reconciler:
         return {"kind": "tool_return", "result": pydantic_core.to_jsonable_python(answer)}
 
     return reconciled
+
+
+def _is_mcp(toolset: AbstractToolset[Any]) -> bool:
+    """Whether ``toolset`` is pydantic-ai's ``MCPToolset`` (its module needs the ``mcp`` extra)."""
+    try:
+        from pydantic_ai.mcp import MCPToolset
+    except ImportError:
+        return False
+    return isinstance(toolset, MCPToolset)
+
+
+def _mcp_toolsets(toolset: AbstractToolset[Any]) -> list[AbstractToolset[Any]]:
+    found: list[AbstractToolset[Any]] = []
+    toolset.apply(lambda leaf: found.append(leaf) if _is_mcp(leaf) else None)
+    return found
+
+
+def _send_keys(toolset: Any) -> None:
+    """Make each call of an MCP toolset dispatched as an operation carry the operation's
+    idempotency key in its ``_meta``, through pydantic-ai's ``process_tool_call`` hook (the app's
+    own hook, if any, still runs, and sees the key)."""
+    inner = toolset.process_tool_call
+    if getattr(inner, "outlast_keyed", False):
+        return
+
+    async def process(ctx: RunContext[Any], call: Any, name: str, args: dict[str, Any]) -> Any:
+        key = _MCP_KEY.get(None)
+        if key is None:
+            return await (inner(ctx, call, name, args) if inner is not None else call(name, args))
+
+        async def keyed(name: str, args: dict[str, Any], *, metadata: dict[str, Any] | None = None) -> Any:
+            return await call(name, args, metadata={**(metadata or {}), IDEMPOTENCY_KEY_META: key})
+
+        return await (inner(ctx, keyed, name, args) if inner is not None else keyed(name, args))
+
+    process.outlast_keyed = True  # type: ignore[attr-defined]
+    toolset.process_tool_call = process
 
 
 def _function_tools(toolset: AbstractToolset[Any]) -> list[str]:
@@ -574,6 +649,10 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
     async def _tool(self, scope: AgentScope, params: ToolsetCallToolParams) -> Any:
         op, cap = self._operation, self._capability
         name = cap.tool_name(params.name)
+        mcp = isinstance(op.operation_id, ToolsetCallToolId) and op.operation_id.toolset_kind == "mcp"
+        if mcp:
+            tool_def = params.tool.tool_def if params.tool is not None else None
+            name = cap.mcp_tool(params.name, ((tool_def and tool_def.metadata) or {}).get("annotations"))
         args: dict[str, Any] = pydantic_core.to_jsonable_python(params.tool_args)
         decided = scope.decided.pop(params.ctx.tool_call_id or "", None)
         if isinstance(decided, str):
@@ -583,8 +662,13 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
 
         async def body(journaled: dict[str, Any]) -> Any:
             call = ToolsetCallToolParams(params.name, tool_args=journaled, ctx=params.ctx, tool=params.tool)
-            with durable_unit_scope():
-                return op.result_codec.dump(await op.handler(call))
+            key = _MCP_KEY.set(current_action().idempotency_key) if mcp else None
+            try:
+                with durable_unit_scope():
+                    return op.result_codec.dump(await op.handler(call))
+            finally:
+                if key is not None:
+                    _MCP_KEY.reset(key)
 
         try:
             payload = await scope.call(name, args, body)

@@ -388,7 +388,7 @@ def test_a_toolset_outlast_cannot_journal_is_refused_when_the_agent_is_built() -
     def tools(ctx: RunContext[Any]) -> FunctionToolset[Any]:
         return FunctionToolset([agent_shop.lookup_order])
 
-    with pytest.raises(UserError, match="outlast journals function tools only, not DynamicToolset"):
+    with pytest.raises(UserError, match="outlast journals function and MCP tools only, not DynamicToolset"):
         Agent(
             TestModel(),
             name="d",
