@@ -3,7 +3,7 @@ and rq keep theirs). Settings are parsed once, by the group (``group.py``); impo
 registers its commands on it: ``worker`` here, the others on first need (``group.FAMILIES``).
 
 Families: ``runs.py`` (enqueue, cancel, continue, resume), ``reads.py`` (status, runs, events,
-export, verify), ``decisions.py`` (resolve, approve, reject, revise), ``messages.py`` (send),
+export, verify), ``artifacts.py``, ``decisions.py`` (resolve, approve, reject, revise), ``messages.py`` (send),
 ``requests.py`` (requests, respond), ``fleet.py`` (health, workers, queues, dead-letters),
 ``schedules.py``, ``admin.py`` (migrate, prune, users), ``dev.py`` (dev, demo), ``replay.py``,
 ``worker.py`` and ``dashboard.py``; ``common.py`` makes each option from its setting's declaration.
