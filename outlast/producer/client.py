@@ -1,11 +1,11 @@
 """AsyncClient lets a program enqueue runs, read their status, wait for results, decide, administer.
 
-It is the one implementation, composed (as redis-py composes its client from command mixins)
-from the families a caller meets: admitting runs (``admission.py``), reading and acting on them
+It is the one implementation, composed (as redis-py composes its client from command mixins) from
+the families a caller meets: admitting runs (``admission.py``), reading and acting on them
 (``runs.py``), decisions (``decisions.py``), messages into runs (``messages.py``), requests
-(``requests.py``), artifacts (``artifacts.py``), forks (``forks.py``), pauses (``pauses.py``), administration (``admin.py``) and the fleet
-(``fleet.py``), all over the connections of ``core.py``. ``Client`` (``sync.py``) is the thin
-synchronous facade over it.
+(``requests.py``), artifacts (``artifacts.py``), forks (``forks.py``), pauses (``pauses.py``),
+administration (``admin.py``) and the fleet (``fleet.py``), all over the connections of ``core.py``.
+``Client`` (``sync.py``) is the thin synchronous facade over it.
 """
 
 from __future__ import annotations
