@@ -21,7 +21,7 @@ class Artifacts(ClientCore):
         found = await self.store.artifacts.artifacts(run_id)
         if not found:
             await self.status(run_id)  # an unknown run is refused, not shown as empty
-        return found
+        return [{**a, "created_at": a["created_at"].isoformat()} for a in found]
 
     async def artifact(self, run_id: str, name: str, op_id: str | None = None) -> bytes:
         """The bytes of artifact ``name`` of ``run_id`` (of operation ``op_id``; else the latest
