@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from pathlib import Path
 
 from starlette.testclient import TestClient
 
@@ -20,8 +19,8 @@ from outlast import Client
 from outlast.dashboard import create_app
 from outlast.identity import add_user
 from outlast.store import Store
-from tests.apps.artifacts import CHART
 from outlast.testing.worker import run_blocking
+from tests.apps.artifacts import CHART
 from tests.conftest import World
 from tests.dashboard import ROLES
 
