@@ -9,13 +9,15 @@ removed by ``outlast artifacts RUN --delete``.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
 
+import pytest
 from starlette.testclient import TestClient
 
-from outlast import Client
+from outlast import AsyncClient, Client, _bundle as bundle
 from outlast.dashboard import create_app
 from outlast.identity import add_user
 from outlast.store import Store
@@ -115,3 +117,30 @@ def test_artifacts_go_with_their_run_unless_kept_and_a_kept_one_is_deleted_by_ha
     assert gone.returncode == 0 and "deleted 1" in gone.stdout, gone.stderr
     run_blocking(sweep)
     assert rows(world, kept) == ([], 0)
+
+
+def test_the_debug_bundle_lists_the_artifacts_and_carries_the_small_ones(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tally = world.tmp / "tally.txt"
+    with Client(settings=world.settings()) as client:
+        run_id = client.enqueue("report", {"tally": str(tally)}).id
+        world.worker(APP)
+        assert client.wait(run_id, timeout=60).state == "succeeded"
+    out = world.tmp / "bundle"
+    done = world.cli("export", run_id, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(ln) for ln in (out / "artifacts.jsonl").read_text().splitlines()]
+    assert [a["name"] for a in lines] == ["summary.txt", "chart.png", "table.csv"]
+    assert base64.b64decode(lines[1]["base64"]) == CHART  # about 10 KB: carried
+    assert all(a["size"] <= bundle.BUNDLED_BYTES for a in lines)
+
+    monkeypatch.setattr(bundle, "BUNDLED_BYTES", 5000)  # the chart is now too large to carry
+
+    async def texts() -> dict[str, str]:
+        async with AsyncClient(settings=world.settings()) as c:
+            return await bundle.contents(c, run_id)
+
+    small = [json.loads(ln) for ln in run_blocking(texts)["artifacts.jsonl"].splitlines()]
+    assert "base64" not in small[1] and small[1]["size"] == len(CHART)  # listed, not carried
+    assert "base64" in small[0] and "base64" in small[2]
