@@ -1,7 +1,8 @@
-"""The dashboard's artifact download: ``GET /api/runs/{run_id}/artifact?name=NAME[&op=OP]``, for
-a person with the operator role. Where the payload store is an object store (S3), the answer is a
-redirect to a presigned URL, good for ``SIGNED_FOR`` seconds (the bytes never pass through the
-dashboard); in Postgres, the bytes themselves."""
+"""This module serves one artifact to a person with the operator role.
+
+The route is ``GET /api/runs/{run_id}/artifact?name=NAME[&op=OP]``. Where the payload store is an
+object store (S3), the answer is a redirect to a presigned URL, good for ``SIGNED_FOR`` seconds
+(the bytes never pass through the dashboard); in Postgres, the bytes themselves."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""This family reads a run's artifacts: the files its workflow or tools saved
-(``run.save_artifact``, ``current_action().save_artifact``), listed, read back whole, and deleted
-(one kept past its run is removed only so)."""
+"""This family lists, reads and deletes the artifacts of a run.
+
+An artifact is a file the run's workflow or tools saved (``run.save_artifact``,
+``current_action().save_artifact``); one kept past its run is removed only by a delete."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
-"""The artifacts family indexes the files a run saved (``run.save_artifact``, a tool's
-``current_action().save_artifact``): one row by (run, operation, name) with the SHA-256, size and
-media type of bytes the payloads family stores (``sql/artifacts.sql``, migration 0034)."""
+"""The artifacts family holds the index of the files a run saved.
+
+They are saved by ``run.save_artifact`` or a tool's ``current_action().save_artifact``: one row by
+(run, operation, name) with the SHA-256, size and media type of bytes the payloads family stores
+(``sql/artifacts.sql``, migration 0034)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""A run's artifacts: files a workflow (``run.save_artifact``) or a tool
-(``current_action().save_artifact``) saves as the run's, kept whole outside its journal.
+"""This module stores a run's artifacts, kept whole outside its journal.
+
+An artifact is a file a workflow (``run.save_artifact``) or a tool
+(``current_action().save_artifact``) saves as the run's.
 
 The bytes are a value of the payload store (stored once per run under their SHA-256, as the
 journal's values by reference are, through the run's writes: an outage of the store is waited

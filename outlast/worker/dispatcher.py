@@ -78,7 +78,7 @@ class Dispatcher:
             Captures(journal, record.id, secrets, replayer.journal.length),
         )
         self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
-        self._artifacts = artifacts  # where its tools' artifacts go (RunArtifacts)
+        self._saver = artifacts  # where its tools' artifacts go (RunArtifacts)
         self._admission = OperationAdmission(
             record=record,
             app=app,
@@ -161,7 +161,7 @@ class Dispatcher:
     def _action(self, op_id: str, tool: str) -> Action:
         run_id = self.run_id
         key, token = f"{run_id}:{op_id}", self._control.token
-        saver, loop = self._artifacts, asyncio.get_running_loop()
+        saver, loop = self._saver, asyncio.get_running_loop()
         return Action(run_id, op_id, tool, key, token, live=self._live, artifacts=saver, loop=loop)
 
     async def dispatch(

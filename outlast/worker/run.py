@@ -124,7 +124,7 @@ class Run(Showing, Conversing):
             approvals=store.approvals,
             sweeps=store.sweeps,
         )
-        self._artifacts = RunArtifacts(store.artifacts, writes, control, replayer)
+        self._saver = RunArtifacts(store.artifacts, writes, control, replayer)
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
@@ -140,7 +140,7 @@ class Run(Showing, Conversing):
             may_park=functools.partial(may_park, self._under_way, self._children),
             max_payload=max_payload,
             live=sink,
-            artifacts=self._artifacts,
+            artifacts=self._saver,
         )
 
     @property
@@ -208,7 +208,7 @@ class Run(Showing, Conversing):
         the payload store and indexed by (run, this crossing, name): a journaled crossing, so a
         replay saves nothing again. ``keep=True``: kept past the run's retention. Returns its
         reference: name, op_id, sha256, size, media_type, keep."""
-        return self._artifacts.crossing(self._replayer.position(), name, data_or_path, media_type, keep)
+        return self._saver.crossing(self._replayer.position(), name, data_or_path, media_type, keep)
 
     def sleep(self, seconds: float) -> Wait[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at
