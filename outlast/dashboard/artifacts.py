@@ -23,13 +23,14 @@ def _attachment(name: str) -> str:
 
 async def download(request: Request) -> Response:
     """One artifact's bytes (or a redirect to them), or why not."""
-    why = request.app.state.gate.refusal(caller_of(request), *DOWNLOAD)
-    if why is not None:
-        return JSONResponse({"error": why}, status_code=403)
     run_id, name = request.path_params["run_id"], request.query_params.get("name", "")
     client = client_of(request)
     try:
+        # an unknown run or artifact is a 404 for everyone (a viewer sees the run page's list)
         meta = await client.artifact_of(run_id, name, request.query_params.get("op") or None)
+        why = request.app.state.gate.refusal(caller_of(request), *DOWNLOAD)
+        if why is not None:
+            return JSONResponse({"error": why}, status_code=403)
         objects = client.store.objects
         if objects is not None and hasattr(objects, "sign"):
             url = await objects.sign(key_of(run_id, meta["sha256"]), SIGNED_FOR)
