@@ -38,3 +38,16 @@ async def report(run: Run, tally: str, keep: bool = False) -> dict[str, object]:
     table = await run.save_artifact("table.csv", path)
     await run.call("note", text=saved["sha256"])
     return {"summary": saved["sha256"], "chart": chart["size"], "table": table["media_type"]}
+
+
+@app.tool("snap", effect="read")
+async def snap(text: str) -> str:
+    saving = current_action().save_artifact("snap.txt", text.encode(), "text/plain")
+    current_action().save_artifact("later.txt", b"not awaited: finished before the result")
+    return (await saving)["sha256"]
+
+
+@app.workflow("snapshot")
+async def snapshot(run: Run, text: str) -> str:
+    sha: str = await run.call("snap", text=text)
+    return sha

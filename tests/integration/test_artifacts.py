@@ -21,7 +21,9 @@ from outlast import AsyncClient, Client, _bundle as bundle
 from outlast.dashboard import create_app
 from outlast.identity import add_user
 from outlast.store import Store
+from outlast.testing import HarnessFactory
 from outlast.testing.worker import run_blocking
+from tests.apps import artifacts
 from tests.apps.artifacts import CHART
 from tests.conftest import World
 from tests.dashboard import ROLES
@@ -144,3 +146,16 @@ def test_the_debug_bundle_lists_the_artifacts_and_carries_the_small_ones(
     small = [json.loads(ln) for ln in run_blocking(texts)["artifacts.jsonl"].splitlines()]
     assert "base64" not in small[1] and small[1]["size"] == len(CHART)  # listed, not carried
     assert "base64" in small[0] and "base64" in small[2]
+
+
+def test_an_async_tool_awaits_its_save_and_one_left_alone_is_done_before_its_result(
+    outlast_harness: HarnessFactory,
+) -> None:
+    h = outlast_harness(artifacts.app)
+    h.start_worker()
+    rid = h.client.enqueue("snapshot", {"text": "hello"}).id
+    run = h.wait(rid, "succeeded")
+    assert run.result == hashlib.sha256(b"hello").hexdigest()
+    listed = {a["name"]: a for a in h.client.artifacts(rid)}
+    assert set(listed) == {"snap.txt", "later.txt"} and listed["snap.txt"]["media_type"] == "text/plain"
+    assert h.client.artifact(rid, "later.txt") == b"not awaited: finished before the result"
