@@ -4,13 +4,16 @@ events.jsonl (what happened), journal.jsonl (every crossing: its entry, its hash
 was journaled; captured requests among them), last_state.json (the run record, with its workflow,
 input, program and outcome, and its status), tool_calls.csv (ts, tool, operation, input_hash,
 latency_ms, status, error; a cell that a spreadsheet would take for a formula starts with ``'``)
-and env.txt (versions and identities). The files are written 0600, in a
+and env.txt (versions and identities); artifacts.jsonl where the run saved artifacts (each one's
+name, operation, SHA-256, size, media type, and, up to ``BUNDLED_BYTES`` (64 KiB), its bytes as
+``base64``: a larger one is listed, not carried). The files are written 0600, in a
 directory made 0700 when the export creates it: a bundle is for the people who can read the
 database. ``read`` gives the run record and the journal back, for ``outlast replay``.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -32,6 +35,7 @@ from outlast.producer import AsyncClient
 from outlast.store import SCHEMA_VERSION
 
 FILES = ("events.jsonl", "journal.jsonl", "last_state.json", "tool_calls.csv", "env.txt")
+BUNDLED_BYTES = 64 * 1024  # an artifact up to this size travels in the bundle; a larger one is listed
 
 # A spreadsheet takes a cell that starts with one of these for a formula: an error message a
 # tool echoed from elsewhere could run one on the machine of whoever opens the bundle.
@@ -83,6 +87,8 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
             for e in entries
         ]
     )
+    if info["artifacts"]:
+        out["artifacts.jsonl"] = _jsonl([await _artifact(client, run_id, a) for a in info["artifacts"]])
     out["last_state.json"] = json.dumps(info, indent=2, ensure_ascii=False, default=str) + "\n"
     started: dict[str, tuple[Any, dict[str, Any]]] = {}
     f = io.StringIO(newline="")
@@ -114,6 +120,13 @@ async def contents(client: AsyncClient, run_id: str) -> dict[str, str]:
         f"{'verifies' if info['chain']['verifies'] else 'ALTERED at #' + str(info['chain']['bad'])})\n"
     )
     return out
+
+
+async def _artifact(client: AsyncClient, run_id: str, a: dict[str, Any]) -> dict[str, Any]:
+    """An artifact's line: its index row, with its bytes (base64) if it is small enough to carry."""
+    if a["size"] > BUNDLED_BYTES:
+        return a
+    return {**a, "base64": base64.b64encode(await client.artifact(run_id, a["name"], a["op_id"])).decode()}
 
 
 def _whole(e: Entry, whole: dict[int, dict[str, Any]]) -> dict[str, Any]:

@@ -74,6 +74,7 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
     children = await client.children(run_id, CHILDREN_SHOWN + 1)
     events = await client.events(run_id)
     size = await client.size(run_id)
+    artifacts = await client.artifacts(run_id)
     now = _now(run.state, run.reason, events)
     return {
         "run": run.to_dict(),
@@ -92,6 +93,7 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
             "generation": run.generation if generation is None else generation,  # the one shown
             "current": run.generation,  # the run's: how often it carried forward
         },
+        "artifacts": artifacts,  # the files the run saved (the bytes: client.artifact)
         "size": size,  # stored bytes, by part, and the run's journaled count (OUTLAST_RUN_SIZE_WARN)
         "pending": pending,
         "in_doubt": in_doubt,
@@ -220,6 +222,12 @@ def _where_it_is(info: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _artifacts_line(found: list[dict[str, Any]]) -> list[str]:
+    """The status's line of the run's artifacts, if it saved any."""
+    names = ", ".join(a["name"] for a in found)
+    return [f"  artifacts    {len(found)}: {names} (outlast artifacts RUN)"] if found else []
+
+
 def render(info: dict[str, Any]) -> str:
     """The status for a person to read."""
     r, chain = info["run"], info["chain"]
@@ -233,6 +241,7 @@ def render(info: dict[str, Any]) -> str:
         note = "current" if shown == now else f"ended; the current one is {now}"
         lines.append(f"  generation   {shown} ({note}; earlier ones: outlast status RUN --generation K)")
     lines.append(f"  size         {size_line(info['size'])}")
+    lines += _artifacts_line(info.get("artifacts", []))
     for title, key in (("pending", "pending"), ("in doubt", "in_doubt"), ("resolved", "resolutions")):
         for op in info[key]:
             extra = op.get("why") or op.get("how") or ""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextvars
+import os
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -11,6 +15,32 @@ class LiveSink(Protocol):
     """Where a tool's live chunks go (the worker's ``LiveOutput``)."""
 
     def send(self, run_id: str, op_id: str | None, chunk: Any) -> None: ...
+
+
+class ArtifactSaver(Protocol):
+    """Where a tool's artifacts go (the worker's ``RunArtifacts``)."""
+
+    def save(
+        self, op_id: str, name: str, data_or_path: Any, media_type: str | None, keep: bool
+    ) -> Coroutine[Any, Any, dict[str, Any]]: ...
+
+
+class Saving:
+    """An artifact's save under way: ``await`` it in an async tool, or ``.result()`` in a sync one
+    (its reference: name, op_id, sha256, size, media_type, keep). Left alone, it is awaited before
+    the tool's result is journaled; a save that failed fails the call."""
+
+    def __init__(self, future: asyncio.Future[dict[str, Any]] | concurrent.futures.Future[dict[str, Any]]):
+        self._future = future
+
+    def __await__(self) -> Generator[Any, None, dict[str, Any]]:
+        f = self._future
+        return (asyncio.wrap_future(f) if isinstance(f, concurrent.futures.Future) else f).__await__()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        if not isinstance(self._future, concurrent.futures.Future):
+            raise RuntimeError("in an async tool, await the save rather than ask its result")
+        return self._future.result(timeout)
 
 
 @dataclass(frozen=True)
@@ -25,6 +55,9 @@ class Action:
     charges: dict[str, float] = field(default_factory=dict, compare=False)
     captured: list[Any] = field(default_factory=list, compare=False, repr=False)
     live: LiveSink | None = field(default=None, compare=False, repr=False)
+    artifacts: ArtifactSaver | None = field(default=None, compare=False, repr=False)
+    saves: list[Saving] = field(default_factory=list, compare=False, repr=False)
+    loop: asyncio.AbstractEventLoop | None = field(default=None, compare=False, repr=False)
 
     def charge(self, **amounts: float) -> None:
         """Report the actual cost of this call (e.g. ``charge(usd=0.02, tokens=812)``); it
@@ -49,6 +82,38 @@ class Action:
         (an offline replay, a reconciler) it goes nowhere."""
         if self.live is not None:
             self.live.send(self.run_id, self.operation_id, chunk)
+
+    def save_artifact(
+        self,
+        name: str,
+        data_or_path: bytes | str | os.PathLike[str],
+        media_type: str | None = None,
+        *,
+        keep: bool = False,
+    ) -> Saving:
+        """Save a file as an artifact of the run, under ``name``: ``bytes``, or a path (``str`` or
+        ``os.PathLike``) read whole. Stored once in the payload store, indexed by (run, this
+        operation, name); saved again by a dispatch of the same operation with the same bytes, it
+        writes nothing. ``media_type``: guessed from the name if not given. ``keep=True``: kept
+        past the run's retention. Returns the save under way (``Saving``)."""
+        if self.artifacts is None or self.loop is None:
+            raise RuntimeError("save_artifact() needs a worker: this call has nowhere to save")
+        made = self.artifacts.save(self.operation_id, name, data_or_path, media_type, keep)
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is self.loop:  # an async tool
+            saving = Saving(self.loop.create_task(made))
+        else:  # a sync tool, on a tool thread
+            saving = Saving(asyncio.run_coroutine_threadsafe(made, self.loop))
+        self.saves.append(saving)
+        return saving
+
+    async def saved(self) -> None:
+        """Wait for the artifacts' saves this call started (the first failure raised)."""
+        for saving in self.saves:
+            await saving
 
 
 class _NotExecuted:

@@ -22,7 +22,7 @@ _NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8
 # commands. ``worker`` is imported with the group; the others when a command is not found among
 # those registered, or all are listed (help): `outlast worker` loads no other (~0.8 MB of RSS).
 FAMILIES = (
-    *("admin", "dashboard", "decisions", "dev", "fleet", "messages"),
+    *("admin", "artifacts", "dashboard", "decisions", "dev", "fleet", "messages"),
     *("pauses", "reads", "replay", "requests", "runs", "schedules", "worker"),
 )
 

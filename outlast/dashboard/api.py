@@ -16,7 +16,7 @@ from starlette.routing import BaseRoute, Route
 
 from outlast import _fleet as fleet
 from outlast._listing import PAGE
-from outlast.dashboard import batch, feeds, lists, openapi
+from outlast.dashboard import artifacts, batch, feeds, lists, openapi
 from outlast.dashboard.acts import decide, resolve, respond, schedule_act
 from outlast.dashboard.auth import NUL
 from outlast.dashboard.views import attachment, bundle_zip, fleet_view, in_doubt_view, run_view
@@ -287,6 +287,7 @@ def routes() -> list[BaseRoute]:
         _route("/api/me", _me),
         _route("/api/runs", _runs),
         Route("/api/runs/{run_id:path}/bundle", _download),
+        Route("/api/runs/{run_id:path}/artifact", artifacts.download),
         Route("/api/runs/{run_id:path}/state", feeds.state),
         Route("/api/runs/{run_id:path}/events", feeds.events),
         Route("/api/runs/{run_id:path}/stream", feeds.stream),

@@ -182,6 +182,18 @@ PATHS: Doc = {
     "/api/runs/{run_id}/bundle": _with(
         _run_get("the debug bundle"), {"200": {"description": "a zip", "content": {"application/zip": {}}}}
     ),
+    "/api/runs/{run_id}/artifact": _with(
+        _run_get(
+            "one artifact of the run (operators): its bytes, or a redirect to a presigned URL "
+            "where the payload store is S3",
+            (403, 404),
+            params=[_query("name", "the artifact's name"), _query("op", "its operation (else the latest)")],
+        ),
+        {
+            "200": {"description": "the artifact's bytes", "content": {"application/octet-stream": {}}},
+            "307": {"description": "a presigned URL (Location), good for 300 seconds"},
+        },
+    ),
     "/api/runs/{run_id}/state": _run_get("the run's state"),
     "/api/runs/{run_id}/events": _with(
         _run_get("the run's events", (404, 429), params=AFTER), _events("event", "end")

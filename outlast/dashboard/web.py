@@ -85,6 +85,7 @@ RETRY = (OPERATOR, "retry runs")
 PAUSE = (OPERATOR, "pause and unpause runs")
 SCHEDULE = (OPERATOR, "pause, resume or trigger schedules")
 REQUEUE = (OPERATOR, "requeue dead letters")
+DOWNLOAD = (OPERATOR, "download artifacts")
 SEND = (OPERATOR, "send messages to runs")  # or the sender role: check_sender
 STALE = "refused: the form's CSRF token is missing or stale; try again"
 

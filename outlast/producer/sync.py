@@ -156,5 +156,12 @@ class _Administration(_Loop):
     parked = _blocking(AsyncClient.parked)
 
 
-class Client(_Runs, _ClientShown, _Decisions, _Messages, _Administration):
+class _Artifacts(_Loop):
+    artifacts = _blocking(AsyncClient.artifacts)
+    artifact = _blocking(AsyncClient.artifact)
+    artifact_of = _blocking(AsyncClient.artifact_of)
+    delete_artifact = _blocking(AsyncClient.delete_artifact)
+
+
+class Client(_Runs, _Artifacts, _ClientShown, _Decisions, _Messages, _Administration):
     """``Client`` is the synchronous facade over ``AsyncClient`` (its ``aio``)."""

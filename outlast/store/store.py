@@ -13,6 +13,7 @@ from outlast._objects import S3Objects
 from outlast._urls import redact
 from outlast.settings import Settings
 from outlast.store.approvals import Approvals
+from outlast.store.artifacts import Artifacts
 from outlast.store.base import Family
 from outlast.store.budgets import Budgets
 from outlast.store.children import Children
@@ -77,6 +78,7 @@ class Store(Migrations, Connection):
     messages = cached_property(Messages)
     pauses = cached_property(Pauses)
     payloads = cached_property(Payloads)
+    artifacts = cached_property(Artifacts)
     requests = cached_property(Requests)
     firsts = cached_property(Firsts)
     budgets = cached_property(Budgets)

@@ -24,7 +24,7 @@ from outlast._journal import Unstorable, args_hash, jsonable, operation_state
 from outlast._model import RunRecord
 from outlast._payloads import too_large
 from outlast._secrets import Secrets
-from outlast.action import Action, LiveSink, reset_action, set_action
+from outlast.action import Action, ArtifactSaver, LiveSink, reset_action, set_action
 from outlast.app import App, Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.store.budgets import Budgets
@@ -61,6 +61,7 @@ class Dispatcher:
         may_park: Callable[[], bool],
         max_payload: int | None = None,
         live: LiveSink | None = None,
+        artifacts: ArtifactSaver | None = None,
     ) -> None:
         self.run_id = record.id
         self.budget_id = record.budget_id
@@ -77,6 +78,7 @@ class Dispatcher:
             Captures(journal, record.id, secrets, replayer.journal.length),
         )
         self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
+        self._saver = artifacts  # where its tools' artifacts go (RunArtifacts)
         self._admission = OperationAdmission(
             record=record,
             app=app,
@@ -158,7 +160,9 @@ class Dispatcher:
 
     def _action(self, op_id: str, tool: str) -> Action:
         run_id = self.run_id
-        return Action(run_id, op_id, tool, f"{run_id}:{op_id}", self._control.token, live=self._live)
+        key, token = f"{run_id}:{op_id}", self._control.token
+        saver, loop = self._saver, asyncio.get_running_loop()
+        return Action(run_id, op_id, tool, key, token, live=self._live, artifacts=saver, loop=loop)
 
     async def dispatch(
         self,
@@ -188,6 +192,7 @@ class Dispatcher:
                 self.log.info("operation.dispatched", operation_id=action.operation_id, args=sealed)
             with tracing.tool_call(tool, action, sealed) as span:
                 result = await self._invoke(tool, args, action, asked)
+                await action.saved()  # its artifacts stored before its result is journaled
                 try:
                     ok = self._secrets.scrub(jsonable(result, self._writes.referenced or self.max_payload))
                     payload: dict[str, Any] = {"ok": ok}

@@ -22,6 +22,7 @@ from outlast._secrets import Secrets
 from outlast.app import App
 from outlast.errors import InvalidInput
 from outlast.store import Store
+from outlast.worker.artifacts import Data, RunArtifacts
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import RunControl, Suspended
@@ -123,6 +124,7 @@ class Run(Showing, Conversing):
             approvals=store.approvals,
             sweeps=store.sweeps,
         )
+        self._saver = RunArtifacts(store.artifacts, writes, control, replayer)
         self._dispatcher = Dispatcher(
             record=record,
             app=app,
@@ -138,6 +140,7 @@ class Run(Showing, Conversing):
             may_park=functools.partial(may_park, self._under_way, self._children),
             max_payload=max_payload,
             live=sink,
+            artifacts=self._saver,
         )
 
     @property
@@ -197,6 +200,15 @@ class Run(Showing, Conversing):
     def random(self) -> Awaitable[float]:
         """A random float in [0, 1), journaled."""
         return self._replayer.value(self._replayer.position(), "random", _random.random)
+
+    def save_artifact(
+        self, name: str, data_or_path: Data, media_type: str | None = None, *, keep: bool = False
+    ) -> Awaitable[dict[str, Any]]:
+        """Save a file as an artifact of the run (``bytes``, or a path read whole), stored once in
+        the payload store and indexed by (run, this crossing, name): a journaled crossing, so a
+        replay saves nothing again. ``keep=True``: kept past the run's retention. Returns its
+        reference: name, op_id, sha256, size, media_type, keep."""
+        return self._saver.crossing(self._replayer.position(), name, data_or_path, media_type, keep)
 
     def sleep(self, seconds: float) -> Wait[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from outlast import _failpoints as failpoints
 from outlast._journal import Entry, Limit, body_bytes
+from outlast._payloads import JSON
 from outlast.errors import Fenced, ServiceUnavailable
 from outlast.store.journal import Journal, appended
 from outlast.store.messages import Messages
@@ -59,7 +60,7 @@ class JournalWrites:
         self.broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
 
-    async def store_payloads(self, values: dict[str, bytes]) -> None:
+    async def store_payloads(self, values: dict[str, bytes], media_type: str = JSON) -> None:
         """Store the values an entry holds by reference, before it is journaled (each once in the
         run). While the payload store is out of reach the run waits, holding its lease (claimed
         again and again it would count as crashing its workers); a hand-over, a cancellation or
@@ -70,7 +71,7 @@ class JournalWrites:
         pause = 0.2
         while True:  # an outage of the payload store: the run waits, its lease renewed meanwhile
             try:
-                await self._journal.put_payloads(self.run_id, new)
+                await self._journal.put_payloads(self.run_id, new, media_type)
                 break
             except ServiceUnavailable as exc:
                 control = self._control

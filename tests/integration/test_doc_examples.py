@@ -102,7 +102,8 @@ def run_page(page: Path, world: World, harness: Any) -> list[str]:
                 continue
             if block.marker == "worker":
                 assert isinstance(ns.get("app"), App), f"{where}: no app for the worker"
-                w = InProcessWorker(ns["app"], world.settings(), ["default"])
+                queues = ns["app"].queues("default")  # the queues `outlast worker` serves
+                w = InProcessWorker(ns["app"], world.settings(), queues)
                 w.start()
                 workers.append(w)
             else:

@@ -65,6 +65,9 @@ UNFENCED = {
     "wake_child_waiters", "wake_first_waiters", "turns", "prune", "advance_schedule", "sweep_payloads",
     # a value stored in the payload store before the entry that refers to it (an orphan is swept)
     "put_payloads",
+    # an artifact's index row, written after its bytes and before the crossing or result that
+    # follows it is journaled: keyed by (run, operation, name), the same row from any worker
+    "put_artifact",
     "declare_schedule", "insert_run", "rollup_turn", "roll_up", "flush_latencies", "rollup_queue_names",
     # of the run, not a step under its token, or of another run (the size warning: once per run,
     # by whichever statement finds it unmarked, worker/size.py)

@@ -23,11 +23,12 @@ SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
 
 -- name: payloads_sweep
 -- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
--- journal entry of the run refers to are marked journaled, the others swept (orphans, and the
--- payloads of runs pruned).
+-- journal entry of the run, or an artifact (0034, kept past its run or not), refers to are marked
+-- journaled, the others swept (orphans, and the payloads of runs pruned).
 WITH old AS (
     SELECT p.run_id, p.sha256,
-        EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id)
+        EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = p.run_id AND a.sha256 = p.sha256)
+        OR EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id)
         AND (EXISTS (SELECT 1 FROM journal j WHERE j.run_id = p.run_id
                        AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)
              OR EXISTS (SELECT 1 FROM journal_past j WHERE j.run_id = p.run_id
@@ -35,7 +36,8 @@ WITH old AS (
     FROM payloads p
     WHERE NOT p.swept
       AND p.created_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s)
-      AND (NOT p.journaled OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id))
+      AND (NOT p.journaled OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id)
+           AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = p.run_id AND a.sha256 = p.sha256))
     ORDER BY p.created_at
     LIMIT %(limit)s
     FOR UPDATE OF p SKIP LOCKED)

@@ -154,6 +154,8 @@ m AS (DELETE FROM messages WHERE run_id IN (SELECT id FROM doomed)),
 v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING 1),
 s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 st AS (DELETE FROM run_state WHERE run_id IN (SELECT id FROM doomed)),
+-- its artifacts, but those saved with keep=True (0034): deleted by `outlast artifacts RUN --delete`
+ar AS (DELETE FROM artifacts WHERE run_id IN (SELECT id FROM doomed) AND NOT keep),
 -- the ended generations of a run carried forward: with their run, or once ended before the cutoff
 gp AS (
     DELETE FROM generations WHERE run_id IN (SELECT id FROM doomed)
