@@ -44,6 +44,7 @@ from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled
 from outlast.worker.run import Run
+from outlast.worker.scope import RunTaken
 from outlast.worker.writes import JournalWrites
 
 UNFINISHED = tuple(s for s in RunState if s not in FINAL_STATES)  # the runs a deploy would resume
@@ -165,16 +166,8 @@ async def replay_run(
     gate = FlowGate(
         flow=store.flow, runs=store.runs, sweeps=store.sweeps, windows=None, control=control, writes=writes
     )
-    ctx = Run(
-        record=record,
-        app=app,
-        store=store,
-        control=control,
-        writes=writes,
-        journal=Journaled(entries),
-        gate=gate,
-        secrets=secrets,
-    )
+    scope = RunTaken(app, control, writes, gate).scope(record, Journaled(entries), secrets)
+    ctx = Run(scope, store)
     end = len(entries) + 1
     try:
         state, result, error = await _ending(wf, ctx, record.input)

@@ -7,39 +7,24 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from outlast._model import RunRecord
-from outlast._secrets import Secrets
-from outlast.app import App, Tool
+from outlast.app import Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
 from outlast.store.budgets import Budgets
-from outlast.worker.control import RunControl
-from outlast.worker.replayer import Replayer
-from outlast.worker.writes import JournalWrites
+from outlast.worker.scope import RunScope
 
 
 class OperationAdmission:
     """``OperationAdmission`` makes one run's policy verdicts and budget reservations."""
 
-    def __init__(
-        self,
-        *,
-        record: RunRecord,
-        app: App,
-        budgets: Budgets,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
-        secrets: Secrets,
-        handle: Callable[[], Any],
-    ) -> None:
-        self.run_id = record.id
-        self.budget_id = record.budget_id
-        self._app = app
+    def __init__(self, scope: RunScope, budgets: Budgets, handle: Callable[[], Any]) -> None:
+        self.run_id = scope.run_id
+        self.budget_id = scope.record.budget_id
+        self._app = scope.app
         self._budgets = budgets
-        self._control = control
-        self._writes = writes
-        self._replayer = replayer
-        self._secrets = secrets
+        self._control = scope.control
+        self._writes = scope.writes
+        self._replayer = scope.replayer
+        self._secrets = scope.secrets
         self._handle = handle  # the workflow's ``run`` (a weak reference), for the policy hook
 
     async def policy(

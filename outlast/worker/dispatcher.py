@@ -21,22 +21,20 @@ import structlog
 
 from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
 from outlast._journal import Unstorable, args_hash, jsonable, operation_state
-from outlast._model import RunRecord
 from outlast._payloads import too_large
-from outlast._secrets import Secrets
-from outlast.action import Action, LiveSink, reset_action, set_action
-from outlast.app import App, Tool
+from outlast.action import Action, reset_action, set_action
+from outlast.app import Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
 from outlast.store.budgets import Budgets
 from outlast.store.journal import Journal
 from outlast.worker.admission import OperationAdmission
 from outlast.worker.captures import Captures
-from outlast.worker.control import Abandoned, JournalEnd, RunControl
-from outlast.worker.flow import FlowGate, no_check
+from outlast.worker.control import Abandoned, JournalEnd
+from outlast.worker.flow import no_check
 from outlast.worker.gaps import GapTable, Reconciled, Redo, holds
-from outlast.worker.replayer import Replayer, asked_by_result, describe
+from outlast.worker.replayer import asked_by_result, describe
+from outlast.worker.scope import RunScope
 from outlast.worker.tools import error_payload, invoke
-from outlast.worker.writes import JournalWrites
 
 log = structlog.get_logger("outlast.run")
 
@@ -47,53 +45,27 @@ class Dispatcher:
 
     def __init__(
         self,
-        *,
-        record: RunRecord,
-        app: App,
+        scope: RunScope,
         budgets: Budgets,
         journal: Journal,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
-        secrets: Secrets,
-        gate: FlowGate,
         handle: Callable[[], Any],
         may_park: Callable[[], bool],
-        max_payload: int | None = None,
-        live: LiveSink | None = None,
     ) -> None:
-        self.run_id = record.id
-        self.budget_id = record.budget_id
-        self.max_payload = max_payload  # the largest result stored
+        self.run_id = scope.run_id
+        self.budget_id = scope.record.budget_id
+        self.max_payload = scope.max_payload  # the largest result stored
         self.in_doubt: set[str] = set()  # tools with an operation declared in doubt in this run
         self.may_park = may_park  # no other crossing of the run under way: a long wait may park it
-        self._app = app
+        self._app = scope.app
         self._budgets = budgets
-        self._control = control
-        self._writes = writes
-        self._replayer = replayer
-        self._secrets, self._captures = (
-            secrets,
-            Captures(journal, record.id, secrets, replayer.journal.length),
-        )
-        self._gate, self._live = gate, live  # live: where its tools' chunks go (LiveOutput)
-        self._admission = OperationAdmission(
-            record=record,
-            app=app,
-            budgets=budgets,
-            control=control,
-            writes=writes,
-            replayer=replayer,
-            secrets=secrets,
-            handle=handle,
-        )
-        self._gaps = GapTable(
-            control=control,
-            reconcilers=app.reconcilers,
-            secrets=secrets,
-            replayer=replayer,
-            in_doubt=self.in_doubt,
-        )
+        self._control = scope.control
+        self._writes = scope.writes
+        self._replayer = replayer = scope.replayer
+        self._secrets = scope.secrets
+        self._captures = Captures(journal, self.run_id, scope.secrets, replayer.journal.length)
+        self._gate, self._live = scope.gate, scope.live  # live: where its tools' chunks go (LiveOutput)
+        self._admission = OperationAdmission(scope, budgets, handle)  # handle: the run, for the policy hook
+        self._gaps = GapTable(scope, self.in_doubt)
 
     @functools.cached_property
     def log(self) -> Any:

@@ -24,12 +24,10 @@ import structlog
 
 from outlast import _metrics as metrics
 from outlast._journal import operation_state
-from outlast._secrets import Secrets
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
-from outlast.app import Reconciler, Tool
+from outlast.app import Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.worker.control import RunControl
-from outlast.worker.replayer import Replayer
+from outlast.worker.scope import RunScope
 
 log = structlog.get_logger("outlast.run")
 
@@ -76,19 +74,11 @@ class GapTable:
     """One run's decisions on its gaps, and its in-doubt and abandoned declarations; the dispatcher
     carries the decisions out."""
 
-    def __init__(
-        self,
-        *,
-        control: RunControl,
-        reconcilers: dict[str, Reconciler],
-        secrets: Secrets,
-        replayer: Replayer,
-        in_doubt: set[str],
-    ) -> None:
-        self._control = control
-        self._reconcilers = reconcilers
-        self._secrets = secrets
-        self._replayer = replayer
+    def __init__(self, scope: RunScope, in_doubt: set[str]) -> None:
+        self._control = scope.control
+        self._reconcilers = scope.app.reconcilers
+        self._secrets = scope.secrets
+        self._replayer = scope.replayer
         self._in_doubt = in_doubt  # the dispatcher's: tools with an operation declared in doubt
 
     @functools.cached_property
