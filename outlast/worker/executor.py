@@ -35,7 +35,7 @@ from outlast.worker.carry import carried
 from outlast.worker.control import CarriedForward, HandOver, Interrupted, Paused, Suspended
 from outlast.worker.flow import workflow_key
 from outlast.worker.replayer import Journaled
-from outlast.worker.run import Run
+from outlast.worker.run import Run, RunEngine
 from outlast.worker.scope import RunTaken, take
 
 log = structlog.get_logger("outlast.worker")
@@ -148,10 +148,11 @@ class Execution:
         self.secrets = Secrets(self.app, self.taken.callbacks[0])
         scope = self.taken.scope(run, journal, self.secrets)
         ctx = Run(scope, self.store)
-        self._started += [ctx.children_started]
+        end = RunEngine(ctx)  # the engine's side of it
+        self._started += [end.children_started]
         try:
-            value = await self._workflow(wf.fn, ctx)
-            ctx.check_consumed()
+            value = await self._workflow(wf.fn, ctx, end)
+            end.check_consumed()
             if isinstance(value, CarriedForward):
                 return value
             state, result = self._outcome(wf, value)
@@ -161,7 +162,7 @@ class Execution:
             self.wake_at = exc.wake_at
             return Outcome.WAITING
         except Cancelled:
-            undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
+            undone = await end.compensate() if "cancel" in wf.compensate_on else None
             return await self.finish(RunState.CANCELLED, result=undone, reason="cancelled on request")
         except ResumeRefused as exc:
             return await self._wait(exc.reason, str(exc))
@@ -172,17 +173,17 @@ class Execution:
         except BudgetExhausted as exc:
             return await self._stopped(wf, RunState.EXHAUSTED, exc)
         except Exception as exc:
-            return await self._raised(wf, ctx, exc, journal.length)
+            return await self._raised(wf, end, exc, journal.length)
         return await self.finish(state, result=result)
 
-    async def _raised(self, wf: Workflow, ctx: Run, exc: Exception, crossings: int) -> Outcome:
+    async def _raised(self, wf: Workflow, end: RunEngine, exc: Exception, crossings: int) -> Outcome:
         """The workflow raised: a bug parks the run (not while it is cancelled), a failure it
         means ends it ``failed``, compensated if it asked."""
         if is_bug(wf, exc) and not self.control.cancel.is_set():
             self.log.error("run.bug_parked", error=error_of(exc))
             return await self._wait(PARKED, parked(self.run.id, exc, crossings))
         reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
-        undone = await ctx.compensate() if "failure" in wf.compensate_on else None
+        undone = await end.compensate() if "failure" in wf.compensate_on else None
         return await self.finish(RunState.FAILED, result=undone, error=error_of(exc), reason=reason)
 
     async def _held_back(self, wf: Workflow) -> Outcome | None:
@@ -243,10 +244,10 @@ class Execution:
                 return await self.finish(RunState.PARTIAL, result=result, error=error_of(exc), reason=reason)
         return await self.finish(state, error=error, reason=reason)
 
-    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
+    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run, end: RunEngine) -> Any:
         """Run the workflow function; however it ends, the calls and child waits it left under
         way (the siblings of a ``gather`` that raised) settle, their results journaled, before the
-        run ends (``Run.ended``: or waits, if one of them committed a wait)."""
+        run ends (``RunEngine.ended``: or waits, if one of them committed a wait)."""
         try:
             value = await fn(ctx, **self.run.input)
         except CarriedForward as carry:
@@ -255,10 +256,10 @@ class Execution:
             self.control.dispatch_stopped = True
             raise
         except (Exception, Cancelled, Paused):  # the calls under way settle, journaled, first
-            await ctx.ended()
+            await end.ended()
             self._left_if_abandoned()
             raise
-        await ctx.ended()
+        await end.ended()
         self._left_if_abandoned()
         return value
 

@@ -212,11 +212,14 @@ class Run(Showing, Conversing):
         finally:
             self._under_way.pauses -= 1
 
-    async def settled(self) -> None:
-        """Wait for the calls still under way (``UnderWay.settled``)."""
-        await self._under_way.settled()
 
-    # -- for the executor ---------------------------------------------------------------
+class RunEngine:
+    """The engine's side of one run: what the executor (and the offline replay) ask of it once its
+    workflow returned or raised (``RunEngine(run)``); the workflow is handed the ``Run`` only."""
+
+    def __init__(self, run: Run) -> None:
+        self._app, self._replayer = run._app, run._replayer
+        self._under_way, self._children, self._dispatcher = run._under_way, run._children, run._dispatcher
 
     @property
     def children_started(self) -> list[tuple[str, str]]:
@@ -227,7 +230,7 @@ class Run(Showing, Conversing):
         """The workflow returned or raised: wait for the crossings it left under way (calls, and
         waits for children); if one of those committed the run's wait, the run waits (the replay
         comes back to the same point, and the workflow ends then)."""
-        await self.settled()
+        await self._under_way.settled()
         await self._children.quiet()
         if self._children.suspended:
             raise Suspended()
