@@ -16,7 +16,7 @@ from outlast.worker.scope import RunScope
 class OperationAdmission:
     """``OperationAdmission`` makes one run's policy verdicts and budget reservations."""
 
-    def __init__(self, scope: RunScope, budgets: Budgets, handle: Callable[[], Any]) -> None:
+    def __init__(self, scope: RunScope, *, budgets: Budgets, handle: Callable[[], Any]) -> None:
         self.run_id = scope.run_id
         self.budget_id = scope.record.budget_id
         self._app = scope.app

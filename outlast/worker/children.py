@@ -57,7 +57,7 @@ class RunChildren:
     """``RunChildren`` starts the run's child runs and waits for them."""
 
     def __init__(
-        self, scope: RunScope, children: Children, runs: Runs, settled: Callable[[], Awaitable[None]]
+        self, scope: RunScope, *, children: Children, runs: Runs, settled: Callable[[], Awaitable[None]]
     ) -> None:
         record = scope.record
         self.run_id = record.id

@@ -46,6 +46,7 @@ class Dispatcher:
     def __init__(
         self,
         scope: RunScope,
+        *,
         budgets: Budgets,
         journal: Journal,
         handle: Callable[[], Any],
@@ -64,7 +65,9 @@ class Dispatcher:
         self._secrets = scope.secrets
         self._captures = Captures(journal, self.run_id, scope.secrets, replayer.journal.length)
         self._gate, self._live = scope.gate, scope.live  # live: where its tools' chunks go (LiveOutput)
-        self._admission = OperationAdmission(scope, budgets, handle)  # handle: the run, for the policy hook
+        self._admission = OperationAdmission(
+            scope, budgets=budgets, handle=handle
+        )  # handle: the run, for the policy hook
         self._gaps = GapTable(scope, self.in_doubt)
 
     @functools.cached_property

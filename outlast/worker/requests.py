@@ -53,7 +53,9 @@ class Question:
 class RunRequests:
     """The run's typed requests."""
 
-    def __init__(self, scope: RunScope, requests: Requests, settled: Callable[[], Awaitable[None]]) -> None:
+    def __init__(
+        self, scope: RunScope, *, requests: Requests, settled: Callable[[], Awaitable[None]]
+    ) -> None:
         self.run_id = scope.run_id
         self.max_payload = scope.max_payload
         # what every durable wait of the run uses (``first.First`` too)

@@ -58,10 +58,17 @@ class Run(Showing, Conversing):
         settled = self._under_way.settled
         wf = scope.app.workflows.get(record.workflow)
         channels = None if wf is None else wf.channels
-        waits = store.leases, store.sweeps, store.approvals, store.messages
-        self._waits = Inbox(scope, *waits, settled=settled, channels=channels)
-        self._requests = RunRequests(scope, store.requests, settled)
-        self._children = RunChildren(scope, store.children, store.runs, settled)
+        self._waits = Inbox(
+            scope,
+            leases=store.leases,
+            sweeps=store.sweeps,
+            approvals=store.approvals,
+            messages=store.messages,
+            settled=settled,
+            channels=channels,
+        )
+        self._requests = RunRequests(scope, requests=store.requests, settled=settled)
+        self._children = RunChildren(scope, children=store.children, runs=store.runs, settled=settled)
         self._shown = RunShown(scope)
         self._first = First(
             self._requests,
@@ -75,7 +82,10 @@ class Run(Showing, Conversing):
         )
         # a tool's slot or rate wait may park the run when no other crossing is under way
         may_park = functools.partial(may_park_run, self._under_way, self._children)
-        self._dispatcher = Dispatcher(scope, store.budgets, store.journal, weakref.ref(self), may_park)
+        handle = weakref.ref(self)  # the run, for the policy hook
+        self._dispatcher = Dispatcher(
+            scope, budgets=store.budgets, journal=store.journal, handle=handle, may_park=may_park
+        )
 
     @property
     def run_id(self) -> str:

@@ -62,11 +62,11 @@ class Waits:
     def __init__(
         self,
         scope: RunScope,
+        *,
         leases: Leases,
         sweeps: Sweeps,
         approvals: Approvals,
         messages: Messages,
-        *,
         settled: Callable[[], Awaitable[None]],
         channels: dict[str, Any] | None = None,
     ) -> None:

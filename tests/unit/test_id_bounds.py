@@ -69,7 +69,7 @@ def children(run_id: str) -> tuple[RunChildren, Replayer, Store]:
     scope = SimpleNamespace(
         record=record, app=app, control=Control(), writes=Writes(), replayer=replayer, max_payload=None
     )
-    made = RunChildren(cast(Any, scope), cast(Any, store), cast(Any, store), settled)
+    made = RunChildren(cast(Any, scope), children=cast(Any, store), runs=cast(Any, store), settled=settled)
     return made, replayer, store
 
 
