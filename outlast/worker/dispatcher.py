@@ -65,9 +65,7 @@ class Dispatcher:
         self._secrets = scope.secrets
         self._captures = Captures(journal, self.run_id, scope.secrets, replayer.journal.length)
         self._gate, self._live = scope.gate, scope.live  # live: where its tools' chunks go (LiveOutput)
-        self._admission = OperationAdmission(
-            scope, budgets=budgets, handle=handle
-        )  # handle: the run, for the policy hook
+        self._admission = OperationAdmission(scope, budgets=budgets, handle=handle)  # handle: the run
         self._gaps = GapTable(scope, self.in_doubt)
 
     @functools.cached_property
