@@ -43,7 +43,8 @@ from outlast.store import FAMILIES, Store
 from outlast.worker.control import JournalEnd, RunControl, Suspended
 from outlast.worker.flow import FlowGate
 from outlast.worker.replayer import Journaled
-from outlast.worker.run import Run
+from outlast.worker.run import Run, RunEngine
+from outlast.worker.scope import RunTaken
 from outlast.worker.writes import JournalWrites
 
 UNFINISHED = tuple(s for s in RunState if s not in FINAL_STATES)  # the runs a deploy would resume
@@ -165,16 +166,8 @@ async def replay_run(
     gate = FlowGate(
         flow=store.flow, runs=store.runs, sweeps=store.sweeps, windows=None, control=control, writes=writes
     )
-    ctx = Run(
-        record=record,
-        app=app,
-        store=store,
-        control=control,
-        writes=writes,
-        journal=Journaled(entries),
-        gate=gate,
-        secrets=secrets,
-    )
+    scope = RunTaken(app, control, writes, gate).scope(record, Journaled(entries), secrets)
+    ctx = Run(scope, store)
     end = len(entries) + 1
     try:
         state, result, error = await _ending(wf, ctx, record.input)
@@ -203,14 +196,15 @@ async def replay_run(
 async def _ending(wf: Workflow, ctx: Run, run_input: dict[str, Any]) -> tuple[RunState, Any, str | None]:
     """Run the workflow to its end as the executor does: the final state, result and error type
     it would commit (compensations included, served from the journal)."""
+    end = RunEngine(ctx)  # the engine's side of the run
     try:
         try:
             value = await wf.fn(ctx, **run_input)
         except (Exception, Cancelled):
-            await ctx.ended()
+            await end.ended()
             raise
-        await ctx.ended()
-        ctx.check_consumed()
+        await end.ended()
+        end.check_consumed()
         if isinstance(value, Partial):
             if not wf.accepts_partial:
                 raise PartialRefused(f"workflow '{wf.name}' returned a Partial but does not accept them")
@@ -219,14 +213,14 @@ async def _ending(wf: Workflow, ctx: Run, run_input: dict[str, Any]) -> tuple[Ru
     except (ResumeRefused, InDoubt):
         raise
     except Cancelled:
-        undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
+        undone = await end.compensate() if "cancel" in wf.compensate_on else None
         return RunState.CANCELLED, undone, None
     except (DeadlineExceeded, ApprovalExpired, RequestExpired) as exc:
         return RunState.TIMED_OUT, None, type(exc).__name__
     except BudgetExhausted as exc:
         return RunState.EXHAUSTED, None, type(exc).__name__
     except Exception as exc:
-        undone = await ctx.compensate() if "failure" in wf.compensate_on else None
+        undone = await end.compensate() if "failure" in wf.compensate_on else None
         return RunState.FAILED, undone, type(exc).__name__
 
 

@@ -7,48 +7,31 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from outlast._model import RunRecord
-from outlast._secrets import Secrets
-from outlast.app import App, Tool
 from outlast.errors import BudgetExhausted, PolicyRefused
 from outlast.store.budgets import Budgets
-from outlast.worker.control import RunControl
-from outlast.worker.replayer import Replayer
-from outlast.worker.writes import JournalWrites
+from outlast.worker.op import Op
+from outlast.worker.scope import RunScope
 
 
 class OperationAdmission:
     """``OperationAdmission`` makes one run's policy verdicts and budget reservations."""
 
-    def __init__(
-        self,
-        *,
-        record: RunRecord,
-        app: App,
-        budgets: Budgets,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
-        secrets: Secrets,
-        handle: Callable[[], Any],
-    ) -> None:
-        self.run_id = record.id
-        self.budget_id = record.budget_id
-        self._app = app
+    def __init__(self, scope: RunScope, *, budgets: Budgets, handle: Callable[[], Any]) -> None:
+        self.run_id = scope.run_id
+        self.budget_id = scope.record.budget_id
+        self._app = scope.app
         self._budgets = budgets
-        self._control = control
-        self._writes = writes
-        self._replayer = replayer
-        self._secrets = secrets
+        self._control = scope.control
+        self._writes = scope.writes
+        self._replayer = scope.replayer
+        self._secrets = scope.secrets
         self._handle = handle  # the workflow's ``run`` (a weak reference), for the policy hook
 
-    async def policy(
-        self, op_id: str, tool: str, args: dict[str, Any], sealed: dict[str, Any], ahash: str
-    ) -> None:
+    async def policy(self, op: Op) -> None:
         hook = self._app.policy_hook
         if hook is None:
             return
-        verdict = hook(tool, args, self._handle())
+        verdict = hook(op.name, op.args, self._handle())
         if isinstance(verdict, Awaitable):
             verdict = await verdict
         if verdict is None or verdict is True:
@@ -56,16 +39,16 @@ class OperationAdmission:
         # The hook saw the call's own values: its words are stored and raised only redacted.
         reason = "refused by policy"
         if isinstance(verdict, str):
-            reason = self._secrets.redact(tool, args, verdict)
-        await self._replayer.append(
-            "refused", op_id, {"tool": tool, "args": sealed, "args_hash": ahash, "reason": reason}
-        )
-        raise PolicyRefused(self.run_id, tool, reason)
+            reason = self._secrets.redact(op.name, op.args, verdict)
+        refused = {"tool": op.name, "args": op.sealed, "args_hash": op.args_hash, "reason": reason}
+        await self._replayer.append("refused", op.id, refused)
+        raise PolicyRefused(self.run_id, op.name, reason)
 
-    async def reserve(self, op_id: str, tool: Tool) -> dict[str, float]:
+    async def reserve(self, op: Op) -> dict[str, float]:
+        tool = op.tool
         if self.budget_id is None or not tool.cost:
             return {}
-        reserve = self._budgets.reserve(self.budget_id, self.run_id, op_id, tool.cost)
+        reserve = self._budgets.reserve(self.budget_id, self.run_id, op.id, tool.cost)
         over = await self._control.db(self._writes.fenced("reserve", reserve))
         if over:
             raise BudgetExhausted(self.run_id, tool.name, over)

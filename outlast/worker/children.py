@@ -17,17 +17,16 @@ from typing import Any
 
 from outlast import _failpoints as failpoints, _tracing as tracing
 from outlast._journal import Entry, canonical, digest
-from outlast._model import RunRecord, RunState
-from outlast.app import App
+from outlast._model import RunState
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
 from outlast.store.children import Children
 from outlast.store.runs import Runs
-from outlast.worker.control import RunControl, Suspended
-from outlast.worker.replayer import Replayer, describe
+from outlast.worker.control import Suspended
+from outlast.worker.replayer import describe
+from outlast.worker.scope import RunScope
 from outlast.worker.wait import Wait
-from outlast.worker.writes import JournalWrites
 
 # A child ending so gives its result to the parent (a partial one: {"output", "unfinished"}).
 _DELIVERED = (RunState.SUCCEEDED, RunState.PARTIAL)
@@ -58,27 +57,18 @@ class RunChildren:
     """``RunChildren`` starts the run's child runs and waits for them."""
 
     def __init__(
-        self,
-        *,
-        record: RunRecord,
-        app: App,
-        children: Children,
-        runs: Runs,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
-        settled: Callable[[], Awaitable[None]],
-        max_payload: int | None = None,
+        self, scope: RunScope, *, children: Children, runs: Runs, settled: Callable[[], Awaitable[None]]
     ) -> None:
+        record = scope.record
         self.run_id = record.id
         self._queue = record.queue
-        self._app = app
+        self._app = scope.app
         self._child_rows, self._runs = children, runs
-        self._control = control
-        self._writes = writes
-        self._replayer = replayer
+        self._control = scope.control
+        self._writes = scope.writes
+        self._replayer = scope.replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
-        self._max_payload = max_payload
+        self._max_payload = scope.max_payload
         self._one_at_a_time = asyncio.Lock()  # parallel result() crossings: one wait, not several
         self.suspended = False  # a result() crossing committed the run's wait for its child
         self.waiting = 0  # result() crossings under way

@@ -29,7 +29,7 @@ from outlast.worker.executor import Execution, Outcome
 from outlast.worker.linger import Linger
 from outlast.worker.live import LiveOutput
 from outlast.worker.pausing import executed
-from outlast.worker.size import RunSize
+from outlast.worker.scope import take
 from outlast.worker.state import Active, WorkerState
 
 log = structlog.get_logger("outlast.worker")
@@ -114,21 +114,17 @@ class Claims:
             cancel=run.cancel_requested,
             linger=self.linger,
         )
-        execution = Execution(
+        taken = take(
             run=run,
             app=self.app,
             store=self.store,
             db_now=db_now,
             control=control,
-            max_payload=s.max_payload,
-            secret_key=s.secret_key,
-            callback_url=s.callback_url,
+            settings=s,
             windows=self.windows,
-            hold=(s.hold_ms, s.hold_max),
             live=self.live,
-            size=RunSize(size=self.store.size, run_id=run.id, workflow=run.workflow, warn=s.run_size_warn),
-            payloads=(s.max_payload, s.max_referenced),
         )
+        execution = Execution(run=run, app=self.app, store=self.store, taken=taken)
         claimed_at = time.monotonic()
         if run.attempts > s.max_attempts:
             reason = f"crashed its worker {run.attempts - 1} times"

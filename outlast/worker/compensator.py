@@ -30,10 +30,11 @@ async def compensate(app: App, replayer: Replayer, dispatcher: Dispatcher) -> di
         replayer.serve(undo_op)
         args = tool.validate({"args": asked["args"], "result": value})
         try:
+            op = dispatcher.op(undo_op, tool, args, args_hash(args))  # its hash: of its arguments as given
             if replayer.journaled(undo_op):
-                await dispatcher.replay(undo_op, tool, args)
+                await dispatcher.replay(op)
             else:
-                await dispatcher.dispatch_new(undo_op, tool, args, args_hash(args), {})
+                await dispatcher.dispatch_new(op, {})
             compensated.append({"operation": op_id, "tool": asked["tool"]})
         except (ToolError, InDoubt) as exc:
             not_compensated.append({"operation": op_id, "tool": asked["tool"], "why": str(exc)})

@@ -1,5 +1,4 @@
 """The executor carries out one claimed run: verify the journal, replay, go on live, commit how it ended."""
-# rooms: the execution's wiring of a run's parts until one frozen value per run carries it
 
 from __future__ import annotations
 
@@ -30,17 +29,14 @@ from outlast.errors import (
     ServiceUnavailable,
     TimedOut,
 )
-from outlast.queue import RateWindows
 from outlast.store import Store
 from outlast.worker.bugs import REASON as PARKED, error_of, is_bug, parked
 from outlast.worker.carry import carried
-from outlast.worker.control import CarriedForward, HandOver, Interrupted, Paused, RunControl, Suspended
-from outlast.worker.flow import FlowGate, workflow_key
-from outlast.worker.live import LiveOutput
+from outlast.worker.control import CarriedForward, HandOver, Interrupted, Paused, Suspended
+from outlast.worker.flow import workflow_key
 from outlast.worker.replayer import Journaled
-from outlast.worker.run import Run
-from outlast.worker.size import RunSize
-from outlast.worker.writes import JournalWrites
+from outlast.worker.run import Run, RunEngine
+from outlast.worker.scope import RunTaken, take
 
 log = structlog.get_logger("outlast.worker")
 REASON_CHARS = 500  # of a run's reason, as stored
@@ -55,52 +51,17 @@ class Outcome(Enum):
 class Execution:
     """One claimed run on one worker, under the ``control`` the worker holds it by."""
 
-    def __init__(
-        self,
-        *,
-        run: RunRecord,
-        app: App,
-        store: Store,
-        db_now: datetime | None = None,
-        control: RunControl | None = None,
-        max_payload: int | None = None,
-        secret_key: str | None = None,
-        callback_url: str | None = None,
-        windows: RateWindows | None = None,
-        hold: tuple[float, int] = (0.0, 0),
-        live: LiveOutput | None = None,
-        size: RunSize | None = None,  # counts what the run journals, and warns past its threshold
-        payloads: tuple[int, int] | None = None,
-    ) -> None:
-        self.run = run
-        self.secret_key, self.callback_url = secret_key, callback_url
-        self.control = control or RunControl(
-            run_id=run.id, token=run.fencing_token, cancel=run.cancel_requested
-        )
-        # The run's writes in order, held entries first ((ms, entries) a held result waits at most)
-        self.writes = JournalWrites(
-            journal=store.journal,
-            messages=store.messages,
-            control=self.control,
-            hold=hold,
-            size=size,
-            payloads=payloads,
-        )
+    def __init__(self, *, run: RunRecord, app: App, store: Store, taken: RunTaken | None = None) -> None:
+        """``taken``: what the worker took the run with (``scope.take``); else the run's own, with no
+        settings (a test's)."""
+        self.run, self.app, self.store = run, app, store
+        taken = self.taken = taken or take(run=run, app=app, store=store)
+        self.control, self.writes, self.gate = taken.control, taken.writes, taken.gate
         self.journal: Journaled | None = None  # loaded once the workflow is to run
-        self.max_payload, self.live, self.db_now = max_payload, live, db_now  # live: the worker's
         self.wake_at: datetime | None = None  # set when the run waits for a timer
         self.final_state: RunState | None = None  # set once a final state is committed
         self._started: list[list[tuple[str, str]]] = []  # (queue, id): children created, by generation
         self._woken: list[tuple[str, str]] = []  # (queue, id): the parent this run's end woke
-        self.app, self.store = app, store
-        self.gate = FlowGate(
-            flow=store.flow,
-            runs=store.runs,
-            sweeps=store.sweeps,
-            windows=windows,
-            control=self.control,
-            writes=self.writes,
-        )
         self.secrets: Secrets | None = None  # the run's, once its workflow runs: what it knows to scrub
         self.log = log.bind(run_id=run.id, fencing_token=run.fencing_token, workflow=run.workflow)
 
@@ -184,25 +145,14 @@ class Execution:
         self.writes.stored.update(wanted(entries))  # values journaled by reference: not stored again
         self.journal = journal = Journaled(entries)  # indexed once: logged here, served by the replayer
         journal.log_resumed(self.log)
-        self.secrets = Secrets(self.app, self.secret_key)
-        ctx = Run(
-            record=run,
-            app=self.app,
-            store=self.store,
-            control=self.control,
-            writes=self.writes,
-            journal=journal,
-            gate=self.gate,
-            db_now=self.db_now,
-            max_payload=self.max_payload,
-            secrets=self.secrets,
-            live=self.live,
-            callbacks=(self.secret_key, self.callback_url),
-        )
-        self._started += [ctx.children_started]
+        self.secrets = Secrets(self.app, self.taken.callbacks[0])
+        scope = self.taken.scope(run, journal, self.secrets)
+        ctx = Run(scope, self.store)
+        end = RunEngine(ctx)  # the engine's side of it
+        self._started += [end.children_started]
         try:
-            value = await self._workflow(wf.fn, ctx)
-            ctx.check_consumed()
+            value = await self._workflow(wf.fn, ctx, end)
+            end.check_consumed()
             if isinstance(value, CarriedForward):
                 return value
             state, result = self._outcome(wf, value)
@@ -212,7 +162,7 @@ class Execution:
             self.wake_at = exc.wake_at
             return Outcome.WAITING
         except Cancelled:
-            undone = await ctx.compensate() if "cancel" in wf.compensate_on else None
+            undone = await end.compensate() if "cancel" in wf.compensate_on else None
             return await self.finish(RunState.CANCELLED, result=undone, reason="cancelled on request")
         except ResumeRefused as exc:
             return await self._wait(exc.reason, str(exc))
@@ -223,24 +173,24 @@ class Execution:
         except BudgetExhausted as exc:
             return await self._stopped(wf, RunState.EXHAUSTED, exc)
         except Exception as exc:
-            return await self._raised(wf, ctx, exc, journal.length)
+            return await self._raised(wf, end, exc, journal.length)
         return await self.finish(state, result=result)
 
-    async def _raised(self, wf: Workflow, ctx: Run, exc: Exception, crossings: int) -> Outcome:
+    async def _raised(self, wf: Workflow, end: RunEngine, exc: Exception, crossings: int) -> Outcome:
         """The workflow raised: a bug parks the run (not while it is cancelled), a failure it
         means ends it ``failed``, compensated if it asked."""
         if is_bug(wf, exc) and not self.control.cancel.is_set():
             self.log.error("run.bug_parked", error=error_of(exc))
             return await self._wait(PARKED, parked(self.run.id, exc, crossings))
         reason = str(exc) if isinstance(exc, OutlastError) else f"{type(exc).__name__}: {exc}"
-        undone = await ctx.compensate() if "failure" in wf.compensate_on else None
+        undone = await end.compensate() if "failure" in wf.compensate_on else None
         return await self.finish(RunState.FAILED, result=undone, error=error_of(exc), reason=reason)
 
     async def _held_back(self, wf: Workflow) -> Outcome | None:
         """Before the workflow runs: a deadline already passed ends the run; a capped workflow
         takes its slot, or the run is parked until one may be free."""
         run = self.run
-        if run.deadline is not None and self.db_now is not None and run.deadline <= self.db_now:
+        if run.deadline is not None and self.taken.db_now is not None and run.deadline <= self.taken.db_now:
             late = DeadlineExceeded(f"run '{run.id}': its deadline passed before it was resumed")
             return await self._stopped(wf, RunState.TIMED_OUT, late, reason="deadline passed")
         if self.control.cancel.is_set() or wf.max_concurrent is None:  # cancelled: compensates only
@@ -267,7 +217,7 @@ class Execution:
                     "partial results; declare it with @app.workflow(..., partial=True)"
                 )
             state, value = RunState.PARTIAL, value.result()
-        return state, jsonable(value, self.max_payload)
+        return state, jsonable(value, self.taken.max_payload)
 
     async def _stopped(
         self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None
@@ -282,7 +232,7 @@ class Execution:
             try:
                 got = handler(self.run.input, exc)
                 if isinstance(got, Partial):
-                    result = jsonable(got.result(), self.max_payload)
+                    result = jsonable(got.result(), self.taken.max_payload)
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
                 said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(
@@ -294,10 +244,10 @@ class Execution:
                 return await self.finish(RunState.PARTIAL, result=result, error=error_of(exc), reason=reason)
         return await self.finish(state, error=error, reason=reason)
 
-    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run) -> Any:
+    async def _workflow(self, fn: Callable[..., Awaitable[Any]], ctx: Run, end: RunEngine) -> Any:
         """Run the workflow function; however it ends, the calls and child waits it left under
         way (the siblings of a ``gather`` that raised) settle, their results journaled, before the
-        run ends (``Run.ended``: or waits, if one of them committed a wait)."""
+        run ends (``RunEngine.ended``: or waits, if one of them committed a wait)."""
         try:
             value = await fn(ctx, **self.run.input)
         except CarriedForward as carry:
@@ -306,10 +256,10 @@ class Execution:
             self.control.dispatch_stopped = True
             raise
         except (Exception, Cancelled, Paused):  # the calls under way settle, journaled, first
-            await ctx.ended()
+            await end.ended()
             self._left_if_abandoned()
             raise
-        await ctx.ended()
+        await end.ended()
         self._left_if_abandoned()
         return value
 

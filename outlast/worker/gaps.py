@@ -24,12 +24,11 @@ import structlog
 
 from outlast import _metrics as metrics
 from outlast._journal import operation_state
-from outlast._secrets import Secrets
 from outlast.action import NOT_EXECUTED, Action, reset_action, set_action
-from outlast.app import Reconciler, Tool
+from outlast.app import Tool
 from outlast.errors import Cancelled, InDoubt
-from outlast.worker.control import RunControl
-from outlast.worker.replayer import Replayer
+from outlast.worker.op import Op
+from outlast.worker.scope import RunScope
 
 log = structlog.get_logger("outlast.run")
 
@@ -76,19 +75,11 @@ class GapTable:
     """One run's decisions on its gaps, and its in-doubt and abandoned declarations; the dispatcher
     carries the decisions out."""
 
-    def __init__(
-        self,
-        *,
-        control: RunControl,
-        reconcilers: dict[str, Reconciler],
-        secrets: Secrets,
-        replayer: Replayer,
-        in_doubt: set[str],
-    ) -> None:
-        self._control = control
-        self._reconcilers = reconcilers
-        self._secrets = secrets
-        self._replayer = replayer
+    def __init__(self, scope: RunScope, in_doubt: set[str]) -> None:
+        self._control = scope.control
+        self._reconcilers = scope.app.reconcilers
+        self._secrets = scope.secrets
+        self._replayer = scope.replayer
         self._in_doubt = in_doubt  # the dispatcher's: tools with an operation declared in doubt
 
     @functools.cached_property
@@ -96,21 +87,21 @@ class GapTable:
         """The run's logger, bound on first use (few runs have a gap)."""
         return log.bind(run_id=self._control.run_id, fencing_token=self._control.token)
 
-    async def abandon(self, tool: Tool, action: Action, asked: dict[str, Any] | None = None) -> NoReturn:
+    async def abandon(self, op: Op, action: Action, asked: dict[str, Any] | None = None) -> NoReturn:
         """A sync call given up on because its run's cancellation outlived its grace (its thread
         goes on; its late result is refused). A plain or reconciled tool's effect may still land:
         in doubt. A read or an idempotent tool: journaled ``abandoned`` (no result; never
         dispatched again by the run; a read with no intention says there what it asked). Then
         the cancellation itself is journaled and raised."""
-        op = action.operation_id
+        tool = op.tool
         why = "abandoned: the run was cancelled and the tool had not returned within its grace"
         if tool.effect == "read" or tool.idempotent:
-            self.log.warning("operation.abandoned", tool=tool.name, operation_id=op, why=why)
-            await self._replayer.append("abandoned", op, {"why": why, **(asked or {})})
+            self.log.warning("operation.abandoned", tool=tool.name, operation_id=op.id, why=why)
+            await self._replayer.append("abandoned", op.id, {"why": why, **(asked or {})})
         else:
             with contextlib.suppress(InDoubt):
-                await self.declare_in_doubt(tool, action, why + "; its effect may still land", "")
-        await self.cancelled_again(op)
+                await self.declare_in_doubt(op, action, why + "; its effect may still land", "")
+        await self.cancelled_again(op.id)
 
     async def cancelled_again(self, op_id: str) -> NoReturn:
         """An operation abandoned on a cancellation: the cancellation journaled at it (a
@@ -118,13 +109,13 @@ class GapTable:
         await self._replayer.go_live(op_id)
         raise Cancelled()
 
-    async def resolve(self, tool: Tool, args: dict[str, Any], action: Action) -> Decision:
+    async def resolve(self, op: Op, action: Action) -> Decision:
         """An intention with no result: what the tool promised decides (the module's words). One
         abandoned at its run's cancellation is never dispatched again: the cancellation is raised."""
-        op, name = action.operation_id, tool.name
-        if operation_state(self._replayer.history(op))[0] == "abandoned":
-            await self.cancelled_again(op)  # given up on at its run's cancellation: never again
-        say = self.log.bind(tool=name, operation_id=op, idempotency_key=action.idempotency_key).info
+        tool, name, args = op.tool, op.name, op.args
+        if operation_state(self._replayer.history(op.id))[0] == "abandoned":
+            await self.cancelled_again(op.id)  # given up on at its run's cancellation: never again
+        say = self.log.bind(tool=name, operation_id=op.id, idempotency_key=op.key).info
         if tool.effect == "read":
             say("gap.resolved", how="read: redone")
             metrics.resolution("read_redone")
@@ -159,11 +150,11 @@ class GapTable:
         metrics.resolution("reconciler_executed")
         return Reconciled(answer)
 
-    async def declare_in_doubt(self, tool: Tool, action: Action, why: str, tb: str) -> Any:
+    async def declare_in_doubt(self, op: Op, action: Action, why: str, tb: str) -> Any:
         """Not executed again: the operation is journaled in doubt, and the workflow told so."""
         why, tb = self._secrets.scrub(why), self._secrets.scrub(tb)
-        self.log.warning("operation.in_doubt", tool=tool.name, operation_id=action.operation_id, why=why)
-        await self._replayer.append("in_doubt", action.operation_id, {"why": why, "traceback": tb})
-        metrics.in_doubt(tool.name)
-        self._in_doubt.add(tool.name)
-        raise InDoubt(self._control.run_id, action.operation_id, tool.name)
+        self.log.warning("operation.in_doubt", tool=op.name, operation_id=op.id, why=why)
+        await self._replayer.append("in_doubt", op.id, {"why": why, "traceback": tb})
+        metrics.in_doubt(op.name)
+        self._in_doubt.add(op.name)
+        raise InDoubt(self._control.run_id, op.id, op.name)

@@ -20,12 +20,10 @@ import structlog
 from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
 from outlast._journal import args_hash, jsonable
-from outlast._secrets import Secrets
 from outlast.errors import Fenced, InvalidInput, RequestExpired
 from outlast.store.requests import Requests
-from outlast.worker.control import RunControl, Suspended
-from outlast.worker.replayer import Replayer
-from outlast.worker.writes import JournalWrites
+from outlast.worker.control import Suspended
+from outlast.worker.scope import RunScope
 
 log = structlog.get_logger("outlast.run")
 
@@ -56,21 +54,14 @@ class RunRequests:
     """The run's typed requests."""
 
     def __init__(
-        self,
-        requests: Requests,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
-        settled: Callable[[], Awaitable[None]],
-        secrets: Secrets,
-        max_payload: int | None = None,
+        self, scope: RunScope, *, requests: Requests, settled: Callable[[], Awaitable[None]]
     ) -> None:
-        self.run_id = control.run_id
-        self.max_payload = max_payload
+        self.run_id = scope.run_id
+        self.max_payload = scope.max_payload
         # what every durable wait of the run uses (``first.First`` too)
-        self.requests, self.control, self.writes = requests, control, writes
-        self.replayer, self.settled = replayer, settled
-        self._secrets = secrets
+        self.requests, self.control, self.writes = requests, scope.control, scope.writes
+        self.replayer, self.settled = scope.replayer, settled
+        self._secrets = scope.secrets
 
     async def request(
         self,

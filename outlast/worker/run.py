@@ -4,7 +4,6 @@ Every crossing (``call``, ``now``, ``sleep``, ``approval``, ``request``, ``recei
 what the run shows: ``set_state``, ``emit``, ``stream``) is handed to the part that owns it: the
 replayer, the dispatcher, the waits, the requests, the inbox (messages), ``RunShown``.
 """
-# rooms: the run's wiring (each part built with the families it uses) until one value per run carries it
 
 from __future__ import annotations
 
@@ -17,27 +16,22 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar, overload
 
-from outlast._model import Decision, RunRecord, incarnation
-from outlast._secrets import Secrets
-from outlast.app import App
+from outlast._model import Decision
 from outlast.errors import InvalidInput
 from outlast.store import Store
 from outlast.worker.artifacts import Data, RunArtifacts
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
-from outlast.worker.control import RunControl, Suspended
+from outlast.worker.control import Suspended
 from outlast.worker.conversing import Conversing
 from outlast.worker.dispatcher import Dispatcher
 from outlast.worker.first import First
-from outlast.worker.flow import FlowGate
 from outlast.worker.inbox import Inbox
-from outlast.worker.live import LiveOutput, Scrubbed
-from outlast.worker.replayer import Journaled, Replayer
 from outlast.worker.requests import RunRequests
+from outlast.worker.scope import RunScope
 from outlast.worker.shown import RunShown, Showing
-from outlast.worker.underway import UnderWay, may_park
+from outlast.worker.underway import UnderWay, may_park as may_park_run
 from outlast.worker.wait import Wait
-from outlast.worker.writes import JournalWrites
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,73 +41,36 @@ class Run(Showing, Conversing):
     """``Run`` is the workflow's handle on its run: durable crossings, each journaled once and served from
     the journal on every resume."""
 
-    def __init__(
-        self,
-        *,
-        record: RunRecord,
-        app: App,
-        store: Store,
-        control: RunControl,
-        writes: JournalWrites,
-        journal: Journaled,
-        gate: FlowGate,
-        db_now: datetime | None = None,
-        max_payload: int | None = None,
-        secrets: Secrets | None = None,
-        live: LiveOutput | None = None,
-        callbacks: tuple[str | None, str | None] = (None, None),
-    ) -> None:
+    def __init__(self, scope: RunScope, store: Store) -> None:
+        record = scope.record
         self.id = record.id
         self.input = record.input
         self.tenant = record.tenant  # whose run (None: not given); its child runs keep it
-        self._app = app
+        self._app = scope.app
         self._budgets = store.budgets  # the run's budget standing
-        self._control = control
+        self._control = scope.control
         self._budget_id = record.budget_id
-        self._max_payload = max_payload
-        # Each part is built whole, in the order they need one another: the replayer (the journal,
-        # its appends through ``writes``), what is under way, the waits, the children, then the
-        # dispatcher, given what it asks of the others (whether a long wait may park the run, the run itself).
-        replayer = self._replayer = Replayer(
-            record=record, control=control, writes=writes, journal=journal, db_now=db_now
-        )
-        # the executor's: it scrubs the run's end of the secret values its crossings met
-        secrets = secrets or Secrets(app, None)
-        sink = Scrubbed(live, secrets) if live is not None else None  # live chunks leave masked
+        self._max_payload = scope.max_payload  # of what a carry forward takes on (``Conversing``)
+        self._replayer = scope.replayer
         # No part holds the run itself, only what it needs of it (the crossings under way, a weak
         # reference for the policy hook): a finished run's objects then die by reference count,
         # not in a pass of the collector (~50 objects a run, all of them cyclic garbage before).
         self._under_way = UnderWay()
         settled = self._under_way.settled
-        wf = app.workflows.get(record.workflow)
+        wf = scope.app.workflows.get(record.workflow)
+        channels = None if wf is None else wf.channels
         self._waits = Inbox(
+            scope,
             leases=store.leases,
             sweeps=store.sweeps,
             approvals=store.approvals,
             messages=store.messages,
-            control=control,
-            writes=writes,
-            replayer=replayer,
             settled=settled,
-            secrets=secrets,
-            max_payload=max_payload,
-            channels=None if wf is None else wf.channels,
-            callbacks=callbacks,  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL)
-            born=incarnation(record.created_at),
+            channels=channels,
         )
-        self._requests = RunRequests(store.requests, control, writes, replayer, settled, secrets, max_payload)
-        self._children = RunChildren(
-            record=record,
-            app=app,
-            children=store.children,
-            runs=store.runs,
-            control=control,
-            writes=writes,
-            replayer=replayer,
-            settled=settled,
-            max_payload=max_payload,
-        )
-        self._shown = RunShown(replayer=replayer, secrets=secrets, live=sink, max_payload=max_payload)
+        self._requests = RunRequests(scope, requests=store.requests, settled=settled)
+        self._children = RunChildren(scope, children=store.children, runs=store.runs, settled=settled)
+        self._shown = RunShown(scope)
         self._first = First(
             self._requests,
             self._waits,
@@ -124,22 +81,16 @@ class Run(Showing, Conversing):
             approvals=store.approvals,
             sweeps=store.sweeps,
         )
-        self._saver = RunArtifacts(store.artifacts, writes, control, replayer)
+        self._saver = RunArtifacts(store.artifacts, scope.writes, scope.control, scope.replayer)
+        # a tool's slot or rate wait may park the run when no other crossing is under way
+        may_park = functools.partial(may_park_run, self._under_way, self._children)
+        handle = weakref.ref(self)  # the run, for the policy hook
         self._dispatcher = Dispatcher(
-            record=record,
-            app=app,
+            scope,
             budgets=store.budgets,
             journal=store.journal,
-            control=control,
-            writes=writes,
-            replayer=replayer,
-            secrets=secrets,
-            gate=gate,
-            handle=weakref.ref(self),
-            # a tool's slot or rate wait may park the run
-            may_park=functools.partial(may_park, self._under_way, self._children),
-            max_payload=max_payload,
-            live=sink,
+            handle=handle,
+            may_park=may_park,
             artifacts=self._saver,
         )
 
@@ -288,11 +239,14 @@ class Run(Showing, Conversing):
         finally:
             self._under_way.pauses -= 1
 
-    async def settled(self) -> None:
-        """Wait for the calls still under way (``UnderWay.settled``)."""
-        await self._under_way.settled()
 
-    # -- for the executor ---------------------------------------------------------------
+class RunEngine:
+    """The engine's side of one run: what the executor (and the offline replay) ask of it once its
+    workflow returned or raised (``RunEngine(run)``); the workflow is handed the ``Run`` only."""
+
+    def __init__(self, run: Run) -> None:
+        self._app, self._replayer = run._app, run._replayer
+        self._under_way, self._children, self._dispatcher = run._under_way, run._children, run._dispatcher
 
     @property
     def children_started(self) -> list[tuple[str, str]]:
@@ -303,7 +257,7 @@ class Run(Showing, Conversing):
         """The workflow returned or raised: wait for the crossings it left under way (calls, and
         waits for children); if one of those committed the run's wait, the run waits (the replay
         comes back to the same point, and the workflow ends then)."""
-        await self.settled()
+        await self._under_way.settled()
         await self._children.quiet()
         if self._children.suspended:
             raise Suspended()

@@ -16,10 +16,9 @@ from typing import Any
 
 from outlast import _failpoints as failpoints
 from outlast._journal import jsonable
-from outlast._secrets import Secrets
-from outlast.action import LiveSink
 from outlast.errors import InvalidInput
 from outlast.worker.replayer import Replayer
+from outlast.worker.scope import RunScope
 
 MAX_KEY = 200  # characters of a state key
 # A custom event's kind: a word of letters, digits, '_', '-', '.'; shown as ``custom:KIND``.
@@ -30,13 +29,11 @@ CUSTOM = "custom:"
 class RunShown:
     """The run's state, custom events and live output."""
 
-    def __init__(
-        self, *, replayer: Replayer, secrets: Secrets, live: LiveSink | None, max_payload: int | None
-    ) -> None:
-        self._replayer = replayer
-        self._secrets = secrets
-        self._live = live
-        self._max_payload = max_payload
+    def __init__(self, scope: RunScope) -> None:
+        self._replayer = scope.replayer
+        self._secrets = scope.secrets
+        self._live = scope.live
+        self._max_payload = scope.max_payload
 
     async def set_state(self, op_id: str, key: str, value: Any) -> None:
         run_id = self._replayer.run_id

@@ -13,16 +13,15 @@ from typing import Any
 import structlog
 
 from outlast._journal import args_hash, jsonable
-from outlast._model import Decision
-from outlast._secrets import Secrets
+from outlast._model import Decision, incarnation
 from outlast.errors import ApprovalExpired, ApprovalRejected, Fenced
 from outlast.store.approvals import Approvals
 from outlast.store.leases import Leases
 from outlast.store.messages import Messages
 from outlast.store.sweeps import Sweeps
-from outlast.worker.control import RunControl, Suspended
-from outlast.worker.replayer import Replayer, describe
-from outlast.worker.writes import JournalWrites
+from outlast.worker.control import Suspended
+from outlast.worker.replayer import describe
+from outlast.worker.scope import RunScope
 
 log = structlog.get_logger("outlast.run")
 # What an approval is bound to; ``authenticated`` is journaled only when true (an entry without it
@@ -62,34 +61,28 @@ class Waits:
 
     def __init__(
         self,
+        scope: RunScope,
         *,
         leases: Leases,
         sweeps: Sweeps,
         approvals: Approvals,
         messages: Messages,
-        control: RunControl,
-        writes: JournalWrites,
-        replayer: Replayer,
         settled: Callable[[], Awaitable[None]],
-        secrets: Secrets,
-        max_payload: int | None = None,
         channels: dict[str, Any] | None = None,
-        callbacks: tuple[str | None, str | None] = (None, None),
-        born: int | None = None,
     ) -> None:
-        self.run_id = control.run_id
-        self.born = born  # the run's incarnation, which its callback tokens bind: inbox.py
+        self.run_id = scope.run_id
+        self.born = incarnation(scope.record.created_at)  # which its callback tokens bind: inbox.py
         self._channels = channels  # the workflow's declared message channels (None: any): inbox.py
-        self._callbacks = callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
+        self._callbacks = scope.callbacks  # (OUTLAST_SECRET_KEY, OUTLAST_CALLBACK_URL): inbox.py
         self._taking = asyncio.Lock()  # one look-and-take at a time (parallel receives): inbox.py
-        self.max_payload = max_payload  # the largest approval arguments stored
+        self.max_payload = scope.max_payload  # the largest approval arguments stored
         self._leases, self._sweeps = leases, sweeps
         self._approvals, self._messages = approvals, messages  # messages: inbox.py
-        self._control = control
-        self._writes = writes
-        self._replayer = replayer
+        self._control = scope.control
+        self._writes = scope.writes
+        self._replayer = scope.replayer
         self._settled = settled  # calls made in parallel journal their results before a wait
-        self._secrets = secrets
+        self._secrets = scope.secrets
 
     async def sleep(self, op_id: str, seconds: float = 0.0, until: datetime | None = None) -> None:
         due, now = await self.due(op_id, seconds, until)

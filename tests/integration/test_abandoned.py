@@ -21,6 +21,7 @@ from outlast.testing.worker import InProcessWorker
 from outlast.worker.control import HandOver, RunControl
 from outlast.worker.executor import Execution, Outcome
 from outlast.worker.gaps import GapTable
+from outlast.worker.scope import take
 from outlast.worker.threads import TOOL_THREADS
 from tests.conftest import World, wait_for
 from tests.crash import journal
@@ -138,7 +139,11 @@ async def test_a_run_taken_over_after_an_abandoned_read_never_dispatches_it_agai
         assert got is not None
         run = got[0]
         control = RunControl(run_id=run.id, token=run.fencing_token, ttl=3.0, sent_at=time.monotonic())
-        first = asyncio.create_task(Execution(run=run, app=app, store=store, control=control).execute())
+        first = asyncio.create_task(
+            Execution(
+                run=run, app=app, store=store, taken=take(run=run, app=app, store=store, control=control)
+            ).execute()
+        )
         await asyncio.to_thread(wait_for, lambda: calls == ["hang_read"], 30, what="the read to hang")
         async with AsyncClient(settings=world.settings()) as client:
             await client.cancel("r")

@@ -66,16 +66,10 @@ def children(run_id: str) -> tuple[RunChildren, Replayer, Store]:
     replayer, store = Replayer(), Store()
     record = cast(Any, SimpleNamespace(id=run_id, queue="default"))
     settled = cast(Any, None)
-    made = RunChildren(
-        record=record,
-        app=app,
-        children=cast(Any, store),
-        runs=cast(Any, store),
-        control=cast(Any, Control()),
-        writes=cast(Any, Writes()),
-        replayer=cast(Any, replayer),
-        settled=settled,
+    scope = SimpleNamespace(
+        record=record, app=app, control=Control(), writes=Writes(), replayer=replayer, max_payload=None
     )
+    made = RunChildren(cast(Any, scope), children=cast(Any, store), runs=cast(Any, store), settled=settled)
     return made, replayer, store
 
 

@@ -17,7 +17,8 @@ MAX_FAMILIES = 5  # the most a part is given; a part that needs more owns too mu
 COMPOSERS = {
     "Worker": "builds the worker's parts (claims, heartbeat, sweeper, linger) and closes the store",
     "Claims": "builds each run's Execution",
-    "Execution": "builds a run's writes, gate and Run, and ends the run (leases, children, journal)",
+    "Execution": "ends the run (leases, children, journal) and builds its Run",
+    "take": "builds a run's writes and gate once, when a worker takes it",
     "Run": "builds the run's parts (waits, requests, children, first, dispatcher)",
     "Sweeper": "builds its Scheduler and Rollup",
     "_close": "closes the store the pool opened (the store's own door, no family)",
