@@ -21,12 +21,14 @@ import structlog
 from outlast import _failpoints as failpoints, _logs as logs, _metrics as metrics, _tracing as tracing
 from outlast._journal import Unstorable, args_hash, jsonable, operation_state
 from outlast._payloads import too_large
-from outlast.action import Action, ArtifactSaver, reset_action, set_action
+from outlast.action import Action, reset_action, set_action
 from outlast.app import Tool
 from outlast.errors import InDoubt, PolicyRefused, RateLimited, ToolError, ToolTimeout
+from outlast.store.artifacts import Artifacts
 from outlast.store.budgets import Budgets
 from outlast.store.journal import Journal
 from outlast.worker.admission import OperationAdmission
+from outlast.worker.artifacts import RunArtifacts
 from outlast.worker.captures import Captures
 from outlast.worker.control import Abandoned, JournalEnd
 from outlast.worker.flow import no_check
@@ -51,7 +53,7 @@ class Dispatcher:
         journal: Journal,
         handle: Callable[[], Any],
         may_park: Callable[[], bool],
-        artifacts: ArtifactSaver | None = None,
+        artifacts: Artifacts,
     ) -> None:
         self.run_id = scope.run_id
         self.budget_id = scope.record.budget_id
@@ -68,7 +70,8 @@ class Dispatcher:
         self._gate, self._live = scope.gate, scope.live  # live: where its tools' chunks go (LiveOutput)
         self._admission = OperationAdmission(scope, budgets=budgets, handle=handle)  # handle: the run
         self._gaps = GapTable(scope, self.in_doubt)
-        self._saver = artifacts  # where its tools' artifacts go (RunArtifacts)
+        # where its tools' (and its workflow's) artifacts go
+        self.saver = RunArtifacts(artifacts, scope.writes, scope.control, replayer)
 
     @functools.cached_property
     def log(self) -> Any:
@@ -142,7 +145,7 @@ class Dispatcher:
         return await self.dispatch(op, action, reserved=reserved, started=started)
 
     def _action(self, op: Op) -> Action:
-        saver, loop = self._saver, asyncio.get_running_loop()
+        saver, loop = self.saver, asyncio.get_running_loop()
         token = self._control.token
         return Action(self.run_id, op.id, op.name, op.key, token, live=self._live, artifacts=saver, loop=loop)
 

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar, overload
 from outlast._model import Decision
 from outlast.errors import InvalidInput
 from outlast.store import Store
-from outlast.worker.artifacts import Data, RunArtifacts
+from outlast.worker.artifacts import Data
 from outlast.worker.children import Child, RunChildren
 from outlast.worker.compensator import compensate
 from outlast.worker.control import Suspended
@@ -81,7 +81,6 @@ class Run(Showing, Conversing):
             approvals=store.approvals,
             sweeps=store.sweeps,
         )
-        self._saver = RunArtifacts(store.artifacts, scope.writes, scope.control, scope.replayer)
         # a tool's slot or rate wait may park the run when no other crossing is under way
         may_park = functools.partial(may_park_run, self._under_way, self._children)
         handle = weakref.ref(self)  # the run, for the policy hook
@@ -91,7 +90,7 @@ class Run(Showing, Conversing):
             journal=store.journal,
             handle=handle,
             may_park=may_park,
-            artifacts=self._saver,
+            artifacts=store.artifacts,
         )
 
     @property
@@ -159,7 +158,9 @@ class Run(Showing, Conversing):
         the payload store and indexed by (run, this crossing, name): a journaled crossing, so a
         replay saves nothing again. ``keep=True``: kept past the run's retention. Returns its
         reference: name, op_id, sha256, size, media_type, keep."""
-        return self._saver.crossing(self._replayer.position(), name, data_or_path, media_type, keep)
+        return self._dispatcher.saver.crossing(
+            self._replayer.position(), name, data_or_path, media_type, keep
+        )
 
     def sleep(self, seconds: float) -> Wait[None]:
         """Sleep durably: the run waits (reason ``timer``) with no worker held, and is woken at

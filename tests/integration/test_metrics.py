@@ -234,6 +234,11 @@ def test_a_fenced_write_counts_a_lease_not_already_counted(monkeypatch: pytest.M
     monkeypatch.setattr(metrics, "lease_lost", lambda: counted.append("lost"))
 
     class Superseded:
+        """The store, each of its families this same object: its one statement is refused."""
+
+        def __getattr__(self, name: str) -> Superseded:
+            return self
+
         async def finish(self, *args: object, **kw: object) -> bool:
             return False  # another fencing token: the write is refused
 
