@@ -84,21 +84,6 @@ CREATE FUNCTION outlast.outlast_live(last_beat timestamp with time zone, lease_t
     SELECT last_beat >= now() - make_interval(secs => 3 * lease_ttl)
 $$;
 
-CREATE FUNCTION outlast.outlast_meta_to_pause() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM pauses WHERE 'pause:' || scope || ':' || target = OLD.key;
-        RETURN OLD;
-    END IF;
-    INSERT INTO pauses (scope, target, by, why, at)
-    SELECT v ->> 'scope', v ->> 'target', v -> 'by', coalesce(v ->> 'why', ''), coalesce((v ->> 'at')::timestamptz, now())
-    FROM (SELECT NEW.value::jsonb AS v) p
-    ON CONFLICT (scope, target) DO UPDATE SET by = EXCLUDED.by, why = EXCLUDED.why, at = EXCLUDED.at;
-    RETURN NEW;
-END $$;
-
 CREATE FUNCTION outlast.outlast_notify_events() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -117,20 +102,6 @@ CREATE FUNCTION outlast.outlast_now() RETURNS TABLE(at timestamp with time zone)
     AS $$
     SELECT now() + shift FROM clock
 $$;
-
-CREATE FUNCTION outlast.outlast_pause_to_meta() RETURNS trigger
-    LANGUAGE plpgsql
-    AS $$
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM outlast_meta WHERE key = 'pause:' || OLD.scope || ':' || OLD.target;
-        RETURN OLD;
-    END IF;
-    INSERT INTO outlast_meta (key, value)
-    VALUES ('pause:' || NEW.scope || ':' || NEW.target, to_jsonb(NEW)::text)
-    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
-    RETURN NEW;
-END $$;
 
 CREATE TABLE outlast.pauses (
     scope text NOT NULL,
@@ -340,6 +311,17 @@ CREATE TABLE outlast.approvals (
     authenticated boolean DEFAULT false NOT NULL,
     decided_by_detail jsonb,
     CONSTRAINT approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'revised'::text])))
+);
+
+CREATE TABLE outlast.artifacts (
+    run_id text NOT NULL,
+    op_id text NOT NULL,
+    name text NOT NULL,
+    sha256 text NOT NULL,
+    size bigint NOT NULL,
+    media_type text NOT NULL,
+    keep boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone NOT NULL
 );
 
 CREATE TABLE outlast.budgets (
@@ -978,6 +960,9 @@ ALTER TABLE ONLY outlast.approvals
 ALTER TABLE ONLY outlast.approvals
     ADD CONSTRAINT approvals_run_id_op_id_key UNIQUE (run_id, op_id);
 
+ALTER TABLE ONLY outlast.artifacts
+    ADD CONSTRAINT artifacts_pkey PRIMARY KEY (run_id, op_id, name);
+
 ALTER TABLE ONLY outlast.budgets
     ADD CONSTRAINT budgets_pkey PRIMARY KEY (budget_id, name);
 
@@ -1164,6 +1149,8 @@ ALTER TABLE ONLY outlast.workers
 ALTER TABLE ONLY outlast.workflow_channels
     ADD CONSTRAINT workflow_channels_pkey PRIMARY KEY (workflow, program);
 
+CREATE INDEX artifacts_payload ON outlast.artifacts USING btree (run_id, sha256);
+
 CREATE INDEX dashboard_sessions_expires ON outlast.dashboard_sessions USING btree (expires_at);
 
 CREATE INDEX generations_by_carried ON outlast.generations USING btree (carried_at);
@@ -1292,12 +1279,6 @@ ALTER INDEX outlast.journal_pkey ATTACH PARTITION outlast.journal_p9_pkey;
 CREATE TRIGGER events_notify AFTER INSERT ON outlast.events FOR EACH ROW EXECUTE FUNCTION outlast.outlast_notify_events();
 
 CREATE TRIGGER journal_shown AFTER INSERT ON outlast.journal FOR EACH ROW WHEN ((new.kind = ANY (ARRAY['state'::text, 'event'::text]))) EXECUTE FUNCTION outlast.outlast_journal_shown();
-
-CREATE TRIGGER meta_pauses_lifted AFTER DELETE ON outlast.outlast_meta FOR EACH ROW WHEN (((pg_trigger_depth() < 1) AND starts_with(old.key, 'pause:'::text))) EXECUTE FUNCTION outlast.outlast_meta_to_pause();
-
-CREATE TRIGGER meta_pauses_mirrored AFTER INSERT OR UPDATE ON outlast.outlast_meta FOR EACH ROW WHEN (((pg_trigger_depth() < 1) AND starts_with(new.key, 'pause:'::text))) EXECUTE FUNCTION outlast.outlast_meta_to_pause();
-
-CREATE TRIGGER pauses_mirrored AFTER INSERT OR DELETE OR UPDATE ON outlast.pauses FOR EACH ROW WHEN ((pg_trigger_depth() < 1)) EXECUTE FUNCTION outlast.outlast_pause_to_meta();
 
 CREATE TRIGGER runs_final_is_final BEFORE UPDATE ON outlast.runs FOR EACH ROW EXECUTE FUNCTION outlast.outlast_final_is_final();
 
