@@ -14,7 +14,8 @@ from outlast.identity import add_user
 from outlast.testing import HarnessFactory
 from tests.apps import artifacts
 from tests.dashboard import ROLES
-from tests.integration.test_payloads_s3 import Weed, _store_url, weed
+from tests.integration.test_payloads_s3 import weed
+from tests.weed import Weed, store_url
 
 __all__ = ["weed"]
 
@@ -27,7 +28,7 @@ def test_an_operator_downloads_an_artifact_through_a_presigned_url(
     users = tmp_path / "users.toml"
     users.write_text(ROLES)
     olga = add_user(users, "olga", ["oncall"])
-    h = outlast_harness(artifacts.app, payload_store=_store_url(weed))
+    h = outlast_harness(artifacts.app, payload_store=store_url(weed))
     h.start_worker()
     rid = h.client.enqueue("report", {"tally": str(tmp_path / "tally.txt")}).id
     assert h.wait(rid, "succeeded").state == "succeeded"
