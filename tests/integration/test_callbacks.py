@@ -261,11 +261,11 @@ def test_a_run_an_earlier_version_journaled_replays_and_takes_its_callback(
     incarnation, signed its token without one, and journaled the tool's arguments with the URL in
     clear. Its URL is still good, and its replay (which now masks the URL) takes the delivery."""
     from outlast._secrets import Secrets
-    from outlast.worker import run as run_module
+    from outlast.worker import waits as waits_module
 
     run = client.enqueue("hook")
     with monkeypatch.context() as earlier:
-        earlier.setattr(run_module, "incarnation", lambda _: None)
+        earlier.setattr(waits_module, "incarnation", lambda _: None)
         earlier.setattr(Secrets, "known", lambda self, value: None)
         with worker(world, chat.app, secret_key=KEY):
             url = url_of(world, run.id)
