@@ -492,6 +492,14 @@ class Settings:
         le=86400,
     )
 
+    move_parked: str = setting(
+        "on",
+        "Whether a worker takes forward, by itself, the parked runs (program_changed, "
+        "workflow_error) of the workflows it serves that were admitted by another program, where "
+        "the replay agrees; off: only outlast resume moves them.",
+        choices=("on", "off"),
+    )
+
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)

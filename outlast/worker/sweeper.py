@@ -57,7 +57,8 @@ class Sweeper:
             store.schedules, store.runs, queue, schedules or {}, settings.queue, programs
         )
         self.rollup = Rollup(store.rollups, queue, settings.rollup_every)
-        self.mover = Mover(store.sweeps, store.leases, queue, programs or {})
+        moving = (programs or {}) if settings.move_parked == "on" else {}  # off: only by hand
+        self.mover = Mover(store.sweeps, store.leases, queue, moving)
 
     async def sweep(self, log: Any) -> None:
         gone = await self.queue.lost_data()

@@ -31,7 +31,9 @@ def test_a_bug_after_the_charge_parks_and_the_fix_resumes_with_no_effect_redone(
         assert _effects(world, "o1") == ["charge"]
         buggy.terminate()
         buggy.wait(10)
-        world.worker(APP, BUGGY_FIXED="1")  # the fix deployed: another program of `pay`
+        # The fix deployed: another program of `pay`. Its worker would take the run forward by itself
+        # (test_moved.py); here it is resumed by hand.
+        world.worker(APP, BUGGY_FIXED="1", OUTLAST_MOVE_PARKED="off")
         resumed = world.cli("resume", run.id)
         assert resumed.returncode == 0, resumed.stderr
         done = c.wait(run.id, timeout=30)

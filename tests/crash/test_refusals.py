@@ -85,7 +85,7 @@ def test_program_change_between_crash_and_resume(world: World) -> None:
         admitted = {q: client.status(rid).program for q, rid in runs.items()}
 
         # Version 2 of the program takes over: refused, the run left as it was.
-        world.worker(APP_V2, *[a for q in variants for a in ("--queue", q)])
+        world.worker(APP_V2, *[a for q in variants for a in ("--queue", q)], OUTLAST_MOVE_PARKED="off")
         for q, rid in runs.items():
             run = settled(client, rid)
             assert (run.state, run.reason) == ("waiting", "program_changed"), f"{q}: {run.state} {run.reason}"

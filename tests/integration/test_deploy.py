@@ -69,7 +69,7 @@ def test_a_patch_marker_keeps_old_runs_on_the_old_branch(world: World) -> None:
         wait_for(lambda: c.status(old).reason == "timer", timeout=30, what="the old run to sleep")
         old_worker.send_signal(signal.SIGTERM)
         assert old_worker.wait(30) == 0
-        world.worker(V2)
+        world.worker(V2, OUTLAST_MOVE_PARKED="off")  # the old run is moved by hand, below
         # No live worker serves version 1: once its timer is due, the old run waits for one.
         wait_for(lambda: c.status(old).reason == "program_changed", timeout=30, what="the old run to park")
         moved = world.cli("resume", old, "--accept-program-change")
@@ -94,7 +94,7 @@ def test_a_run_is_handed_back_for_program_grace_after_its_last_worker_left(world
     wait_for(lambda: world.sql("SELECT count(*) FROM served_programs")[0][0], what="the old worker's beat")
     old.send_signal(signal.SIGTERM)  # a clean stop: its heartbeat record goes, its program is remembered
     assert old.wait(30) == 0
-    world.worker(V2, OUTLAST_PROGRAM_GRACE="5")
+    world.worker(V2, OUTLAST_PROGRAM_GRACE="5", OUTLAST_MOVE_PARKED="off")
     wait_for(lambda: world.sql("SELECT count(*) FROM workers")[0][0], what="the new worker's beat")
     with Client(settings=world.settings(), app=deploy_v1.app) as c:
         rid = c.enqueue("ship", {"n": 1}).id

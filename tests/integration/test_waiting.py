@@ -415,7 +415,7 @@ def test_approval_journaled_for_other_args_is_resume_impossible(world: World, cl
         reach(c, rid, "awaiting_approval")
     admitted = c.status(rid).program
     c.approve(rid, "op-1", approver="ops", comment=OK, args_hash=hash_of({"text": "hello"}))
-    with worker(world, app=people.app_v2):
+    with worker(world, app=people.app_v2, move_parked="off"):  # moved by hand, below
         run = reach(c, rid, "waiting")
         assert run.reason == "program_changed" and run.program == admitted
         moved = world.cli("resume", rid, "--accept-program-change")
