@@ -231,6 +231,11 @@ class Runs(ClientCore):
             )
         if run.state != RunState.WAITING:
             raise RunNotWaiting(f"run '{run_id}' is {run.state}, not waiting: nothing to resume")
+        if run.reason == "paused":  # a resume would only park it again at its claim
+            raise RunNotWaiting(
+                f"run '{run_id}' is paused: see who paused it and why with outlast pauses, then "
+                f"outlast unpause {run_id} (or the --workflow or --queue that paused it)"
+            )
         # Parked by a bug: resumed on the code deployed since (its fix), whose replay must match
         # the journal crossing for crossing, or the run waits again, resume_impossible.
         accept_program_change = accept_program_change or run.reason == "workflow_error"

@@ -50,6 +50,9 @@ def test_a_pause_with_a_payout_in_flight_stops_the_run_at_its_next_crossing(
         world.worker(APP)
         time.sleep(3)
         assert _held(world, "p1")[:2] == ("waiting", "paused")
+        resumed = world.cli("resume", "p1")  # a resume would only park it again: refused, saying why
+        assert resumed.returncode != 0 and "outlast unpause p1" in resumed.stderr, resumed.stderr
+        assert _held(world, "p1")[:2] == ("waiting", "paused")
         unpaused = world.cli("unpause", "p1")
         assert unpaused.returncode == 0 and "p1" in unpaused.stdout, unpaused.stderr
         done = c.wait("p1", timeout=30)
