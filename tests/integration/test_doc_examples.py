@@ -91,6 +91,7 @@ def run_page(page: Path, world: World, harness: Any) -> list[str]:
     """Run the page's blocks; return the skips, each with its reason."""
     ns: dict[str, Any] = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
     workers: list[InProcessWorker] = []
+    clients: list[Client] = []
     skipped = []
     try:
         for block in blocks(page):
@@ -111,6 +112,8 @@ def run_page(page: Path, world: World, harness: Any) -> list[str]:
             # as a reader runs it: without this module's `from __future__ import annotations` (a
             # pydantic model of the page could not resolve its postponed annotations)
             exec(compile(block.code, where, "exec", dont_inherit=True), ns)
+            # every client a block left named, even one a later block names again, is closed below
+            clients.extend(v for v in ns.values() if isinstance(v, Client) and v not in clients)
         for name, fn in list(ns.items()):
             if name.startswith("test_") and inspect.isfunction(fn):
                 wants = inspect.signature(fn).parameters
@@ -118,9 +121,9 @@ def run_page(page: Path, world: World, harness: Any) -> list[str]:
     finally:
         for w in workers:
             w.stop()
-        for value in ns.values():
-            if isinstance(value, Client) and not value._loop.is_closed():  # not closed by its block
-                value.close()
+        for client in clients:
+            if not client._loop.is_closed():  # not closed by its block
+                client.close()
     return skipped
 
 
