@@ -45,13 +45,14 @@ def _age(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.pass_context
 def prune(ctx: click.Context, age: float, state: str | None, dry_run: bool) -> None:
-    """Delete finished runs with their journal, events, approvals and reservations (500 runs per
+    """Delete finished runs with their journal, events, approvals, reservations and artifacts (500 runs per
     transaction); never a run that is not final, a budget a kept run shares, or a run that a kept
     run continues."""
     before, n = with_client(ctx, lambda c: c.prune(age, state=state, dry_run=dry_run))
     counts = (
         f"{n.runs} run(s) finished before {before:%Y-%m-%d %H:%M:%S %Z}: {n.journal} journal entries, "
-        f"{n.events} events, {n.approvals} approvals, {n.reservations} reservations, {n.budgets} budgets"
+        f"{n.events} events, {n.approvals} approvals, {n.reservations} reservations, {n.budgets} budgets, "
+        f"{n.artifacts} artifacts"
     )
     click.echo(f"would delete {counts} (dry run: nothing deleted)" if dry_run else f"deleted {counts}")
 

@@ -62,6 +62,7 @@ class Pruned:
     approvals: int = 0
     reservations: int = 0
     budgets: int = 0
+    artifacts: int = 0  # those saved with keep=True stay
 
     def __add__(self, other: Pruned) -> Pruned:
         return Pruned(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))

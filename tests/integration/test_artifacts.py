@@ -97,8 +97,13 @@ def test_artifacts_go_with_their_run_unless_kept_and_a_kept_one_is_deleted_by_ha
         for rid in (plain, kept):
             assert client.wait(rid, timeout=60).state == "succeeded"
         time.sleep(1.1)
+        ((going,),) = world.sql("SELECT count(*) FROM artifacts WHERE NOT keep")
+        assert going > 0
+        counted = world.cli("prune", "--finished-before", "1s", "--dry-run")
+        assert f"{going} artifacts (dry run" in counted.stdout, counted.stdout + counted.stderr
         pruned = world.cli("prune", "--finished-before", "1s")
         assert pruned.returncode == 0, pruned.stderr + pruned.stdout
+        assert f"{going} artifacts" in pruned.stdout, pruned.stdout
 
         async def sweep() -> None:
             store = Store.from_settings(world.settings())

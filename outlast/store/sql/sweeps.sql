@@ -155,7 +155,7 @@ v AS (DELETE FROM reservations WHERE run_id IN (SELECT id FROM doomed) RETURNING
 s AS (DELETE FROM settlements WHERE run_id IN (SELECT id FROM doomed)),
 st AS (DELETE FROM run_state WHERE run_id IN (SELECT id FROM doomed)),
 -- its artifacts, but those saved with keep=True (0034): deleted by `outlast artifacts RUN --delete`
-ar AS (DELETE FROM artifacts WHERE run_id IN (SELECT id FROM doomed) AND NOT keep),
+ar AS (DELETE FROM artifacts WHERE run_id IN (SELECT id FROM doomed) AND NOT keep RETURNING 1),
 -- the ended generations of a run carried forward: with their run, or once ended before the cutoff
 gp AS (
     DELETE FROM generations WHERE run_id IN (SELECT id FROM doomed)
@@ -172,7 +172,8 @@ b AS (
     RETURNING budget_id)
 SELECT (SELECT count(*) FROM r) AS runs, (SELECT count(*) FROM j) + (SELECT count(*) FROM jp) AS journal,
        (SELECT count(*) FROM e) AS events, (SELECT count(*) FROM a) AS approvals,
-       (SELECT count(*) FROM v) AS reservations, (SELECT count(DISTINCT budget_id) FROM b) AS budgets;
+       (SELECT count(*) FROM v) AS reservations, (SELECT count(DISTINCT budget_id) FROM b) AS budgets,
+       (SELECT count(*) FROM ar) AS artifacts;
 
 -- name: prune_count
 -- What `prune` would delete, counted: the finished runs of the cutoff and state, but not one
@@ -202,7 +203,8 @@ SELECT (SELECT count(*) FROM doomed) AS runs,
         WHERE d.id IN (SELECT id FROM doomed) AND d.budget_id IS NOT NULL
           AND EXISTS (SELECT 1 FROM budgets WHERE budgets.budget_id = d.budget_id)
           AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.budget_id = d.budget_id
-                          AND o.id NOT IN (SELECT id FROM doomed))) AS budgets;
+                          AND o.id NOT IN (SELECT id FROM doomed))) AS budgets,
+       (SELECT count(*) FROM artifacts WHERE run_id IN (SELECT id FROM doomed) AND NOT keep) AS artifacts;
 
 -- name: movable
 -- Runs parked by a program change or by a bug (waiting, program_changed or workflow_error) of a
