@@ -7,8 +7,8 @@ functions, inlined by Postgres (a plan is the one the fact spelled out would hav
 outlast_final, outlast_unfinished (states), outlast_live (a worker), outlast_window (a tenant's
 window), outlast_redone (a lost-ack re-check); of 0023, outlast_leased (the states a lease is held
 in) and outlast_held_by (the lease holder's condition). Claims, leases
-and due times read the time as ``(SELECT at FROM outlast_now())`` (0018_clock: the database clock
-plus the schema's offset, moved by tests); audit stamps and heartbeats, as ``now()``.
+and due times read the time as ``{{now}}`` (``clock.sql``'s part: 0018_clock's database clock plus
+the schema's offset, moved by tests); audit stamps and heartbeats, as ``now()``.
 
 A text two statements share whole is a *part* (``-- part: NAME``, not a statement of its own): a
 statement takes it in where it says ``{{NAME}}``, so the statement Postgres plans is the one it was

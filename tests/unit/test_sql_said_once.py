@@ -63,3 +63,11 @@ def test_each_lost_acknowledgement_tail_is_the_run_with_its_event_then_its_reche
     assert len(redone) >= 10, redone
     spelled = [name for name in redone if not tail.search(bare(re.sub(r"--[^\n]*", "", Q[name])))]
     assert not spelled, f"a lost-acknowledgement tail spelled otherwise in {spelled}"
+
+
+def test_the_schema_clock_is_spelled_once_and_read_by_every_statement_of_due_times() -> None:
+    clock = bare("(SELECT at FROM outlast_now())")
+    where = {name: t.count(clock) for name, t in files().items() if clock in t}
+    assert where == {"clock.sql": 1}, f"the clock spelled out in {where}: say {{{{now}}}} (clock.sql's part)"
+    readers = [name for name, q in Q.items() if clock in bare(q)]
+    assert len(readers) >= 40 and {"claim", "renew"} <= set(readers), readers

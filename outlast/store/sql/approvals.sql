@@ -6,17 +6,17 @@
 -- that is really waiting for it. On a replay the existing request (and its expiry) stands.
 WITH r AS (
     UPDATE runs SET state = 'awaiting_approval', reason = 'approval', owner = NULL,
-        lease_expires_at = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now(),
+        lease_expires_at = NULL, attempts = 0, published_at = {{now}}, updated_at = now(),
         wake_at = coalesce(
             (SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
-            (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s))
+            {{now}} + make_interval(secs => %(expires_in)s))
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 a AS (
     INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,
                            authenticated)
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
-           %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
+           %(approvers)s, {{now}} + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING)
 SELECT id AS run_id FROM r, outlast_event(id, 'awaiting_approval', %(detail)s)
@@ -24,11 +24,11 @@ UNION ALL  -- run again after a lost acknowledgement: already waiting under this
 SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'awaiting_approval', 'approval');
 
 -- name: get_approval
-SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM approvals
+SELECT *, (expires_at IS NOT NULL AND expires_at <= {{now}}) AS expired FROM approvals
 WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
 
 -- name: approvals
-SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM approvals
+SELECT *, (expires_at IS NOT NULL AND expires_at <= {{now}}) AS expired FROM approvals
 WHERE run_id = %(run_id)s ORDER BY created_at;
 
 -- name: decide
@@ -38,12 +38,12 @@ WITH a AS (
     UPDATE approvals SET status = %(status)s, decided_by = %(by)s, comment = %(comment)s,
         new_args = %(new_args)s, decided_at = now(), decided_by_detail = %(who)s
     WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
-      AND (expires_at IS NULL OR expires_at > (SELECT at FROM outlast_now()))
+      AND (expires_at IS NULL OR expires_at > {{now}})
       AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND state = 'awaiting_approval')
     RETURNING run_id),
 r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
-        reason = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        reason = NULL, published_at = {{now}}, updated_at = now()
     WHERE id IN (SELECT run_id FROM a) AND state = 'awaiting_approval'
     RETURNING id, queue)
 SELECT a.run_id, r.queue FROM a CROSS JOIN outlast_event(a.run_id, 'decision', %(detail)s) LEFT JOIN r ON true
@@ -56,8 +56,8 @@ WHERE d.run_id = %(run_id)s AND d.op_id = %(op_id)s AND d.status = %(status)s
 
 -- name: pending_approvals
 -- Every request still waiting for a decision, oldest first, with the seconds left before expiry.
-SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= (SELECT at FROM outlast_now())) AS expired,
-       extract(epoch FROM a.expires_at - (SELECT at FROM outlast_now())) AS seconds_left, r.workflow, r.queue
+SELECT a.*, (a.expires_at IS NOT NULL AND a.expires_at <= {{now}}) AS expired,
+       extract(epoch FROM a.expires_at - {{now}}) AS seconds_left, r.workflow, r.queue
 FROM approvals a JOIN runs r ON r.id = a.run_id
 WHERE a.status = 'pending' AND r.state = 'awaiting_approval'
 ORDER BY a.created_at LIMIT %(limit)s;
@@ -70,7 +70,7 @@ a AS (
     INSERT INTO approvals (id, run_id, op_id, action, args, args_hash, policy_version, approvers, expires_at,
                            authenticated)
     SELECT %(id)s, r.id, %(op_id)s, %(action)s, %(args)s, %(args_hash)s, %(policy_version)s,
-           %(approvers)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s), %(authenticated)s
+           %(approvers)s, {{now}} + make_interval(secs => %(expires_in)s), %(authenticated)s
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING
     RETURNING expires_at)
@@ -81,7 +81,7 @@ SELECT expires_at FROM approvals WHERE run_id = %(run_id)s AND op_id = %(op_id)s
 -- name: withdraw_approvals
 -- The approval requests that lost a `run.first`, still pending, expire now (a decision is then
 -- refused), by the lease holder.
-UPDATE approvals SET expires_at = (SELECT at FROM outlast_now())
+UPDATE approvals SET expires_at = {{now}}
 WHERE run_id = %(run_id)s AND op_id = ANY(%(ops)s::text[]) AND status = 'pending'
   AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s))
 RETURNING op_id;

@@ -7,7 +7,7 @@
 -- now names them.
 INSERT INTO artifacts (run_id, op_id, name, sha256, size, media_type, keep, created_at)
 VALUES (%(run_id)s, %(op_id)s, %(artifact)s, %(sha256)s, %(size)s, %(media_type)s, %(keep)s,
-        (SELECT at FROM outlast_now()))
+        {{now}})
 ON CONFLICT (run_id, op_id, name) DO UPDATE SET sha256 = EXCLUDED.sha256, size = EXCLUDED.size,
     media_type = EXCLUDED.media_type, keep = EXCLUDED.keep, created_at = EXCLUDED.created_at
 WHERE artifacts.sha256 <> EXCLUDED.sha256

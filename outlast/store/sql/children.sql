@@ -39,7 +39,7 @@ SELECT (SELECT count(*) FROM p) = 1 AS held,
 -- child is final (`wake_child_waiters`). Run again after a lost acknowledgement, it finds the wait.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'child', waits_for = %(child)s, owner = NULL,
-        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        lease_expires_at = NULL, attempts = 0, wake_at = NULL, published_at = {{now}}, updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id)
 SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
@@ -59,19 +59,19 @@ WITH w AS (
     ORDER BY p.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now() FROM w WHERE runs.id = w.id
+UPDATE runs SET wake_at = {{now}}, updated_at = now() FROM w WHERE runs.id = w.id
 RETURNING runs.id;
 
 -- name: wake_parent
 -- A child's end wakes its parent at once, if it waits for that child (`wake_child_waiters` covers
 -- a parent whose wait commits after this, and a worker that dies before it gets here).
 -- Not stamped as published: should the worker die before it publishes, the next sweep does.
-UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now()
+UPDATE runs SET wake_at = {{now}}, updated_at = now()
 WHERE id = %(id)s AND waits_for = %(child)s
   AND ((state = 'waiting' AND reason = 'child' AND wake_at IS NULL)
        -- the first of several waits, one of them this child (a timer among them may be due later)
        OR (state IN ('waiting', 'awaiting_approval') AND reason = 'first'
-           AND (wake_at IS NULL OR wake_at > (SELECT at FROM outlast_now()))))
+           AND (wake_at IS NULL OR wake_at > {{now}})))
 RETURNING queue;
 
 -- name: children

@@ -13,7 +13,7 @@ WITH r AS (
     UPDATE runs SET state = %(state)s, reason = 'first', waits_for = %(child)s, owner = NULL,
         waits_channels = %(channels)s,
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s,
-        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        published_at = {{now}}, updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND (%(seen)s::bigint IS NULL OR messages_sent = %(seen)s::bigint)
     RETURNING id)
@@ -28,10 +28,10 @@ SELECT id FROM outlast_redone(%(run_id)s, %(token)s, %(state)s, 'first');
 WITH w AS (
     SELECT p.id FROM runs p
     WHERE p.reason = 'first' AND p.waits_for IS NOT NULL AND p.state IN ('waiting', 'awaiting_approval')
-      AND (p.wake_at IS NULL OR p.wake_at > (SELECT at FROM outlast_now()))
+      AND (p.wake_at IS NULL OR p.wake_at > {{now}})
       AND EXISTS (SELECT 1 FROM runs c WHERE c.id = p.waits_for AND outlast_final(c.state))
     ORDER BY p.id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET wake_at = (SELECT at FROM outlast_now()), updated_at = now() FROM w WHERE runs.id = w.id
+UPDATE runs SET wake_at = {{now}}, updated_at = now() FROM w WHERE runs.id = w.id
 RETURNING runs.id;

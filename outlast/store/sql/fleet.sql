@@ -81,11 +81,11 @@ SELECT EXISTS (
              AND s.last_seen >= now() - make_interval(secs => %(within)s)) AS served
 FROM runs r
 WHERE r.id = %(id)s
-  AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= (SELECT at FROM outlast_now())))
-       OR (outlast_leased(r.state) AND r.lease_expires_at < (SELECT at FROM outlast_now()))
+  AND ((r.state = 'queued' AND (r.start_at IS NULL OR r.start_at <= {{now}}))
+       OR (outlast_leased(r.state) AND r.lease_expires_at < {{now}})
        OR (r.state = 'cancelling' AND r.lease_expires_at IS NULL)
-       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= (SELECT at FROM outlast_now())))
-       OR (r.state = 'awaiting_approval' AND r.wake_at <= (SELECT at FROM outlast_now())));
+       OR (r.state = 'waiting' AND (r.reason = 'program_changed' OR r.wake_at <= {{now}}))
+       OR (r.state = 'awaiting_approval' AND r.wake_at <= {{now}}));
 
 -- name: unknown_workflows
 -- At a worker's start: workflows of unfinished runs on its queues that its app does not know.

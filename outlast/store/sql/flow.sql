@@ -10,20 +10,20 @@ WITH r AS (
     SELECT id FROM runs WHERE id = %(run_id)s
       AND outlast_held_by(fencing_token, state, %(token)s)),
 mine AS (
-    UPDATE slots SET token = %(token)s, expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
+    UPDATE slots SET token = %(token)s, expires_at = {{now}} + make_interval(secs => %(ttl)s)
     FROM r WHERE slots.key = %(key)s AND slots.run_id = r.id AND slots.holder = %(holder)s
     RETURNING slots.slot),
 free AS (
     SELECT n FROM r, generate_series(0, %(cap)s - 1) AS n
     WHERE NOT EXISTS (SELECT 1 FROM mine)
-      AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.key = %(key)s AND s.slot = n AND s.expires_at >= (SELECT at FROM outlast_now()))
+      AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.key = %(key)s AND s.slot = n AND s.expires_at >= {{now}})
     ORDER BY random() LIMIT 1),
 ins AS (
     INSERT INTO slots (key, slot, run_id, holder, token, expires_at)
-    SELECT %(key)s, n, %(run_id)s, %(holder)s, %(token)s, (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s) FROM free
+    SELECT %(key)s, n, %(run_id)s, %(holder)s, %(token)s, {{now}} + make_interval(secs => %(ttl)s) FROM free
     ON CONFLICT (key, slot) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder,
         token = excluded.token, expires_at = excluded.expires_at
-    WHERE slots.expires_at < (SELECT at FROM outlast_now())
+    WHERE slots.expires_at < {{now}}
     RETURNING slot)
 SELECT slot FROM mine UNION ALL SELECT slot FROM ins;
 
@@ -36,11 +36,11 @@ WITH gone AS (
       AND (%(holder)s::text IS NULL OR holder = %(holder)s)
     RETURNING key),
 woken AS (
-    UPDATE runs SET wake_at = (SELECT at FROM outlast_now()) FROM (
+    UPDATE runs SET wake_at = {{now}} FROM (
         SELECT w.id FROM (SELECT DISTINCT key FROM gone) g CROSS JOIN LATERAL (
             SELECT id FROM runs
             WHERE state = 'waiting' AND reason = 'concurrency_slot' AND slot_key = g.key
-              AND wake_at > (SELECT at FROM outlast_now())
+              AND wake_at > {{now}}
             ORDER BY wake_at LIMIT 1 FOR UPDATE SKIP LOCKED) w) first
     WHERE runs.id = first.id
     RETURNING runs.id)
@@ -51,7 +51,7 @@ SELECT key FROM gone;
 -- (The UNION's second half never sees the first's update: it reads the statement's snapshot.)
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, slot_key = %(slot_key)s, owner = NULL,
-        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()),
+        lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s, published_at = {{now}},
         updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id)

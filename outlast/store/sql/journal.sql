@@ -54,7 +54,7 @@ WHERE j.run_id = %(run_id)s AND j.seq = %(seq)s AND j.hash = %(hash)s
 -- chained to the head it was read after, with its own body) and says so instead of failing.
 WITH r AS (
     UPDATE runs SET journal_head = %(hash)s, journal_len = %(seq)s, state = 'queued',
-        reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now(),
+        reason = NULL, attempts = 0, published_at = {{now}}, updated_at = now(),
         journal_bytes = journal_bytes + %(bytes)s
     WHERE id = %(run_id)s AND state = 'waiting' AND reason = %(reason)s
       AND journal_len = %(seq)s - 1 AND journal_head = %(prev)s

@@ -22,27 +22,27 @@ WITH c AS (
         reason = NULL,
         fencing_token = fencing_token + 1,
         owner = %(worker)s,
-        lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s),
+        lease_expires_at = {{now}} + make_interval(secs => %(ttl)s),
         attempts = attempts + 1,
         started_at = coalesce(started_at, now()),  -- first taken: set once (0020, the runs list)
         program = coalesce(program, %(programs)s::jsonb ->> workflow),
-        published_at = coalesce(published_at, (SELECT at FROM outlast_now())),  -- a held run's stray entry: no longer held
+        published_at = coalesce(published_at, {{now}}),  -- a held run's stray entry: no longer held
         updated_at = now()
     WHERE id = %(id)s AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       -- a workflow the claimer's app does not know is never taken: handed back, never failed
       AND %(programs)s::jsonb ->> workflow IS NOT NULL
       AND (program IS NULL OR program = %(programs)s::jsonb ->> workflow)
-      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
-           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now())
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= {{now}}))
+           OR (outlast_leased(state) AND lease_expires_at < {{now}}
                AND NOT EXISTS (
                    SELECT 1 FROM workers w, LATERAL (SELECT now() - make_interval(secs => %(steady)s::float8) AS at) back
                    WHERE w.name = runs.owner AND w.last_beat < back.at AND outlast_live(back.at, w.lease_ttl)))
            OR (state = 'cancelling' AND lease_expires_at IS NULL)
-           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= (SELECT at FROM outlast_now())))
-           OR (state = 'awaiting_approval' AND wake_at <= (SELECT at FROM outlast_now()))
+           OR (state = 'waiting' AND (reason = 'program_changed' OR wake_at <= {{now}}))
+           OR (state = 'awaiting_approval' AND wake_at <= {{now}})
            -- its deadline passed while nothing ran: ended by the executor (its partial handler)
-           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= (SELECT at FROM outlast_now())))
-    RETURNING *, (SELECT at FROM outlast_now()) AS db_now),
+           OR (state IN ('queued', 'waiting', 'awaiting_approval') AND deadline <= {{now}}))
+    RETURNING *, {{now}} AS db_now),
 turn AS (
     SELECT h.id FROM c CROSS JOIN LATERAL (
         SELECT id FROM runs h
@@ -54,7 +54,7 @@ turn AS (
     WHERE c.tenant IS NOT NULL AND %(window)s > 0
       AND (SELECT used FROM outlast_window(c.queue, c.tenant, %(window)s, c.id)) < %(window)s),
 released AS (
-    UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn
+    UPDATE runs SET published_at = {{now}} FROM turn
     WHERE runs.id = turn.id AND runs.published_at IS NULL
     RETURNING runs.id, runs.priority)
 SELECT c.*, released.id AS turn_id, released.priority AS turn_priority,
@@ -74,12 +74,12 @@ mine AS (
     ORDER BY runs.id COLLATE "C"  -- the writer's order (code points), whatever the database's
     FOR NO KEY UPDATE OF runs),
 renewed AS (
-    UPDATE runs SET lease_expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
+    UPDATE runs SET lease_expires_at = {{now}} + make_interval(secs => %(ttl)s)
     FROM mine WHERE runs.id = mine.id
     RETURNING runs.id, runs.cancel_requested, runs.workflow, runs.queue),
 slots_renewed AS (
     -- the concurrency slots held under these leases live as long as they do (0011_flow)
-    UPDATE slots SET expires_at = (SELECT at FROM outlast_now()) + make_interval(secs => %(ttl)s)
+    UPDATE slots SET expires_at = {{now}} + make_interval(secs => %(ttl)s)
     FROM renewed, held
     WHERE slots.run_id = renewed.id AND held.id = renewed.id AND slots.token = held.token)
 SELECT held.id, renewed.id IS NOT NULL AS renewed,
@@ -107,7 +107,7 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, %(state)s, %(reason)s);
 -- A durable wait: the lease is given up and the run no longer counts as crashing its worker.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = %(reason)s, owner = NULL, lease_expires_at = NULL,
-        attempts = 0, wake_at = %(wake_at)s, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        attempts = 0, wake_at = %(wake_at)s, published_at = {{now}}, updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id)
 SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
@@ -122,11 +122,11 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, 'waiting', %(reason)s);
 -- %(program)s is the program this worker serves.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'program_changed', owner = NULL, lease_expires_at = NULL,
-        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        published_at = {{now}}, updated_at = now()
     WHERE id = %(id)s AND program IS DISTINCT FROM %(program)s
-      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= (SELECT at FROM outlast_now())))
-           OR (state = 'running' AND lease_expires_at < (SELECT at FROM outlast_now()))
-           OR (state = 'waiting' AND wake_at <= (SELECT at FROM outlast_now())))
+      AND ((state = 'queued' AND (start_at IS NULL OR start_at <= {{now}}))
+           OR (state = 'running' AND lease_expires_at < {{now}})
+           OR (state = 'waiting' AND wake_at <= {{now}}))
       AND NOT EXISTS (
           SELECT 1 FROM workers
           WHERE outlast_live(last_beat, lease_ttl)
@@ -146,7 +146,7 @@ SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s);
 WITH r AS (
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
         owner = NULL, lease_expires_at = NULL,
-        attempts = greatest(attempts - 1, 0), published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        attempts = greatest(attempts - 1, 0), published_at = {{now}}, updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND lease_expires_at IS NOT NULL
     RETURNING id)
@@ -161,7 +161,7 @@ SELECT id FROM outlast_redone(%(id)s, %(token)s, 'cancelling', NULL) WHERE lease
 -- The wait resumed is the one the operator saw: %(token)s, the run's token then (a claim since
 -- makes a new one). Run again after a lost acknowledgement, it finds the run queued under it.
 WITH r AS (
-    UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = (SELECT at FROM outlast_now()),
+    UPDATE runs SET state = 'queued', reason = NULL, attempts = 0, published_at = {{now}},
         updated_at = now(),
         program = CASE WHEN %(accept_program)s THEN NULL ELSE program END
     WHERE id = %(id)s AND fencing_token = %(token)s AND state = 'waiting'

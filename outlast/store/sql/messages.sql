@@ -90,7 +90,7 @@ RETURNING messages.message_id;
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'message', waits_for = %(channel)s, owner = NULL,
         lease_expires_at = NULL, attempts = 0, wake_at = %(wake_at)s,
-        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        published_at = {{now}}, updated_at = now()
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
       AND messages_sent = %(seen)s
     RETURNING id)

@@ -44,7 +44,7 @@ r AS (
     UPDATE runs SET state = CASE WHEN EXISTS (SELECT 1 FROM p) THEN 'waiting' ELSE 'queued' END,
         reason = CASE WHEN EXISTS (SELECT 1 FROM p) THEN 'paused' END,
         owner = NULL, lease_expires_at = NULL, attempts = 0, wake_at = NULL,
-        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        published_at = {{now}}, updated_at = now()
     WHERE id = %(id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id, state)
 SELECT id AS run_id, state
@@ -70,7 +70,7 @@ WITH m AS (
     FOR NO KEY UPDATE),
 r AS (
     UPDATE runs SET state = 'queued', reason = NULL, attempts = 0,
-        published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        published_at = {{now}}, updated_at = now()
     FROM m WHERE runs.id = m.id
     RETURNING runs.id, runs.queue, runs.priority)
 SELECT id, queue, priority FROM r, outlast_event(id, 'unpaused', %(detail)s);

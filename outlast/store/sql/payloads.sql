@@ -6,7 +6,7 @@
 -- crashed worker stored) it is the same row, made young again, unless a sweep has marked it: then
 -- no row comes back, and the caller waits for the sweep to finish.
 INSERT INTO payloads (run_id, sha256, size, media_type, body, created_at)
-VALUES (%(run_id)s, %(sha256)s, %(size)s, %(media_type)s, %(body)s, (SELECT at FROM outlast_now()))
+VALUES (%(run_id)s, %(sha256)s, %(size)s, %(media_type)s, %(body)s, {{now}})
 ON CONFLICT (run_id, sha256) DO UPDATE SET created_at = EXCLUDED.created_at,
     body = coalesce(payloads.body, EXCLUDED.body)
 WHERE NOT payloads.swept
@@ -35,7 +35,7 @@ WITH old AS (
                        AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)) AS kept
     FROM payloads p
     WHERE NOT p.swept
-      AND p.created_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s)
+      AND p.created_at < {{now}} - make_interval(secs => %(grace)s)
       AND (NOT p.journaled OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id)
            AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = p.run_id AND a.sha256 = p.sha256))
     ORDER BY p.created_at

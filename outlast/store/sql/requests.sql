@@ -7,16 +7,16 @@
 -- request (and its expiry) stands.
 WITH r AS (
     UPDATE runs SET state = 'waiting', reason = 'request', owner = NULL, lease_expires_at = NULL,
-        attempts = 0, published_at = (SELECT at FROM outlast_now()), updated_at = now(),
+        attempts = 0, published_at = {{now}}, updated_at = now(),
         wake_at = coalesce(
             (SELECT expires_at FROM requests WHERE run_id = %(run_id)s AND op_id = %(op_id)s),
-            (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s))
+            {{now}} + make_interval(secs => %(expires_in)s))
     WHERE id = %(run_id)s AND outlast_held_by(fencing_token, state, %(token)s)
     RETURNING id),
 q AS (
     INSERT INTO requests (run_id, op_id, name, payload, response_schema, responders, expires_at)
     SELECT r.id, %(op_id)s, %(req_name)s, %(payload)s, %(response_schema)s, %(responders)s,
-           (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s)
+           {{now}} + make_interval(secs => %(expires_in)s)
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING)
 SELECT id AS run_id FROM r, outlast_event(id, 'waiting', %(detail)s)
@@ -25,13 +25,13 @@ SELECT id FROM outlast_redone(%(run_id)s, %(token)s, 'waiting', 'request');
 
 -- name: get_request
 -- One request of a run, with whether it expired by the database clock.
-SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired FROM requests
+SELECT *, (expires_at IS NOT NULL AND expires_at <= {{now}}) AS expired FROM requests
 WHERE run_id = %(run_id)s AND op_id = %(op_id)s;
 
 -- name: run_requests
 -- Every request of a run, oldest first, with whether it expired and the seconds left.
-SELECT *, (expires_at IS NOT NULL AND expires_at <= (SELECT at FROM outlast_now())) AS expired,
-       extract(epoch FROM expires_at - (SELECT at FROM outlast_now())) AS seconds_left
+SELECT *, (expires_at IS NOT NULL AND expires_at <= {{now}}) AS expired,
+       extract(epoch FROM expires_at - {{now}}) AS seconds_left
 FROM requests WHERE run_id = %(run_id)s ORDER BY created_at, op_id;
 
 -- name: answer_request
@@ -42,13 +42,13 @@ WITH q AS (
     UPDATE requests SET status = 'answered', answer = %(answer)s, answered_by = %(by)s,
         answered_by_detail = %(who)s, answered_at = now()
     WHERE run_id = %(run_id)s AND op_id = %(op_id)s AND status = 'pending'
-      AND (expires_at IS NULL OR expires_at > (SELECT at FROM outlast_now()))
+      AND (expires_at IS NULL OR expires_at > {{now}})
       AND EXISTS (SELECT 1 FROM runs WHERE id = %(run_id)s AND state IN ('waiting', 'awaiting_approval')
                   AND reason IN ('request', 'first'))
     RETURNING run_id),
 r AS (  -- a run waiting on this request, or on the first of several waits (it looks which won)
     UPDATE runs SET state = CASE WHEN cancel_requested THEN 'cancelling' ELSE 'queued' END,
-        reason = NULL, published_at = (SELECT at FROM outlast_now()), updated_at = now()
+        reason = NULL, published_at = {{now}}, updated_at = now()
     WHERE id IN (SELECT run_id FROM q) AND state IN ('waiting', 'awaiting_approval')
       AND reason IN ('request', 'first')
     RETURNING id, queue)
@@ -66,7 +66,7 @@ WITH r AS (SELECT id FROM runs WHERE id = %(run_id)s AND outlast_held_by(fencing
 q AS (
     INSERT INTO requests (run_id, op_id, name, payload, response_schema, responders, expires_at)
     SELECT r.id, %(op_id)s, %(req_name)s, %(payload)s, %(response_schema)s, %(responders)s,
-           (SELECT at FROM outlast_now()) + make_interval(secs => %(expires_in)s)
+           {{now}} + make_interval(secs => %(expires_in)s)
     FROM r
     ON CONFLICT (run_id, op_id) DO NOTHING
     RETURNING expires_at)

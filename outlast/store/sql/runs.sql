@@ -5,20 +5,20 @@
 -- The run, its budget and its 'enqueued' event in one statement (one commit): a run never exists
 -- without the limits it was given. A delayed run starts at %(start_at)s or %(start_in)s seconds
 -- from now (the database clock); its deadline counts from its start.
-WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, (SELECT at FROM outlast_now()) + make_interval(secs => %(start_in)s)) AS start_at),
+WITH s AS (SELECT coalesce(%(start_at)s::timestamptz, {{now}} + make_interval(secs => %(start_in)s)) AS start_at),
 r AS (
     INSERT INTO runs (id, workflow, queue, input, input_hash, program, deadline, parent_id, budget_id,
                       trace_context, start_at, published_at, priority, tenant)
     SELECT %(id)s, %(workflow)s, %(queue)s, %(input)s, %(input_hash)s, %(program)s,
-           coalesce(%(deadline_at)s, greatest((SELECT at FROM outlast_now()), s.start_at) + make_interval(secs => %(deadline_in)s)),
+           coalesce(%(deadline_at)s, greatest({{now}}, s.start_at) + make_interval(secs => %(deadline_in)s)),
            %(parent_id)s, %(budget_id)s, %(trace_context)s, s.start_at,
-           CASE WHEN s.start_at > (SELECT at FROM outlast_now()) THEN s.start_at  -- see 0010_time: the sweeper publishes it then
-                WHEN %(tenant)s::text IS NULL OR %(window)s = 0 THEN (SELECT at FROM outlast_now())
+           CASE WHEN s.start_at > {{now}} THEN s.start_at  -- see 0010_time: the sweeper publishes it then
+                WHEN %(tenant)s::text IS NULL OR %(window)s = 0 THEN {{now}}
                 -- its tenant's window is full, or older runs of the tenant wait: held (0014_fair)
                 WHEN EXISTS (SELECT 1 FROM runs h WHERE h.state = 'queued' AND h.published_at IS NULL
                                  AND h.queue = %(queue)s AND h.tenant = %(tenant)s) THEN NULL
                 WHEN (SELECT used FROM outlast_window(%(queue)s, %(tenant)s, %(window)s, NULL)) >= %(window)s THEN NULL
-                ELSE (SELECT at FROM outlast_now()) END,
+                ELSE {{now}} END,
            %(priority)s, %(tenant)s
     FROM s
     ON CONFLICT (id) DO NOTHING
@@ -82,7 +82,7 @@ r AS (
         finished_at = CASE WHEN (state = 'queued' AND journal_len = 0) OR
                                 (state = 'waiting' AND reason IN ('program_changed', 'journal_altered', 'resume_impossible', 'workflow_error'))
                            THEN now() ELSE finished_at END,
-        published_at = (SELECT at FROM outlast_now())
+        published_at = {{now}}
     WHERE id = %(id)s
       AND NOT outlast_final(state)
       AND NOT EXISTS (SELECT 1 FROM was)
@@ -124,7 +124,7 @@ SELECT queue, 'held', count(*) FROM runs WHERE state = 'queued' AND published_at
 -- run is now, with no second stamp or event (a run final since: no row, as for any final run).
 WITH was AS (SELECT id FROM events WHERE run_id = %(id)s AND write_id = %(write_id)s),
 r AS (
-    UPDATE runs SET published_at = (SELECT at FROM outlast_now())
+    UPDATE runs SET published_at = {{now}}
     WHERE id = %(id)s
       AND outlast_unfinished(state)
       AND NOT EXISTS (SELECT 1 FROM was)

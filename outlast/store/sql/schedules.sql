@@ -5,7 +5,7 @@
 -- A worker's declaration at its first sweep; paused and last_tick are the schedule's own and stay.
 INSERT INTO schedules (name, workflow, queue, cron, tz, input, catch_up, last_tick)
 VALUES (%(schedule)s, %(workflow)s, %(queue)s, %(cron)s, %(tz)s, %(input)s, %(catch_up)s,
-        (SELECT at FROM outlast_now()))
+        {{now}})
 ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow, queue = EXCLUDED.queue,
     cron = EXCLUDED.cron, tz = EXCLUDED.tz, input = EXCLUDED.input, catch_up = EXCLUDED.catch_up,
     updated_at = now()
@@ -15,7 +15,7 @@ WHERE (schedules.workflow, schedules.queue, schedules.cron, schedules.tz, schedu
 
 -- name: schedules
 -- Every schedule (or those named), with the database clock the ticks are measured by.
-SELECT *, (SELECT at FROM outlast_now()) AS db_now FROM schedules
+SELECT *, {{now}} AS db_now FROM schedules
 WHERE %(names)s::text[] IS NULL OR name = ANY(%(names)s)
 ORDER BY name;
 
@@ -29,6 +29,6 @@ RETURNING name;
 -- name: pause_schedule
 -- Pause or resume; a resumed schedule goes on from now: the ticks of its pause are skipped.
 UPDATE schedules SET paused = %(paused)s, updated_at = now(),
-    last_tick = CASE WHEN paused AND NOT %(paused)s THEN greatest(last_tick, (SELECT at FROM outlast_now())) ELSE last_tick END
+    last_tick = CASE WHEN paused AND NOT %(paused)s THEN greatest(last_tick, {{now}}) ELSE last_tick END
 WHERE name = %(schedule)s
 RETURNING *;

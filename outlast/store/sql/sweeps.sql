@@ -6,9 +6,9 @@
 -- The sweeper, before `due`: the clock its pass stamps by, and whether a queued run went unseen
 -- for %(after)s seconds by it: only such a run may be one whose entry still waits in its stream,
 -- which Redis is asked about (`Queue.waiting`), so it is asked only when there is one.
-SELECT (SELECT at FROM outlast_now()) AS now, EXISTS (
+SELECT {{now}} AS now, EXISTS (
     SELECT 1 FROM runs WHERE state = 'queued'
-      AND published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)) AS queued;
+      AND published_at < {{now}} - make_interval(secs => %(after)s)) AS queued;
 
 -- name: due
 -- The sweeper: runs that need a worker and that no stream entry may deliver. SKIP LOCKED and
@@ -24,8 +24,8 @@ SELECT (SELECT at FROM outlast_now()) AS now, EXISTS (
 -- found none, Redis was not asked), no queued run is due by age.
 WITH span AS MATERIALIZED (  -- once, not per run (each run's look a scan of a few rows)
     SELECT u.queue, u.priority,
-           (SELECT at FROM outlast_now()) - make_interval(secs => u.since) AS since,
-           (SELECT at FROM outlast_now()) - make_interval(secs => u.last) AS last
+           {{now}} - make_interval(secs => u.since) AS since,
+           {{now}} - make_interval(secs => u.last) AS last
     FROM unnest(%(queues)s::text[], %(priorities)s::text[], %(since)s::float8[], %(last)s::float8[])
          AS u(queue, priority, since, last)),
 near AS (SELECT unnest(%(waiting)s::text[]) AS id),
@@ -34,23 +34,23 @@ due AS (
     WHERE outlast_unfinished(state)
       -- one pass of the sweeper never sees again what it stamped itself
       AND published_at < coalesce(%(cutoff)s::timestamptz, 'infinity')
-      AND ((published_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s)
+      AND ((published_at < {{now}} - make_interval(secs => %(after)s)
             AND ((state = 'queued' AND %(queued)s AND runs.id NOT IN (SELECT near.id FROM near) AND NOT EXISTS (
                      SELECT 1 FROM span
                      WHERE span.queue = runs.queue AND span.priority = runs.priority
                        AND runs.published_at > span.since AND runs.published_at < span.last))
-                 OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
+                 OR (outlast_leased(state) AND lease_expires_at < {{now}})
                  OR (state = 'cancelling' AND lease_expires_at IS NULL)
                  OR (state = 'waiting' AND reason = 'program_changed')))
            -- a delayed run came due (its published_at is its start until this stamps it)
-           OR (state = 'queued' AND start_at <= (SELECT at FROM outlast_now()) AND published_at <= start_at)
+           OR (state = 'queued' AND start_at <= {{now}} AND published_at <= start_at)
            -- a timer or an approval's expiry came due: wake it at once, then again while unseen
-           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= (SELECT at FROM outlast_now())
-               AND published_at < greatest(wake_at, (SELECT at FROM outlast_now()) - make_interval(secs => %(after)s))))
+           OR (state IN ('waiting', 'awaiting_approval') AND wake_at <= {{now}}
+               AND published_at < greatest(wake_at, {{now}} - make_interval(secs => %(after)s))))
     ORDER BY published_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED)
-UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM due WHERE runs.id = due.id
+UPDATE runs SET published_at = {{now}} FROM due WHERE runs.id = due.id
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: turns
@@ -77,7 +77,7 @@ turn AS (
             SELECT used FROM outlast_window(l.queue, l.tenant, %(window)s, NULL))) END
         FOR UPDATE SKIP LOCKED) h
     LIMIT %(limit)s)
-UPDATE runs SET published_at = (SELECT at FROM outlast_now()) FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
+UPDATE runs SET published_at = {{now}} FROM turn WHERE runs.id = turn.id AND runs.published_at IS NULL
 RETURNING runs.id, runs.queue, runs.priority;
 
 -- name: expire_deadlines
@@ -88,13 +88,13 @@ RETURNING runs.id, runs.queue, runs.priority;
 -- was published (not held by its tenant's window): its entry is on its way, in a backlog perhaps,
 -- and a second entry would only add to the queue's depth (a lost one is re-published by `due`).
 WITH late AS (
-    SELECT id, deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s) AS overdue FROM runs
-    WHERE deadline < (SELECT at FROM outlast_now())
+    SELECT id, deadline < {{now}} - make_interval(secs => %(grace)s) AS overdue FROM runs
+    WHERE deadline < {{now}}
       AND (state IN ('queued', 'waiting', 'awaiting_approval')
-           OR (outlast_leased(state) AND lease_expires_at < (SELECT at FROM outlast_now()))
+           OR (outlast_leased(state) AND lease_expires_at < {{now}})
            OR (state = 'cancelling' AND lease_expires_at IS NULL))
       AND ((published_at IS NULL OR (published_at < deadline AND state <> 'queued'))
-           OR deadline < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s))
+           OR deadline < {{now}} - make_interval(secs => %(grace)s))
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED),
 ended AS (
     UPDATE runs SET state = 'timed_out', reason = 'deadline passed', owner = NULL,
@@ -102,7 +102,7 @@ ended AS (
     FROM late WHERE runs.id = late.id AND late.overdue
     RETURNING runs.id),
 published AS (
-    UPDATE runs SET published_at = (SELECT at FROM outlast_now())
+    UPDATE runs SET published_at = {{now}}
     FROM late WHERE runs.id = late.id AND NOT late.overdue
     RETURNING runs.id, runs.queue, runs.priority)
 SELECT id AS run_id, NULL::text AS queue, NULL::text AS priority
@@ -115,17 +115,17 @@ SELECT id, queue, priority FROM published;
 -- less than a lease: every lease it held has expired after that), each with the seconds left on
 -- its lease: taken over once it expires. Only while such a worker exists are runs read (its
 -- leased ones, by state: runs_by_state).
-SELECT r.id, r.owner, extract(epoch FROM r.lease_expires_at - (SELECT at FROM outlast_now()))::float8 AS seconds
+SELECT r.id, r.owner, extract(epoch FROM r.lease_expires_at - {{now}})::float8 AS seconds
 FROM workers w JOIN runs r ON r.owner = w.name AND outlast_leased(r.state)
 WHERE w.last_beat < now() - make_interval(secs => w.lease_ttl / 2)
   AND w.last_beat > now() - make_interval(secs => w.lease_ttl)
-  AND r.lease_expires_at > (SELECT at FROM outlast_now())
+  AND r.lease_expires_at > {{now}}
 ORDER BY r.lease_expires_at
 LIMIT %(limit)s;
 
 -- name: db_now
 -- The clock of claims, leases and due times (0018_clock), and the database's own (audit stamps).
-SELECT (SELECT at FROM outlast_now()) AS now, now() AS wall;
+SELECT {{now}} AS now, now() AS wall;
 
 -- name: prune
 -- One batch of finished runs deleted with everything that is theirs, in one statement (one
