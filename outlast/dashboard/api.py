@@ -132,7 +132,7 @@ async def _runs(request: Request, c: AsyncClient) -> Any:
 
 
 async def _run(request: Request, c: AsyncClient) -> Any:
-    return await run_view(c, request.path_params["run_id"])
+    return await run_view(c, request.path_params["run_id"], op=request.query_params.get("op"))
 
 
 async def _approvals(request: Request, c: AsyncClient) -> Any:

@@ -60,7 +60,9 @@ async def runs_page(request: Request) -> Response:
 async def run_page(request: Request, error: str | None = None, status: int = 200) -> Response:
     run_id = request.path_params["run_id"]
     try:
-        view = await views.run_view(web.client_of(request), run_id, draw=True)
+        view = await views.run_view(
+            web.client_of(request), run_id, draw=True, op=request.query_params.get("op")
+        )
     except OutlastError as exc:  # a refusal said first, else that the run is not there
         return render(request, "error.html", status if error else web.status_of(exc), error=error or str(exc))
     me, final = web.caller_of(request).principal, RunState(view["run"]["state"]).final

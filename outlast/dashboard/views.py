@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import quote
 
 from outlast import _bundle as bundle
-from outlast._captured import requests, shown_data
 from outlast._listing import RunQuery
 from outlast._shapes import described
 from outlast._status import CHILDREN_SHOWN, describe
@@ -19,14 +18,49 @@ from outlast.dashboard.auth import Gate
 from outlast.producer import AsyncClient
 
 TREE_DEPTH, TREE_RUNS = 4, CHILDREN_SHOWN  # the children tree a run page shows, at most
+SHOWN_CHARS, SHOWN_ITEMS = 2000, 100  # of a string, of a list, in a timeline entry's detail
 
 
-async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict[str, Any]:
+def bounded(value: Any, where: str = "") -> Any:
+    """A value as a page's timeline shows it: a string past ``SHOWN_CHARS`` cut, a list past
+    ``SHOWN_ITEMS`` too, each saying how much more there is and where it is whole (a long run's
+    page stays the size of its journal's entries, not of their values); ``where`` ends the note."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return value[:SHOWN_CHARS] + f"… [{len(value) - SHOWN_CHARS} more characters{where}]"
+    if isinstance(value, list):
+        kept = [bounded(v, where) for v in value[:SHOWN_ITEMS]]
+        return kept + (
+            [f"… [{len(value) - SHOWN_ITEMS} more items{where}]"] if len(value) > SHOWN_ITEMS else []
+        )
+    if isinstance(value, dict):
+        return {k: bounded(v, where) for k, v in value.items()}
+    return value
+
+
+def _chosen(captures: list[dict[str, Any]], op: str | None) -> list[dict[str, Any]]:
+    """Each capture named, with its request whole only for ``op`` (the last one by default): the
+    page of a 400-step agent shows one request, not 400 growing histories."""
+    chosen = op if op is not None else (captures[-1]["operation"] if captures else None)
+    return [c if c["operation"] == chosen else _named(c) for c in captures]
+
+
+def _named(c: dict[str, Any]) -> dict[str, Any]:
+    request = c.get("request")
+    messages = request.get("messages") if isinstance(request, dict) else None
+    told = {"messages": len(messages)} if isinstance(messages, list) else {}
+    return {k: c[k] for k in ("operation", "tool", "request_hash", "withheld") if k in c} | told
+
+
+async def run_view(
+    client: AsyncClient, run_id: str, draw: bool = False, op: str | None = None
+) -> dict[str, Any]:
     """Everything the run page shows: the status, its timeline (events and journal crossings, by
-    time), its approvals and the requests waiting for an answer; with ``draw``, the timeline
-    drawn (SVG) and the tree of children."""
+    time, each value bounded), its approvals and the requests waiting for an answer, the request
+    each captured operation sent (whole for ``op``, the last one by default; the others named);
+    with ``draw``, the timeline drawn (SVG) and the tree of children."""
     events = await client.events(run_id)  # first: the mark is never ahead of the status shown
     info = await describe(client, run_id)
+    info["captures"] = _chosen(info["captures"], op)
     times = await client.journal_times(run_id)
     entries = await client.journal(run_id)
     timeline: list[dict[str, Any]] = [
@@ -37,8 +71,8 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
         now = max([*times.values(), *(e["at"] for e in events)], default=None)
         info["drawn"] = drawing.svg(bars, markers, now, _capture_href) if now is not None else ""
         info["tree"] = await children_tree(client, run_id) if info["children"] else []
-    whole = requests(entries)  # a capture's request rebuilt whole
-    for e in entries:
+    for e in entries:  # a capture as stored (what it added); its request whole under "captures"
+        whole_at = f": whole in outlast status {run_id} --op {e.op_id}" if e.op_id else ""
         timeline.append(
             {
                 "at": times.get(e.seq),
@@ -47,7 +81,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
                 "seq": e.seq,
                 "op": e.op_id,
                 "hash": e.hash,
-                "detail": shown_data(e, whole),
+                "detail": bounded(e.data, whole_at),
             }
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
@@ -68,7 +102,7 @@ async def run_view(client: AsyncClient, run_id: str, draw: bool = False) -> dict
 
 
 def _capture_href(op: str) -> str:
-    return "#capture-" + op
+    return f"?op={quote(op, safe='')}#capture-{op}"  # the page again, that operation's request whole
 
 
 async def children_tree(client: AsyncClient, run_id: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
 from outlast import AsyncClient
 from outlast._bundle import export
@@ -18,6 +19,8 @@ from outlast._captured import requests
 from outlast._journal import canonical, digest
 from outlast._replay import replay_bundle
 from outlast._status import describe, operation, render_operation
+from outlast.dashboard import create_app
+from outlast.identity import add_user
 from outlast.store import Store
 from outlast.testing import HarnessFactory
 from tests.apps import reader
@@ -31,9 +34,11 @@ def seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
 
 
 def test_a_300_step_agent_s_captures_grow_with_its_content_and_none_is_withheld(
-    outlast_harness: HarnessFactory,
+    outlast_harness: HarnessFactory, tmp_path: Path
 ) -> None:
-    h = outlast_harness(reader.app, max_payload=65536)
+    users = tmp_path / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    h = outlast_harness(reader.app, max_payload=65536, users=str(users))
     h.start_worker()
     rid = h.client.enqueue("reading", {"steps": 300}).id
     assert h.wait(rid, "succeeded", timeout=240).result == "done"
@@ -48,6 +53,21 @@ def test_a_300_step_agent_s_captures_grow_with_its_content_and_none_is_withheld(
     assert whole["request_hash"] == digest(text) and whole["bytes"] == len(text.encode())
     assert len(whole["request"]["messages"]) == 601 and whole["bytes"] > 300 * reader.PAGE
     assert h.client.verify(rid) is None  # the chain covers every message stored
+
+    # The run's page: each request named, the last one whole (another on asking), the timeline
+    # each capture as stored; a page the size of the content, not of 301 growing histories.
+    with TestClient(create_app(h.settings), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth).text
+        first = http.get(f"/runs/{rid}", params={"op": captures[0].op_id}, headers=auth).text
+    # each page read is shown three times (its result, the capture that added it, the last request
+    # whole), JSON-indented and HTML-escaped: about 8.5 times the content (showing 301 requests
+    # whole, as the page did, would be 150 times)
+    assert len(page) < 12 * content, f"a page of {len(page)} characters for {content} of content"
+    assert page.count('<pre class="capture">') == 1 and page.count("show the request</a>") == 300
+    for shown, op in ((page, captures[-1].op_id), (first, captures[0].op_id)):
+        after = shown.split(f'id="capture-{op}"', 1)[1]
+        assert '<pre class="capture">' in after[:400]  # that one whole
+    assert first.count('<pre class="capture">') == 1 and len(first) < len(page)
 
 
 def test_status_the_bundle_and_offline_replay_show_each_request_whole_as_the_model_saw_it(
