@@ -14,9 +14,13 @@ from outlast.producer import AsyncClient
 CHILDREN_SHOWN = 200  # the child runs a status lists at most (and the dashboard's tree holds)
 
 
-async def describe(client: AsyncClient, run_id: str, generation: int | None = None) -> dict[str, Any]:
+async def describe(
+    client: AsyncClient, run_id: str, generation: int | None = None, shown: str | None = None
+) -> dict[str, Any]:
     """A run's status as plain data (what ``status --json`` prints), its journal's current
-    generation shown, or ``generation`` (an earlier one, kept until pruned)."""
+    generation shown, or ``generation`` (an earlier one, kept until pruned). Of the requests its
+    operations captured, the one of operation ``shown`` (the last one by default) is whole, the others named:
+    a long agent's status is the size of one request, not of every growing history."""
     run = await client.status(run_id)
     entries, head = await client.chain(run_id, generation)
     bad = first_bad_crossing(entries, head)
@@ -100,11 +104,25 @@ async def describe(client: AsyncClient, run_id: str, generation: int | None = No
         "resolutions": resolutions,
         "approvals": approvals,
         "messages": untaken,  # sent, not taken (yet), or set aside (why: the run cannot take it)
-        "captures": captures,
+        "captures": chosen(captures, shown),
         "budget": [{k: float(v) if k != "name" else v for k, v in b.items()} for b in budget],
         "children": sorted(children[:CHILDREN_SHOWN], key=lambda c: _numeric(c["id"])),  # the first started
         "children_truncated": len(children) > CHILDREN_SHOWN,  # more than these were started
     }
+
+
+def chosen(captures: list[dict[str, Any]], op: str | None) -> list[dict[str, Any]]:
+    """Each capture, whole for ``op`` (the last one if None), the others named: their operation,
+    tool, request hash and size, and how many messages the request held."""
+    whole = op if op is not None else (captures[-1]["operation"] if captures else None)
+    return [c if c["operation"] == whole else _named(c) for c in captures]
+
+
+def _named(c: dict[str, Any]) -> dict[str, Any]:
+    request = c.get("request")
+    messages = request.get("messages") if isinstance(request, dict) else None
+    told = {"messages": len(messages)} if isinstance(messages, list) else {}
+    return {k: c[k] for k in ("operation", "tool", "request_hash", "bytes", "withheld") if k in c} | told
 
 
 def _now(state: str, reason: str | None, events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -269,7 +287,7 @@ def render(info: dict[str, Any]) -> str:
             + (f"set aside: {m['set_aside']}" if m["set_aside"] else "not taken")
         )
     for c in info.get("captures", []):
-        kept = f"{c.get('bytes', '?')} bytes" if "request" in c else "not kept"
+        kept = "not kept" if "withheld" in c else f"{c.get('bytes', '?')} bytes"
         lines.append(
             f"  captured     {c['operation']} {c['tool']} request {c.get('request_hash', '-')[:16]} "
             f"({kept}); shown by: outlast status {r['id']} --op {c['operation']}"

@@ -37,20 +37,6 @@ def bounded(value: Any, where: str = "") -> Any:
     return value
 
 
-def _chosen(captures: list[dict[str, Any]], op: str | None) -> list[dict[str, Any]]:
-    """Each capture named, with its request whole only for ``op`` (the last one by default): the
-    page of a 400-step agent shows one request, not 400 growing histories."""
-    chosen = op if op is not None else (captures[-1]["operation"] if captures else None)
-    return [c if c["operation"] == chosen else _named(c) for c in captures]
-
-
-def _named(c: dict[str, Any]) -> dict[str, Any]:
-    request = c.get("request")
-    messages = request.get("messages") if isinstance(request, dict) else None
-    told = {"messages": len(messages)} if isinstance(messages, list) else {}
-    return {k: c[k] for k in ("operation", "tool", "request_hash", "withheld") if k in c} | told
-
-
 async def run_view(
     client: AsyncClient, run_id: str, draw: bool = False, op: str | None = None
 ) -> dict[str, Any]:
@@ -59,8 +45,7 @@ async def run_view(
     each captured operation sent (whole for ``op``, the last one by default; the others named);
     with ``draw``, the timeline drawn (SVG) and the tree of children."""
     events = await client.events(run_id)  # first: the mark is never ahead of the status shown
-    info = await describe(client, run_id)
-    info["captures"] = _chosen(info["captures"], op)
+    info = await describe(client, run_id, shown=op)
     times = await client.journal_times(run_id)
     entries = await client.journal(run_id)
     timeline: list[dict[str, Any]] = [

@@ -95,7 +95,10 @@ def test_status_the_bundle_and_offline_replay_show_each_request_whole_as_the_mod
             return await describe(c, rid)
 
     info = asyncio.run(read())
-    assert [c["request"]["messages"] for c in info["captures"]] == seen  # the run page's too
+    # status --json and the run page: the last request whole, the others named with their size
+    assert info["captures"][-1]["request"]["messages"] == seen[-1]
+    assert [c.get("messages") for c in info["captures"][:-1]] == [len(s) for s in seen[:-1]]
+    assert not [c for c in info["captures"][:-1] if "request" in c or not c["bytes"]]
     lines = [json.loads(x) for x in (tmp_path / "bundle" / "journal.jsonl").read_text().splitlines()]
     assert [x["request"]["messages"] for x in lines if x["kind"] == "capture"] == seen
     report = asyncio.run(replay_bundle(tmp_path / "bundle", reader.app))
