@@ -4,6 +4,8 @@ tests/crash/test_langgraph_crash.py kills a real worker)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from outlast.testing import Harness, HarnessFactory
@@ -92,3 +94,42 @@ def test_an_interrupt_is_a_durable_request_answered_with_respond(
         "log": ["found A1", "approved by ann", "charged 30"],
     }
     assert effects(h, run_id) == ["lookup", "review", "review", "charge"]
+
+
+def streamed(h: Harness, run_id: str, mode: str) -> list[Any]:
+    return [c["data"] for c in h.stream(run_id) if isinstance(c, dict) and c.get("mode") == mode]
+
+
+def test_the_graph_s_stream_modes_reach_the_run_s_live_readers(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stream_mode=[...]``: each node's update, the nodes' custom chunks and the chat model's
+    tokens go to ``client.stream(run_id)`` as the graph runs."""
+    h = shop(outlast_harness, monkeypatch)
+    h.start_worker()
+    run_id = h.client.enqueue("told", {"order_id": "A1"}).id
+    assert h.wait(run_id, "succeeded").result["log"] == ["found A1", "charging your order now", "charged 30"]
+    updates = streamed(h, run_id, "updates")
+    assert [next(iter(u)) for u in updates] == ["lookup", "explain", "charge"]
+    assert updates[0] == {"lookup": {"amount": 30, "log": ["found A1"]}}
+    assert streamed(h, run_id, "custom") == [{"explaining": "A1"}]
+    tokens = [m[0]["content"] for m in streamed(h, run_id, "messages")]
+    assert "".join(tokens) == "charging your order now" and len(tokens) > 1
+    assert {m[1]["langgraph_node"] for m in streamed(h, run_id, "messages")} == {"explain"}
+
+
+def test_a_resumed_graph_does_not_stream_again_the_nodes_served_from_the_journal(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Crashed as the charge was about to be sent, the ``explain`` node's update the last one
+    journaled: on the resume, the lookup and the explanation are served from the journal, their
+    updates, chunks and tokens not sent again; the charge, new work, is streamed once."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("told", {"order_id": "A1"}).id
+    h.crash_at("before_intention", "told.charge")
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result["amount"] == 30
+    assert [next(iter(u)) for u in streamed(h, run_id, "updates")] == ["lookup", "explain", "charge"]
+    assert streamed(h, run_id, "custom") == [{"explaining": "A1"}]
+    said = "".join(m[0]["content"] for m in streamed(h, run_id, "messages"))
+    assert said == "charging your order now"

@@ -27,11 +27,12 @@ LangGraph's own serializer (messages, ``Command``), base64 in the journal.
 from __future__ import annotations
 
 import base64
+import collections
 import contextvars
 import dataclasses
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -54,11 +55,15 @@ if TYPE_CHECKING:
 __all__ = ["DurableGraph", "NodeEffect"]
 
 EffectName = Literal["read", "idempotent", "reconciled", "plain"]
+StreamMode = Literal["updates", "custom", "messages", "values"]
 
 _FREE = pydantic.ConfigDict(extra="allow")
 _SERDE = JsonPlusSerializer()
 _RUN: contextvars.ContextVar[Run] = contextvars.ContextVar("outlast_graph_run")
 _BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.ContextVar("outlast_graph_body")
+# the nodes whose update was made live in this graph run (not served from the journal), each once
+# per execution, taken back as its ``updates`` chunk is streamed
+_LIVE: contextvars.ContextVar[collections.Counter[str]] = contextvars.ContextVar("outlast_graph_live")
 
 
 @dataclass(frozen=True)
@@ -107,13 +112,40 @@ class DurableGraph:
         """The tool a node's operations are calls of (``GRAPH.NODE``)."""
         return f"{self.name}.{node}"
 
-    async def run(self, run: Run, input: Any, config: RunnableConfig | None = None) -> Any:
-        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result)."""
-        token = _RUN.set(run)
+    async def run(
+        self,
+        run: Run,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        stream_mode: Sequence[StreamMode] = (),
+    ) -> Any:
+        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result).
+        ``stream_mode``: LangGraph's stream modes whose chunks go to the run's live readers
+        (``client.stream(run_id)``) as ``{"mode": MODE, "data": CHUNK}``, as JSON; the work of
+        nodes served from the journal on a resume is not streamed again."""
+        token, live = _RUN.set(run), _LIVE.set(collections.Counter())
         try:
-            return await self.graph.ainvoke(input, config)
+            if not stream_mode:
+                return await self.graph.ainvoke(input, config)
+            return await self._streamed(run, input, config, set(stream_mode))
         finally:
+            _LIVE.reset(live)
             _RUN.reset(token)
+
+    async def _streamed(self, run: Run, input: Any, config: RunnableConfig | None, modes: set[str]) -> Any:
+        """``astream`` with ``modes`` and ``values``: each chunk of ``modes`` sent live, the last
+        ``values`` chunk the result (as ``ainvoke`` keeps it)."""
+        result = None
+        async for mode, chunk in self.graph.astream(input, config, stream_mode=[*modes, "values"]):
+            if mode == "values":
+                result = chunk
+            if mode not in modes:
+                continue
+            data = _made_live(chunk) if mode == "updates" else chunk
+            if data:
+                run.stream({"mode": mode, "data": pydantic_core.to_jsonable_python(data, fallback=repr)})
+        return result
 
 
 def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
@@ -145,7 +177,9 @@ async def _execution(
     async def body() -> Any:
         context = var_child_runnable_config.set(config)  # where interrupt() reads its answers
         try:
-            return _dump(await bound.ainvoke(state, config))
+            update = _dump(await bound.ainvoke(state, config))
+            _LIVE.get()[(config.get("metadata") or {}).get("langgraph_node", tool)] += 1
+            return update
         except GraphInterrupt as exc:
             return {"interrupt": pydantic_core.to_jsonable_python(exc.args[0][0].value)}
         finally:
@@ -156,6 +190,18 @@ async def _execution(
         return cast(dict[str, Any], await run.call(tool, step=step, **({"answers": n} if n else {})))
     finally:
         _BODY.reset(token)
+
+
+def _made_live(updates: dict[str, Any]) -> dict[str, Any]:
+    """The nodes' updates of an ``updates`` chunk that their nodes made now: a node served from the
+    journal on a resume did its work before, and was streamed then."""
+    live = _LIVE.get()
+    fresh = {}
+    for node, update in updates.items():
+        if live[node] > 0:
+            live[node] -= 1
+            fresh[node] = update
+    return fresh
 
 
 def _resumed(config: RunnableConfig, answers: list[Any]) -> RunnableConfig:
