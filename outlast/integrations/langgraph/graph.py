@@ -137,12 +137,13 @@ class DurableGraph:
         """``astream`` with ``modes`` and ``values``: each chunk of ``modes`` sent live, the last
         ``values`` chunk the result (as ``ainvoke`` keeps it)."""
         result = None
-        async for mode, chunk in self.graph.astream(input, config, stream_mode=[*modes, "values"]):
+        asked = cast(Any, [*modes, "values"])
+        async for mode, chunk in self.graph.astream(input, config, stream_mode=asked):
             if mode == "values":
                 result = chunk
             if mode not in modes:
                 continue
-            data = _made_live(chunk) if mode == "updates" else chunk
+            data = _made_live(cast(dict[str, Any], chunk)) if mode == "updates" else chunk
             if data:
                 run.stream({"mode": mode, "data": pydantic_core.to_jsonable_python(data, fallback=repr)})
         return result
