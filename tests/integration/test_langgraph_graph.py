@@ -133,3 +133,29 @@ def test_a_resumed_graph_does_not_stream_again_the_nodes_served_from_the_journal
     assert streamed(h, run_id, "custom") == [{"explaining": "A1"}]
     said = "".join(m[0]["content"] for m in streamed(h, run_id, "messages"))
     assert said == "charging your order now"
+
+
+def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``ToolNode`` runs in the workflow: each of its tool calls is an operation of
+    ``GRAPH.TOOL``, with the effect declared for the tool (a read journaled as its result alone),
+    its code given ``current_action()`` and the operation's idempotency key."""
+    from tests.apps import graph_tools
+
+    h = outlast_harness(graph_tools.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    graph_tools.setup(h.database_url, h.schema)
+    h.start_worker()
+    run_id = h.client.enqueue("tooled", {"prompt": "refund A1"}).id
+    done = h.wait(run_id, "succeeded").result
+    assert done == {"answer": "lookup=A1: 30 EUR; refund=refunded 30; email=sent", "in_doubt": False}
+    journal = h.journal(run_id)
+    tools = [e["tool"] for e in journal if "tool" in e]
+    assert {"tooled.lookup", "tooled.refund", "tooled.email"} <= set(tools)
+    assert "tooled.tools" not in tools  # the ToolNode itself is no operation
+    assert [k for (k,) in h.sql("SELECT key FROM refunds")] == [  # the operation's key, to the bank
+        k for (k,) in h.sql("SELECT key FROM effects WHERE tool = 'refund'")
+    ]
+    assert not any(e.get("tool") == "tooled.lookup" for e in journal if e["kind"] == "intention")

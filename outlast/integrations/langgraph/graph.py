@@ -44,10 +44,15 @@ from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import START
 from langgraph.errors import GraphInterrupt
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
 
 from outlast.action import NOT_EXECUTED, Action
 from outlast.app import App, Reconciler, Retry, Tool
+from outlast.errors import InDoubt
+from outlast._mcp import mcp_effect_name
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
@@ -91,25 +96,32 @@ class DurableGraph:
         graph: Pregel[Any, Any, Any, Any],
         *,
         nodes: Mapping[str, NodeEffect | EffectName] | None = None,
+        tools: Mapping[str, NodeEffect | EffectName] | None = None,
     ) -> None:
-        declared = {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (nodes or {}).items()}
-        unknown = set(declared) - set(graph.nodes)
-        if unknown:
-            raise ValueError(
-                f"graph {name!r} has no node {sorted(unknown)}; its nodes: {sorted(graph.nodes)}"
-            )
+        declared = _effects(nodes)
+        _refuse_unknown(name, "node", declared, set(graph.nodes))
         self.name = name
-        wrapped = {}
+        wrapped: dict[str, Any] = {}
+        tool_nodes = {n: s.bound for n, s in graph.nodes.items() if isinstance(s.bound, ToolNode)}
         for node, spec in graph.nodes.items():
             if node == START:  # the graph's input, written to its channels: no code of the app
+                continue
+            if node in tool_nodes:  # runs in the workflow: each of its tool calls an operation
+                wrapped[node] = spec.copy({"bound": _tool_calls_journaled(name, tool_nodes[node])})
                 continue
             tool = f"{name}.{node}"
             _register(app, tool, declared.get(node, NodeEffect()))
             wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+        by_name = {t.name: t for n in tool_nodes.values() for t in n.tools_by_name.values()}
+        per_tool = _effects(tools)
+        _refuse_unknown(name, "tool", per_tool, set(by_name))
+        for tool_name, tool in by_name.items():
+            _register(app, self.tool_name(tool_name), per_tool.get(tool_name) or _annotated(tool.metadata))
         self.graph = graph.copy({"nodes": {**graph.nodes, **wrapped}})
 
     def tool_name(self, node: str) -> str:
-        """The tool a node's operations are calls of (``GRAPH.NODE``)."""
+        """The tool a node's operations are calls of (``GRAPH.NODE``), or a tool's of a ``ToolNode``
+        (``GRAPH.TOOL``)."""
         return f"{self.name}.{node}"
 
     async def run(
@@ -149,6 +161,69 @@ class DurableGraph:
         return result
 
 
+def _effects(declared: Mapping[str, NodeEffect | EffectName] | None) -> dict[str, NodeEffect]:
+    return {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (declared or {}).items()}
+
+
+def _refuse_unknown(graph: str, what: str, declared: Mapping[str, Any], known: set[str]) -> None:
+    unknown = set(declared) - known
+    if unknown:
+        raise ValueError(f"graph {graph!r} has no {what} {sorted(unknown)}; its {what}s: {sorted(known)}")
+
+
+def _annotated(metadata: Mapping[str, Any] | None) -> NodeEffect:
+    """A tool's default effect: what an MCP server's annotations of it declare (kept in the tool's
+    ``metadata`` by langchain-mcp-adapters), else plain."""
+    return NodeEffect(mcp_effect_name(metadata))
+
+
+def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
+    """A copy of ``node`` (it runs in the workflow, on every replay) whose every tool call is an
+    operation of the tool ``GRAPH.TOOL`` (through ToolNode's ``awrap_tool_call``): its result, a
+    ``ToolMessage`` or ``Command``, journaled. A call in doubt after a crash is answered to the
+    model as a failed call whose outcome is unknown, not made again."""
+    inner = node._awrap_tool_call
+
+    async def journaled(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        call = request.tool_call
+
+        async def body() -> Any:
+            return _dump(await (inner(request, execute) if inner is not None else execute(request)))
+
+        try:
+            return _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
+        except InDoubt as exc:
+            return ToolMessage(
+                f"The outcome of this {call['name']} call is unknown: it was interrupted and may or may "
+                f"not have taken effect, and it will not be run again (operation {exc.operation_id}). "
+                "Do not assume either outcome.",
+                tool_call_id=call["id"] or "",
+                name=call["name"],
+                status="error",
+            )
+
+    return ToolNode(
+        list(node.tools_by_name.values()),
+        name=node.name or "tools",
+        tags=node.tags,
+        handle_tool_errors=node._handle_tool_errors,
+        messages_key=node._messages_key,
+        wrap_tool_call=node._wrap_tool_call,
+        awrap_tool_call=journaled,
+    )
+
+
+async def _operation(run: Run, tool: str, args: dict[str, Any], body: Callable[[], Awaitable[Any]]) -> Any:
+    """``run.call(tool, **args)``, whose dispatch runs ``body`` (through the tool's ``_dispatched``)."""
+    token = _BODY.set(body)
+    try:
+        return await run.call(tool, **args)
+    finally:
+        _BODY.reset(token)
+
+
 def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
     """The node ``bound`` as one operation of the tool ``tool``: its update journaled once."""
 
@@ -186,11 +261,9 @@ async def _execution(
         finally:
             var_child_runnable_config.reset(context)
 
-    token = _BODY.set(body)
-    try:
-        return cast(dict[str, Any], await run.call(tool, step=step, **({"answers": n} if n else {})))
-    finally:
-        _BODY.reset(token)
+    return cast(
+        dict[str, Any], await _operation(run, tool, {"step": step, **({"answers": n} if n else {})}, body)
+    )
 
 
 def _made_live(updates: dict[str, Any]) -> dict[str, Any]:
