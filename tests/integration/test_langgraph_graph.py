@@ -159,3 +159,39 @@ def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
         k for (k,) in h.sql("SELECT key FROM effects WHERE tool = 'refund'")
     ]
     assert not any(e.get("tool") == "tooled.lookup" for e in journal if e["kind"] == "intention")
+
+
+def test_each_call_of_an_mcp_tool_is_an_operation_of_its_annotated_effect_keyed_in_its_meta(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tools of a real MCP server process (``mcp_tools``) in a ``ToolNode``: each call an
+    operation of the effect the server's annotations declare (read-only a read, idempotent
+    idempotent, neither plain), or the graph's ``tools=`` says; each carries its operation's
+    idempotency key in its ``_meta``."""
+    from tests.apps import graph_mcp, mcp_server
+
+    h = outlast_harness(graph_mcp.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    mcp_server.setup(h.database_url, h.schema)
+    h.start_worker()
+    for name in ("mcp_graph", "mcp_graph_overriding"):
+        done = h.wait(h.client.enqueue(name, {"prompt": "refund A1"}).id, timeout=60)
+        assert done.state == "succeeded", done.reason
+        answer = "find_order=order A1: 30; refund=refunded 30; email_customer=sent"
+        assert done.result == {"answer": answer, "in_doubt": False}
+    tools = graph_mcp.app.tools
+    kinds = {
+        t: (tools[f"mcp_graph.{t}"].effect, tools[f"mcp_graph.{t}"].idempotent)
+        for t in ("find_order", "refund", "email_customer")
+    }
+    assert kinds == {
+        "find_order": ("read", False),
+        "refund": ("write", True),
+        "email_customer": ("write", False),
+    }
+    overridden = tools["mcp_graph_overriding.email_customer"], tools["mcp_graph_overriding.find_order"]
+    assert [(t.effect, t.idempotent) for t in overridden] == [("write", True), ("write", False)]
+    served = h.sql("SELECT tool, key FROM mcp_calls ORDER BY id")
+    assert [t for t, _ in served] == ["find_order", "refund", "email_customer"] * 2
+    assert all(key and ":op-" in key for _, key in served), served  # each call keyed by its operation

@@ -115,8 +115,9 @@ class DurableGraph:
         by_name = {t.name: t for n in tool_nodes.values() for t in n.tools_by_name.values()}
         per_tool = _effects(tools)
         _refuse_unknown(name, "tool", per_tool, set(by_name))
-        for tool_name, tool in by_name.items():
-            _register(app, self.tool_name(tool_name), per_tool.get(tool_name) or _annotated(tool.metadata))
+        for tool_name, lc_tool in by_name.items():
+            effect = per_tool.get(tool_name) or _annotated(lc_tool.metadata)
+            _register(app, self.tool_name(tool_name), effect)
         self.graph = graph.copy({"nodes": {**graph.nodes, **wrapped}})
 
     def tool_name(self, node: str) -> str:
@@ -207,7 +208,7 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
     return ToolNode(
         list(node.tools_by_name.values()),
         name=node.name or "tools",
-        tags=node.tags,
+        tags=list(node.tags or []),
         handle_tool_errors=node._handle_tool_errors,
         messages_key=node._messages_key,
         wrap_tool_call=node._wrap_tool_call,
