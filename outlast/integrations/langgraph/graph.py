@@ -38,21 +38,21 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
 import pydantic_core
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import START
 from langgraph.errors import GraphInterrupt
-from langchain_core.messages import ToolMessage
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
 
+from outlast._mcp import mcp_effect_name
 from outlast.action import NOT_EXECUTED, Action
 from outlast.app import App, Reconciler, Retry, Tool
 from outlast.errors import InDoubt
-from outlast._mcp import mcp_effect_name
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
