@@ -1,6 +1,7 @@
 """What ARCHITECTURE.md's LangGraph section says is absent is absent: the LangGraph integration
 imports nothing of outlast but ``outlast.app``, ``outlast.action``, ``outlast.errors`` and
-``outlast._mcp`` (and ``outlast.worker.run`` for its types), and its checkpointer nothing of outlast at all but its own package."""
+``outlast._mcp`` (and ``outlast.worker.run`` for its types), and its checkpointer nothing of
+outlast at all but its own package."""
 
 from __future__ import annotations
 
