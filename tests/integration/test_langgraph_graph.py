@@ -195,3 +195,24 @@ def test_each_call_of_an_mcp_tool_is_an_operation_of_its_annotated_effect_keyed_
     served = h.sql("SELECT tool, key FROM mcp_calls ORDER BY id")
     assert [t for t, _ in served] == ["find_order", "refund", "email_customer"] * 2
     assert all(key and ":op-" in key for _, key in served), served  # each call keyed by its operation
+
+
+def test_the_mcp_example_runs_its_server_s_tools_as_operations_offline(
+    outlast_harness: HarnessFactory,
+) -> None:
+    """examples/langgraph_mcp.py: its MCP server's read-only lookup and idempotent refund, called
+    from the graph's ToolNode, each an operation of the effect the annotations declare."""
+    from examples import langgraph_mcp
+
+    h = outlast_harness(langgraph_mcp.app)
+    h.start_worker()
+    run_id = h.client.enqueue("mcp_refund", {"message": "Please refund order A1."}).id
+    assert h.wait(run_id, "succeeded", timeout=60).result == "Done: order A1: 30 EUR; refunded 30 EUR."
+    tools = {e["tool"] for e in h.journal(run_id) if "tool" in e}
+    assert {"mcp_refund.find_order", "mcp_refund.refund"} <= tools
+    refund = langgraph_mcp.app.tools["mcp_refund.refund"]
+    assert (refund.effect, refund.idempotent, langgraph_mcp.app.tools["mcp_refund.find_order"].effect) == (
+        "write",
+        True,
+        "read",
+    )
