@@ -19,6 +19,17 @@ after the node, its payload the value, with no worker held; the answer (``client
 what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
 execution of the node is an operation of its own (``answers=N`` after its N-th answer).
 
+A ``ToolNode`` of the graph is no operation: it runs in the workflow, on every replay, and each of
+its tool calls is one (``run.call`` of ``GRAPH.TOOL``, through ToolNode's ``awrap_tool_call``), its
+result the ``ToolMessage`` or ``Command``, with the effect declared in ``tools=``, else what an MCP
+server's annotations of the tool say (``outlast._mcp``), else plain. A call in doubt is answered to
+the model as a failed call whose outcome is unknown.
+
+``run(..., stream_mode=[...])`` sends LangGraph's chunks of those modes to the run's live readers
+(``run.stream``, which sends nothing while the run replays); an ``updates`` chunk is sent only for a
+node whose update was made now, not served from the journal (``_LIVE``: the case of a node served
+from the journal while another of its step runs live).
+
 The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
 replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
 LangGraph's own serializer (messages, ``Command``), base64 in the journal.
