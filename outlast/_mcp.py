@@ -1,4 +1,4 @@
-"""An MCP server's tool annotations give each of its tools a default effect.
+"""This module maps an MCP server's tool annotations to its tools' default effects.
 
 Every integration that calls MCP tools (``outlast.agents``, ``outlast.integrations.langgraph``)
 maps them here, and sends a call's operation's idempotency key where this module says."""
