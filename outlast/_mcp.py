@@ -1,4 +1,4 @@
-"""This module maps an MCP server's tool annotations to its tools' default effects.
+"""This module gives each tool of an MCP server the default effect its annotations declare.
 
 Every integration that calls MCP tools (``outlast.agents``, ``outlast.integrations.langgraph``)
 maps them here, and sends a call's operation's idempotency key where this module says."""
