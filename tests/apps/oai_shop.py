@@ -10,13 +10,23 @@ plain (in doubt after a crash)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, ModelSettings, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseTextDeltaEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from outlast import NOT_EXECUTED, App, Run, current_action
 from outlast.action import Action
@@ -88,8 +98,29 @@ class ScriptedModel(Model):
             output = [_text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
         return ModelResponse(output=output, usage=usage, response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the scripted model does not stream")
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The same step streamed: its text word by word, then the completed response."""
+        response = await self.get_response(system_instructions, input)
+        for item in response.output:
+            for part in getattr(item, "content", None) or []:
+                for n, word in enumerate(part.text.split(" ")):
+                    delta = word if n == 0 else " " + word
+                    yield ResponseTextDeltaEvent(
+                        type="response.output_text.delta", delta=delta, item_id="msg", output_index=0,
+                        content_index=0, logprobs=[], sequence_number=n,
+                    )
+        usage = ResponseUsage(
+            input_tokens=10, output_tokens=5, total_tokens=15,
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        )
+        completed = Response(
+            id="resp", created_at=0, model="scripted", object="response", output=response.output,
+            parallel_tool_calls=False, tool_choice="auto", tools=[], usage=usage,
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=completed, sequence_number=99)
 
 
 def _effect(tool: str, detail: str) -> Action:
@@ -137,9 +168,10 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
     return "sent" if row else NOT_EXECUTED
 
 
-def build(name: str, email: ToolEffect) -> App:
+def build(name: str, email: ToolEffect, *, streamed: bool = False) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
-    returns its final output and whether the email was in doubt."""
+    returns its final output and whether the email was in doubt (``streamed``: run with
+    ``run_streamed``)."""
     app = App()
     agent = Agent(
         name="support",
@@ -154,7 +186,13 @@ def build(name: str, email: ToolEffect) -> App:
 
     @app.workflow(name, version="1")
     async def shop(run: Run, prompt: str) -> dict[str, Any]:
-        result = await durable.run(run, prompt)
+        if streamed:  # Runner.run_streamed: the model's text goes live to client.stream(run_id)
+            streaming = durable.run_streamed(run, prompt)
+            async for _ in streaming.stream_events():
+                pass
+            result: Any = streaming
+        else:
+            result = await durable.run(run, prompt)
         return {"output": result.final_output, "in_doubt": run.in_doubt(durable.tool_name("email_customer"))}
 
     return app
@@ -162,3 +200,4 @@ def build(name: str, email: ToolEffect) -> App:
 
 app = build("oai_shop", ToolEffect("reconciled", reconciler=email_sent))
 plain_app = build("oai_shop_plain", ToolEffect("plain"))
+streamed_app = build("oai_shop_streamed", ToolEffect("reconciled", reconciler=email_sent), streamed=True)

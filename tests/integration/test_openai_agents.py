@@ -67,3 +67,24 @@ def test_the_example_runs_an_agent_with_a_scripted_model_offline(outlast_harness
     assert h.wait(run_id, "succeeded").result == "Your order A1 is refunded: 30 EUR."
     assert list(openai_agents_refund.refunds.values()) == [30]
     assert [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"] == ["support:model"] * 3
+
+
+def test_a_streamed_run_sends_the_model_s_text_live_and_journals_each_response(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_streamed``: the text reaches client.stream(run_id) as it comes, the final output is
+    the run's result, and a run crashed after a response is served it from the journal."""
+    h = outlast_harness(oai_shop.streamed_app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    oai_shop.setup(h.database_url, h.schema)
+    run_id = h.client.enqueue("oai_shop_streamed", {"prompt": "refund order A1"}).id
+    h.crash_at("after_result", "oai_shop_streamed:model")
+    assert model_calls(h, run_id) == [1]
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
+    assert model_calls(h, run_id) == [1, 2, 3]  # the first response replayed, not asked again
+    assert "".join(h.stream(run_id)) == ANSWER  # the third response's text, word by word
+    captures = [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"]
+    assert captures == ["oai_shop_streamed:model"] * 3  # each streamed call an operation, its request kept
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]

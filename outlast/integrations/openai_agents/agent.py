@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 import pydantic_core
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult
+from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, RunResultStreaming
 from agents.handoffs import Handoff
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
@@ -104,16 +104,22 @@ class DurableAgent:
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
     ) -> RunResult:
         """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``."""
-        config = run_config or RunConfig()
-        model = config.model
-        config = dataclasses.replace(
-            config,
-            model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
-            model_provider=JournaledProvider(config.model_provider or MultiProvider()),
-        )
         token = SCOPE.set(Scope(run, self.name, self.usage_budget))
         try:
-            return await Runner.run(self.agent, input, run_config=config, **kwargs)
+            return await Runner.run(self.agent, input, run_config=_journaled(run_config), **kwargs)
+        finally:
+            SCOPE.reset(token)
+
+    def run_streamed(
+        self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed`` of the agent on ``input`` as part of the workflow's ``run``: each
+        model call is streamed, its text sent live to ``client.stream(run_id)`` as it comes, its
+        completed response journaled. The workflow reads ``stream_events()`` to the end, then
+        ``final_output``; a resumed run's events are the journaled responses alone."""
+        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        try:  # the SDK's run task is created here, and keeps this scope
+            return Runner.run_streamed(self.agent, input, run_config=_journaled(run_config), **kwargs)
         finally:
             SCOPE.reset(token)
 
@@ -169,6 +175,17 @@ class DurableAgent:
                 )
 
         return dataclasses.replace(tool, on_invoke_tool=on_invoke)
+
+
+def _journaled(config: RunConfig | None) -> RunConfig:
+    """``config`` (or the default), its model and its model provider journaled."""
+    config = config or RunConfig()
+    model = config.model
+    return dataclasses.replace(
+        config,
+        model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
+        model_provider=JournaledProvider(config.model_provider or MultiProvider()),
+    )
 
 
 def _register(
