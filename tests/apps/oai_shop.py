@@ -30,7 +30,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from outlast import NOT_EXECUTED, App, Run, current_action
 from outlast.action import Action
-from outlast.integrations.openai_agents import DurableAgent, ToolEffect
+from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
 from tests.apps import connect, setup_tables
 
 TABLES = """
@@ -108,17 +108,31 @@ class ScriptedModel(Model):
                 for n, word in enumerate(part.text.split(" ")):
                     delta = word if n == 0 else " " + word
                     yield ResponseTextDeltaEvent(
-                        type="response.output_text.delta", delta=delta, item_id="msg", output_index=0,
-                        content_index=0, logprobs=[], sequence_number=n,
+                        type="response.output_text.delta",
+                        delta=delta,
+                        item_id="msg",
+                        output_index=0,
+                        content_index=0,
+                        logprobs=[],
+                        sequence_number=n,
                     )
         usage = ResponseUsage(
-            input_tokens=10, output_tokens=5, total_tokens=15,
+            input_tokens=10,
+            output_tokens=5,
+            total_tokens=15,
             input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
             output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
         )
         completed = Response(
-            id="resp", created_at=0, model="scripted", object="response", output=response.output,
-            parallel_tool_calls=False, tool_choice="auto", tools=[], usage=usage,
+            id="resp",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=response.output,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+            usage=usage,
         )
         yield ResponseCompletedEvent(type="response.completed", response=completed, sequence_number=99)
 
@@ -168,10 +182,12 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
     return "sent" if row else NOT_EXECUTED
 
 
-def build(name: str, email: ToolEffect, *, streamed: bool = False) -> App:
+def build(
+    name: str, email: ToolEffect, *, refunding: ToolEffect | None = None, streamed: bool = False
+) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
-    returns its final output and whether the email was in doubt (``streamed``: run with
-    ``run_streamed``)."""
+    returns its final output and whether the email was in doubt (``refunding``: the refund's
+    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``)."""
     app = App()
     agent = Agent(
         name="support",
@@ -181,7 +197,10 @@ def build(name: str, email: ToolEffect, *, streamed: bool = False) -> App:
         tools=[lookup_order, refund, email_customer],
     )
     durable = DurableAgent(
-        app, name, agent, tools={"lookup_order": "read", "refund": "idempotent", "email_customer": email}
+        app,
+        name,
+        agent,
+        tools={"lookup_order": "read", "refund": refunding or "idempotent", "email_customer": email},
     )
 
     @app.workflow(name, version="1")
@@ -201,3 +220,8 @@ def build(name: str, email: ToolEffect, *, streamed: bool = False) -> App:
 app = build("oai_shop", ToolEffect("reconciled", reconciler=email_sent))
 plain_app = build("oai_shop_plain", ToolEffect("plain"))
 streamed_app = build("oai_shop_streamed", ToolEffect("reconciled", reconciler=email_sent), streamed=True)
+approving_app = build(
+    "oai_shop_approving",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect("idempotent", approval=Approval(approvers=["ann"])),
+)

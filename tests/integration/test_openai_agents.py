@@ -5,16 +5,21 @@ a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from outlast import App
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
 
 ANSWER = "done: email_customer=sent; lookup_order={'amount': 30, 'order_id': 'A1'}; refund=refunded 30"
 
 
-def shop(outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    h = outlast_harness(oai_shop.app)
+def shop(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch, app: App = oai_shop.app
+) -> Harness:
+    h = outlast_harness(app)
     monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
     monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
     oai_shop.setup(h.database_url, h.schema)
@@ -74,10 +79,7 @@ def test_a_streamed_run_sends_the_model_s_text_live_and_journals_each_response(
 ) -> None:
     """``run_streamed``: the text reaches client.stream(run_id) as it comes, the final output is
     the run's result, and a run crashed after a response is served it from the journal."""
-    h = outlast_harness(oai_shop.streamed_app)
-    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
-    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
-    oai_shop.setup(h.database_url, h.schema)
+    h = shop(outlast_harness, monkeypatch, oai_shop.streamed_app)
     run_id = h.client.enqueue("oai_shop_streamed", {"prompt": "refund order A1"}).id
     h.crash_at("after_result", "oai_shop_streamed:model")
     assert model_calls(h, run_id) == [1]
@@ -88,3 +90,52 @@ def test_a_streamed_run_sends_the_model_s_text_live_and_journals_each_response(
     captures = [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"]
     assert captures == ["oai_shop_streamed:model"] * 3  # each streamed call an operation, its request kept
     assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def approval_of(h: Harness, run_id: str) -> dict[str, Any]:
+    h.wait(run_id, "awaiting_approval")
+    pending = [a for a in h.client.approvals(run_id) if a["status"] == "pending"]
+    assert len(pending) == 1, pending
+    return pending[0]
+
+
+def test_a_tool_needing_approval_waits_for_one_bound_to_the_model_s_arguments(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's interruption for a tool's approval is an outlast approval: the run waits with no
+    worker held; a revision needs an approval of its own, and the tool gets what was approved."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    assert (asked["action"], asked["args"]) == ("oai_shop_approving.refund", {"order_id": "A1", "amount": 30})
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+    revised = {"order_id": "A1", "amount": 25}
+    h.client.revise(
+        run_id, asked["op_id"], approver="ann", comment="25 only", args_hash=asked["args_hash"], args=revised
+    )
+    again = approval_of(h, run_id)
+    assert again["args"] == revised and again["op_id"] != asked["op_id"]
+    h.client.approve(run_id, again["op_id"], approver="ann", comment="ok", args_hash=again["args_hash"])
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert "refund=refunded 25" in done.result["output"]
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 25)]
+    assert model_calls(h, run_id) == [1, 2, 3]  # the waits sent no model call again
+
+
+def test_a_rejected_call_is_not_made_and_the_agent_is_told(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    h.client.reject(
+        run_id, asked["op_id"], approver="ann", comment="not eligible", args_hash=asked["args_hash"]
+    )
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert "rejected by its approvers" in done.result["output"] and "not eligible" in done.result["output"]
+    assert "email_customer=sent" in done.result["output"]  # the other call of the response was made
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]

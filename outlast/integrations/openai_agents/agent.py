@@ -20,19 +20,28 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 import pydantic_core
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult, RunResultStreaming
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+    ToolApprovalItem,
+)
 from agents.handoffs import Handoff
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
 from agents.tool_context import ToolContext
 
+from outlast._agent_tools import Approval, Declared, ToolEffect, approved, declared
 from outlast.action import NOT_EXECUTED, Action
-from outlast.app import App, Reconciler, Retry, Tool
+from outlast.app import App, Reconciler, Tool
 from outlast.errors import InDoubt
 from outlast.integrations.openai_agents.model import (
     SCOPE,
@@ -47,23 +56,7 @@ from outlast.integrations.openai_agents.model import (
 if TYPE_CHECKING:
     from outlast.worker.run import Run
 
-EffectName = Literal["read", "idempotent", "reconciled", "plain"]
 _FREE = pydantic.ConfigDict(extra="allow")
-
-
-@dataclass(frozen=True)
-class ToolEffect:
-    """What a repeat of one tool would do (``read``, ``idempotent``, ``reconciled``, ``plain``),
-    and the rest of its declaration as an outlast tool."""
-
-    effect: EffectName = "plain"
-    reconciler: Reconciler | None = None
-    timeout: float | None = None
-    retry: Retry | None = None
-
-    def __post_init__(self) -> None:
-        if (self.effect == "reconciled") != (self.reconciler is not None):
-            raise TypeError("a reconciled tool needs its reconciler, and only a reconciled tool has one")
 
 
 class DurableAgent:
@@ -75,26 +68,38 @@ class DurableAgent:
         name: str,
         agent: Agent[Any],
         *,
-        tools: Mapping[str, ToolEffect | EffectName] | None = None,
+        tools: Mapping[str, Declared] | None = None,
         model_cost: Mapping[str, float] | None = None,
         usage_budget: str = "tokens",
     ) -> None:
         self.name = name
         self.usage_budget = usage_budget
-        declared = {k: ToolEffect(v) if isinstance(v, str) else v for k, v in (tools or {}).items()}
+        self.tools = {k: declared(v) for k, v in (tools or {}).items()}
         self._copies: dict[int, Agent[Any]] = {}
         self.agent = self._durable(agent)
         found = {t.name for a in self._copies.values() for t in a.tools if isinstance(t, FunctionTool)}
-        unknown = set(declared) - found
+        unknown = set(self.tools) - found
         if unknown:
             raise ValueError(
                 f"agent {name!r} has no function tool {sorted(unknown)}; its tools: {sorted(found)}"
+            )
+        unapproved = {
+            t.name
+            for a in self._copies.values()
+            for t in a.tools
+            if isinstance(t, FunctionTool) and t.needs_approval is not False
+        } - {t for t, e in self.tools.items() if e.approval is not None}
+        if unapproved:
+            raise ValueError(
+                f"agent {name!r}: tools {sorted(unapproved)} need approval: declare who approves them "
+                "(tools={TOOL: ToolEffect(..., approval=Approval(approvers=[...]))})"
             )
         _register(
             app, f"{name}:model", ToolEffect("reconciled", not_executed), dict(model_cost or {}), "model"
         )
         for tool in sorted(found):
-            _register(app, self.tool_name(tool), declared.get(tool, ToolEffect()), {}, "tool")
+            effect = self.tools.get(tool, ToolEffect())
+            _register(app, self.tool_name(tool), effect, dict(effect.cost), "tool")
 
     def tool_name(self, tool: str) -> str:
         """The outlast tool a call of the agent's ``tool`` is (``run.in_doubt`` takes it)."""
@@ -103,12 +108,41 @@ class DurableAgent:
     async def run(
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
     ) -> RunResult:
-        """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``."""
-        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``. A run the SDK
+        interrupts for its tools' approvals waits for outlast approvals (``run.approval``, no worker
+        held), each bound to the arguments the model proposed, then goes on: an approved call is
+        made with the arguments approved (a revision approved in its turn), a rejected or expired
+        one is not, and the model is told why."""
+        scope = Scope(run, self.name, self.usage_budget)
+        token = SCOPE.set(scope)
         try:
-            return await Runner.run(self.agent, input, run_config=_journaled(run_config), **kwargs)
+            config = _journaled(run_config)
+            result = await Runner.run(self.agent, input, run_config=config, **kwargs)
+            while result.interruptions:
+                state = result.to_state()
+                for item in result.interruptions:  # in the order the model made the calls
+                    await self._decide(scope, state, item)
+                kwargs.pop("context", None)  # the state carries it
+                result = await Runner.run(self.agent, state, run_config=config, **kwargs)
+            return result
         finally:
             SCOPE.reset(token)
+
+    async def _decide(self, scope: Scope, state: RunState[Any], item: ToolApprovalItem) -> None:
+        tool = item.name or ""
+        approval = self.tools.get(tool, ToolEffect()).approval
+        if approval is None:  # DurableAgent refuses such a tool at build: a tool added since
+            raise ValueError(f"agent {self.name!r}: tool {tool!r} needs approval, and nobody approves it")
+        try:
+            args = json.loads(item.arguments or "{}")
+        except ValueError:
+            args = {"arguments": item.arguments}
+        decided = await approved(scope.run, self.tool_name(tool), args, approval)
+        if isinstance(decided, str):
+            state.reject(item, rejection_message=decided)
+        else:
+            scope.approved[item.call_id or ""] = decided
+            state.approve(item)
 
     def run_streamed(
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
@@ -159,6 +193,7 @@ class DurableAgent:
                 args = None
             if scope is None or not isinstance(args, dict):
                 return await invoke(ctx, raw)  # outside a run, or arguments the tool refuses itself
+            args = scope.approved.pop(ctx.tool_call_id, args)  # the arguments people approved
 
             async def body(journaled: dict[str, Any]) -> Any:
                 return pydantic_core.to_jsonable_python(
@@ -174,7 +209,21 @@ class DurableAgent:
                     "Do not assume either outcome."
                 )
 
-        return dataclasses.replace(tool, on_invoke_tool=on_invoke)
+        approval = self.tools.get(tool.name, ToolEffect()).approval
+        needs = tool.needs_approval if approval is None else _needs(approval)
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke, needs_approval=needs)
+
+
+def _needs(approval: Approval) -> Any:
+    """The SDK's ``needs_approval`` of a tool whose calls ``approval`` decides: every call, or
+    those ``approval.when`` picks from the model's arguments."""
+    if approval.when is None:
+        return True
+
+    async def needs(ctx: Any, args: dict[str, Any], call_id: str) -> bool:
+        return approval.applies(args)
+
+    return needs
 
 
 def _journaled(config: RunConfig | None) -> RunConfig:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pydantic
@@ -36,11 +36,13 @@ _COMPLETED: pydantic.TypeAdapter[ResponseCompletedEvent] = pydantic.TypeAdapter(
 
 @dataclass(frozen=True)
 class Scope:
-    """One agent run inside one outlast run: the run, and the names of its outlast tools."""
+    """One agent run inside one outlast run: the run, the names of its outlast tools, and the
+    arguments approved for the tool calls not made yet (by call id)."""
 
     run: Run
     name: str  # the DurableAgent's name: its model tool is ``NAME:model``, its tools ``NAME.TOOL``
     usage_budget: str
+    approved: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 SCOPE: contextvars.ContextVar[Scope] = contextvars.ContextVar("outlast_openai_agents_scope")
