@@ -45,13 +45,13 @@ def setup(database_url: str, schema: str) -> None:
     setup_tables(database_url, schema, TABLES)
 
 
-def _call(call_id: str, name: str, args: dict[str, Any]) -> ResponseFunctionToolCall:
+def call(call_id: str, name: str, args: dict[str, Any]) -> ResponseFunctionToolCall:
     return ResponseFunctionToolCall(
         type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
     )
 
 
-def _text(text: str) -> ResponseOutputMessage:
+def text(text: str) -> ResponseOutputMessage:
     content = [ResponseOutputText(type="output_text", text=text, annotations=[])]
     return ResponseOutputMessage(
         id="msg", type="message", role="assistant", status="completed", content=content
@@ -88,14 +88,14 @@ class ScriptedModel(Model):
             )
         usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
         if step == 1:
-            output: list[Any] = [_call("call-1", "lookup_order", {"order_id": "A1"})]
+            output: list[Any] = [call("call-1", "lookup_order", {"order_id": "A1"})]
         elif step == 2:
             output = [
-                _call("call-2", "refund", {"order_id": "A1", "amount": 30}),
-                _call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
+                call("call-2", "refund", {"order_id": "A1", "amount": 30}),
+                call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
             ]
         else:
-            output = [_text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
+            output = [text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
         return ModelResponse(output=output, usage=usage, response_id=None)
 
     async def stream_response(

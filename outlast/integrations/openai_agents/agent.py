@@ -17,7 +17,9 @@ doubt, never run twice, and the model is told its outcome is unknown. A tool's c
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import inspect
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
@@ -39,8 +41,16 @@ from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
 from agents.tool_context import ToolContext
 
-from outlast._agent_tools import Approval, Declared, ToolEffect, approved, declared
-from outlast.action import NOT_EXECUTED, Action
+from outlast._agent_tools import (
+    IDEMPOTENCY_KEY_META,
+    Approval,
+    Declared,
+    ToolEffect,
+    approved,
+    declared,
+    mcp_effect,
+)
+from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Reconciler, Tool
 from outlast.errors import InDoubt
 from outlast.integrations.openai_agents.model import (
@@ -74,12 +84,14 @@ class DurableAgent:
     ) -> None:
         self.name = name
         self.usage_budget = usage_budget
+        self.app = app
         self.tools = {k: declared(v) for k, v in (tools or {}).items()}
+        self._mcp_registered: dict[str, ToolEffect] = {}
         self._copies: dict[int, Agent[Any]] = {}
         self.agent = self._durable(agent)
         found = {t.name for a in self._copies.values() for t in a.tools if isinstance(t, FunctionTool)}
         unknown = set(self.tools) - found
-        if unknown:
+        if unknown and not any(a.mcp_servers for a in self._copies.values()):  # MCP tools: listed later
             raise ValueError(
                 f"agent {name!r} has no function tool {sorted(unknown)}; its tools: {sorted(found)}"
             )
@@ -168,6 +180,8 @@ class DurableAgent:
             tools=[self._tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools],
         )
         self._copies[id(agent)] = copy
+        if copy.mcp_servers:
+            self._mcp_tools(copy)
         copy.handoffs = [
             self._durable(h) if isinstance(h, Agent) else self._handoff(h) for h in agent.handoffs
         ]
@@ -181,7 +195,30 @@ class DurableAgent:
 
         return dataclasses.replace(handoff, on_invoke_handoff=on_invoke)
 
-    def _tool(self, tool: FunctionTool) -> FunctionTool:
+    def _mcp_tools(self, copy: Agent[Any]) -> None:
+        """Make the MCP tools ``copy`` lists at each turn (``Agent.get_mcp_tools``) journaled, each
+        a call of the outlast tool ``NAME.TOOL`` of the effect declared in ``tools=``, else by its
+        server's annotations (``mcp_effect``), registered as it is listed; and make each call
+        carry its operation's idempotency key in its ``_meta`` (``IDEMPOTENCY_KEY_META``)."""
+        for server in copy.mcp_servers:
+            _send_keys(server)
+        listed = copy.get_mcp_tools
+
+        async def get_mcp_tools(run_context: Any) -> list[Any]:
+            tools = await listed(run_context)
+            return [self._mcp_tool(t) if isinstance(t, FunctionTool) else t for t in tools]
+
+        copy.get_mcp_tools = get_mcp_tools  # type: ignore[method-assign]
+
+    def _mcp_tool(self, tool: FunctionTool) -> FunctionTool:
+        name = self.tool_name(tool.name)
+        effect = self.tools.get(tool.name) or mcp_effect(_hints(getattr(tool, "_mcp_annotations", None)))
+        if self._mcp_registered.get(name) != effect:
+            _register(self.app, name, effect, dict(effect.cost), "tool")
+            self._mcp_registered[name] = effect
+        return self._tool(tool, mcp=True)
+
+    def _tool(self, tool: FunctionTool, *, mcp: bool = False) -> FunctionTool:
         invoke = tool.on_invoke_tool
         name = self.tool_name(tool.name)
 
@@ -196,9 +233,14 @@ class DurableAgent:
             args = scope.approved.pop(ctx.tool_call_id, args)  # the arguments people approved
 
             async def body(journaled: dict[str, Any]) -> Any:
-                return pydantic_core.to_jsonable_python(
-                    await invoke(ctx, json.dumps(journaled)), fallback=str
-                )
+                key = MCP_KEY.set(current_action().idempotency_key) if mcp else None
+                try:
+                    return pydantic_core.to_jsonable_python(
+                        await invoke(ctx, json.dumps(journaled)), fallback=str
+                    )
+                finally:
+                    if key is not None:
+                        MCP_KEY.reset(key)
 
             try:
                 return await call(scope.run, name, args, body)
@@ -212,6 +254,39 @@ class DurableAgent:
         approval = self.tools.get(tool.name, ToolEffect()).approval
         needs = tool.needs_approval if approval is None else _needs(approval)
         return dataclasses.replace(tool, on_invoke_tool=on_invoke, needs_approval=needs)
+
+
+# the idempotency key of the MCP tool call dispatched now (its operation's)
+MCP_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("outlast_openai_agents_mcp_key")
+
+
+def _send_keys(server: Any) -> None:
+    """Make each call of ``server``'s tools dispatched as an operation carry the operation's
+    idempotency key in its ``_meta``, through the SDK's ``tool_meta_resolver`` (the app's own
+    resolver, if any, still runs; the key is added to what it returns)."""
+    inner = server.tool_meta_resolver
+    if getattr(inner, "outlast_keyed", False):
+        return
+
+    async def resolve(context: Any) -> dict[str, Any] | None:
+        meta = inner(context) if inner is not None else None
+        if inspect.isawaitable(meta):
+            meta = await meta
+        key = MCP_KEY.get(None)
+        return meta if key is None else {**(meta or {}), IDEMPOTENCY_KEY_META: key}
+
+    resolve.outlast_keyed = True  # type: ignore[attr-defined]
+    server.tool_meta_resolver = resolve
+
+
+def _hints(annotations: Any) -> dict[str, Any]:
+    """An MCP tool's annotations (as the SDK keeps them: the ``mcp`` package's model) as the
+    protocol spells them (``readOnlyHint``, ``idempotentHint``)."""
+    fields = annotations.model_dump() if isinstance(annotations, pydantic.BaseModel) else {}
+    return {
+        hint: fields.get(hint) or fields.get(snake)
+        for hint, snake in (("readOnlyHint", "read_only_hint"), ("idempotentHint", "idempotent_hint"))
+    }
 
 
 def _needs(approval: Approval) -> Any:
