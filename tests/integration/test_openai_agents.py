@@ -5,11 +5,14 @@ a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, cast
 
 import pytest
+from agents import Agent
 
-from outlast import App
+from outlast import App, Run
+from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
 
@@ -139,3 +142,19 @@ def test_a_rejected_call_is_not_made_and_the_agent_is_told(
     assert "rejected by its approvers" in done.result["output"] and "not eligible" in done.result["output"]
     assert "email_customer=sent" in done.result["output"]  # the other call of the response was made
     assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+
+
+def test_a_streamed_run_of_an_agent_whose_tools_need_approval_is_refused() -> None:
+    """Its approvals would go unanswered: run_streamed says to use run, which waits for them."""
+    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
+    approval = ToolEffect("idempotent", approval=Approval(approvers=["ann"]))
+    durable = DurableAgent(App(), "streamed_approving", agent, tools={"refund": approval})
+    with pytest.raises(NotImplementedError, match="need approval"):
+        durable.run_streamed(cast(Run, None), "refund order A1")
+
+
+def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> None:
+    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
+    agent.tools = [dataclasses.replace(oai_shop.refund, needs_approval=True)]
+    with pytest.raises(ValueError, match="declare who approves"):
+        DurableAgent(App(), "unapproved", agent)

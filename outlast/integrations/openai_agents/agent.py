@@ -162,7 +162,14 @@ class DurableAgent:
         """``Runner.run_streamed`` of the agent on ``input`` as part of the workflow's ``run``: each
         model call is streamed, its text sent live to ``client.stream(run_id)`` as it comes, its
         completed response journaled. The workflow reads ``stream_events()`` to the end, then
-        ``final_output``; a resumed run's events are the journaled responses alone."""
+        ``final_output``; a resumed run's events are the journaled responses alone. An agent with
+        tools that need approval is run by ``run``, which waits for the approvals."""
+        approving = sorted(t for t, e in self.tools.items() if e.approval is not None)
+        if approving:
+            raise NotImplementedError(
+                f"agent {self.name!r}: tools {approving} need approval, which DurableAgent.run waits "
+                "for; run_streamed does not"
+            )
         token = SCOPE.set(Scope(run, self.name, self.usage_budget))
         try:  # the SDK's run task is created here, and keeps this scope
             return Runner.run_streamed(self.agent, input, run_config=_journaled(run_config), **kwargs)
