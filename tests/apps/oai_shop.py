@@ -225,3 +225,11 @@ approving_app = build(
     ToolEffect("reconciled", reconciler=email_sent),
     refunding=ToolEffect("idempotent", approval=Approval(approvers=["ann"])),
 )
+# the refund needs approval only above 100: this one (30) is made at once
+approving_large_app = build(
+    "oai_shop_approving_large",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect(
+        "idempotent", approval=Approval(approvers=["ann"], when=lambda a: a["amount"] > 100)
+    ),
+)

@@ -144,6 +144,17 @@ def test_a_rejected_call_is_not_made_and_the_agent_is_told(
     assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
 
 
+def test_approval_when_picks_the_calls_that_need_one_from_the_model_s_arguments(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_large_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving_large", {"prompt": "refund order A1"}).id
+    assert h.wait(run_id, "succeeded").result == {"output": ANSWER, "in_doubt": False}
+    assert h.client.approvals(run_id) == []  # 30 is not above 100: no approval asked
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
 def test_a_streamed_run_of_an_agent_whose_tools_need_approval_is_refused() -> None:
     """Its approvals would go unanswered: run_streamed says to use run, which waits for them."""
     agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
