@@ -13,6 +13,13 @@ redone after a crash), ``"idempotent"`` (sent again with the same
 reconciler says whether it happened), or ``"plain"``, the default: a call cut by a crash is in
 doubt, never run twice, and the model is told its outcome is unknown. A tool's code reads
 ``current_action()``. A tool's result is journaled as JSON (what the model sees of it).
+
+A tool declared with ``approval=Approval(...)`` needs approval in the SDK: the run the SDK
+interrupts for it waits for an outlast approval bound to the model's arguments (``run.approval``,
+no worker held), then goes on from the SDK's ``RunState``. The tools of the agents' MCP servers
+are journaled as function tools are, of the effect their server's annotations declare
+(``mcp_effect``) unless ``tools=`` says, each call carrying its operation's idempotency key in its
+``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live.
 """
 
 from __future__ import annotations
