@@ -14,13 +14,21 @@ module::
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, RunConfig, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseTextDeltaEvent,
+)
 
 from outlast import App, Client, Run, current_action
 from outlast.integrations.openai_agents import DurableAgent
@@ -53,8 +61,33 @@ class RefundModel(Model):
         )
         return ModelResponse(output=[message], usage=usage, response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The same answer streamed: its text word by word, then the completed response."""
+        output = (await self.get_response(system_instructions, input)).output
+        texts = [part.text for item in output for part in getattr(item, "content", None) or []]
+        for n, word in enumerate(" ".join(texts).split(" ") if texts else []):
+            yield ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                delta=word if n == 0 else " " + word,
+                item_id="m",
+                output_index=0,
+                content_index=0,
+                logprobs=[],
+                sequence_number=n,
+            )
+        response = Response(
+            id="r",
+            created_at=0,
+            model="refund",
+            object="response",
+            output=output,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=999)
 
 
 @function_tool

@@ -41,7 +41,7 @@ import contextvars
 import json
 import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
@@ -84,11 +84,23 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
+from outlast._agent_tools import (
+    Approval,
+    Declared,
+    ToolEffect,
+    approved,
+    declared,
+    idempotent,
+    mcp_effect,
+    plain,
+    read,
+    reconciled,
+)
 from outlast._captured import Message
-from outlast._mcp import IDEMPOTENCY_KEY_META, mcp_effect_name
+from outlast._mcp import IDEMPOTENCY_KEY_META
 from outlast.action import NOT_EXECUTED, Action, current_action
-from outlast.app import App, Reconciler, Retry, Tool
-from outlast.errors import ApprovalExpired, ApprovalRejected, InDoubt
+from outlast.app import App, Reconciler, Tool
+from outlast.errors import InDoubt
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
@@ -107,81 +119,6 @@ __all__ = [
     "reconciled",
     "run_agent",
 ]
-
-EffectName = Literal["read", "idempotent", "reconciled", "plain"]
-
-
-@dataclass(frozen=True)
-class Approval:
-    """Who must approve a call of the tool before it is made, and when: ``when(args)`` decides
-    from the arguments the model proposed (None: every call). ``expires_in`` (seconds) and
-    ``authenticated`` are ``run.approval``'s."""
-
-    approvers: Sequence[str]
-    when: Callable[[dict[str, Any]], bool] | None = None
-    expires_in: float | None = None
-    authenticated: bool = False
-
-    def applies(self, args: dict[str, Any]) -> bool:
-        return self.when is None or bool(self.when(args))
-
-
-@dataclass(frozen=True)
-class ToolEffect:
-    """What a repeat of one agent tool would do (``read``, ``idempotent``, ``reconciled``,
-    ``plain``), and the rest of its outlast declaration."""
-
-    effect: EffectName = "plain"
-    reconciler: Reconciler | None = None
-    approval: Approval | None = None
-    timeout: float | None = None
-    retry: Retry | None = None
-    cost: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if (self.effect == "reconciled") != (self.reconciler is not None):
-            raise TypeError("a reconciled tool needs its reconciler, and only a reconciled tool has one")
-
-
-def read(**kw: Any) -> ToolEffect:
-    """A tool with no effect in the world: redone freely after a crash."""
-    return ToolEffect("read", **kw)
-
-
-def idempotent(**kw: Any) -> ToolEffect:
-    """A tool the world ignores a repeat of, given the same ``current_action().idempotency_key``:
-    dispatched again with the same key after a crash."""
-    return ToolEffect("idempotent", **kw)
-
-
-def reconciled(reconciler: Reconciler, **kw: Any) -> ToolEffect:
-    """A plain tool with a reconciler (``fn(args, action)``) that asks the world whether an
-    interrupted call happened (``outlast.NOT_EXECUTED``, or its result)."""
-    return ToolEffect("reconciled", reconciler, **kw)
-
-
-def plain(**kw: Any) -> ToolEffect:
-    """A tool with no promise: an interrupted call is in doubt, never run again."""
-    return ToolEffect("plain", **kw)
-
-
-Declared = ToolEffect | EffectName
-
-
-def mcp_effect(annotations: Mapping[str, Any] | None) -> ToolEffect:
-    """The effect an MCP server's tool annotations declare (as pydantic-ai keeps them, in the
-    tool definition's ``metadata["annotations"]``): ``readOnlyHint`` read, ``idempotentHint``
-    idempotent, neither plain. Annotations are hints: ``tools=`` overrides them."""
-    return ToolEffect(mcp_effect_name(annotations))
-
-
-def _declared(value: Declared) -> ToolEffect:
-    if isinstance(value, ToolEffect):
-        return value
-    if value in ("read", "idempotent", "plain"):
-        return ToolEffect(value)
-    raise TypeError(f"a tool's effect is read, idempotent, plain or reconciled(fn), got {value!r}")
-
 
 # -- the workflow's side -------------------------------------------------------------------
 
@@ -358,7 +295,7 @@ class OutlastDurability(BaseDurabilityCapability[Any]):
     ) -> None:
         super().__init__(name=name)
         self.app = app
-        self.tools = {tool: _declared(value) for tool, value in (tools or {}).items()}
+        self.tools = {tool: declared(value) for tool, value in (tools or {}).items()}
         self.model_cost = dict(model_cost or {})
         self.usage_budget = usage_budget
         self._backend: _Backend | None = None
@@ -636,7 +573,7 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
             args = part.args_as_dict()
             if approval is not None and approval.applies(args):
                 name = cap.tool_name(part.tool_name)
-                scope.decided[part.tool_call_id] = await _approved(scope.run, name, args, approval)
+                scope.decided[part.tool_call_id] = await approved(scope.run, name, args, approval)
 
     async def _tool(self, scope: AgentScope, params: ToolsetCallToolParams) -> Any:
         op, cap = self._operation, self._capability
@@ -671,27 +608,6 @@ class _Bound(BoundDurableOperation[Any, Any, Any]):
                 "Do not assume either outcome."
             ) from None
         return op.result_codec.load(payload)
-
-
-async def _approved(run: Run, action: str, args: dict[str, Any], approval: Approval) -> dict[str, Any] | str:
-    """The arguments people approved: the model's, or a revision of them (approved in its turn);
-    or why the call is not made (what the model is told)."""
-    try:
-        while True:
-            decision = await run.approval(
-                action,
-                args,
-                approvers=list(approval.approvers),
-                expires_in=approval.expires_in,
-                authenticated=approval.authenticated,
-            )
-            if decision.approved:
-                return args
-            args = decision.args  # revised: acting on it needs an approval of its own
-    except ApprovalRejected as exc:
-        return f"This call was rejected by its approvers: {exc}"
-    except ApprovalExpired as exc:
-        return f"Nobody approved this call in time: {exc}"
 
 
 def _request(params: Any, scope: AgentScope) -> Any:

@@ -10,17 +10,27 @@ plain (in doubt after a crash)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from agents import Agent, ModelSettings, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseTextDeltaEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from outlast import NOT_EXECUTED, App, Run, current_action
 from outlast.action import Action
-from outlast.integrations.openai_agents import DurableAgent, ToolEffect
+from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
 from tests.apps import connect, setup_tables
 
 TABLES = """
@@ -35,13 +45,13 @@ def setup(database_url: str, schema: str) -> None:
     setup_tables(database_url, schema, TABLES)
 
 
-def _call(call_id: str, name: str, args: dict[str, Any]) -> ResponseFunctionToolCall:
+def call(call_id: str, name: str, args: dict[str, Any]) -> ResponseFunctionToolCall:
     return ResponseFunctionToolCall(
         type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
     )
 
 
-def _text(text: str) -> ResponseOutputMessage:
+def text(text: str) -> ResponseOutputMessage:
     content = [ResponseOutputText(type="output_text", text=text, annotations=[])]
     return ResponseOutputMessage(
         id="msg", type="message", role="assistant", status="completed", content=content
@@ -78,18 +88,53 @@ class ScriptedModel(Model):
             )
         usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
         if step == 1:
-            output: list[Any] = [_call("call-1", "lookup_order", {"order_id": "A1"})]
+            output: list[Any] = [call("call-1", "lookup_order", {"order_id": "A1"})]
         elif step == 2:
             output = [
-                _call("call-2", "refund", {"order_id": "A1", "amount": 30}),
-                _call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
+                call("call-2", "refund", {"order_id": "A1", "amount": 30}),
+                call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
             ]
         else:
-            output = [_text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
+            output = [text("done: " + "; ".join(f"{k}={v}" for k, v in sorted(outputs.items())))]
         return ModelResponse(output=output, usage=usage, response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the scripted model does not stream")
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """The same step streamed: its text word by word, then the completed response."""
+        response = await self.get_response(system_instructions, input)
+        for item in response.output:
+            for part in getattr(item, "content", None) or []:
+                for n, word in enumerate(part.text.split(" ")):
+                    delta = word if n == 0 else " " + word
+                    yield ResponseTextDeltaEvent(
+                        type="response.output_text.delta",
+                        delta=delta,
+                        item_id="msg",
+                        output_index=0,
+                        content_index=0,
+                        logprobs=[],
+                        sequence_number=n,
+                    )
+        usage = ResponseUsage(
+            input_tokens=10,
+            output_tokens=5,
+            total_tokens=15,
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+            output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        )
+        completed = Response(
+            id="resp",
+            created_at=0,
+            model="scripted",
+            object="response",
+            output=response.output,
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+            usage=usage,
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=completed, sequence_number=99)
 
 
 def _effect(tool: str, detail: str) -> Action:
@@ -137,9 +182,12 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
     return "sent" if row else NOT_EXECUTED
 
 
-def build(name: str, email: ToolEffect) -> App:
+def build(
+    name: str, email: ToolEffect, *, refunding: ToolEffect | None = None, streamed: bool = False
+) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
-    returns its final output and whether the email was in doubt."""
+    returns its final output and whether the email was in doubt (``refunding``: the refund's
+    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``)."""
     app = App()
     agent = Agent(
         name="support",
@@ -149,12 +197,21 @@ def build(name: str, email: ToolEffect) -> App:
         tools=[lookup_order, refund, email_customer],
     )
     durable = DurableAgent(
-        app, name, agent, tools={"lookup_order": "read", "refund": "idempotent", "email_customer": email}
+        app,
+        name,
+        agent,
+        tools={"lookup_order": "read", "refund": refunding or "idempotent", "email_customer": email},
     )
 
     @app.workflow(name, version="1")
     async def shop(run: Run, prompt: str) -> dict[str, Any]:
-        result = await durable.run(run, prompt)
+        if streamed:  # Runner.run_streamed: the model's text goes live to client.stream(run_id)
+            streaming = durable.run_streamed(run, prompt)
+            async for _ in streaming.stream_events():
+                pass
+            result: Any = streaming
+        else:
+            result = await durable.run(run, prompt)
         return {"output": result.final_output, "in_doubt": run.in_doubt(durable.tool_name("email_customer"))}
 
     return app
@@ -162,3 +219,17 @@ def build(name: str, email: ToolEffect) -> App:
 
 app = build("oai_shop", ToolEffect("reconciled", reconciler=email_sent))
 plain_app = build("oai_shop_plain", ToolEffect("plain"))
+streamed_app = build("oai_shop_streamed", ToolEffect("reconciled", reconciler=email_sent), streamed=True)
+approving_app = build(
+    "oai_shop_approving",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect("idempotent", approval=Approval(approvers=["ann"])),
+)
+# the refund needs approval only above 100: this one (30) is made at once
+approving_large_app = build(
+    "oai_shop_approving_large",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect(
+        "idempotent", approval=Approval(approvers=["ann"], when=lambda a: a["amount"] > 100)
+    ),
+)

@@ -92,3 +92,17 @@ def test_killed_after_a_plain_tool_s_effect_it_is_in_doubt_never_run_twice(world
         sent = runs(world, run_id)
         assert (sent["lookup_order"], sent["email_customer"]) == (1, 1)  # never run twice
         assert world.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def test_a_streamed_run_killed_after_a_model_response_is_journaled_is_not_asked_again(world: World) -> None:
+    c, run_id, run = resumed(
+        world,
+        "oai_shop_streamed",
+        "tests.apps.oai_shop:streamed_app",
+        OUTLAST_FAILPOINTS="after_result:oai_shop_streamed:model",
+    )
+    with c:
+        assert run.state == "succeeded", run.reason
+        assert run.result == {"output": ANSWER, "in_doubt": False}
+        assert model_calls(world, run_id) == [1, 2, 3]  # the streamed response replayed, not asked again
+        assert runs(world, run_id) == {"lookup_order": 1, "refund": 1, "email_customer": 1}

@@ -5,16 +5,24 @@ a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from typing import Any, cast
 
+import pytest
+from agents import Agent
+
+from outlast import App, Run
+from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
 
 ANSWER = "done: email_customer=sent; lookup_order={'amount': 30, 'order_id': 'A1'}; refund=refunded 30"
 
 
-def shop(outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    h = outlast_harness(oai_shop.app)
+def shop(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch, app: App = oai_shop.app
+) -> Harness:
+    h = outlast_harness(app)
     monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
     monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
     oai_shop.setup(h.database_url, h.schema)
@@ -67,3 +75,97 @@ def test_the_example_runs_an_agent_with_a_scripted_model_offline(outlast_harness
     assert h.wait(run_id, "succeeded").result == "Your order A1 is refunded: 30 EUR."
     assert list(openai_agents_refund.refunds.values()) == [30]
     assert [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"] == ["support:model"] * 3
+
+
+def test_a_streamed_run_sends_the_model_s_text_live_and_journals_each_response(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_streamed``: the text reaches client.stream(run_id) as it comes, the final output is
+    the run's result, and a run crashed after a response is served it from the journal."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.streamed_app)
+    run_id = h.client.enqueue("oai_shop_streamed", {"prompt": "refund order A1"}).id
+    h.crash_at("after_result", "oai_shop_streamed:model")
+    assert model_calls(h, run_id) == [1]
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
+    assert model_calls(h, run_id) == [1, 2, 3]  # the first response replayed, not asked again
+    assert "".join(h.stream(run_id)) == ANSWER  # the third response's text, word by word
+    captures = [e.get("tool") for e in h.journal(run_id) if e["kind"] == "capture"]
+    assert captures == ["oai_shop_streamed:model"] * 3  # each streamed call an operation, its request kept
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def approval_of(h: Harness, run_id: str) -> dict[str, Any]:
+    h.wait(run_id, "awaiting_approval")
+    pending = [a for a in h.client.approvals(run_id) if a["status"] == "pending"]
+    assert len(pending) == 1, pending
+    return pending[0]
+
+
+def test_a_tool_needing_approval_waits_for_one_bound_to_the_model_s_arguments(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's interruption for a tool's approval is an outlast approval: the run waits with no
+    worker held; a revision needs an approval of its own, and the tool gets what was approved."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    assert (asked["action"], asked["args"]) == ("oai_shop_approving.refund", {"order_id": "A1", "amount": 30})
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+    revised = {"order_id": "A1", "amount": 25}
+    h.client.revise(
+        run_id, asked["op_id"], approver="ann", comment="25 only", args_hash=asked["args_hash"], args=revised
+    )
+    again = approval_of(h, run_id)
+    assert again["args"] == revised and again["op_id"] != asked["op_id"]
+    h.client.approve(run_id, again["op_id"], approver="ann", comment="ok", args_hash=again["args_hash"])
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert "refund=refunded 25" in done.result["output"]
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 25)]
+    assert model_calls(h, run_id) == [1, 2, 3]  # the waits sent no model call again
+
+
+def test_a_rejected_call_is_not_made_and_the_agent_is_told(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    h.client.reject(
+        run_id, asked["op_id"], approver="ann", comment="not eligible", args_hash=asked["args_hash"]
+    )
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert "rejected by its approvers" in done.result["output"] and "not eligible" in done.result["output"]
+    assert "email_customer=sent" in done.result["output"]  # the other call of the response was made
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+
+
+def test_approval_when_picks_the_calls_that_need_one_from_the_model_s_arguments(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = shop(outlast_harness, monkeypatch, oai_shop.approving_large_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_approving_large", {"prompt": "refund order A1"}).id
+    assert h.wait(run_id, "succeeded").result == {"output": ANSWER, "in_doubt": False}
+    assert h.client.approvals(run_id) == []  # 30 is not above 100: no approval asked
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+
+
+def test_a_streamed_run_of_an_agent_whose_tools_need_approval_is_refused() -> None:
+    """Its approvals would go unanswered: run_streamed says to use run, which waits for them."""
+    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
+    approval = ToolEffect("idempotent", approval=Approval(approvers=["ann"]))
+    durable = DurableAgent(App(), "streamed_approving", agent, tools={"refund": approval})
+    with pytest.raises(NotImplementedError, match="need approval"):
+        durable.run_streamed(cast(Run, None), "refund order A1")
+
+
+def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> None:
+    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
+    agent.tools = [dataclasses.replace(oai_shop.refund, needs_approval=True)]
+    with pytest.raises(ValueError, match="declare who approves"):
+        DurableAgent(App(), "unapproved", agent)

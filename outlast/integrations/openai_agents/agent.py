@@ -13,26 +13,52 @@ redone after a crash), ``"idempotent"`` (sent again with the same
 reconciler says whether it happened), or ``"plain"``, the default: a call cut by a crash is in
 doubt, never run twice, and the model is told its outcome is unknown. A tool's code reads
 ``current_action()``. A tool's result is journaled as JSON (what the model sees of it).
+
+A tool declared with ``approval=Approval(...)`` needs approval in the SDK: the run the SDK
+interrupts for it waits for an outlast approval bound to the model's arguments (``run.approval``,
+no worker held), then goes on from the SDK's ``RunState``. The tools of the agents' MCP servers
+are journaled as function tools are, of the effect their server's annotations declare
+(``mcp_effect``) unless ``tools=`` says, each call carrying its operation's idempotency key in its
+``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live.
 """
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
+import inspect
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
 import pydantic_core
-from agents import Agent, FunctionTool, RunConfig, Runner, RunResult
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    Runner,
+    RunResult,
+    RunResultStreaming,
+    RunState,
+    ToolApprovalItem,
+)
 from agents.handoffs import Handoff
 from agents.models.interface import Model
 from agents.models.multi_provider import MultiProvider
 from agents.tool_context import ToolContext
 
-from outlast.action import NOT_EXECUTED, Action
-from outlast.app import App, Reconciler, Retry, Tool
+from outlast._agent_tools import (
+    Approval,
+    Declared,
+    ToolEffect,
+    approved,
+    declared,
+    mcp_effect,
+)
+from outlast._mcp import IDEMPOTENCY_KEY_META
+from outlast.action import NOT_EXECUTED, Action, current_action
+from outlast.app import App, Reconciler, Tool
 from outlast.errors import InDoubt
 from outlast.integrations.openai_agents.model import (
     SCOPE,
@@ -47,23 +73,7 @@ from outlast.integrations.openai_agents.model import (
 if TYPE_CHECKING:
     from outlast.worker.run import Run
 
-EffectName = Literal["read", "idempotent", "reconciled", "plain"]
 _FREE = pydantic.ConfigDict(extra="allow")
-
-
-@dataclass(frozen=True)
-class ToolEffect:
-    """What a repeat of one tool would do (``read``, ``idempotent``, ``reconciled``, ``plain``),
-    and the rest of its declaration as an outlast tool."""
-
-    effect: EffectName = "plain"
-    reconciler: Reconciler | None = None
-    timeout: float | None = None
-    retry: Retry | None = None
-
-    def __post_init__(self) -> None:
-        if (self.effect == "reconciled") != (self.reconciler is not None):
-            raise TypeError("a reconciled tool needs its reconciler, and only a reconciled tool has one")
 
 
 class DurableAgent:
@@ -75,26 +85,40 @@ class DurableAgent:
         name: str,
         agent: Agent[Any],
         *,
-        tools: Mapping[str, ToolEffect | EffectName] | None = None,
+        tools: Mapping[str, Declared] | None = None,
         model_cost: Mapping[str, float] | None = None,
         usage_budget: str = "tokens",
     ) -> None:
         self.name = name
         self.usage_budget = usage_budget
-        declared = {k: ToolEffect(v) if isinstance(v, str) else v for k, v in (tools or {}).items()}
+        self.app = app
+        self.tools = {k: declared(v) for k, v in (tools or {}).items()}
+        self._mcp_registered: dict[str, ToolEffect] = {}
         self._copies: dict[int, Agent[Any]] = {}
         self.agent = self._durable(agent)
         found = {t.name for a in self._copies.values() for t in a.tools if isinstance(t, FunctionTool)}
-        unknown = set(declared) - found
-        if unknown:
+        unknown = set(self.tools) - found
+        if unknown and not any(a.mcp_servers for a in self._copies.values()):  # MCP tools: listed later
             raise ValueError(
                 f"agent {name!r} has no function tool {sorted(unknown)}; its tools: {sorted(found)}"
+            )
+        unapproved = {
+            t.name
+            for a in self._copies.values()
+            for t in a.tools
+            if isinstance(t, FunctionTool) and t.needs_approval is not False
+        } - {t for t, e in self.tools.items() if e.approval is not None}
+        if unapproved:
+            raise ValueError(
+                f"agent {name!r}: tools {sorted(unapproved)} need approval: declare who approves them "
+                "(tools={TOOL: ToolEffect(..., approval=Approval(approvers=[...]))})"
             )
         _register(
             app, f"{name}:model", ToolEffect("reconciled", not_executed), dict(model_cost or {}), "model"
         )
         for tool in sorted(found):
-            _register(app, self.tool_name(tool), declared.get(tool, ToolEffect()), {}, "tool")
+            effect = self.tools.get(tool, ToolEffect())
+            _register(app, self.tool_name(tool), effect, dict(effect.cost), "tool")
 
     def tool_name(self, tool: str) -> str:
         """The outlast tool a call of the agent's ``tool`` is (``run.in_doubt`` takes it)."""
@@ -103,17 +127,59 @@ class DurableAgent:
     async def run(
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
     ) -> RunResult:
-        """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``."""
-        config = run_config or RunConfig()
-        model = config.model
-        config = dataclasses.replace(
-            config,
-            model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
-            model_provider=JournaledProvider(config.model_provider or MultiProvider()),
-        )
-        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        """``Runner.run`` of the agent on ``input`` as part of the workflow's ``run``. A run the SDK
+        interrupts for its tools' approvals waits for outlast approvals (``run.approval``, no worker
+        held), each bound to the arguments the model proposed, then goes on: an approved call is
+        made with the arguments approved (a revision approved in its turn), a rejected or expired
+        one is not, and the model is told why."""
+        scope = Scope(run, self.name, self.usage_budget)
+        token = SCOPE.set(scope)
         try:
-            return await Runner.run(self.agent, input, run_config=config, **kwargs)
+            config = _journaled(run_config)
+            result = await Runner.run(self.agent, input, run_config=config, **kwargs)
+            while result.interruptions:
+                state = result.to_state()
+                for item in result.interruptions:  # in the order the model made the calls
+                    await self._decide(scope, state, item)
+                kwargs.pop("context", None)  # the state carries it
+                result = await Runner.run(self.agent, state, run_config=config, **kwargs)
+            return result
+        finally:
+            SCOPE.reset(token)
+
+    async def _decide(self, scope: Scope, state: RunState[Any], item: ToolApprovalItem) -> None:
+        tool = item.name or ""
+        approval = self.tools.get(tool, ToolEffect()).approval
+        if approval is None:  # DurableAgent refuses such a tool at build: a tool added since
+            raise ValueError(f"agent {self.name!r}: tool {tool!r} needs approval, and nobody approves it")
+        try:
+            args = json.loads(item.arguments or "{}")
+        except ValueError:
+            args = {"arguments": item.arguments}
+        decided = await approved(scope.run, self.tool_name(tool), args, approval)
+        if isinstance(decided, str):
+            state.reject(item, rejection_message=decided)
+        else:
+            scope.approved[item.call_id or ""] = decided
+            state.approve(item)
+
+    def run_streamed(
+        self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
+    ) -> RunResultStreaming:
+        """``Runner.run_streamed`` of the agent on ``input`` as part of the workflow's ``run``: each
+        model call is streamed, its text sent live to ``client.stream(run_id)`` as it comes, its
+        completed response journaled. The workflow reads ``stream_events()`` to the end, then
+        ``final_output``; a resumed run's events are the journaled responses alone. An agent with
+        tools that need approval is run by ``run``, which waits for the approvals."""
+        approving = sorted(t for t, e in self.tools.items() if e.approval is not None)
+        if approving:
+            raise NotImplementedError(
+                f"agent {self.name!r}: tools {approving} need approval, which DurableAgent.run waits "
+                "for; run_streamed does not"
+            )
+        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        try:  # the SDK's run task is created here, and keeps this scope
+            return Runner.run_streamed(self.agent, input, run_config=_journaled(run_config), **kwargs)
         finally:
             SCOPE.reset(token)
 
@@ -128,6 +194,8 @@ class DurableAgent:
             tools=[self._tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools],
         )
         self._copies[id(agent)] = copy
+        if copy.mcp_servers:
+            self._mcp_tools(copy)
         copy.handoffs = [
             self._durable(h) if isinstance(h, Agent) else self._handoff(h) for h in agent.handoffs
         ]
@@ -141,7 +209,30 @@ class DurableAgent:
 
         return dataclasses.replace(handoff, on_invoke_handoff=on_invoke)
 
-    def _tool(self, tool: FunctionTool) -> FunctionTool:
+    def _mcp_tools(self, copy: Agent[Any]) -> None:
+        """Make the MCP tools ``copy`` lists at each turn (``Agent.get_mcp_tools``) journaled, each
+        a call of the outlast tool ``NAME.TOOL`` of the effect declared in ``tools=``, else by its
+        server's annotations (``mcp_effect``), registered as it is listed; and make each call
+        carry its operation's idempotency key in its ``_meta`` (``IDEMPOTENCY_KEY_META``)."""
+        for server in copy.mcp_servers:
+            _send_keys(server)
+        listed = copy.get_mcp_tools
+
+        async def get_mcp_tools(run_context: Any) -> list[Any]:
+            tools = await listed(run_context)
+            return [self._mcp_tool(t) if isinstance(t, FunctionTool) else t for t in tools]
+
+        copy.get_mcp_tools = get_mcp_tools  # type: ignore[method-assign]
+
+    def _mcp_tool(self, tool: FunctionTool) -> FunctionTool:
+        name = self.tool_name(tool.name)
+        effect = self.tools.get(tool.name) or mcp_effect(_hints(getattr(tool, "_mcp_annotations", None)))
+        if self._mcp_registered.get(name) != effect:
+            _register(self.app, name, effect, dict(effect.cost), "tool")
+            self._mcp_registered[name] = effect
+        return self._tool(tool, mcp=True)
+
+    def _tool(self, tool: FunctionTool, *, mcp: bool = False) -> FunctionTool:
         invoke = tool.on_invoke_tool
         name = self.tool_name(tool.name)
 
@@ -153,11 +244,17 @@ class DurableAgent:
                 args = None
             if scope is None or not isinstance(args, dict):
                 return await invoke(ctx, raw)  # outside a run, or arguments the tool refuses itself
+            args = scope.approved.pop(ctx.tool_call_id, args)  # the arguments people approved
 
             async def body(journaled: dict[str, Any]) -> Any:
-                return pydantic_core.to_jsonable_python(
-                    await invoke(ctx, json.dumps(journaled)), fallback=str
-                )
+                key = MCP_KEY.set(current_action().idempotency_key) if mcp else None
+                try:
+                    return pydantic_core.to_jsonable_python(
+                        await invoke(ctx, json.dumps(journaled)), fallback=str
+                    )
+                finally:
+                    if key is not None:
+                        MCP_KEY.reset(key)
 
             try:
                 return await call(scope.run, name, args, body)
@@ -168,7 +265,65 @@ class DurableAgent:
                     "Do not assume either outcome."
                 )
 
-        return dataclasses.replace(tool, on_invoke_tool=on_invoke)
+        approval = self.tools.get(tool.name, ToolEffect()).approval
+        needs = tool.needs_approval if approval is None else _needs(approval)
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke, needs_approval=needs)
+
+
+# the idempotency key of the MCP tool call dispatched now (its operation's)
+MCP_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("outlast_openai_agents_mcp_key")
+
+
+def _send_keys(server: Any) -> None:
+    """Make each call of ``server``'s tools dispatched as an operation carry the operation's
+    idempotency key in its ``_meta``, through the SDK's ``tool_meta_resolver`` (the app's own
+    resolver, if any, still runs; the key is added to what it returns)."""
+    inner = server.tool_meta_resolver
+    if getattr(inner, "outlast_keyed", False):
+        return
+
+    async def resolve(context: Any) -> dict[str, Any] | None:
+        meta = inner(context) if inner is not None else None
+        if inspect.isawaitable(meta):
+            meta = await meta
+        key = MCP_KEY.get(None)
+        return meta if key is None else {**(meta or {}), IDEMPOTENCY_KEY_META: key}
+
+    resolve.outlast_keyed = True  # type: ignore[attr-defined]
+    server.tool_meta_resolver = resolve
+
+
+def _hints(annotations: Any) -> dict[str, Any]:
+    """An MCP tool's annotations (as the SDK keeps them: the ``mcp`` package's model) as the
+    protocol spells them (``readOnlyHint``, ``idempotentHint``)."""
+    fields = annotations.model_dump() if isinstance(annotations, pydantic.BaseModel) else {}
+    return {
+        hint: fields.get(hint) or fields.get(snake)
+        for hint, snake in (("readOnlyHint", "read_only_hint"), ("idempotentHint", "idempotent_hint"))
+    }
+
+
+def _needs(approval: Approval) -> Any:
+    """The SDK's ``needs_approval`` of a tool whose calls ``approval`` decides: every call, or
+    those ``approval.when`` picks from the model's arguments."""
+    if approval.when is None:
+        return True
+
+    async def needs(ctx: Any, args: dict[str, Any], call_id: str) -> bool:
+        return approval.applies(args)
+
+    return needs
+
+
+def _journaled(config: RunConfig | None) -> RunConfig:
+    """``config`` (or the default), its model and its model provider journaled."""
+    config = config or RunConfig()
+    model = config.model
+    return dataclasses.replace(
+        config,
+        model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
+        model_provider=JournaledProvider(config.model_provider or MultiProvider()),
+    )
 
 
 def _register(
