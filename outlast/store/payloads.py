@@ -17,7 +17,7 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from outlast._journal import Entry
-from outlast._payloads import JSON, key_of, resolved, wanted
+from outlast._payloads import JSON, column_ref, key_of, resolved, wanted, whole_value
 from outlast.errors import ServiceUnavailable
 from outlast.store.base import Family
 
@@ -90,6 +90,15 @@ class Payloads(Family):
         """``entries`` with the values they hold by reference read back (one round trip)."""
         shas = wanted(entries)
         return resolved(entries, await self.payloads(run_id, shas)) if shas else entries
+
+    async def whole(self, run_id: str, value: Any, key: str) -> Any:
+        """A column's value (a message's payload) whole: read back from the payload store if it
+        holds a reference (one round trip), as it is otherwise (no round trip)."""
+        ref = column_ref(value, key)
+        if ref is None:
+            return value
+        got = await self.payloads(run_id, [ref["sha256"]])
+        return whole_value(run_id, key, ref, got.get(ref["sha256"]))
 
     async def payload_bytes(self, run_id: str) -> int:
         """The bytes ``run_id`` holds in the payload store."""
