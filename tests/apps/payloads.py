@@ -51,3 +51,10 @@ async def large_then_sleep(run: Run, size: int) -> dict[str, int]:
     got = await run.call("report", seed="s", size=size)
     await run.sleep(60)  # resumed after it: the result is read back from the payload store
     return {"length": len(got)}
+
+
+@app.workflow("inbox")
+async def inbox(run: Run) -> dict[str, int]:
+    got = await run.receive("in")  # a large message: taken from the payload store
+    told = await run.call("note", text=got["text"][:100])
+    return {"length": len(got["text"]), "same": int(got["text"] == text_of("m", len(got["text"]))), "told": told["length"]}

@@ -1,0 +1,83 @@
+"""Large values outside the journal: a message past ``OUTLAST_MAX_PAYLOAD`` is a value of the
+payload store, its ``messages`` row holding the reference, read back whole by the run that takes it
+(through a real worker process) and wherever messages are shown; the take's journal entry holds
+the reference too. The sweep keeps what an untaken message refers to; past
+``OUTLAST_MAX_REFERENCED`` a send is refused naming the run, the channel and the setting; a small
+message stays inline, byte for byte."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from outlast import Client
+from outlast._payloads import REFS
+from outlast.errors import InvalidInput
+from outlast.store import Store
+from outlast.testing.worker import run_blocking
+from tests.apps.payloads import text_of
+from tests.conftest import World
+
+APP = "tests.apps.payloads:app"
+MiB = 1024 * 1024
+
+
+def sweep(world: World) -> None:
+    async def once() -> None:
+        store = Store.from_settings(world.settings())
+        await store.open()
+        try:
+            await store.payloads.sweep_payloads(grace=0)
+        finally:
+            await store.close()
+
+    run_blocking(once)
+
+
+def test_a_message_of_5_mib_goes_through_the_payload_store_to_the_run_that_takes_it(world: World) -> None:
+    text = text_of("m", 5 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        client.send(rid, "in", {"text": text})
+        (row,) = world.sql("SELECT payload::text FROM messages WHERE run_id = %s", rid)
+        assert row[0].startswith('{"' + REFS) and len(row[0]) < 200  # the row holds the reference
+        ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert size > 5 * MiB and sha in row[0]
+        sweep(world)  # untaken, past the grace: kept, as the message refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 5 * MiB, "same": 1, "told": 100}
+        taken = [b for (b,) in world.sql("SELECT body FROM journal WHERE run_id = %s AND kind = 'message'", rid)]
+        assert len(taken) == 1 and taken[0].startswith('{"' + REFS) and sha in taken[0]
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]  # stored once
+        assert [m["payload"]["text"] == text for m in client.messages(rid)] == [True]  # shown whole
+        assert client.verify(rid) is None
+
+
+def test_a_message_past_the_referenced_limit_is_refused_naming_the_run_the_channel_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        rid = client.enqueue("inbox").id
+        with pytest.raises(InvalidInput) as refused:
+            client.send(rid, "in", {"text": text_of("m", 60_000)})
+        said = str(refused.value)
+        assert f"run '{rid}', channel 'in'" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM messages") == [(0,)]
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_small_message_stays_inline_and_one_that_reads_as_a_reference_is_still_itself(world: World) -> None:
+    small = {"text": text_of("s", 1000)}
+    tricky = {REFS: {"payload": {"sha256": "0" * 64, "size": 1, "media_type": "application/json"}}}
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        client.send(rid, "in", small, message_id="small")
+        ((inline,),) = world.sql("SELECT payload FROM messages WHERE run_id = %s", rid)
+        assert inline == small and world.sql("SELECT count(*) FROM payloads") == [(0,)]
+        other = client.enqueue("inbox").id
+        client.send(other, "in", tricky)
+        assert [m["payload"] for m in client.messages(other)] == [tricky]
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", other) == [(1,)]
