@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from outlast._journal import Entry, Unstorable, canonical
+from outlast._journal import Entry, Unstorable, canonical, fits
 from outlast.errors import OutlastError
 
 REFS = "$refs"
 PAYLOAD = "payload"  # the key a message's payload held by reference is under
+INPUT = "input"  # and a run's input
 JSON = "application/json"
 _OPENS = '{"' + REFS + '":'
 # The entries a trigger projects from their body (state, events): never held by reference.
@@ -83,8 +84,14 @@ def offload(data: Mapping[str, Any], inline_max: int) -> tuple[dict[str, Any], d
     return kept, out
 
 
+def by_reference(value: Any, text: str, inline_max: int) -> bool:
+    """Whether a column's value (of canonical JSON ``text``) is held by reference: past
+    ``inline_max`` bytes, or holding ``$refs`` itself (so that an inline one never reads as one)."""
+    return not fits(text, inline_max) or (isinstance(value, dict) and REFS in value)
+
+
 def held_by_reference(key: str, text: str) -> tuple[dict[str, Any], str, bytes]:
-    """A column's value (a message's payload) held by reference: what the column holds,
+    """A column's value (a message's payload, a run's input) held by reference: what the column holds,
     ``{"$refs": {key: reference}}``, and the SHA-256 and bytes the payload store keeps."""
     body = text.encode()
     sha = hashlib.sha256(body).hexdigest()

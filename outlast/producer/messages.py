@@ -8,9 +8,9 @@ from typing import Any
 
 from outlast import _failpoints as failpoints
 from outlast._channels import check_schema, to_json
-from outlast._journal import Limit, fits
+from outlast._journal import Limit
 from outlast._model import Receipt, incarnation
-from outlast._payloads import PAYLOAD, REFS, held_by_reference
+from outlast._payloads import PAYLOAD, by_reference, held_by_reference
 from outlast.errors import InvalidInput, MessageRefused
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore
@@ -60,7 +60,7 @@ class Messages(ClientCore):
         limit = Limit(self.settings.max_referenced, "OUTLAST_MAX_REFERENCED")
         text = check_json(payload, "the payload", where, limit)
         check_schema(run["schema"], where, payload)  # as the run's workers published it (0028)
-        if not fits(text, self.settings.max_payload) or (isinstance(payload, dict) and REFS in payload):
+        if by_reference(payload, text, self.settings.max_payload):
             payload = await self._by_reference(run_id, text)
         row = await self.store.messages.send_message(
             run_id,

@@ -10,6 +10,7 @@ them into a buffer first, which for a large value is one more copy of it in the 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -17,7 +18,8 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from outlast._journal import Entry
-from outlast._payloads import JSON, column_ref, key_of, resolved, wanted, whole_value
+from outlast._model import RunRecord
+from outlast._payloads import INPUT, JSON, column_ref, key_of, resolved, wanted, whole_value
 from outlast.errors import ServiceUnavailable
 from outlast.store.base import Family
 
@@ -99,6 +101,12 @@ class Payloads(Family):
             return value
         got = await self.payloads(run_id, [ref["sha256"]])
         return whole_value(run_id, key, ref, got.get(ref["sha256"]))
+
+    async def whole_input(self, run: RunRecord) -> RunRecord:
+        """``run`` with its input whole (read back only if held by reference)."""
+        if column_ref(run.input, INPUT) is None:
+            return run
+        return replace(run, input=await self.whole(run.id, run.input, INPUT))
 
     async def payload_bytes(self, run_id: str) -> int:
         """The bytes ``run_id`` holds in the payload store."""

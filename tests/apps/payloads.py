@@ -58,3 +58,9 @@ async def inbox(run: Run) -> dict[str, int]:
     got = await run.receive("in")  # a large message: taken from the payload store
     told = await run.call("note", text=got["text"][:100])
     return {"length": len(got["text"]), "same": int(got["text"] == text_of("m", len(got["text"]))), "told": told["length"]}
+
+
+@app.workflow("big_input")
+async def big_input(run: Run, text: str) -> dict[str, int]:
+    told = await run.call("note", text=text[:100])  # the input, read back whole at the claim
+    return {"length": len(text), "same": int(text == text_of("i", len(text))), "told": told["length"]}

@@ -81,3 +81,34 @@ def test_a_small_message_stays_inline_and_one_that_reads_as_a_reference_is_still
         client.send(other, "in", tricky)
         assert [m["payload"] for m in client.messages(other)] == [tricky]
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", other) == [(1,)]
+
+
+def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_every_reader(world: World) -> None:
+    text = text_of("i", 10 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_input", {"text": text}, run_id="big").id
+        ((held,),) = world.sql("SELECT input::text FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert size > 10 * MiB and sha in held
+        assert client.enqueue("big_input", {"text": text}, run_id="big").id == rid  # idempotent, as inline
+        sweep(world)  # past the grace: kept, as the run's input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 10 * MiB, "same": 1, "told": 100}
+        assert client.status(rid).input == {"text": text}  # shown whole
+        assert client.verify(rid) is None
+
+
+def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_the_setting(world: World) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        with pytest.raises(InvalidInput) as refused:
+            client.enqueue("big_input", {"text": text_of("i", 60_000)})
+        said = str(refused.value)
+        assert "a run of 'big_input'" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM runs") == [(0,)]
+        small = client.enqueue("big_input", {"text": "x"}).id  # a small input: inline, byte for byte
+        assert world.sql("SELECT input FROM runs WHERE id = %s", small) == [({"text": "x"},)]
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]

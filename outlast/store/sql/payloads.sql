@@ -23,8 +23,8 @@ SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
 
 -- name: payloads_sweep
 -- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
--- journal entry of the run, a message of the run (its payload held by reference, taken or not), or
--- an artifact (0034, kept past its run or not) refers to are marked journaled, the others swept
+-- journal entry of the run, its input or a message of it (held by reference, taken or not), or an
+-- artifact (0034, kept past its run or not) refers to are marked journaled, the others swept
 -- (orphans, and the payloads of runs pruned).
 WITH old AS (
     SELECT p.run_id, p.sha256,
@@ -35,7 +35,9 @@ WITH old AS (
              OR EXISTS (SELECT 1 FROM journal_past j WHERE j.run_id = p.run_id
                        AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)
              OR EXISTS (SELECT 1 FROM messages m WHERE m.run_id = p.run_id
-                       AND m.payload -> '$refs' -> 'payload' ->> 'sha256' = p.sha256)) AS kept
+                       AND m.payload -> '$refs' -> 'payload' ->> 'sha256' = p.sha256)
+             OR EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id
+                       AND r.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256)) AS kept
     FROM payloads p
     WHERE NOT p.swept
       AND p.created_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s)
