@@ -113,7 +113,9 @@ def whole_value(run_id: str, key: str, ref: Mapping[str, Any], got: bytes | None
     sha = ref["sha256"]
     if got is None or hashlib.sha256(got).hexdigest() != sha:
         why = "missing from" if got is None else "changed in"
-        raise PayloadChanged(f"run '{run_id}': the {key} held by reference ({sha}) is {why} the payload store")
+        raise PayloadChanged(
+            f"run '{run_id}': the {key} held by reference ({sha}) is {why} the payload store"
+        )
     return json.loads(got)
 
 

@@ -14,8 +14,8 @@ from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
 from outlast._payloads import PAYLOAD, PayloadChanged, column_ref, whole_value
-from outlast.store.payloads import Payloads
 from outlast.store.notify import channel as channel_of
+from outlast.store.payloads import Payloads
 
 
 class Messages(Payloads):

@@ -147,7 +147,9 @@ class Inbox(Waits):
             if look["message_id"] is None:
                 return None, int(look["messages_sent"])
             if (ref := column_ref(look["payload"], PAYLOAD)) is not None:  # a large message
-                look["payload"] = await control.db(self._messages.whole(self.run_id, look["payload"], PAYLOAD))
+                look["payload"] = await control.db(
+                    self._messages.whole(self.run_id, look["payload"], PAYLOAD)
+                )
                 self._writes.stored.add(ref["sha256"])  # its take's entry refers to the same value
             why = unfit(self._channels, channel, look["payload"])
             if why is None:

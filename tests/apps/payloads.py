@@ -57,7 +57,11 @@ async def large_then_sleep(run: Run, size: int) -> dict[str, int]:
 async def inbox(run: Run) -> dict[str, int]:
     got = await run.receive("in")  # a large message: taken from the payload store
     told = await run.call("note", text=got["text"][:100])
-    return {"length": len(got["text"]), "same": int(got["text"] == text_of("m", len(got["text"]))), "told": told["length"]}
+    return {
+        "length": len(got["text"]),
+        "same": int(got["text"] == text_of("m", len(got["text"]))),
+        "told": told["length"],
+    }
 
 
 @app.workflow("big_input")

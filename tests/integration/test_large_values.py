@@ -7,7 +7,6 @@ message stays inline, byte for byte."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from outlast import Client
@@ -49,7 +48,9 @@ def test_a_message_of_5_mib_goes_through_the_payload_store_to_the_run_that_takes
         world.worker(APP)
         done = client.wait(rid, timeout=60)
         assert done.state == "succeeded" and done.result == {"length": 5 * MiB, "same": 1, "told": 100}
-        taken = [b for (b,) in world.sql("SELECT body FROM journal WHERE run_id = %s AND kind = 'message'", rid)]
+        taken = [
+            b for (b,) in world.sql("SELECT body FROM journal WHERE run_id = %s AND kind = 'message'", rid)
+        ]
         assert len(taken) == 1 and taken[0].startswith('{"' + REFS) and sha in taken[0]
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]  # stored once
         assert [m["payload"]["text"] == text for m in client.messages(rid)] == [True]  # shown whole
@@ -83,7 +84,9 @@ def test_a_small_message_stays_inline_and_one_that_reads_as_a_reference_is_still
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", other) == [(1,)]
 
 
-def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_every_reader(world: World) -> None:
+def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_every_reader(
+    world: World,
+) -> None:
     text = text_of("i", 10 * MiB)
     with Client(settings=world.settings()) as client:
         rid = client.enqueue("big_input", {"text": text}, run_id="big").id
@@ -102,7 +105,9 @@ def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_eve
         assert client.verify(rid) is None
 
 
-def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_the_setting(world: World) -> None:
+def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_the_setting(
+    world: World,
+) -> None:
     with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
         with pytest.raises(InvalidInput) as refused:
             client.enqueue("big_input", {"text": text_of("i", 60_000)})
