@@ -107,11 +107,11 @@ def column_ref(value: Any, key: str) -> dict[str, Any] | None:
     return None
 
 
-def whole_value(run_id: str, key: str, ref: Mapping[str, Any], got: bytes | None) -> Any:
-    """The value a column holds by ``ref``, from its bytes; ``PayloadChanged`` if they are missing
-    or their SHA-256 is not the reference's."""
+def whole_value(run_id: str, key: str, ref: Mapping[str, Any], got: bytes | str | None) -> Any:
+    """The value a column holds by ``ref``, from its bytes (or their text); ``PayloadChanged`` if
+    they are missing or their SHA-256 is not the reference's."""
     sha = ref["sha256"]
-    if got is None or hashlib.sha256(got).hexdigest() != sha:
+    if got is None or hashlib.sha256(got.encode() if isinstance(got, str) else got).hexdigest() != sha:
         why = "missing from" if got is None else "changed in"
         raise PayloadChanged(
             f"run '{run_id}': the {key} held by reference ({sha}) is {why} the payload store"

@@ -99,8 +99,13 @@ class Payloads(Family):
         ref = column_ref(value, key)
         if ref is None:
             return value
-        got = await self.payloads(run_id, [ref["sha256"]])
-        return whole_value(run_id, key, ref, got.get(ref["sha256"]))
+        sha = ref["sha256"]
+        rows = await self._rows("payload_text", run_id=run_id, sha256=sha)
+        got: str | bytes | None = rows[0]["text"] if rows else None
+        if rows and rows[0]["external"]:
+            got = (await self.payloads(run_id, [sha])).get(sha)
+        del rows  # the text alone is kept: the value's peak in memory is its text and the value
+        return whole_value(run_id, key, ref, got)
 
     async def whole_input(self, run: RunRecord) -> RunRecord:
         """``run`` with its input whole (read back only if held by reference)."""
