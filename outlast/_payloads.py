@@ -31,7 +31,8 @@ from outlast.errors import OutlastError
 
 REFS = "$refs"
 PAYLOAD = "payload"  # the key a message's payload held by reference is under
-INPUT = "input"  # and a run's input
+INPUT = "input"  # a run's input
+RESULT = "result"  # a run's result
 JSON = "application/json"
 _OPENS = '{"' + REFS + '":'
 # The entries a trigger projects from their body (state, events): never held by reference.

@@ -19,7 +19,7 @@ from psycopg.pq import Format
 
 from outlast._journal import Entry
 from outlast._model import RunRecord
-from outlast._payloads import INPUT, JSON, column_ref, key_of, resolved, wanted, whole_value
+from outlast._payloads import INPUT, JSON, RESULT, column_ref, key_of, resolved, wanted, whole_value
 from outlast.errors import ServiceUnavailable
 from outlast.store.base import Family
 
@@ -107,11 +107,13 @@ class Payloads(Family):
         del rows  # the text alone is kept: the value's peak in memory is its text and the value
         return whole_value(run_id, key, ref, got)
 
-    async def whole_input(self, run: RunRecord) -> RunRecord:
-        """``run`` with its input whole (read back only if held by reference)."""
-        if column_ref(run.input, INPUT) is None:
-            return run
-        return replace(run, input=await self.whole(run.id, run.input, INPUT))
+    async def whole_record(self, run: RunRecord) -> RunRecord:
+        """``run`` with its input and result whole (read back only if held by reference)."""
+        if column_ref(run.input, INPUT) is not None:
+            run = replace(run, input=await self.whole(run.id, run.input, INPUT))
+        if column_ref(run.result, RESULT) is not None:
+            run = replace(run, result=await self.whole(run.id, run.result, RESULT))
+        return run
 
     async def payload_bytes(self, run_id: str) -> int:
         """The bytes ``run_id`` holds in the payload store."""

@@ -9,12 +9,14 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._model import RunRecord, RunState
-from outlast.store.base import Family, budget_arrays
+from outlast.store.base import budget_arrays
+from outlast.store.payloads import Payloads
 
 
-class Runs(Family):
+class Runs(Payloads):
     """``Runs`` inserts, reads, lists and counts runs, and handles their events, cancellation and
-    dead letters requeued."""
+    dead letters requeued. ``get_run`` reads back an input or a result held by reference
+    (``Payloads``); a list of runs shows them as references."""
 
     async def insert_run(
         self,
@@ -66,13 +68,13 @@ class Runs(Family):
         )
         if rows:
             return RunRecord.from_row(rows[0]), True
-        existing = await self.get_run(id)
-        assert existing is not None
-        return existing, False
+        rows = await self._rows("get_run", id=id)  # its input as stored: a reference is compared as one
+        return RunRecord.from_row(rows[0]), False
 
     async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run, its input and result whole (read back only if held by reference)."""
         rows = await self._rows("get_run", id=run_id)
-        return RunRecord.from_row(rows[0]) if rows else None
+        return await self.whole_record(RunRecord.from_row(rows[0])) if rows else None
 
     async def list_runs(
         self,

@@ -68,3 +68,8 @@ async def inbox(run: Run) -> dict[str, int]:
 async def big_input(run: Run, text: str) -> dict[str, int]:
     told = await run.call("note", text=text[:100])  # the input, read back whole at the claim
     return {"length": len(text), "same": int(text.startswith(text_of("i", 4096))), "told": told["length"]}
+
+
+@app.workflow("big_result")
+async def big_result(run: Run, size: int) -> dict[str, str]:
+    return {"text": text_of("r", size)}  # held by reference in the run's row

@@ -7,9 +7,12 @@ message stays inline, byte for byte."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from outlast import Client
+from outlast import AsyncClient, Client, _bundle as bundle
+from outlast._bundle import export
 from outlast._payloads import REFS
 from outlast.errors import InvalidInput
 from outlast.store import Store
@@ -116,4 +119,37 @@ def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_t
         assert world.sql("SELECT count(*) FROM runs") == [(0,)]
         small = client.enqueue("big_input", {"text": "x"}).id  # a small input: inline, byte for byte
         assert world.sql("SELECT input FROM runs WHERE id = %s", small) == [({"text": "x"},)]
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_result_of_10_mib_is_held_by_reference_and_every_reader_gets_it_whole(
+    world: World, tmp_path: Path
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_result", {"size": 10 * MiB}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"text": text_of("r", 10 * MiB)}
+        ((held,),) = world.sql("SELECT result::text FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        sweep(world)  # past the grace: kept, as the run's result refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+        assert client.status(rid).result == done.result
+
+    async def exported() -> None:
+        async with AsyncClient(settings=world.settings()) as c:
+            await export(c, rid, tmp_path / "bundle")
+
+    run_blocking(exported)
+    record, _ = bundle.read(tmp_path / "bundle")
+    assert record.result == done.result  # the debug bundle carries it whole
+
+
+def test_a_result_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(world: World) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_result", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said, said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]

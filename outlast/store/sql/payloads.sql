@@ -29,7 +29,7 @@ SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
 
 -- name: payloads_sweep
 -- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
--- journal entry of the run, its input or a message of it (held by reference, taken or not), or an
+-- journal entry of the run, its input, its result or a message of it (taken or not), or an
 -- artifact (0034, kept past its run or not) refers to are marked journaled, the others swept
 -- (orphans, and the payloads of runs pruned).
 WITH old AS (
@@ -43,7 +43,8 @@ WITH old AS (
              OR EXISTS (SELECT 1 FROM messages m WHERE m.run_id = p.run_id
                        AND m.payload -> '$refs' -> 'payload' ->> 'sha256' = p.sha256)
              OR EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id
-                       AND r.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256)) AS kept
+                       AND (r.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256
+                            OR r.result -> '$refs' -> 'result' ->> 'sha256' = p.sha256))) AS kept
     FROM payloads p
     WHERE NOT p.swept
       AND p.created_at < (SELECT at FROM outlast_now()) - make_interval(secs => %(grace)s)
