@@ -11,9 +11,9 @@ from typing import Any
 import structlog
 
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
-from outlast._journal import canonical, first_bad_crossing, jsonable, storable
+from outlast._journal import Unstorable, canonical, first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
-from outlast._payloads import RESULT, PayloadChanged, by_reference, held_by_reference, wanted
+from outlast._payloads import RESULT, PayloadChanged, by_reference, held_by_reference, too_large, wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -233,7 +233,10 @@ class Execution:
                     "partial results; declare it with @app.workflow(..., partial=True)"
                 )
             state, value = RunState.PARTIAL, value.result()
-        return state, jsonable(value, self.writes.referenced or self.taken.max_payload)
+        try:
+            return state, jsonable(value, self.writes.referenced or self.taken.max_payload)
+        except Unstorable as exc:
+            raise too_large(self.run.id, f"the result of workflow '{wf.name}'", exc) from None
 
     async def _stopped(
         self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None

@@ -152,4 +152,5 @@ def test_a_result_past_the_referenced_limit_fails_the_run_naming_it_and_the_sett
         done = client.wait(rid, timeout=60)
         said = f"{done.reason} {done.error}"
         assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said, said
+        assert f"run '{rid}': the result of workflow 'big_result'" in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
