@@ -104,5 +104,5 @@ class Messages(ClientCore):
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
         """The run's messages in the order they were accepted: each one's channel, id, payload, who
         sent it (``via``) and, once taken, the operation that took it (``taken_op``)."""
-        await self.status(run_id)
+        await self._status(run_id, whole=False)  # an unknown run is refused
         return await self.store.messages.messages(run_id)

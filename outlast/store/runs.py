@@ -71,10 +71,14 @@ class Runs(Payloads):
         rows = await self._rows("get_run", id=id)  # its input as stored: a reference is compared as one
         return RunRecord.from_row(rows[0]), False
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        """The run, its input and result whole (read back only if held by reference)."""
+    async def get_run(self, run_id: str, whole: bool = True) -> RunRecord | None:
+        """The run, its input and result whole (read back only if held by reference; ``whole``
+        False: left references)."""
         rows = await self._rows("get_run", id=run_id)
-        return await self.whole_record(RunRecord.from_row(rows[0])) if rows else None
+        if not rows:
+            return None
+        run = RunRecord.from_row(rows[0])
+        return await self.whole_record(run) if whole else run
 
     async def list_runs(
         self,
