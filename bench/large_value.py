@@ -1,7 +1,8 @@
 """A tool returning a large value (50 MiB by default) in a real worker process: the run's
-outcome, and the worker's peak RSS (VmHWM) against its RSS before the run.
+outcome, and the worker's peak RSS (VmHWM) against its RSS before the run. With the workflow
+``big_input``, the value is the run's input instead; with ``inbox``, a message the run takes.
 
-    OUTLAST_DATABASE_URL=... OUTLAST_REDIS_URL=... python bench/large_value.py [MiB]
+    OUTLAST_DATABASE_URL=... OUTLAST_REDIS_URL=... python bench/large_value.py [MiB] [WORKFLOW]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import uuid
 from outlast import Client
 from outlast.settings import Settings
 from outlast.store import Store
+from tests.apps.payloads import text_of
 
 
 def _kib(pid: int, field: str) -> int:
@@ -22,6 +24,16 @@ def _kib(pid: int, field: str) -> int:
         if line.startswith(field):
             return int(line.split()[1])
     return 0
+
+
+def _start(c: Client, workflow: str, size: int) -> str:
+    if workflow == "big_input":
+        return c.enqueue(workflow, {"text": text_of("i", size)}).id
+    if workflow == "inbox":
+        rid = c.enqueue(workflow).id
+        c.send(rid, "in", {"text": text_of("m", size)})
+        return rid
+    return c.enqueue(workflow, {"size": size}).id
 
 
 def main() -> None:
@@ -45,7 +57,7 @@ def main() -> None:
         base = _kib(worker.pid, "VmRSS")
         with Client(settings=s) as c:
             workflow = sys.argv[2] if len(sys.argv) > 2 else "large_fresh"  # one call; "large": two
-            rid = c.enqueue(workflow, {"size": mib * 1024 * 1024}).id
+            rid = _start(c, workflow, mib * 1024 * 1024)
             run = c.wait(rid, timeout=300)
             peak = _kib(worker.pid, "VmHWM")
             print(f"state={run.state} result={run.result}")

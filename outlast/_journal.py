@@ -172,12 +172,16 @@ _STEP = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[{]}")
 
 
+def fits(text: str, limit: int) -> bool:
+    """Whether ``text`` is at most ``limit`` bytes of UTF-8."""
+    # at most 4 bytes a character: surely within, without encoding
+    return len(text) * 4 <= limit or len(text.encode()) <= limit
+
+
 def check_size(text: str, limit: int, what: str | None = None) -> None:
     """Refuse (``Unstorable``) a text longer than ``limit`` bytes of UTF-8."""
-    if len(text) * 4 <= limit:  # at most 4 bytes a character: surely within, without encoding
-        return
-    size = len(text.encode())
-    if size > limit:
+    if not fits(text, limit):
+        size = len(text.encode())
         what = what or getattr(limit, "setting", "OUTLAST_MAX_PAYLOAD")
         raise Unstorable(
             f"the value is {size} bytes of JSON, over the limit of {int(limit)} ({what}): "

@@ -26,9 +26,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from outlast._journal import Entry, Unstorable, canonical
+from outlast._journal import Entry, Unstorable, canonical, fits
+from outlast.errors import PayloadChanged
 
 REFS = "$refs"
+PAYLOAD = "payload"  # the key a message's payload held by reference is under
+INPUT = "input"  # a run's input
+RESULT = "result"  # a run's result
 JSON = "application/json"
 _OPENS = '{"' + REFS + '":'
 # The entries a trigger projects from their body (state, events): never held by reference.
@@ -79,6 +83,41 @@ def offload(data: Mapping[str, Any], inline_max: int) -> tuple[dict[str, Any], d
         del kept[k]
     kept[REFS] = refs_
     return kept, out
+
+
+def by_reference(value: Any, text: str, inline_max: int) -> bool:
+    """Whether a column's value (of canonical JSON ``text``) is held by reference: past
+    ``inline_max`` bytes, or holding ``$refs`` itself (so that an inline one never reads as one)."""
+    return not fits(text, inline_max) or (isinstance(value, dict) and REFS in value)
+
+
+def held_by_reference(key: str, text: str) -> tuple[dict[str, Any], str, bytes]:
+    """A column's value (a message's payload, a run's input) held by reference: what the column holds,
+    ``{"$refs": {key: reference}}``, and the SHA-256 and bytes the payload store keeps."""
+    body = text.encode()
+    sha = hashlib.sha256(body).hexdigest()
+    return {REFS: {key: {"sha256": sha, "size": len(body), "media_type": JSON}}}, sha, body
+
+
+def column_ref(value: Any, key: str) -> dict[str, Any] | None:
+    """The reference a column's value holds under ``key`` (None: the value is inline). A sender
+    stores every value holding ``$refs`` by reference, so an inline value never looks like one."""
+    if isinstance(value, dict) and REFS in value and len(value) == 1 and isinstance(value[REFS], dict):
+        found = value[REFS].get(key)
+        return found if isinstance(found, dict) and "sha256" in found else None
+    return None
+
+
+def whole_value(run_id: str, key: str, ref: Mapping[str, Any], got: bytes | str | None) -> Any:
+    """The value a column holds by ``ref``, from its bytes (or their text); ``PayloadChanged`` if
+    they are missing or their SHA-256 is not the reference's."""
+    sha = ref["sha256"]
+    if got is None or hashlib.sha256(got.encode() if isinstance(got, str) else got).hexdigest() != sha:
+        why = "missing from" if got is None else "changed in"
+        raise PayloadChanged(
+            f"run '{run_id}': the {key} held by reference ({sha}) is {why} the payload store"
+        )
+    return json.loads(got)
 
 
 class PayloadsUnavailable(Exception):

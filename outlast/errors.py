@@ -145,6 +145,11 @@ class ProgramChanged(ResumeRefused):
     reason = "program_changed"
 
 
+class PayloadChanged(OutlastError):
+    """A value held by reference (a run's input or result, a message) that the payload store no
+    longer has as it was stored."""
+
+
 class JournalAltered(ResumeRefused):
     """The journal's SHA-256 chain no longer verifies."""
 

@@ -317,8 +317,9 @@ class Settings:
     max_payload: int = setting(
         1048576,
         "The largest journal entry kept inline, in bytes of canonical JSON; an entry larger holds its "
-        "largest values by reference, in the payload store. Also the largest input, message or "
-        "state value accepted.",
+        "largest values by reference, in the payload store. Also the largest message, run input or "
+        "run result kept in its row (a larger one is held by reference too), and the largest state "
+        "value accepted.",
         "bytes",
         ge=1024,
         le=256 * 1024 * 1024,
@@ -332,8 +333,8 @@ class Settings:
     )
     max_referenced: int = setting(
         256 * 1024 * 1024,
-        "The largest value a journal entry holds by reference (a tool's result or arguments, a "
-        "workflow's result, a capture), in bytes of canonical JSON.",
+        "The largest value held by reference (a tool's result or arguments, a workflow's result, a "
+        "capture, a message, a run's input), in bytes of canonical JSON.",
         "bytes",
         ge=1024,
         le=4 * 1024 * 1024 * 1024,

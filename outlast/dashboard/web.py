@@ -50,6 +50,7 @@ STATUS: dict[type[OutlastError], int] = {
     e.ProgramChanged: 409,
     e.JournalAltered: 409,
     e.ResumeImpossible: 409,
+    e.PayloadChanged: 409,  # a value held by reference whose bytes no longer match its hash
     # A server it needs is out of reach, or not ready for this outlast: try again later.
     e.ServiceUnavailable: 503,
     e.SchemaError: 503,

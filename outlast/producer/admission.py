@@ -12,8 +12,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from outlast import _tracing as tracing
-from outlast._journal import canonical, digest
+from outlast._journal import Limit, canonical, digest
 from outlast._model import RunRecord, RunState
+from outlast._payloads import INPUT, by_reference, column_ref, held_by_reference
 from outlast.errors import InvalidInput, RunConflict, RunNotFinished, ServiceUnavailable
 from outlast.identity import Principal
 from outlast.producer.checks import (
@@ -154,9 +155,13 @@ class Admission(ClientCore):
             raise InvalidInput(f"{where}: the input is null; pass a JSON object ({{}} for none)")
         if not isinstance(input, dict):
             raise InvalidInput(f"{where}: the input must be a JSON object, got {type(input).__name__}")
-        text = check_json({} if input is NO_INPUT else input, "the input", where, self.settings.max_payload)
+        limit = Limit(self.settings.max_referenced, "OUTLAST_MAX_REFERENCED")
+        text = check_json({} if input is NO_INPUT else input, "the input", where, limit)
         ihash = digest(text)
         data = json.loads(text)  # as stored and as the workflow gets it: a Decimal, a UUID as JSON
+        held: dict[str, Any] | None = None  # past OUTLAST_MAX_PAYLOAD: the row holds a reference
+        if by_reference(data, text, self.settings.max_payload):
+            held, _, body = held_by_reference(INPUT, text)
         if queue is not None:
             try:
                 check_name(queue)
@@ -180,8 +185,9 @@ class Admission(ClientCore):
             "id": run_id or uuid.uuid4().hex[:20],
             "workflow": workflow,
             "queue": queue or (self.app and self.app.queue_of(workflow)) or self.settings.queue,
-            "input": data,
+            "input": data if held is None else held,
             "input_hash": ihash,
+            **({"input_bytes": body} if held is not None else {}),
             "program": program,
             "deadline_in": seconds,
             "deadline_at": parent.deadline if parent else None,
@@ -208,11 +214,15 @@ class Admission(ClientCore):
 
     async def _insert(self, row: dict[str, Any]) -> tuple[RunRecord, bool]:
         """Commit the run row (idempotent on its id); say whether it is to be published."""
+        body = row.pop("input_bytes", None)
+        if body is not None:  # the input's bytes, stored before the row that refers to them
+            await self.store.payloads.put_payloads(row["id"], {row["input_hash"]: body})
         run, created = await self.store.runs.insert_run(**row)
         if not created:
             if run.workflow != row["workflow"]:
                 raise RunConflict(run.id, f"workflow ('{run.workflow}')")
-            if digest(canonical(run.input)) != row["input_hash"]:
+            ref = column_ref(run.input, INPUT)
+            if (ref["sha256"] if ref else digest(canonical(run.input))) != row["input_hash"]:
                 raise RunConflict(run.id, "input")
             if run.tenant != row["tenant"]:
                 theirs = "none" if run.tenant is None else f"'{run.tenant}'"

@@ -61,9 +61,14 @@ class ClientCore:
         await self.close()
 
     async def status(self, run_id: str) -> RunRecord:
+        return await self._status(run_id)
+
+    async def _status(self, run_id: str, whole: bool = True) -> RunRecord:
+        """The run; ``whole=False``: an input or result held by reference left a reference (a
+        look that does not show them: no read of a large value)."""
         check_text(run_id, "a run id", "")
         await self.open()
-        run = await self.store.runs.get_run(run_id)
+        run = await self.store.runs.get_run(run_id, whole)
         if run is None:
             raise UnknownRun(run_id)
         return run

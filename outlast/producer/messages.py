@@ -8,7 +8,9 @@ from typing import Any
 
 from outlast import _failpoints as failpoints
 from outlast._channels import check_schema, to_json
+from outlast._journal import Limit
 from outlast._model import Receipt, incarnation
+from outlast._payloads import PAYLOAD, by_reference, held_by_reference
 from outlast.errors import InvalidInput, MessageRefused
 from outlast.producer.checks import check_json, check_text
 from outlast.producer.core import ClientCore
@@ -55,8 +57,11 @@ class Messages(ClientCore):
             raise MessageRefused(f"{where}: no such run; nothing stored", "unknown")
         wf = self.app.workflows.get(run["workflow"]) if self.app is not None else None
         payload = to_json(wf.channels if wf is not None else None, where, channel, payload)
-        check_json(payload, "the payload", where, self.settings.max_payload)
+        limit = Limit(self.settings.max_referenced, "OUTLAST_MAX_REFERENCED")
+        text = check_json(payload, "the payload", where, limit)
         check_schema(run["schema"], where, payload)  # as the run's workers published it (0028)
+        if by_reference(payload, text, self.settings.max_payload):
+            payload = await self._by_reference(run_id, text)
         row = await self.store.messages.send_message(
             run_id,
             channel,
@@ -88,8 +93,16 @@ class Messages(ClientCore):
             run_id, channel, row["message_id"], row["seq"], row["sent_at"], row["duplicate"], unheard
         )
 
+    async def _by_reference(self, run_id: str, text: str) -> dict[str, Any]:
+        """A payload past ``OUTLAST_MAX_PAYLOAD`` (or one that would read as a reference) stored in
+        the payload store: what the message's row holds instead. Stored before the row: a send
+        refused after leaves an orphan, which the sweeper deletes after its grace."""
+        held, sha, body = held_by_reference(PAYLOAD, text)
+        await self.store.messages.put_payloads(run_id, {sha: body})
+        return held
+
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
         """The run's messages in the order they were accepted: each one's channel, id, payload, who
         sent it (``via``) and, once taken, the operation that took it (``taken_op``)."""
-        await self.status(run_id)
+        await self._status(run_id, whole=False)  # an unknown run is refused
         return await self.store.messages.messages(run_id)

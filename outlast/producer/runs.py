@@ -31,14 +31,14 @@ class Runs(ClientCore):
         between changes; while its listening connection is lost it looks every ``poll`` seconds."""
         loop = asyncio.get_running_loop()
         until = None if timeout is None else loop.time() + timeout
-        run = await self.status(run_id)
+        run = await self._status(run_id, whole=False)  # read whole once final
         if run.final:
-            return run
+            return await self.store.runs.whole_record(run)  # no read unless held by reference
         async with self.store.watch(run_id, poll) as watch:
             while True:
-                run = await self.status(run_id)  # after LISTEN: no change falls between the two
+                run = await self._status(run_id, whole=False)  # after LISTEN: no change falls between
                 if run.final:
-                    return run
+                    return await self.store.runs.whole_record(run)
                 left = None if until is None else until - loop.time()
                 if left is not None and left <= 0:
                     raise WaitTimeout(f"run '{run_id}' is still {run.state} after {timeout}s (it goes on)")

@@ -5,6 +5,7 @@ cannot take set aside, the wait on a channel, and the run's messages read."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -12,12 +13,16 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
-from outlast.store.base import Family
+from outlast._payloads import PAYLOAD, column_ref, whole_value
+from outlast.errors import PayloadChanged
 from outlast.store.notify import channel as channel_of
+from outlast.store.payloads import Payloads
 
 
-class Messages(Family):
-    """Send, look, take and wait: each one statement (``sql/messages.sql``)."""
+class Messages(Payloads):
+    """Send, look, take and wait: each one statement (``sql/messages.sql``). A payload past
+    ``OUTLAST_MAX_PAYLOAD`` is a value of the payload store (``Payloads``), its row holding the
+    reference; ``messages`` reads such payloads back whole, in one round trip."""
 
     async def send_to(self, run_id: str, channel: str) -> dict[str, Any] | None:
         """The run's ``workflow``, ``priority`` and ``created_at`` (its incarnation), and the JSON
@@ -116,4 +121,11 @@ class Messages(Family):
     async def messages(self, run_id: str) -> list[dict[str, Any]]:
         """The run's messages in the order they were accepted, taken, set aside (``set_aside``:
         why) or neither."""
-        return await self._rows("messages", run_id=run_id)
+        rows = await self._rows("messages", run_id=run_id)
+        held = [(r, ref) for r in rows if (ref := column_ref(r["payload"], PAYLOAD)) is not None]
+        if held:  # a payload missing or changed is shown as its reference
+            got = await self.payloads(run_id, sorted({ref["sha256"] for _, ref in held}))
+            for r, ref in held:
+                with contextlib.suppress(PayloadChanged):
+                    r["payload"] = whole_value(run_id, PAYLOAD, ref, got.get(ref["sha256"]))
+        return rows

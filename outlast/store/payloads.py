@@ -10,6 +10,7 @@ them into a buffer first, which for a large value is one more copy of it in the 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -17,7 +18,8 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 from outlast._journal import Entry
-from outlast._payloads import JSON, key_of, resolved, wanted
+from outlast._model import RunRecord
+from outlast._payloads import INPUT, JSON, RESULT, column_ref, key_of, resolved, wanted, whole_value
 from outlast.errors import ServiceUnavailable
 from outlast.store.base import Family
 
@@ -90,6 +92,28 @@ class Payloads(Family):
         """``entries`` with the values they hold by reference read back (one round trip)."""
         shas = wanted(entries)
         return resolved(entries, await self.payloads(run_id, shas)) if shas else entries
+
+    async def whole(self, run_id: str, value: Any, key: str) -> Any:
+        """A column's value (a message's payload) whole: read back from the payload store if it
+        holds a reference (one round trip), as it is otherwise (no round trip)."""
+        ref = column_ref(value, key)
+        if ref is None:
+            return value
+        sha = ref["sha256"]
+        rows = await self._rows("payload_text", run_id=run_id, sha256=sha)
+        got: str | bytes | None = rows[0]["text"] if rows else None
+        if rows and rows[0]["external"]:
+            got = (await self.payloads(run_id, [sha])).get(sha)
+        del rows  # the text alone is kept: the value's peak in memory is its text and the value
+        return whole_value(run_id, key, ref, got)
+
+    async def whole_record(self, run: RunRecord) -> RunRecord:
+        """``run`` with its input and result whole (read back only if held by reference)."""
+        if column_ref(run.input, INPUT) is not None:
+            run = replace(run, input=await self.whole(run.id, run.input, INPUT))
+        if column_ref(run.result, RESULT) is not None:
+            run = replace(run, result=await self.whole(run.id, run.result, RESULT))
+        return run
 
     async def payload_bytes(self, run_id: str) -> int:
         """The bytes ``run_id`` holds in the payload store."""

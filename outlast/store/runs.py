@@ -9,12 +9,14 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._model import RunRecord, RunState
-from outlast.store.base import Family, budget_arrays
+from outlast.store.base import budget_arrays
+from outlast.store.payloads import Payloads
 
 
-class Runs(Family):
+class Runs(Payloads):
     """``Runs`` inserts, reads, lists and counts runs, and handles their events, cancellation and
-    dead letters requeued."""
+    dead letters requeued. ``get_run`` reads back an input or a result held by reference
+    (``Payloads``); a list of runs shows them as references."""
 
     async def insert_run(
         self,
@@ -66,13 +68,17 @@ class Runs(Family):
         )
         if rows:
             return RunRecord.from_row(rows[0]), True
-        existing = await self.get_run(id)
-        assert existing is not None
-        return existing, False
+        rows = await self._rows("get_run", id=id)  # its input as stored: a reference is compared as one
+        return RunRecord.from_row(rows[0]), False
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
+    async def get_run(self, run_id: str, whole: bool = True) -> RunRecord | None:
+        """The run, its input and result whole (read back only if held by reference; ``whole``
+        False: left references)."""
         rows = await self._rows("get_run", id=run_id)
-        return RunRecord.from_row(rows[0]) if rows else None
+        if not rows:
+            return None
+        run = RunRecord.from_row(rows[0])
+        return await self.whole_record(run) if whole else run
 
     async def list_runs(
         self,

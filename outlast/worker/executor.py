@@ -11,9 +11,9 @@ from typing import Any
 import structlog
 
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
-from outlast._journal import first_bad_crossing, jsonable, storable
+from outlast._journal import Unstorable, canonical, first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
-from outlast._payloads import wanted
+from outlast._payloads import RESULT, by_reference, held_by_reference, too_large, wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -25,6 +25,7 @@ from outlast.errors import (
     JournalAltered,
     OutlastError,
     PartialRefused,
+    PayloadChanged,
     ResumeRefused,
     ServiceUnavailable,
     TimedOut,
@@ -72,6 +73,8 @@ class Execution:
             kw = self.secrets.scrub(kw)
         if kw.get("reason"):  # cut once scrubbed: a secret cut in two would be masked by neither half
             kw["reason"] = storable(kw["reason"])[:REASON_CHARS]
+        if kw.get("result") is not None and self.writes.inline_max is not None:
+            kw["result"] = await self._held(kw["result"], self.writes.inline_max)
         length = self.run.journal_len if self.journal is None else self.journal.length  # as chained here
         written = self.store.leases.finish(self.run.id, self.control.token, state, length, **kw)
         if not await self.writes.fenced("finish", written, chained=True):
@@ -86,6 +89,16 @@ class Execution:
         metrics.run_finished(self.run.workflow, state, self.run.tenant)
         self.log.info("run.finished", state=str(state), reason=kw.get("reason"))
         return Outcome.FINAL
+
+    async def _held(self, result: Any, inline_max: int) -> Any:
+        """A result past ``OUTLAST_MAX_PAYLOAD`` stored in the payload store (waiting out an
+        outage, as a journal entry's values do): what the run's row holds instead."""
+        text = canonical(result)
+        if not by_reference(result, text, inline_max):
+            return result
+        held, sha, body = held_by_reference(RESULT, text)
+        await self.writes.store_payloads({sha: body})
+        return held
 
     async def _wait(self, reason: str, message: str) -> Outcome:
         message = self.secrets.scrub(message) if self.secrets is not None else message
@@ -124,6 +137,10 @@ class Execution:
         wf = self.app.workflows.get(run.workflow)
         if wf is None:
             return await self.finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
+        try:  # an input held by reference, read back (no round trip otherwise)
+            self.run = run = await self.control.db(self.store.payloads.whole_record(run))
+        except PayloadChanged as exc:
+            return await self.finish(RunState.FAILED, reason=str(exc))
         if not isinstance(run.input, dict):
             return await self.finish(RunState.FAILED, reason="input is not a JSON object")
         if (held_back := await self._held_back(wf)) is not None:
@@ -217,7 +234,10 @@ class Execution:
                     "partial results; declare it with @app.workflow(..., partial=True)"
                 )
             state, value = RunState.PARTIAL, value.result()
-        return state, jsonable(value, self.taken.max_payload)
+        try:
+            return state, jsonable(value, self.writes.referenced or self.taken.max_payload)
+        except Unstorable as exc:
+            raise too_large(self.run.id, f"the result of workflow '{wf.name}'", exc) from None
 
     async def _stopped(
         self, wf: Workflow, state: RunState, exc: OutlastError, reason: str | None = None
@@ -232,7 +252,7 @@ class Execution:
             try:
                 got = handler(self.run.input, exc)
                 if isinstance(got, Partial):
-                    result = jsonable(got.result(), self.taken.max_payload)
+                    result = jsonable(got.result(), self.writes.referenced or self.taken.max_payload)
             except Exception as failed:  # the run still ends as its stop says, with nothing partial
                 said = f"{type(failed).__name__}: {failed}"
                 self.log.warning(

@@ -31,6 +31,7 @@ from outlast import _failpoints as failpoints
 from outlast._callbacks import sign, url
 from outlast._channels import check_channel, from_json, unfit
 from outlast._journal import Entry
+from outlast._payloads import PAYLOAD, column_ref
 from outlast.errors import Fenced, InvalidInput
 from outlast.worker.control import Suspended
 from outlast.worker.waits import Waits
@@ -145,6 +146,11 @@ class Inbox(Waits):
                 control.cancelled()  # as a heartbeat would say, later
             if look["message_id"] is None:
                 return None, int(look["messages_sent"])
+            if (ref := column_ref(look["payload"], PAYLOAD)) is not None:  # a large message
+                look["payload"] = await control.db(
+                    self._messages.whole(self.run_id, look["payload"], PAYLOAD)
+                )
+                self._writes.stored.add(ref["sha256"])  # its take's entry refers to the same value
             why = unfit(self._channels, channel, look["payload"])
             if why is None:
                 break

@@ -51,3 +51,25 @@ async def large_then_sleep(run: Run, size: int) -> dict[str, int]:
     got = await run.call("report", seed="s", size=size)
     await run.sleep(60)  # resumed after it: the result is read back from the payload store
     return {"length": len(got)}
+
+
+@app.workflow("inbox")
+async def inbox(run: Run) -> dict[str, int]:
+    got = await run.receive("in")  # a large message: taken from the payload store
+    told = await run.call("note", text=got["text"][:100])
+    return {
+        "length": len(got["text"]),
+        "same": int(got["text"].startswith(text_of("m", 4096))),
+        "told": told["length"],
+    }
+
+
+@app.workflow("big_input")
+async def big_input(run: Run, text: str) -> dict[str, int]:
+    told = await run.call("note", text=text[:100])  # the input, read back whole at the claim
+    return {"length": len(text), "same": int(text.startswith(text_of("i", 4096))), "told": told["length"]}
+
+
+@app.workflow("big_result")
+async def big_result(run: Run, size: int) -> dict[str, str]:
+    return {"text": text_of("r", size)}  # held by reference in the run's row

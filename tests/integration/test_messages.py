@@ -150,7 +150,9 @@ def test_refusals_name_the_run_and_the_channel_and_store_nothing(world: World, c
     with pytest.raises(MessageRefused, match=rf"run '{ended.id}', channel 'in': the run is succeeded"):
         client.send(ended.id, "in", 1)
     run = client.enqueue("converse", {"turns": 1})
-    with Client(settings=world.settings(max_inbox=2, max_payload=1024), app=chat.app) as small:
+    with Client(
+        settings=world.settings(max_inbox=2, max_payload=1024, max_referenced=1500), app=chat.app
+    ) as small:
         with pytest.raises(InvalidInput, match=rf"run '{run.id}', channel 'in': the payload is refused"):
             small.send(run.id, "in", "x" * 2000, message_id="big")
         small.send(run.id, "in", 1)

@@ -234,7 +234,7 @@ def test_canonical_limit_counts_utf8_bytes() -> None:
     ids=reprlib.repr,
 )
 async def test_enqueue_refuses_bad_input_before_connecting(call: dict[str, Any], expected: str) -> None:
-    client = AsyncClient(settings=Settings.from_env(NOWHERE, max_payload=1024))
+    client = AsyncClient(settings=Settings.from_env(NOWHERE, max_payload=1024, max_referenced=1024))
     args = {"input": {"ok": 1}, "run_id": "r-1", **call}
     try:
         with pytest.raises(InvalidInput, match=expected) as caught:
@@ -317,9 +317,15 @@ def test_cli_reads_large_input_from_a_file_or_stdin(tmp_path: Path) -> None:
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"a": "x" * 2000}))
     line = assert_one_line_error(
-        invoke("enqueue", "echo", "--input-file", str(big), env={"OUTLAST_MAX_PAYLOAD": "1024"})
+        invoke(
+            "enqueue",
+            "echo",
+            "--input-file",
+            str(big),
+            env={"OUTLAST_MAX_PAYLOAD": "1024", "OUTLAST_MAX_REFERENCED": "1024"},
+        )
     )
-    assert "over the limit of 1024 (OUTLAST_MAX_PAYLOAD)" in line
+    assert "over the limit of 1024 (OUTLAST_MAX_REFERENCED)" in line
     bad = tmp_path / "bad.json"
     bad.write_bytes(b'{"a": "\xff"}')
     assert "not UTF-8" in assert_one_line_error(invoke("enqueue", "echo", "--input-file", str(bad)))

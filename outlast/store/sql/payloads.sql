@@ -17,14 +17,21 @@ RETURNING sha256, body IS NULL AS external;
 SELECT sha256, body FROM payloads
 WHERE run_id = %(run_id)s AND sha256 = ANY(%(shas)s::text[]) AND NOT swept;
 
+-- name: payload_text
+-- One JSON value of a run as its text (a column's value held by reference): decoded by Postgres,
+-- so the reader holds no hex copy of its bytes. `body` NULL: its bytes are in the object store.
+SELECT convert_from(body, 'UTF8') AS text, body IS NULL AS external FROM payloads
+WHERE run_id = %(run_id)s AND sha256 = %(sha256)s AND NOT swept;
+
 -- name: payload_bytes
 -- The bytes a run holds in the payload store.
 SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
 
 -- name: payloads_sweep
 -- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
--- journal entry of the run, or an artifact (0034, kept past its run or not), refers to are marked
--- journaled, the others swept (orphans, and the payloads of runs pruned).
+-- journal entry of the run, its input, its result or a message of it (taken or not), or an
+-- artifact (0034, kept past its run or not) refers to are marked journaled, the others swept
+-- (orphans, and the payloads of runs pruned).
 WITH old AS (
     SELECT p.run_id, p.sha256,
         EXISTS (SELECT 1 FROM artifacts a WHERE a.run_id = p.run_id AND a.sha256 = p.sha256)
@@ -32,7 +39,12 @@ WITH old AS (
         AND (EXISTS (SELECT 1 FROM journal j WHERE j.run_id = p.run_id
                        AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)
              OR EXISTS (SELECT 1 FROM journal_past j WHERE j.run_id = p.run_id
-                       AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)) AS kept
+                       AND left(j.body, 9) = '{"$refs":' AND strpos(j.body, p.sha256) > 0)
+             OR EXISTS (SELECT 1 FROM messages m WHERE m.run_id = p.run_id
+                       AND m.payload -> '$refs' -> 'payload' ->> 'sha256' = p.sha256)
+             OR EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id
+                       AND (r.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256
+                            OR r.result -> '$refs' -> 'result' ->> 'sha256' = p.sha256))) AS kept
     FROM payloads p
     WHERE NOT p.swept
       AND p.created_at < {{now}} - make_interval(secs => %(grace)s)

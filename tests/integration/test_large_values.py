@@ -1,0 +1,156 @@
+"""Large values outside the journal: a message past ``OUTLAST_MAX_PAYLOAD`` is a value of the
+payload store, its ``messages`` row holding the reference, read back whole by the run that takes it
+(through a real worker process) and wherever messages are shown; the take's journal entry holds
+the reference too. The sweep keeps what an untaken message refers to; past
+``OUTLAST_MAX_REFERENCED`` a send is refused naming the run, the channel and the setting; a small
+message stays inline, byte for byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from outlast import AsyncClient, Client, _bundle as bundle
+from outlast._bundle import export
+from outlast._payloads import REFS
+from outlast.errors import InvalidInput
+from outlast.store import Store
+from outlast.testing.worker import run_blocking
+from tests.apps.payloads import text_of
+from tests.conftest import World
+
+APP = "tests.apps.payloads:app"
+MiB = 1024 * 1024
+
+
+def sweep(world: World) -> None:
+    async def once() -> None:
+        store = Store.from_settings(world.settings())
+        await store.open()
+        try:
+            await store.payloads.sweep_payloads(grace=0)
+        finally:
+            await store.close()
+
+    run_blocking(once)
+
+
+def test_a_message_of_5_mib_goes_through_the_payload_store_to_the_run_that_takes_it(world: World) -> None:
+    text = text_of("m", 5 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        client.send(rid, "in", {"text": text})
+        (row,) = world.sql("SELECT payload::text FROM messages WHERE run_id = %s", rid)
+        assert row[0].startswith('{"' + REFS) and len(row[0]) < 200  # the row holds the reference
+        ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert size > 5 * MiB and sha in row[0]
+        sweep(world)  # untaken, past the grace: kept, as the message refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 5 * MiB, "same": 1, "told": 100}
+        taken = [
+            b for (b,) in world.sql("SELECT body FROM journal WHERE run_id = %s AND kind = 'message'", rid)
+        ]
+        assert len(taken) == 1 and taken[0].startswith('{"' + REFS) and sha in taken[0]
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]  # stored once
+        assert [m["payload"]["text"] == text for m in client.messages(rid)] == [True]  # shown whole
+        assert client.verify(rid) is None
+
+
+def test_a_message_past_the_referenced_limit_is_refused_naming_the_run_the_channel_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        rid = client.enqueue("inbox").id
+        with pytest.raises(InvalidInput) as refused:
+            client.send(rid, "in", {"text": text_of("m", 60_000)})
+        said = str(refused.value)
+        assert f"run '{rid}', channel 'in'" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM messages") == [(0,)]
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_small_message_stays_inline_and_one_that_reads_as_a_reference_is_still_itself(world: World) -> None:
+    small = {"text": text_of("s", 1000)}
+    tricky = {REFS: {"payload": {"sha256": "0" * 64, "size": 1, "media_type": "application/json"}}}
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        client.send(rid, "in", small, message_id="small")
+        ((inline,),) = world.sql("SELECT payload FROM messages WHERE run_id = %s", rid)
+        assert inline == small and world.sql("SELECT count(*) FROM payloads") == [(0,)]
+        other = client.enqueue("inbox").id
+        client.send(other, "in", tricky)
+        assert [m["payload"] for m in client.messages(other)] == [tricky]
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", other) == [(1,)]
+
+
+def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_every_reader(
+    world: World,
+) -> None:
+    text = text_of("i", 10 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_input", {"text": text}, run_id="big").id
+        ((held,),) = world.sql("SELECT input::text FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert size > 10 * MiB and sha in held
+        assert client.enqueue("big_input", {"text": text}, run_id="big").id == rid  # idempotent, as inline
+        sweep(world)  # past the grace: kept, as the run's input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 10 * MiB, "same": 1, "told": 100}
+        assert client.status(rid).input == {"text": text}  # shown whole
+        assert client.verify(rid) is None
+
+
+def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        with pytest.raises(InvalidInput) as refused:
+            client.enqueue("big_input", {"text": text_of("i", 60_000)})
+        said = str(refused.value)
+        assert "a run of 'big_input'" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM runs") == [(0,)]
+        small = client.enqueue("big_input", {"text": "x"}).id  # a small input: inline, byte for byte
+        assert world.sql("SELECT input FROM runs WHERE id = %s", small) == [({"text": "x"},)]
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_result_of_10_mib_is_held_by_reference_and_every_reader_gets_it_whole(
+    world: World, tmp_path: Path
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_result", {"size": 10 * MiB}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"text": text_of("r", 10 * MiB)}
+        ((held,),) = world.sql("SELECT result::text FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        sweep(world)  # past the grace: kept, as the run's result refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+        assert client.status(rid).result == done.result
+
+    async def exported() -> None:
+        async with AsyncClient(settings=world.settings()) as c:
+            await export(c, rid, tmp_path / "bundle")
+
+    run_blocking(exported)
+    record, _ = bundle.read(tmp_path / "bundle")
+    assert record.result == done.result  # the debug bundle carries it whole
+
+
+def test_a_result_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(world: World) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_result", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said, said
+        assert f"run '{rid}': the result of workflow 'big_result'" in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
