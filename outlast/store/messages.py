@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
 from outlast.store.base import Family
+from outlast.store.journal import entry_columns
 from outlast.store.notify import channel as channel_of
 
 
@@ -74,7 +75,6 @@ class Messages(Family):
     ) -> asyncio.Future[list[dict[str, Any]]]:
         """The lease holder's append of ``entry`` (held entries first) that takes ``message_id``
         from the inbox in the same statement; its rows are an append's (``appended``)."""
-        every = [*held, entry]
         return self._submit(
             "take",
             run_id=run_id,
@@ -84,10 +84,7 @@ class Messages(Family):
             op_id=entry.op_id,
             message_id=message_id,
             bytes=size,
-            kinds=[e.kind for e in every],
-            op_ids=[e.op_id for e in every],
-            bodies=[e.body for e in every],
-            hashes=[e.hash for e in every],
+            **entry_columns(held, entry),
         )
 
     async def set_aside(self, run_id: str, token: int, message_id: str, reason: str) -> None:
