@@ -176,8 +176,7 @@ class Dispatcher:
                 self.log.info("operation.dispatched", operation_id=op.id, args=op.sealed)
             with tracing.tool_call(tool, action, op.sealed) as span:
                 result = await self._invoke(op, action, asked)
-                if action.saves:  # its artifacts stored before its result is journaled
-                    await action.saved()
+                await action.saved()  # its artifacts stored before its result is journaled
                 try:
                     ok = self._secrets.scrub(jsonable(result, self._writes.referenced or self.max_payload))
                     payload: dict[str, Any] = {"ok": ok}
