@@ -13,7 +13,6 @@ from outlast._payloads import referenced
 from outlast.store.payloads import Payloads
 from outlast.store.records import OnWait
 
-
 _KIND, _OP_ID, _BODY, _HASH = (operator.attrgetter(a) for a in ("kind", "op_id", "body", "hash"))
 
 
