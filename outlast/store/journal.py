@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,20 @@ from outlast._journal import Entry, Unread, body_bytes
 from outlast._payloads import referenced
 from outlast.store.payloads import Payloads
 from outlast.store.records import OnWait
+
+_KIND, _OP_ID, _BODY, _HASH = (operator.attrgetter(a) for a in ("kind", "op_id", "body", "hash"))
+
+
+def entry_columns(held: Sequence[Entry], entry: Entry) -> dict[str, list[Any]]:
+    """A fenced append's entries (``held``, then ``entry``) as the arrays its statement unnests:
+    each read off by an ``attrgetter``, not a comprehension (a frame each, at every append)."""
+    every = (*held, entry)
+    return {
+        "kinds": list(map(_KIND, every)),
+        "op_ids": list(map(_OP_ID, every)),
+        "bodies": list(map(_BODY, every)),
+        "hashes": list(map(_HASH, every)),
+    }
 
 
 def _entry(r: dict[str, Any]) -> Entry:
@@ -81,7 +96,6 @@ class Journal(Payloads):
         says the run's ``journal_bytes`` after it and whether it is ``size_warned``) come in the
         future, and the write is made whether or not anyone still awaits it. ``size``: the
         entries' bodies in bytes (``body_bytes``), added to the run's count."""
-        every = [*held, entry]
         return self._submit(
             "append",
             run_id=run_id,
@@ -89,10 +103,7 @@ class Journal(Payloads):
             seq=entry.seq,
             hash=entry.hash,
             bytes=size,
-            kinds=[e.kind for e in every],
-            op_ids=[e.op_id for e in every],
-            bodies=[e.body for e in every],
-            hashes=[e.hash for e in every],
+            **entry_columns(held, entry),
         )
 
 

@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from outlast._journal import Entry
 from outlast._payloads import PAYLOAD, column_ref, whole_value
 from outlast.errors import PayloadChanged
+from outlast.store.journal import entry_columns
 from outlast.store.notify import channel as channel_of
 from outlast.store.payloads import Payloads
 
@@ -79,7 +80,6 @@ class Messages(Payloads):
     ) -> asyncio.Future[list[dict[str, Any]]]:
         """The lease holder's append of ``entry`` (held entries first) that takes ``message_id``
         from the inbox in the same statement; its rows are an append's (``appended``)."""
-        every = [*held, entry]
         return self._submit(
             "take",
             run_id=run_id,
@@ -89,10 +89,7 @@ class Messages(Payloads):
             op_id=entry.op_id,
             message_id=message_id,
             bytes=size,
-            kinds=[e.kind for e in every],
-            op_ids=[e.op_id for e in every],
-            bodies=[e.body for e in every],
-            hashes=[e.hash for e in every],
+            **entry_columns(held, entry),
         )
 
     async def set_aside(self, run_id: str, token: int, message_id: str, reason: str) -> None:

@@ -83,7 +83,7 @@ class Dispatcher:
         its arguments as given)."""
         sealed = self._secrets.seal(tool.name, args)
         ahash = args_hash(sealed) if ahash is None else ahash
-        return Op(op_id, tool, args, sealed, ahash, f"{self.run_id}:{op_id}")
+        return Op(op_id, tool, args, sealed, ahash, f"{self.run_id}:{op_id}", tool.name)
 
     async def call(self, op_id: str, tool_name: str, args: dict[str, Any]) -> Any:
         """One tool call at its position: served from the journal, or live: policy, budget,

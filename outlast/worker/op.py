@@ -24,7 +24,4 @@ class Op:
     sealed: dict[str, Any]  # as journaled: secret arguments as their keyed hash
     args_hash: str
     key: str  # its idempotency key: ``<run id>:<op id>``
-
-    @property
-    def name(self) -> str:
-        return self.tool.name
+    name: str  # the tool's name (``tool.name``), kept: each step of the call reads it

@@ -170,7 +170,7 @@ class Replayer:
         run, so the head never outlives it."""
         if self._control.offline:  # never reached past go_live; a write is refused all the same
             raise JournalEnd(op_id, f"to journal a {kind} entry")
-        entry = await self._chained(kind, op_id, data)
+        entry = self._chained(kind, op_id, data) or await self._offloaded(kind, op_id, data)
         crossed = kind in _CROSSED and self._writes.held  # a crash test's kill points (inert unless armed)
         if crossed:
             failpoints.hit("with_result_held", kind)
@@ -185,19 +185,23 @@ class Replayer:
         writes = self._writes
         if writes.hold_max <= 0:
             return await self.append(kind, op_id, data)
-        entry = await self._chained(kind, op_id, data)
+        entry = self._chained(kind, op_id, data) or await self._offloaded(kind, op_id, data)
         if writes.keep(entry):
             await writes.flush()
         return entry
 
-    async def _chained(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
-        """The entry, chained to the head now; one past ``OUTLAST_MAX_PAYLOAD`` first stores its
-        largest values in the payload store and holds their references (``outlast._payloads``)."""
-        inline_max = self._writes.inline_max
+    def _chained(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry | None:
+        """The entry, chained to the head now; None if it passes ``OUTLAST_MAX_PAYLOAD``
+        (``_offloaded`` then chains it). Not a coroutine: an entry of every crossing comes here."""
         try:
-            return self._chain(kind, op_id, data, inline_max)
+            return self._chain(kind, op_id, data, self._writes.inline_max)
         except Oversized:
-            pass
+            return None
+
+    async def _offloaded(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
+        """The entry past ``OUTLAST_MAX_PAYLOAD``, chained once its largest values are stored in
+        the payload store: it holds their references (``outlast._payloads``)."""
+        inline_max = self._writes.inline_max
         assert inline_max is not None
         if kind in INLINE_ONLY:  # projected from its body by a trigger: kept inline
             check_size(canonical(data), inline_max)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
@@ -166,13 +167,13 @@ class JournalWrites:
         self, entry: Entry, held: list[Entry], take: str | None = None
     ) -> asyncio.Future[list[dict[str, Any]]]:
         """The append, queued now; its outcome is read (``_written``) as soon as it comes."""
-        token, size = self._control.token, body_bytes(held) + body_bytes((entry,))
+        token, size = self._control.token, body_bytes((*held, entry))
         written = (
             self._journal.submit_append(self.run_id, token, entry, held, size)
             if take is None
             else self._messages.submit_take(self.run_id, token, entry, held, take, size)
         )
-        written.add_done_callback(lambda done: self._written(done, size))
+        written.add_done_callback(functools.partial(self._written, size=size))
         return written
 
     def _written(self, written: asyncio.Future[list[dict[str, Any]]], size: int) -> None:
