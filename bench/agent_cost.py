@@ -31,8 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
-from agents import Agent as SdkAgent
-from agents import RunConfig, Runner, function_tool
+from agents import Agent as SdkAgent, RunConfig, Runner, function_tool
 from agents.items import ModelResponse as SdkResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -48,7 +47,6 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import UsageLimits
-
 
 from outlast import App, Run
 from outlast.agents import OutlastDurability, run_agent
@@ -281,7 +279,8 @@ def measure(h: Any, framework: str, runs: int, rounds: int) -> None:
     )
     print(f"    ratio {statistics.median(c / p for c, p in cpu):.2f}x (median of {rounds} rounds)")
     print(
-        f"  resume of a 200-step run ({entries} journal entries): {resume:.0f} ms; the plain run: {base:.0f} ms"
+        f"  resume of a 200-step run ({entries} journal entries): {resume:.0f} ms;"
+        f" the plain run: {base:.0f} ms"
     )
     print(f"    ratio {resume / base:.2f}x")
 
