@@ -85,6 +85,7 @@ from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
 
 from outlast._captured import Message
+from outlast._mcp import IDEMPOTENCY_KEY_META, mcp_effect_name
 from outlast.action import NOT_EXECUTED, Action, current_action
 from outlast.app import App, Reconciler, Retry, Tool
 from outlast.errors import ApprovalExpired, ApprovalRejected, InDoubt
@@ -166,21 +167,12 @@ def plain(**kw: Any) -> ToolEffect:
 
 Declared = ToolEffect | EffectName
 
-IDEMPOTENCY_KEY_META = "outlast/idempotency-key"
-"""The ``_meta`` entry of an MCP tool call that carries its operation's idempotency key: the same
-on every dispatch of the operation, so that a server can ignore the repeat of an idempotent call."""
-
 
 def mcp_effect(annotations: Mapping[str, Any] | None) -> ToolEffect:
     """The effect an MCP server's tool annotations declare (as pydantic-ai keeps them, in the
     tool definition's ``metadata["annotations"]``): ``readOnlyHint`` read, ``idempotentHint``
     idempotent, neither plain. Annotations are hints: ``tools=`` overrides them."""
-    hints = annotations or {}
-    if hints.get("readOnlyHint"):
-        return ToolEffect("read")
-    if hints.get("idempotentHint"):
-        return ToolEffect("idempotent")
-    return ToolEffect("plain")
+    return ToolEffect(mcp_effect_name(annotations))
 
 
 def _declared(value: Declared) -> ToolEffect:

@@ -7,13 +7,21 @@ counted.
 
 The workflow ``reviewed`` runs the graph with a ``review`` node between the lookup and the charge,
 which asks a person (LangGraph's ``interrupt()``) and goes on with their answer: a durable request
-of the run, answered with ``client.respond``."""
+of the run, answered with ``client.respond``.
+
+The workflow ``told`` runs the graph with an ``explain`` node between the lookup and the charge,
+which writes a custom stream chunk and asks a fake chat model (streamed token by token), with
+LangGraph's stream modes sent to the run's live readers."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import Annotated, Any, TypedDict
 
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -74,6 +82,16 @@ def review(state: Order) -> dict[str, Any]:
     return {"log": [f"approved by {answer['by']}"]}
 
 
+CHAT = GenericFakeChatModel(messages=itertools.cycle([AIMessage("charging your order now")]))
+
+
+async def explain(state: Order) -> dict[str, Any]:
+    _effect("explain")
+    get_stream_writer()({"explaining": state["order_id"]})
+    said = await CHAT.ainvoke(f"explain the charge of {state['order_id']}")
+    return {"log": [str(said.content)]}
+
+
 def build(*path: tuple[str, Any]) -> StateGraph[Order]:
     builder = StateGraph(Order)
     names = []
@@ -99,6 +117,13 @@ reviewed = DurableGraph(
     nodes={"lookup": "read", "review": "read", "charge": "idempotent"},
 )
 
+told = DurableGraph(
+    app,
+    "told",
+    build(("lookup", lookup), ("explain", explain), ("charge", charge)).compile(),
+    nodes={"lookup": "read", "charge": "idempotent"},
+)
+
 
 @app.workflow("orders", version="1")
 async def orders_workflow(run: Run, order_id: str) -> dict[str, Any]:
@@ -108,3 +133,11 @@ async def orders_workflow(run: Run, order_id: str) -> dict[str, Any]:
 @app.workflow("reviewed", version="1")
 async def reviewed_workflow(run: Run, order_id: str) -> dict[str, Any]:
     return dict(await reviewed.run(run, {"order_id": order_id, "log": []}))
+
+
+@app.workflow("told", version="1")
+async def told_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    state = await told.run(
+        run, {"order_id": order_id, "log": []}, stream_mode=["updates", "custom", "messages"]
+    )
+    return dict(state)

@@ -1,12 +1,13 @@
 """What ARCHITECTURE.md's LangGraph section says is absent is absent: the LangGraph integration
-imports nothing of outlast but ``outlast.app`` and ``outlast.action`` (and ``outlast.worker.run``
-for its types), and its checkpointer nothing of outlast at all but its own package."""
+imports nothing of outlast but ``outlast.app``, ``outlast.action``, ``outlast.errors`` and
+``outlast._mcp`` (and ``outlast.worker.run`` for its types), and its checkpointer nothing of
+outlast at all but its own package."""
 
 from __future__ import annotations
 
 from tests.unit.test_architecture import imported
 
-ALLOWED = {"outlast.app", "outlast.action", "outlast.worker.run"}
+ALLOWED = {"outlast.app", "outlast.action", "outlast.errors", "outlast._mcp", "outlast.worker.run"}
 OWN = "outlast.integrations.langgraph"
 
 

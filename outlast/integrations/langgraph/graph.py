@@ -19,6 +19,17 @@ after the node, its payload the value, with no worker held; the answer (``client
 what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
 execution of the node is an operation of its own (``answers=N`` after its N-th answer).
 
+A ``ToolNode`` of the graph is no operation: it runs in the workflow, on every replay, and each of
+its tool calls is one (``run.call`` of ``GRAPH.TOOL``, through ToolNode's ``awrap_tool_call``), its
+result the ``ToolMessage`` or ``Command``, with the effect declared in ``tools=``, else what an MCP
+server's annotations of the tool say (``outlast._mcp``), else plain. A call in doubt is answered to
+the model as a failed call whose outcome is unknown.
+
+``run(..., stream_mode=[...])`` sends LangGraph's chunks of those modes to the run's live readers
+(``run.stream``, which sends nothing while the run replays); an ``updates`` chunk is sent only for a
+node whose update was made now, not served from the journal (``_LIVE``: the case of a node served
+from the journal while another of its step runs live).
+
 The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
 replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
 LangGraph's own serializer (messages, ``Command``), base64 in the journal.
@@ -27,26 +38,32 @@ LangGraph's own serializer (messages, ``Command``), base64 in the journal.
 from __future__ import annotations
 
 import base64
+import collections
 import contextvars
 import dataclasses
 import itertools
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
 import pydantic_core
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph._internal._constants import CONFIG_KEY_SCRATCHPAD
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.constants import START
 from langgraph.errors import GraphInterrupt
+from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
 
+from outlast._mcp import mcp_effect_name
 from outlast.action import NOT_EXECUTED, Action
 from outlast.app import App, Reconciler, Retry, Tool
+from outlast.errors import InDoubt
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
@@ -54,11 +71,15 @@ if TYPE_CHECKING:
 __all__ = ["DurableGraph", "NodeEffect"]
 
 EffectName = Literal["read", "idempotent", "reconciled", "plain"]
+StreamMode = Literal["updates", "custom", "messages", "values"]
 
 _FREE = pydantic.ConfigDict(extra="allow")
 _SERDE = JsonPlusSerializer()
 _RUN: contextvars.ContextVar[Run] = contextvars.ContextVar("outlast_graph_run")
 _BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.ContextVar("outlast_graph_body")
+# the nodes whose update was made live in this graph run (not served from the journal), each once
+# per execution, taken back as its ``updates`` chunk is streamed
+_LIVE: contextvars.ContextVar[collections.Counter[str]] = contextvars.ContextVar("outlast_graph_live")
 
 
 @dataclass(frozen=True)
@@ -86,34 +107,133 @@ class DurableGraph:
         graph: Pregel[Any, Any, Any, Any],
         *,
         nodes: Mapping[str, NodeEffect | EffectName] | None = None,
+        tools: Mapping[str, NodeEffect | EffectName] | None = None,
     ) -> None:
-        declared = {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (nodes or {}).items()}
-        unknown = set(declared) - set(graph.nodes)
-        if unknown:
-            raise ValueError(
-                f"graph {name!r} has no node {sorted(unknown)}; its nodes: {sorted(graph.nodes)}"
-            )
+        declared = _effects(nodes)
+        _refuse_unknown(name, "node", declared, set(graph.nodes))
         self.name = name
-        wrapped = {}
+        wrapped: dict[str, Any] = {}
+        tool_nodes = {n: s.bound for n, s in graph.nodes.items() if isinstance(s.bound, ToolNode)}
         for node, spec in graph.nodes.items():
             if node == START:  # the graph's input, written to its channels: no code of the app
+                continue
+            if node in tool_nodes:  # runs in the workflow: each of its tool calls an operation
+                wrapped[node] = spec.copy({"bound": _tool_calls_journaled(name, tool_nodes[node])})
                 continue
             tool = f"{name}.{node}"
             _register(app, tool, declared.get(node, NodeEffect()))
             wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+        by_name = {t.name: t for n in tool_nodes.values() for t in n.tools_by_name.values()}
+        per_tool = _effects(tools)
+        _refuse_unknown(name, "tool", per_tool, set(by_name))
+        for tool_name, lc_tool in by_name.items():
+            effect = per_tool.get(tool_name) or _annotated(lc_tool.metadata)
+            _register(app, self.tool_name(tool_name), effect)
         self.graph = graph.copy({"nodes": {**graph.nodes, **wrapped}})
 
     def tool_name(self, node: str) -> str:
-        """The tool a node's operations are calls of (``GRAPH.NODE``)."""
+        """The tool a node's operations are calls of (``GRAPH.NODE``), or a tool's of a ``ToolNode``
+        (``GRAPH.TOOL``)."""
         return f"{self.name}.{node}"
 
-    async def run(self, run: Run, input: Any, config: RunnableConfig | None = None) -> Any:
-        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result)."""
-        token = _RUN.set(run)
+    async def run(
+        self,
+        run: Run,
+        input: Any,
+        config: RunnableConfig | None = None,
+        *,
+        stream_mode: Sequence[StreamMode] = (),
+    ) -> Any:
+        """Run the graph on ``input`` as part of the workflow's ``run`` (``ainvoke``'s result).
+        ``stream_mode``: LangGraph's stream modes whose chunks go to the run's live readers
+        (``client.stream(run_id)``) as ``{"mode": MODE, "data": CHUNK}``, as JSON; the work of
+        nodes served from the journal on a resume is not streamed again."""
+        token, live = _RUN.set(run), _LIVE.set(collections.Counter())
         try:
-            return await self.graph.ainvoke(input, config)
+            if not stream_mode:
+                return await self.graph.ainvoke(input, config)
+            return await self._streamed(run, input, config, set(stream_mode))
         finally:
+            _LIVE.reset(live)
             _RUN.reset(token)
+
+    async def _streamed(self, run: Run, input: Any, config: RunnableConfig | None, modes: set[str]) -> Any:
+        """``astream`` with ``modes`` and ``values``: each chunk of ``modes`` sent live, the last
+        ``values`` chunk the result (as ``ainvoke`` keeps it)."""
+        result = None
+        asked = cast(Any, [*modes, "values"])
+        async for mode, chunk in self.graph.astream(input, config, stream_mode=asked):
+            if mode == "values":
+                result = chunk
+            if mode not in modes:
+                continue
+            data = _made_live(cast(dict[str, Any], chunk)) if mode == "updates" else chunk
+            if data:
+                run.stream({"mode": mode, "data": pydantic_core.to_jsonable_python(data, fallback=repr)})
+        return result
+
+
+def _effects(declared: Mapping[str, NodeEffect | EffectName] | None) -> dict[str, NodeEffect]:
+    return {k: NodeEffect(v) if isinstance(v, str) else v for k, v in (declared or {}).items()}
+
+
+def _refuse_unknown(graph: str, what: str, declared: Mapping[str, Any], known: set[str]) -> None:
+    unknown = set(declared) - known
+    if unknown:
+        raise ValueError(f"graph {graph!r} has no {what} {sorted(unknown)}; its {what}s: {sorted(known)}")
+
+
+def _annotated(metadata: Mapping[str, Any] | None) -> NodeEffect:
+    """A tool's default effect: what an MCP server's annotations of it declare (kept in the tool's
+    ``metadata`` by langchain-mcp-adapters), else plain."""
+    return NodeEffect(mcp_effect_name(metadata))
+
+
+def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
+    """A copy of ``node`` (it runs in the workflow, on every replay) whose every tool call is an
+    operation of the tool ``GRAPH.TOOL`` (through ToolNode's ``awrap_tool_call``): its result, a
+    ``ToolMessage`` or ``Command``, journaled. A call in doubt after a crash is answered to the
+    model as a failed call whose outcome is unknown, not made again."""
+    inner = node._awrap_tool_call
+
+    async def journaled(
+        request: ToolCallRequest, execute: Callable[[ToolCallRequest], Awaitable[Any]]
+    ) -> Any:
+        call = request.tool_call
+
+        async def body() -> Any:
+            return _dump(await (inner(request, execute) if inner is not None else execute(request)))
+
+        try:
+            return _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
+        except InDoubt as exc:
+            return ToolMessage(
+                f"The outcome of this {call['name']} call is unknown: it was interrupted and may or may "
+                f"not have taken effect, and it will not be run again (operation {exc.operation_id}). "
+                "Do not assume either outcome.",
+                tool_call_id=call["id"] or "",
+                name=call["name"],
+                status="error",
+            )
+
+    return ToolNode(
+        list(node.tools_by_name.values()),
+        name=node.name or "tools",
+        tags=list(node.tags or []),
+        handle_tool_errors=node._handle_tool_errors,
+        messages_key=node._messages_key,
+        wrap_tool_call=node._wrap_tool_call,
+        awrap_tool_call=journaled,
+    )
+
+
+async def _operation(run: Run, tool: str, args: dict[str, Any], body: Callable[[], Awaitable[Any]]) -> Any:
+    """``run.call(tool, **args)``, whose dispatch runs ``body`` (through the tool's ``_dispatched``)."""
+    token = _BODY.set(body)
+    try:
+        return await run.call(tool, **args)
+    finally:
+        _BODY.reset(token)
 
 
 def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
@@ -145,17 +265,29 @@ async def _execution(
     async def body() -> Any:
         context = var_child_runnable_config.set(config)  # where interrupt() reads its answers
         try:
-            return _dump(await bound.ainvoke(state, config))
+            update = _dump(await bound.ainvoke(state, config))
+            _LIVE.get()[(config.get("metadata") or {}).get("langgraph_node", tool)] += 1
+            return update
         except GraphInterrupt as exc:
             return {"interrupt": pydantic_core.to_jsonable_python(exc.args[0][0].value)}
         finally:
             var_child_runnable_config.reset(context)
 
-    token = _BODY.set(body)
-    try:
-        return cast(dict[str, Any], await run.call(tool, step=step, **({"answers": n} if n else {})))
-    finally:
-        _BODY.reset(token)
+    return cast(
+        dict[str, Any], await _operation(run, tool, {"step": step, **({"answers": n} if n else {})}, body)
+    )
+
+
+def _made_live(updates: dict[str, Any]) -> dict[str, Any]:
+    """The nodes' updates of an ``updates`` chunk that their nodes made now: a node served from the
+    journal on a resume did its work before, and was streamed then."""
+    live = _LIVE.get()
+    fresh = {}
+    for node, update in updates.items():
+        if live[node] > 0:
+            live[node] -= 1
+            fresh[node] = update
+    return fresh
 
 
 def _resumed(config: RunnableConfig, answers: list[Any]) -> RunnableConfig:
