@@ -2,8 +2,8 @@
 framework outlast integrates (``--framework``): a pydantic-ai agent (``outlast.agents``), an
 OpenAI Agents SDK agent (``outlast.integrations.openai_agents``) and a LangGraph graph
 (``outlast.integrations.langgraph``), each with a scripted model that answers at once. A step is
-two operations: one model request and one read tool call (for LangGraph, the graph's "model" node
-and its "tools" node, a ``ToolNode``). For each:
+two operations: one model request and one read tool call (for LangGraph, the graph's "model" node,
+and the call of ``step`` by its "tools" node, a ``ToolNode``). For each:
 
 - **worker CPU per step** of 10-step agent runs, the worker process's user+sys CPU over the runs,
   against the CPU the same agent takes per step run plainly in one process (``agent.run_sync``,
@@ -140,7 +140,7 @@ def plain_openai_agents(n: int) -> None:
     assert result.final_output == "done"
 
 
-# LangGraph: a "model" node (a chat model) and a "tools" node (a ToolNode) a step
+# LangGraph: a "model" node (a chat model) and a "tools" node (a ToolNode calling step) a step
 
 
 class StepChatModel(BaseChatModel):
@@ -177,7 +177,7 @@ builder.add_edge(START, "model")
 builder.add_conditional_edges("model", tools_condition)
 builder.add_edge("tools", "model")
 graph = builder.compile()
-graph_durable = DurableGraph(app, "graph", graph, nodes={"model": "read", "tools": "read"})
+graph_durable = DurableGraph(app, "graph", graph, nodes={"model": "read"}, tools={"step": "read"})
 
 
 def graph_config(n: int) -> Any:
