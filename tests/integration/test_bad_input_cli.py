@@ -81,8 +81,11 @@ def test_bad_input_is_one_line_and_writes_nothing(
 def test_large_input_comes_from_a_file_or_stdin_and_is_bounded(world: World) -> None:
     big = world.tmp / "big.json"
     big.write_text(json.dumps({"rows": ["x" * 100] * 50}, indent=2))
-    over = world.cli("enqueue", "echo", "--input-file", str(big), OUTLAST_MAX_PAYLOAD="2048")
-    assert "over the limit of 2048 (OUTLAST_MAX_PAYLOAD)" in assert_one_line(over)
+    # past OUTLAST_MAX_PAYLOAD an input is held by reference; past OUTLAST_MAX_REFERENCED, refused
+    over = world.cli(
+        "enqueue", "echo", "--input-file", str(big), OUTLAST_MAX_PAYLOAD="2048", OUTLAST_MAX_REFERENCED="2048"
+    )
+    assert "over the limit of 2048 (OUTLAST_MAX_REFERENCED)" in assert_one_line(over)
     assert written(world) == (0, [])
 
     p = world.cli("enqueue", "echo", "--input-file", str(big), "--run-id", "from-file")
