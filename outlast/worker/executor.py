@@ -13,7 +13,7 @@ import structlog
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
 from outlast._journal import Unstorable, canonical, first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
-from outlast._payloads import RESULT, by_reference, held_by_reference, too_large, wanted
+from outlast._payloads import INPUT, RESULT, by_reference, column_ref, held_by_reference, too_large, wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -137,10 +137,11 @@ class Execution:
         wf = self.app.workflows.get(run.workflow)
         if wf is None:
             return await self.finish(RunState.FAILED, reason=f"unknown workflow '{run.workflow}'")
-        try:  # an input held by reference, read back (no round trip otherwise)
-            self.run = run = await self.control.db(self.store.payloads.whole_record(run))
-        except PayloadChanged as exc:
-            return await self.finish(RunState.FAILED, reason=str(exc))
+        if column_ref(run.input, INPUT) is not None:  # an input held by reference, read back
+            try:
+                self.run = run = await self.control.db(self.store.payloads.whole_record(run))
+            except PayloadChanged as exc:
+                return await self.finish(RunState.FAILED, reason=str(exc))
         if not isinstance(run.input, dict):
             return await self.finish(RunState.FAILED, reason="input is not a JSON object")
         if (held_back := await self._held_back(wf)) is not None:
