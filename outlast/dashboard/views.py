@@ -71,7 +71,11 @@ async def run_view(
         )
     timeline.sort(key=lambda t: (t["at"] is None, t["at"]))
     asked = [r | {"type": described(r["response_schema"])} for r in await client.requests(run_id)]
-    info["inbox"] = await client.messages(run_id)  # every message: sent, and taken by which operation
+    # The values a client reads whole (input, result, messages, state) are cut here as the
+    # timeline's are: a run given 10 MiB is not a page of 10 MiB.
+    whole_at = f": whole in outlast status {run_id} --json"
+    info["run"] = info["run"] | {k: bounded(info["run"].get(k), whole_at) for k in ("input", "result")}
+    info["inbox"] = bounded(await client.messages(run_id), whole_at)  # sent, and taken by which operation
     shown = {k: {"value": s.value, "version": s.version} for k, s in (await client.state(run_id)).items()}
     custom = [
         e for e in events if e["kind"].startswith("custom:")
@@ -80,8 +84,8 @@ async def run_view(
         **info,
         "requests": asked,
         "timeline": timeline,
-        "shown_state": shown,
-        "custom_events": custom,
+        "shown_state": bounded(shown, whole_at),
+        "custom_events": bounded(custom, whole_at),
         "mark": events[-1]["id"] if events else 0,
     }
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 from outlast import AsyncClient, Client, _bundle as bundle
 from outlast._bundle import export
 from outlast._payloads import REFS
+from outlast.dashboard import create_app
 from outlast.errors import InvalidInput
+from outlast.identity import add_user
 from outlast.store import Store
 from outlast.testing.worker import run_blocking
 from tests.apps.payloads import text_of
@@ -106,6 +109,14 @@ def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_eve
         assert done.state == "succeeded" and done.result == {"length": 10 * MiB, "same": 1, "told": 100}
         assert client.status(rid).input == {"text": text}  # shown whole
         assert client.verify(rid) is None
+
+    # The run's page cuts it, saying where it is whole: a page of 10 MiB helps no one.
+    users = world.tmp / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    with TestClient(create_app(world.settings(users=str(users))), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth)
+    assert page.status_code == 200 and len(page.text) < 100_000, len(page.text)
+    assert f"more characters: whole in outlast status {rid} --json" in page.text
 
 
 def test_an_input_past_the_referenced_limit_is_refused_naming_the_workflow_and_the_setting(
