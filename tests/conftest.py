@@ -296,6 +296,21 @@ class World:
             cur = c.execute(statement.encode(), params)
             return cur.fetchall() if cur.description else []
 
+    def sweep_payloads(self) -> None:
+        """One pass of the payloads' sweep with no grace: what no entry, run or message refers to goes."""
+        from outlast.store import Store
+        from outlast.testing.worker import run_blocking
+
+        async def once() -> None:
+            store = Store.from_settings(self.settings())
+            await store.open()
+            try:
+                await store.payloads.sweep_payloads(grace=0)
+            finally:
+                await store.close()
+
+        run_blocking(once)
+
     def redis(self) -> redis.Redis:
         return redis.Redis.from_url(self.redis_url, decode_responses=True)
 

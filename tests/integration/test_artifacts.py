@@ -20,7 +20,6 @@ from starlette.testclient import TestClient
 from outlast import AsyncClient, Client, _bundle as bundle
 from outlast.dashboard import create_app
 from outlast.identity import add_user
-from outlast.store import Store
 from outlast.testing import HarnessFactory
 from outlast.testing.worker import run_blocking
 from tests.apps import artifacts
@@ -105,15 +104,7 @@ def test_artifacts_go_with_their_run_unless_kept_and_a_kept_one_is_deleted_by_ha
         assert pruned.returncode == 0, pruned.stderr + pruned.stdout
         assert f"{going} artifacts" in pruned.stdout, pruned.stdout
 
-        async def sweep() -> None:
-            store = Store.from_settings(world.settings())
-            await store.open()
-            try:
-                await store.payloads.sweep_payloads(grace=0)
-            finally:
-                await store.close()
-
-        run_blocking(sweep)
+        world.sweep_payloads()
         assert rows(world, plain) == ([], 0)  # pruned with their run, bytes swept
         (only,) = rows(world, kept)[0]
         assert only[1] == "summary.txt" and rows(world, kept)[1] == 1  # the kept one, and its bytes
@@ -122,7 +113,7 @@ def test_artifacts_go_with_their_run_unless_kept_and_a_kept_one_is_deleted_by_ha
 
     gone = world.cli("artifacts", kept, "--delete", "summary.txt")
     assert gone.returncode == 0 and "deleted 1" in gone.stdout, gone.stderr
-    run_blocking(sweep)
+    world.sweep_payloads()
     assert rows(world, kept) == ([], 0)
 
 

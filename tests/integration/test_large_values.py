@@ -18,25 +18,12 @@ from outlast._payloads import REFS
 from outlast.dashboard import create_app
 from outlast.errors import InvalidInput
 from outlast.identity import add_user
-from outlast.store import Store
 from outlast.testing.worker import run_blocking
 from tests.apps.payloads import text_of
 from tests.conftest import World
 
 APP = "tests.apps.payloads:app"
 MiB = 1024 * 1024
-
-
-def sweep(world: World) -> None:
-    async def once() -> None:
-        store = Store.from_settings(world.settings())
-        await store.open()
-        try:
-            await store.payloads.sweep_payloads(grace=0)
-        finally:
-            await store.close()
-
-    run_blocking(once)
 
 
 def test_a_message_of_5_mib_goes_through_the_payload_store_to_the_run_that_takes_it(world: World) -> None:
@@ -48,7 +35,7 @@ def test_a_message_of_5_mib_goes_through_the_payload_store_to_the_run_that_takes
         assert row[0].startswith('{"' + REFS) and len(row[0]) < 200  # the row holds the reference
         ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
         assert size > 5 * MiB and sha in row[0]
-        sweep(world)  # untaken, past the grace: kept, as the message refers to it
+        world.sweep_payloads()  # untaken, past the grace: kept, as the message refers to it
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
 
         world.worker(APP)
@@ -101,7 +88,7 @@ def test_an_input_of_10_mib_goes_through_the_payload_store_to_the_worker_and_eve
         ((sha, size),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
         assert size > 10 * MiB and sha in held
         assert client.enqueue("big_input", {"text": text}, run_id="big").id == rid  # idempotent, as inline
-        sweep(world)  # past the grace: kept, as the run's input refers to it
+        world.sweep_payloads()  # past the grace: kept, as the run's input refers to it
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
 
         world.worker(APP)
@@ -143,7 +130,7 @@ def test_a_result_of_10_mib_is_held_by_reference_and_every_reader_gets_it_whole(
         assert done.state == "succeeded" and done.result == {"text": text_of("r", 10 * MiB)}
         ((held,),) = world.sql("SELECT result::text FROM runs WHERE id = %s", rid)
         assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
-        sweep(world)  # past the grace: kept, as the run's result refers to it
+        world.sweep_payloads()  # past the grace: kept, as the run's result refers to it
         assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
         assert client.status(rid).result == done.result
 
