@@ -78,7 +78,10 @@ def _message_route() -> Route:
         p = request.path_params
         try:
             check_sender(request)
-            payload = await _body(request, 2 * client_of(request).settings.max_payload, anything=True)
+            settings = client_of(request).settings  # a message past the inline limit is held by reference
+            payload = await _body(
+                request, max(2 * settings.max_payload, settings.max_referenced), anything=True
+            )
             key = request.headers.get("idempotency-key")
             receipt = await client_of(request).send(p["run_id"], p["channel"], payload, key)
         except Refusal as exc:

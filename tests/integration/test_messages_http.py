@@ -80,3 +80,22 @@ def test_the_run_page_form_sends(world: World, people: tuple[Settings, dict[str,
         posted = http.post(f"/runs/{run.id}/send", data=form, follow_redirects=False)
         assert posted.status_code in (200, 303), posted.text
         assert [m["payload"] for m in c.messages(run.id)] == [{"from": "form"}]
+
+
+def test_the_api_sends_a_message_past_the_inline_limit_as_the_client_does(
+    world: World, people: tuple[Settings, dict[str, str]]
+) -> None:
+    """The API takes what ``client.send`` takes: up to ``OUTLAST_MAX_REFERENCED``, held by reference."""
+    _, t = people
+    settings = world.settings(users=str(world.tmp / "users.toml"), max_payload=4096, max_referenced=100_000)
+    with Client(settings=settings, app=chat.app) as c, TestClient(create_app(settings, app=chat.app)) as http:
+        run = c.enqueue("support")
+        url = f"/api/runs/{run.id}/messages/reply"
+        text = "x" * 60_000  # past twice the inline limit, the API's bound before
+        sent = http.post(url, json={"text": text}, headers=bearer(t["sam"]))
+        assert sent.status_code == 201, sent.text
+        assert [m["payload"]["text"] == text for m in c.messages(run.id)] == [True]
+        (row,) = world.sql("SELECT payload::text FROM messages WHERE run_id = %s", run.id)
+        assert len(row[0]) < 200  # held by reference
+        past = http.post(url, json={"text": "x" * 120_000}, headers=bearer(t["sam"]))
+        assert past.status_code == 413 and "100000 bytes" in past.json()["error"]
