@@ -4,7 +4,9 @@ pydantic-ai agent whose ``FunctionModel`` asks, at each of N steps, for a read t
 
 - **stored bytes**: the run's journal (its text, and on disk after TOAST), its captures' share, in
   total and per step at steps 100, 400 and 1000 (the journal up to that step's capture, over the
-  step; and the last ten steps' own); the content the tool returned, and captures withheld;
+  step; and the last ten steps' own); a step's bytes by entry kind; the payload store's; what
+  Postgres holds for the run (the journal's and payloads' tables grown over the run: rows, TOAST,
+  indexes); the content the tool returned, and captures withheld;
 - **worker CPU per step** at step 10 and at step N (the ten steps around each), outlast's worker
   process against the same agent run plainly in this process: the model marks the process's CPU
   time at every request;
@@ -109,8 +111,9 @@ def run_plain(agent: Agent[Any, Any], n: int) -> tuple[float, list[float]]:
     return time.perf_counter() - started, list(MARKS)
 
 
-def run_outlast(h: Any, n: int, marks: Path) -> tuple[str, float, list[float]]:
-    """One n-step run in a worker process of its own: its id, wall seconds and CPU marks."""
+def run_outlast(h: Any, n: int, marks: Path, warmed: Any = None) -> tuple[str, float, list[float]]:
+    """One n-step run in a worker process of its own: its id, wall seconds and CPU marks
+    (``warmed``: called once the worker is warm, before the run)."""
     env = h._process_env(LONG_AGENT_MARKS=str(marks))
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
     worker = subprocess.Popen(
@@ -122,6 +125,8 @@ def run_outlast(h: Any, n: int, marks: Path) -> tuple[str, float, list[float]]:
     try:
         warm = h.client.enqueue("long", {"prompt": "2"})  # the worker up, its imports done
         assert h.client.wait(warm.id, timeout=60).state == "succeeded"
+        if warmed is not None:
+            warmed()
         started = time.perf_counter()
         run = h.client.enqueue("long", {"prompt": str(n)})
         assert h.client.wait(run.id, timeout=3600).state == "succeeded"
@@ -138,9 +143,35 @@ FROM {schema}.journal WHERE run_id = %s ORDER BY seq
 """
 
 
+PAYLOADS = "SELECT count(*), coalesce(sum(size), 0) FROM {schema}.payloads WHERE run_id = %s"
+
+# The journal's partitions and the payloads' table as Postgres keeps them: rows, TOAST, indexes.
+ON_DISK = """
+SELECT coalesce(sum(pg_relation_size(c.oid)), 0),
+       coalesce(sum(pg_total_relation_size(c.reltoastrelid)) FILTER (WHERE c.reltoastrelid <> 0), 0),
+       coalesce(sum(pg_indexes_size(c.oid)), 0)
+FROM pg_class c
+WHERE c.oid = '{schema}.payloads'::regclass
+   OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = '{schema}.journal'::regclass)
+"""
+
+
+def on_disk(h: Any) -> tuple[int, int, int]:
+    """Bytes of the journal's and payloads' tables: rows, TOAST, indexes."""
+    with psycopg.connect(h.database_url) as conn:
+        row = conn.execute(ON_DISK.format(schema=h.settings.schema)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
 def stored(h: Any, run_id: str, marks: tuple[int, ...]) -> dict[str, Any]:
     with psycopg.connect(h.database_url) as conn:
         rows = conn.execute(STORED.format(schema=h.settings.schema), (run_id,)).fetchall()
+        payloads = conn.execute(PAYLOADS.format(schema=h.settings.schema), (run_id,)).fetchone()
+    kinds: dict[str, list[int]] = {}
+    for r in rows:
+        k = kinds.setdefault(r[1], [0, 0, 0])
+        k[0], k[1], k[2] = k[0] + 1, k[1] + r[2], k[2] + r[3]
     captures = [i for i, r in enumerate(rows) if r[1] == "capture"]
     upto: dict[int, dict[str, float]] = {}
     for step in marks:
@@ -159,6 +190,8 @@ def stored(h: Any, run_id: str, marks: tuple[int, ...]) -> dict[str, Any]:
         "captures": sum(r[2] for r in rows if r[1] == "capture"),
         "withheld": sum(bool(r[4]) for r in rows),
         "entries": len(rows),
+        "kinds": kinds,
+        "payloads": (int(payloads[0]), int(payloads[1])) if payloads else (0, 0),
         "per_step": upto,
     }
 
@@ -216,11 +249,13 @@ def main() -> None:
     plain_wall, plain_marks = run_plain(long_agent.plain, n) if not args.no_plain else (0.0, [])
     with Harness.create(long_agent.app, db, rd) as h:
         marks_file = Path(h.settings.schema + ".marks.json").absolute()
+        disk: list[tuple[int, int, int]] = []
         try:
-            rid, wall, worker_marks = run_outlast(h, n, marks_file)
+            rid, wall, worker_marks = run_outlast(h, n, marks_file, lambda: disk.append(on_disk(h)))
         finally:
             marks_file.unlink(missing_ok=True)
-        size = stored(h, rid, (100, 400, 1000))
+        disk.append(on_disk(h))
+        size = stored(h, rid, (100, 200, 400, 1000))
         r = asyncio.run(resume(h, rid))
     content = n * PAGE
     print(f"{n} steps, {content / 1e6:.2f} MB of content returned ({PAGE} bytes a step)")
@@ -229,6 +264,19 @@ def main() -> None:
         f"on disk {size['disk'] / 1e6:.2f} MB, captures {size['captures'] / 1e6:.2f} MB; "
         f"{size['entries']} entries; captures withheld: {size['withheld']}"
     )
+    before, after = disk
+    grown = [a - b for a, b in zip(after, before, strict=True)]
+    print(
+        f"held by Postgres (journal and payloads tables grown over the run): {sum(grown) / 1e6:.2f} MB "
+        f"({sum(grown) / content:.2f}x content, {sum(grown) / n / 1e3:.1f} KB a step): rows "
+        f"{grown[0] / 1e6:.2f} MB, TOAST {grown[1] / 1e6:.2f} MB, indexes {grown[2] / 1e6:.2f} MB; "
+        f"payload store {size['payloads'][0]} values, {size['payloads'][1] / 1e6:.2f} MB"
+    )
+    for kind, (count, text, kdisk) in size["kinds"].items():
+        print(
+            f"  {kind}: {count} entries, {text / n / 1e3:.2f} KB a step as text, "
+            f"{kdisk / n / 1e3:.2f} KB after TOAST ({text / content:.2f}x content)"
+        )
     for step, s in size["per_step"].items():
         print(
             f"  per step up to step {step}: {s['text'] / 1e3:.1f} KB ({s['disk'] / 1e3:.1f} KB on disk); "

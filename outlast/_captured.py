@@ -10,6 +10,12 @@ stored as what changed since the previous capture of the same tool in the run, i
 - ``new``: the messages stored for the first time in the run, by hash: a message is stored once
   per run, whichever capture first held it (a history trimmed or compacted stores only what no
   earlier capture held);
+- ``texts``: where a new message's long strings (``LONG`` characters or more) are found in an
+  earlier entry of the run that holds the same string (a tool's result, read back to the model; a
+  model's answer, sent back to it): by the message's hash, each as ``[path in the message, the
+  entry's seq, path in its data]``, the string left ``null`` in ``new``. A tool's result that the
+  model receives is stored once, in the tool's result. A message so rebuilt is checked against its
+  hash: one whose entry is changed or not in the journal is not shown (``withheld``);
 - ``rest``: the request without its messages (settings, tool names), whole;
 - ``request_hash`` and ``bytes``: of the whole request's canonical JSON text, as a capture stored
   whole has them, so that the hash means the same thing whatever the storage.
@@ -21,13 +27,17 @@ each capture of a journal whole: what ``outlast status --op``, the run's page an
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from outlast._journal import Entry, canonical
+from outlast._journal import Entry, canonical, digest
 
 MESSAGES = "messages"
-DELTA_KEYS = frozenset({"base", MESSAGES, "new", "rest"})  # a delta capture's keys, not shown
+TEXTS = "texts"
+DELTA_KEYS = frozenset({"base", MESSAGES, "new", "rest", TEXTS})  # a delta capture's keys, not shown
+# A string this long (in characters) that an earlier entry of the run holds is stored by where it is.
+# Only an entry whose body is this long can hold one: a run of small values never looks.
+LONG = 1024
 
 
 class Message(dict[str, Any]):
@@ -67,14 +77,22 @@ def requests(entries: Iterable[Entry]) -> dict[int, dict[str, Any]]:
     bodies: dict[str, Any] = {}
     lists: dict[str, list[str]] = {}  # a capture's request_hash -> its messages' hashes
     shown: dict[int, dict[str, Any]] = {}
+    held: dict[int, Entry] = {}  # the entries a capture's ``texts`` may refer to
     for e in entries:
         if e.kind != "capture":
+            if len(e.body) >= LONG:
+                held[e.seq] = e
             continue
         d = e.data
         if "rest" not in d:
             shown[e.seq] = d  # stored whole (or withheld, before captures by delta)
             continue
-        bodies.update(d.get("new", {}))
+        texts = d.get(TEXTS, {})
+        for h, m in d.get("new", {}).items():
+            if h not in texts:
+                bodies[h] = m
+            elif filled(m, texts[h], held) and digest(canonical(m)) == h:
+                bodies[h] = m  # else missing: its entry changed, or is not in this journal
         hashes = expand(d[MESSAGES], lists.get(d.get("base", "")))
         kept = {k: v for k, v in d.items() if k not in DELTA_KEYS}
         if hashes is None:
@@ -89,6 +107,39 @@ def requests(entries: Iterable[Entry]) -> dict[int, dict[str, Any]]:
         request = {**d["rest"], MESSAGES: [bodies[h] for h in hashes]}
         shown[e.seq] = {**kept, "request": dict(sorted(request.items()))}
     return shown
+
+
+def long_strings(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[list[Any], str]]:
+    """Each string of ``value`` (JSON) that is ``LONG`` or longer, with its path (keys, indexes)."""
+    if isinstance(value, str):
+        if len(value) >= LONG:
+            yield list(path), value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from long_strings(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from long_strings(v, (*path, i))
+
+
+def filled(message: Any, texts: list[Any], held: dict[int, Entry]) -> bool:
+    """Put back into ``message`` (in place) each string its ``texts`` says where to find in
+    ``held`` (entries by seq); False if one is not there."""
+    for at, seq, path in texts:
+        e = held.get(seq)
+        value: Any = e.fields if e is not None else None
+        try:
+            for k in path:
+                value = value[k]
+            parent = message
+            for k in at[:-1]:
+                parent = parent[k]
+            if not isinstance(value, str) or parent[at[-1]] is not None:
+                return False
+            parent[at[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            return False
+    return True
 
 
 def shown_data(e: Entry, whole: dict[int, dict[str, Any]]) -> dict[str, Any]:

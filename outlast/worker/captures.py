@@ -10,7 +10,10 @@ A request with a ``messages`` list is stored by delta (``outlast._captured``): a
 previous capture of the same tool in the run, only the messages no capture of the run stored
 before. ``Captures`` keeps what the run stored (each message's hash, each tool's last capture),
 learnt again from the journal's captures at the run's first capture after a resume (the resume
-itself reads none of them). A message the agent dumped once (``Message``) is masked and hashed
+itself reads none of them). A new message's long string that an earlier entry of the run holds
+(the tool's result the model now receives) is stored as where that entry holds it (``texts``),
+found in the journal the worker keeps (``Journaled.long``, indexed when a capture first needs it).
+A message the agent dumped once (``Message``) is masked and hashed
 once per run, and a history that extends the last one is hashed from where that one ended: a
 capture costs what is new, not the conversation's length.
 """
@@ -23,11 +26,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from outlast._captured import MESSAGES, Message, framing, requests
+from outlast._captured import LONG, MESSAGES, TEXTS, Message, framing, long_strings, requests
 from outlast._journal import Entry, Unstorable, canonical, digest
 from outlast._secrets import Secrets
 from outlast.action import Action
 from outlast.app import Tool
+from outlast.worker.journaled import Journaled
 from outlast.worker.replayer import Replayer
 
 
@@ -68,25 +72,30 @@ class Captures:
         self._by_id: dict[int, tuple[Message, _Masked]] = {}
         self._by_text: dict[str, _Masked] = {}
         self._secret_args: dict[str, dict[str, Any]] = {}
+        self._held: dict[str, tuple[int, list[Any]]] = {}  # a long string -> its entry's seq, path
+        self._indexed = 0  # how many of the journal's ``long`` entries ``_held`` holds
 
     async def journal(self, replayer: Replayer, tool: Tool, args: dict[str, Any], action: Action) -> None:
         """Journal the last request the dispatch captured (the caller checked there is one)."""
         if self._journaled:
             async with self._learnt:
                 if self._journaled:
-                    self._learn(await self._journal.captures(self._run_id, self._journaled))
+                    self._learn(await self._journal.captures(self._run_id, self._journaled), replayer.journal)
                     self._journaled = 0
-        data = self.stored(tool.name, args, action.captured[-1])
+        data = self.stored(tool.name, args, action.captured[-1], replayer.journal)
         await replayer.append("capture", action.operation_id, data)  # chained now, in this order
 
-    def stored(self, tool: str, args: dict[str, Any], request: Any) -> dict[str, Any]:
+    def stored(
+        self, tool: str, args: dict[str, Any], request: Any, journal: Journaled | None = None
+    ) -> dict[str, Any]:
         """The capture entry's data for ``request``: by delta (``outlast._captured``) when it has
         a ``messages`` list, else ``request`` whole (masked); with ``request_hash`` (SHA-256 of
-        the whole request's stored JSON text) and ``bytes``; or why it cannot be kept."""
+        the whole request's stored JSON text) and ``bytes``; or why it cannot be kept.
+        ``journal``: the run's, whose entries a new message's long strings are found in."""
         try:
             self._forget_if_secrets_changed(tool, args)
             if isinstance(request, dict) and isinstance(request.get(MESSAGES), list):
-                return self._delta(tool, args, request)
+                return self._delta(tool, args, request, journal)
             kept = self._mask(tool, args, request)
             text = canonical(kept)
             # TODO(payloads): a request larger than OUTLAST_MAX_PAYLOAD goes to the payload store.
@@ -96,7 +105,9 @@ class Captures:
         except ValueError:  # the redaction hook left text that is no longer JSON
             return {"tool": tool, "withheld": "the redaction hook made the request unreadable as JSON"}
 
-    def _delta(self, tool: str, args: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    def _delta(
+        self, tool: str, args: dict[str, Any], request: dict[str, Any], journal: Journaled | None
+    ) -> dict[str, Any]:
         rest = self._mask(tool, args, {k: v for k, v in request.items() if k != MESSAGES})
         head, tail = framing(rest)
         messages: list[Any] = request[MESSAGES]
@@ -116,6 +127,7 @@ class Captures:
             segments = _segments(hashes, last.hashes if last is not None else [])
             sealed = list(messages) if _sealed(messages) else None
         new: dict[str, Any] = {}
+        texts: dict[str, list[Any]] = {}
         for i, m in enumerate(added):
             hasher.update(("," + m.text if n + i else m.text).encode())
             size += m.size + (1 if n + i else 0)
@@ -123,6 +135,10 @@ class Captures:
                 # TODO(payloads): a message larger than OUTLAST_MAX_PAYLOAD goes to the payload
                 # store, ``new`` holding its reference; kept inline until then (never withheld).
                 new[m.hash] = json.loads(m.text)
+                if m.size >= LONG and journal is not None:  # a small message holds no long string
+                    found = self._found(new[m.hash], journal)
+                    if found:
+                        texts[m.hash] = found
         whole = hasher.copy()
         whole.update(tail.encode())
         data: dict[str, Any] = {
@@ -135,9 +151,29 @@ class Captures:
         }
         if last is not None:
             data["base"] = last.request_hash
+        if texts:
+            data[TEXTS] = texts
         self._stored.update(new)
         self._last[tool] = _Last(data["request_hash"], head, hashes, sealed, hasher, size)
         return data
+
+    def _found(self, message: Any, journal: Journaled) -> list[Any]:
+        """Each long string of ``message`` that an earlier entry of ``journal`` holds, as
+        ``[path in the message, seq, path in the entry]``, left ``None`` in ``message``."""
+        for e in journal.long[self._indexed :]:  # the entries journaled since the last look
+            for path, s in long_strings(e.fields):
+                self._held.setdefault(s, (e.seq, path))
+        self._indexed = len(journal.long)
+        found: list[Any] = []
+        for at, s in list(long_strings(message)):
+            where = self._held.get(s)
+            if where is not None:
+                found.append([at, *where])
+                parent = message
+                for k in at[:-1]:
+                    parent = parent[k]
+                parent[at[-1]] = None
+        return found
 
     def _message(self, tool: str, args: dict[str, Any], m: Any) -> _Masked:
         """One message as stored (masked), found again by identity (a ``Message``) or by text."""
@@ -168,9 +204,10 @@ class Captures:
             self._by_text.clear()
             self._last.pop(tool, None)
 
-    def _learn(self, entries: list[Entry]) -> None:
-        """What the captures journaled before the resume stored (read once, at the first capture)."""
-        whole = requests(entries)
+    def _learn(self, entries: list[Entry], journal: Journaled) -> None:
+        """What the captures journaled before the resume stored (read once, at the first capture);
+        ``journal``'s entries hold the strings they refer to."""
+        whole = requests(sorted([*journal.long, *entries], key=lambda e: e.seq))
         for e in entries:
             d = e.fields
             if "rest" not in d:

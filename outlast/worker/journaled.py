@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from outlast._captured import LONG
 from outlast._journal import Entry, canonical, operation_state
+from outlast._payloads import referenced
 
 
 class Journaled:
@@ -18,6 +20,7 @@ class Journaled:
         self.length = len(entries)
         self.ops: dict[str, dict[str, Entry]] = {}  # the latest entry of each kind
         self.history: dict[str, list[Entry]] = {}  # every entry, in order
+        self.long: list[Entry] = []  # entries whose body may hold a long string (``outlast._captured.LONG``)
         for e in entries:
             self.add(e)
 
@@ -25,6 +28,8 @@ class Journaled:
         if e.op_id is not None:
             self.ops.setdefault(e.op_id, {})[e.kind] = e
             self.history.setdefault(e.op_id, []).append(e)
+        if len(e.body) >= LONG and e.kind != "capture" and not referenced(e.body):
+            self.long.append(e)  # a capture's message may refer to its strings
 
     def log_resumed(self, log: Any) -> None:
         """Log a resume: the journal's length, and each intention a crash left without outcome."""

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from starlette.testclient import TestClient
 
@@ -68,6 +69,46 @@ def test_a_300_step_agent_s_captures_grow_with_its_content_and_none_is_withheld(
         after = shown.split(f'id="capture-{op}"', 1)[1]
         assert '<pre class="capture">' in after[:400]  # that one whole
     assert first.count('<pre class="capture">') == 1 and len(first) < len(page)
+
+
+def test_a_long_agent_stores_each_tool_result_once_at_most_twice_its_content_and_flat(
+    outlast_harness: HarnessFactory, seen: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each page the tool returns is read back to the model in the next request: its capture
+    # refers to the page in the tool's result (``texts``) instead of storing it again.
+    monkeypatch.setattr(reader, "PAGE", 4096)
+    h = outlast_harness(reader.app)
+    h.start_worker()
+    steps = 80
+    rid = h.client.enqueue("reading", {"steps": steps}).id
+    assert h.wait(rid, "succeeded", timeout=240).result == "done"
+    schema = h.settings.schema
+    with psycopg.connect(h.database_url) as conn:
+        rows = conn.execute(
+            f"SELECT seq, kind, octet_length(body) FROM {schema}.journal WHERE run_id = %s ORDER BY seq",
+            (rid,),
+        ).fetchall()
+        held = conn.execute(
+            f"SELECT coalesce(sum(size), 0) FROM {schema}.payloads WHERE run_id = %s", (rid,)
+        ).fetchone()
+    assert held is not None and held[0] == 0  # 4 KB results: all in the journal
+    stored = sum(r[2] for r in rows)
+    content = steps * reader.PAGE
+    assert stored <= 2 * content, f"{stored} bytes stored for {content} bytes of content"
+    ends = [i for i, r in enumerate(rows) if r[1] == "capture"]  # step k ends at its capture
+    first, second = (
+        sum(r[2] for r in rows[: ends[40] + 1]),
+        sum(r[2] for r in rows[ends[40] + 1 : ends[80] + 1]),
+    )
+    assert second <= 1.3 * first, f"steps 41-80 stored {second} bytes, steps 1-40 {first}"
+    entries = h.client.journal(rid)
+    whole = requests(entries)
+    captures = [e for e in entries if e.kind == "capture"]
+    assert all("texts" in e.fields for e in captures[1:]) and not [
+        e for e in captures if "withheld" in whole[e.seq]
+    ]
+    assert [whole[e.seq]["request"]["messages"] for e in captures] == seen  # each whole, as the model saw it
+    assert h.client.verify(rid) is None
 
 
 def test_status_the_bundle_and_offline_replay_show_each_request_whole_as_the_model_saw_it(

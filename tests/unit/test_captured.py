@@ -11,6 +11,7 @@ from outlast._captured import Message, requests
 from outlast._journal import Unread, canonical, digest, first_bad_crossing, make_entry
 from outlast._secrets import Secrets
 from outlast.worker.captures import Captures
+from outlast.worker.journaled import Journaled
 
 
 class NoStore:
@@ -68,3 +69,47 @@ def test_a_journal_with_capture_bodies_unread_verifies_and_a_changed_entry_after
     assert first_bad_crossing([*unread[:2], changed], entries[-1].hash) == 4  # the head moved on
     wrong = Unread(2, "capture", "op-2", "", "0" * 64)  # a stored hash changed: the next link fails
     assert first_bad_crossing([unread[0], wrong, entries[2]]) == 3
+
+
+def test_a_long_string_an_earlier_entry_holds_is_stored_as_where_it_is_and_rebuilt_checked() -> None:
+    caps = Captures(NoStore(), "r", Secrets(App(), None), 0)
+    page = "page 1: " + "words and 123456 numbers " * 200  # 5 KB: a tool's result
+    result = make_entry(
+        "", 1, "result", "op-1", {"kind": "result", "ok": {"kind": "tool_return", "result": page}}
+    )
+    small = make_entry(result.hash, 2, "result", "op-2", {"kind": "result", "ok": "short"})
+    journaled = Journaled([result, small])
+    assert journaled.long == [result]  # only an entry long enough to hold a long string is looked at
+    said = [
+        Message({"kind": "request", "parts": [{"content": "read it"}]}),
+        Message({"kind": "response", "parts": [{"tool_name": "read_page"}]}),
+        Message({"kind": "request", "parts": [{"content": page, "part_kind": "tool-return"}]}),
+    ]
+    asked = {"messages": said, "settings": {"t": 1}}
+    d = caps.stored("m", {}, asked, journaled)
+    assert d["texts"] == {digest(canonical(said[2])): [[["parts", 0, "content"], 1, ["ok", "result"]]]}
+    capture = make_entry(small.hash, 3, "capture", "op-3", d)
+    assert page not in capture.body and len(capture.body) < 1000  # the page is stored once: in the result
+    whole = requests([result, small, capture])[3]
+    text = canonical(asked)
+    assert whole["request"] == canonical_value(asked) and "texts" not in whole
+    assert whole["request_hash"] == digest(text) and whole["bytes"] == len(text.encode())
+    assert first_bad_crossing([result, small, capture], capture.hash) is None  # the chain covers both
+
+    # the result changed (or not in the journal read): the message is not shown, rather than another
+    changed = make_entry(
+        "", 1, "result", "op-1", {"kind": "result", "ok": {"kind": "tool_return", "result": page + "!"}}
+    )
+    for journal_read in ([changed, small, capture], [small, capture]):
+        shown = requests(journal_read)[3]
+        assert "request" not in shown and "1 message(s) missing" in shown["withheld"]
+
+
+def test_a_capture_of_small_messages_holds_no_texts_and_looks_at_no_entry() -> None:
+    caps = Captures(NoStore(), "r", Secrets(App(), None), 0)
+    journaled = Journaled([])
+    journaled.long = None  # type: ignore[assignment]  # a look would fail
+    d = caps.stored(
+        "m", {}, {"messages": [Message({"n": i, "text": "x" * 900}) for i in range(3)]}, journaled
+    )
+    assert "texts" not in d and len(d["new"]) == 3
