@@ -65,19 +65,22 @@ def parse_sentinel_url(url: str) -> SentinelURL:
     a password."""
     if not is_sentinel_url(url):
         raise ValueError(f"a Sentinel URL starts with {SCHEME}://")
-    parts = urlsplit(url)
-    userinfo, _, hosts = parts.netloc.rpartition("@")
+    # Split by hand: Python 3.14's urlsplit refuses a netloc of several hosts with an IPv6 one.
+    rest = url.split("://", 1)[1].partition("#")[0]
+    rest, _, query_text = rest.partition("?")
+    netloc, _, path_text = rest.partition("/")
+    userinfo, _, hosts = netloc.rpartition("@")
     user, _, secret = userinfo.partition(":")
     sentinels = tuple(_address(h) for h in hosts.split(",") if h)
     if not sentinels:
         raise ValueError(
             "a Sentinel URL needs at least one sentinel, e.g. redis+sentinel://h1:26379,h2:26379/mymaster"
         )
-    path = [unquote(p) for p in parts.path.split("/") if p]
+    path = [unquote(p) for p in path_text.split("/") if p]
     if not path or len(path) > 2:
         raise ValueError("a Sentinel URL's path is /SERVICE or /SERVICE/DB, e.g. /mymaster/0")
     try:
-        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        query = parse_qs(query_text, keep_blank_values=True, strict_parsing=bool(query_text))
     except ValueError:
         raise ValueError("a Sentinel URL's query is not NAME=VALUE&...") from None
     unknown = sorted(set(query) - set(OPTIONS))

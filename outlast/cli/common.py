@@ -80,10 +80,30 @@ def with_client(ctx: click.Context, call: Callable[[AsyncClient], Awaitable[T]],
     return asyncio.run(go())
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _nested_deeper(text: str, limit: int) -> bool:
+    """Whether a JSON text opens more than ``limit`` arrays or objects inside each other, read
+    without parsing: Python 3.14's json reads far past its recursion limit, so no RecursionError
+    tells."""
+    depth = 0
+    for ch in _JSON_STRING.sub("", text):
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def json_arg(text: str | None, what: str) -> Any:
     if text is None:
         return None
     try:
+        if _nested_deeper(text, MAX_DEPTH):
+            raise RecursionError
         return json.loads(text)
     except RecursionError:
         raise click.BadParameter(f"{what} is nested deeper than {MAX_DEPTH} levels") from None
