@@ -135,6 +135,27 @@ def test_a_resumed_graph_does_not_stream_again_the_nodes_served_from_the_journal
     assert said == "charging your order now"
 
 
+def test_of_two_branches_of_one_step_only_the_one_run_again_is_streamed_again(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``explain`` and ``score`` run in the same step. Crashed as ``score`` (a read) returned,
+    ``explain``'s update journaled and streamed: on the resume, ``explain`` is served from the
+    journal while ``score`` runs live beside it; ``explain``'s update, chunk and tokens are not
+    streamed again, ``score``'s update is streamed (once: the crash cut it before)."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("fanned", {"order_id": "A1"}).id
+    h.crash_at("after_effect", "fanned.score")
+    h.start_worker()
+    done = h.wait(run_id, "succeeded", timeout=60).result
+    assert sorted(done["log"]) == ["charged 30", "charging your order now", "found A1", "scored"]
+    assert effects(h, run_id).count("explain") == 1 and effects(h, run_id).count("score") == 2
+    updates = [next(iter(u)) for u in streamed(h, run_id, "updates")]
+    assert sorted(updates[1:3]) == ["explain", "score"] and len(updates) == 4, updates
+    assert streamed(h, run_id, "custom") == [{"explaining": "A1"}]
+    said = "".join(m[0]["content"] for m in streamed(h, run_id, "messages"))
+    assert said == "charging your order now"
+
+
 def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
     outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

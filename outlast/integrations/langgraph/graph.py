@@ -23,7 +23,8 @@ A ``ToolNode`` of the graph is no operation: it runs in the workflow, on every r
 its tool calls is one (``run.call`` of ``GRAPH.TOOL``, through ToolNode's ``awrap_tool_call``), its
 result the ``ToolMessage`` or ``Command``, with the effect declared in ``tools=``, else what an MCP
 server's annotations of the tool say (``outlast._mcp``), else plain. A call in doubt is answered to
-the model as a failed call whose outcome is unknown.
+the model as a failed call whose outcome is unknown; a reconciler's answer, what the tool would
+have returned, is made the call's ``ToolMessage``.
 
 ``run(..., stream_mode=[...])`` sends LangGraph's chunks of those modes to the run's live readers
 (``run.stream``, which sends nothing while the run replays); an ``updates`` chunk is sent only for a
@@ -59,6 +60,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
+from langgraph.types import Command
 
 from outlast._mcp import mcp_effect_name
 from outlast.action import NOT_EXECUTED, Action
@@ -205,7 +207,7 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
             return _dump(await (inner(request, execute) if inner is not None else execute(request)))
 
         try:
-            return _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
+            done = _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
         except InDoubt as exc:
             return ToolMessage(
                 f"The outcome of this {call['name']} call is unknown: it was interrupted and may or may "
@@ -215,6 +217,11 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
                 name=call["name"],
                 status="error",
             )
+        if isinstance(done, (ToolMessage, Command)):
+            return done
+        # a reconciler's answer: the tool's output, made the call's message as the tool's would be
+        content = done if isinstance(done, str) else json.dumps(done)
+        return ToolMessage(content, tool_call_id=call["id"] or "", name=call["name"])
 
     return ToolNode(
         list(node.tools_by_name.values()),
