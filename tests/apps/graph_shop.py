@@ -7,7 +7,8 @@ counted.
 
 The workflow ``reviewed`` runs the graph with a ``review`` node between the lookup and the charge,
 which asks a person (LangGraph's ``interrupt()``) and goes on with their answer: a durable request
-of the run, answered with ``client.respond``.
+of the run, answered with ``client.respond``; the workflow ``typed`` asks the same with a typed answer
+(``interrupts=``), an ``Approval``.
 
 The workflow ``told`` runs the graph with an ``explain`` node between the lookup and the charge,
 which writes a custom stream chunk and asks a fake chat model (streamed token by token), with
@@ -21,6 +22,7 @@ import itertools
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pydantic
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.config import get_stream_writer
@@ -84,6 +86,19 @@ def review(state: Order) -> dict[str, Any]:
     return {"log": [f"approved by {answer['by']}"]}
 
 
+class Approval(pydantic.BaseModel):
+    """The answer a typed review asks for (``interrupts=``): who approved, and up to what amount."""
+
+    by: str
+    up_to: int
+
+
+def typed_review(state: Order) -> dict[str, Any]:
+    answer = interrupt({"order_id": state["order_id"], "amount": state["amount"]})
+    assert isinstance(answer, Approval), answer  # validated, and given as the model
+    return {"log": [f"approved by {answer.by} up to {answer.up_to}"]}
+
+
 CHAT = GenericFakeChatModel(messages=itertools.cycle([AIMessage("charging your order now")]))
 
 
@@ -144,6 +159,14 @@ told = DurableGraph(
 )
 
 
+typed = DurableGraph(
+    app,
+    "typed",
+    build(("lookup", lookup), ("review", typed_review), ("charge", charge)).compile(),
+    nodes={"lookup": "read", "review": "read", "charge": "idempotent"},
+    interrupts={"review": Approval},
+)
+
 fanned_builder = StateGraph(Order)
 for _name, _fn in (("lookup", lookup), ("explain", explain), ("score", score), ("charge", charge)):
     fanned_builder.add_node(_name, _fn)
@@ -176,6 +199,11 @@ async def told_workflow(run: Run, order_id: str) -> dict[str, Any]:
         run, {"order_id": order_id, "log": []}, stream_mode=["updates", "custom", "messages"]
     )
     return dict(state)
+
+
+@app.workflow("typed", version="1")
+async def typed_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    return dict(await typed.run(run, {"order_id": order_id, "log": []}))
 
 
 @app.workflow("fanned", version="1")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from outlast.errors import AnswerRefused
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import graph_shop
 
@@ -94,6 +95,25 @@ def test_an_interrupt_is_a_durable_request_answered_with_respond(
         "log": ["found A1", "approved by ann", "charged 30"],
     }
     assert effects(h, run_id) == ["lookup", "review", "review", "charge"]
+
+
+def test_an_interrupt_s_answer_is_typed_checked_by_respond_and_given_as_its_type(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``interrupts={"review": Approval}``: the request carries the model's JSON schema, an answer
+    that does not fit it is refused by ``client.respond`` (the run still waits), and the node's
+    ``interrupt()`` returns an ``Approval``."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("typed", {"order_id": "A1"}).id
+    h.start_worker()
+    asked = h.wait_for_request(run_id, "op-3")
+    assert asked["response_schema"]["required"] == ["by", "up_to"]
+    with pytest.raises(AnswerRefused, match="up_to"):
+        h.client.respond(run_id, "op-3", {"by": "ann"})
+    assert h.client.status(run_id).state == "waiting"
+    h.client.respond(run_id, "op-3", {"by": "ann", "up_to": 50})
+    done = h.wait(run_id, "succeeded", timeout=60)
+    assert done.result["log"] == ["found A1", "approved by ann up to 50", "charged 30"]
 
 
 def streamed(h: Harness, run_id: str, mode: str) -> list[Any]:

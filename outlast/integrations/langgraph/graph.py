@@ -17,7 +17,10 @@ waits with the reason ``in_doubt``. A node's code reads ``current_action()`` lik
 A node that calls ``interrupt(value)`` makes the run wait on a request (``run.request``) named
 after the node, its payload the value, with no worker held; the answer (``client.respond``) is
 what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
-execution of the node is an operation of its own (``answers=N`` after its N-th answer).
+execution of the node is an operation of its own (``answers=N`` after its N-th answer). The
+answer's type is the node's in ``interrupts=`` (a pydantic model, a ``TypedDict``, any type
+pydantic validates), its JSON schema stored with the request and checked by ``client.respond``;
+else any JSON value.
 
 A ``ToolNode`` of the graph is no operation: it runs in the workflow, on every replay, and each of
 its tool calls is one (``run.call`` of ``GRAPH.TOOL``, through ToolNode's ``awrap_tool_call``), its
@@ -110,9 +113,12 @@ class DurableGraph:
         *,
         nodes: Mapping[str, NodeEffect | EffectName] | None = None,
         tools: Mapping[str, NodeEffect | EffectName] | None = None,
+        interrupts: Mapping[str, Any] | None = None,
     ) -> None:
         declared = _effects(nodes)
         _refuse_unknown(name, "node", declared, set(graph.nodes))
+        answers = dict(interrupts or {})
+        _refuse_unknown(name, "node", answers, set(graph.nodes))
         self.name = name
         wrapped: dict[str, Any] = {}
         tool_nodes = {n: s.bound for n, s in graph.nodes.items() if isinstance(s.bound, ToolNode)}
@@ -124,7 +130,7 @@ class DurableGraph:
                 continue
             tool = f"{name}.{node}"
             _register(app, tool, declared.get(node, NodeEffect()))
-            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound, answers.get(node, Any))})
         by_name = {t.name: t for n in tool_nodes.values() for t in n.tools_by_name.values()}
         per_tool = _effects(tools)
         _refuse_unknown(name, "tool", per_tool, set(by_name))
@@ -243,8 +249,9 @@ async def _operation(run: Run, tool: str, args: dict[str, Any], body: Callable[[
         _BODY.reset(token)
 
 
-def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
-    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once."""
+def _journaled(tool: str, bound: Runnable[Any, Any], answer: Any) -> Runnable[Any, Any]:
+    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once; its
+    interrupts' answers of the type ``answer``."""
 
     async def node(state: Any, config: RunnableConfig) -> Any:
         try:
@@ -257,8 +264,7 @@ def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
             done = await _execution(run, tool, bound, state, _resumed(config, answers), step, len(answers))
             if "interrupt" not in done:
                 return _load(done)
-            answer = await run.request(tool, done["interrupt"], response=cast(type[Any], Any))
-            answers.append(answer)
+            answers.append(await run.request(tool, done["interrupt"], response=cast(type[Any], answer)))
 
     return RunnableLambda(node, name=tool)
 
