@@ -202,6 +202,26 @@ def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
     assert not any(e.get("tool") == "tooled.lookup" for e in journal if e["kind"] == "intention")
 
 
+def test_a_tool_node_s_updates_are_streamed(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``ToolNode`` is no operation, but its calls made now are: its update (the calls'
+    messages) is streamed like any node's."""
+    from tests.apps import graph_tools
+
+    h = outlast_harness(graph_tools.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    graph_tools.setup(h.database_url, h.schema)
+    h.start_worker()
+    run_id = h.client.enqueue("tooled_streamed", {"prompt": "refund A1"}).id
+    h.wait(run_id, "succeeded")
+    updates = streamed(h, run_id, "updates")
+    assert [next(iter(u)) for u in updates] == ["agent", "tools", "agent", "tools", "agent"]
+    said = [m["content"] for m in updates[1]["tools"]["messages"]]
+    assert said == ["A1: 30 EUR", "refunded 30"], updates[1]
+
+
 def test_each_call_of_an_mcp_tool_is_an_operation_of_its_annotated_effect_keyed_in_its_meta(
     outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

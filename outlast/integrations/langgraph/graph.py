@@ -32,7 +32,8 @@ have returned, is made the call's ``ToolMessage``.
 ``run(..., stream_mode=[...])`` sends LangGraph's chunks of those modes to the run's live readers
 (``run.stream``, which sends nothing while the run replays); an ``updates`` chunk is sent only for a
 node whose update was made now, not served from the journal (``_LIVE``: the case of a node served
-from the journal while another of its step runs live).
+from the journal while another of its step runs live); a ``ToolNode``'s when one of its calls was
+made now.
 
 The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
 replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
@@ -85,6 +86,8 @@ _BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.Contex
 # the nodes whose update was made live in this graph run (not served from the journal), each once
 # per execution, taken back as its ``updates`` chunk is streamed
 _LIVE: contextvars.ContextVar[collections.Counter[str]] = contextvars.ContextVar("outlast_graph_live")
+# the ToolNode executions (their tasks) one of whose calls ran live, counted once each in ``_LIVE``
+_LIVE_TASKS: contextvars.ContextVar[set[Any]] = contextvars.ContextVar("outlast_graph_live_tasks")
 
 
 @dataclass(frozen=True)
@@ -157,11 +160,13 @@ class DurableGraph:
         (``client.stream(run_id)``) as ``{"mode": MODE, "data": CHUNK}``, as JSON; the work of
         nodes served from the journal on a resume is not streamed again."""
         token, live = _RUN.set(run), _LIVE.set(collections.Counter())
+        tasks = _LIVE_TASKS.set(set())
         try:
             if not stream_mode:
                 return await self.graph.ainvoke(input, config)
             return await self._streamed(run, input, config, set(stream_mode))
         finally:
+            _LIVE_TASKS.reset(tasks)
             _LIVE.reset(live)
             _RUN.reset(token)
 
@@ -210,7 +215,9 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
         call = request.tool_call
 
         async def body() -> Any:
-            return _dump(await (inner(request, execute) if inner is not None else execute(request)))
+            done = _dump(await (inner(request, execute) if inner is not None else execute(request)))
+            _made_now(var_child_runnable_config.get() or {})
+            return done
 
         try:
             done = _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
@@ -289,6 +296,17 @@ async def _execution(
     return cast(
         dict[str, Any], await _operation(run, tool, {"step": step, **({"answers": n} if n else {})}, body)
     )
+
+
+def _made_now(config: RunnableConfig) -> None:
+    """Count the ToolNode's execution whose call this is as made live (once, however many of its
+    calls ran live): its ``updates`` chunk is streamed."""
+    metadata = config.get("metadata") or {}
+    node, task = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
+    counted = _LIVE_TASKS.get()
+    if node is not None and task not in counted:
+        counted.add(task)
+        _LIVE.get()[node] += 1
 
 
 def _made_live(updates: dict[str, Any]) -> dict[str, Any]:
