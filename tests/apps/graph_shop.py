@@ -7,18 +7,22 @@ counted.
 
 The workflow ``reviewed`` runs the graph with a ``review`` node between the lookup and the charge,
 which asks a person (LangGraph's ``interrupt()``) and goes on with their answer: a durable request
-of the run, answered with ``client.respond``.
+of the run, answered with ``client.respond``; the workflow ``typed`` asks the same with a typed answer
+(``interrupts=``), an ``Approval``.
 
 The workflow ``told`` runs the graph with an ``explain`` node between the lookup and the charge,
 which writes a custom stream chunk and asks a fake chat model (streamed token by token), with
-LangGraph's stream modes sent to the run's live readers."""
+LangGraph's stream modes sent to the run's live readers. The workflow ``fanned`` runs the
+explanation beside a ``score`` node, two branches of the same step, streamed likewise."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import operator
 from typing import Annotated, Any, TypedDict
 
+import pydantic
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.config import get_stream_writer
@@ -82,6 +86,19 @@ def review(state: Order) -> dict[str, Any]:
     return {"log": [f"approved by {answer['by']}"]}
 
 
+class Approval(pydantic.BaseModel):
+    """The answer a typed review asks for (``interrupts=``): who approved, and up to what amount."""
+
+    by: str
+    up_to: int
+
+
+def typed_review(state: Order) -> dict[str, Any]:
+    answer = interrupt({"order_id": state["order_id"], "amount": state["amount"]})
+    assert isinstance(answer, Approval), answer  # validated, and given as the model
+    return {"log": [f"approved by {answer.by} up to {answer.up_to}"]}
+
+
 CHAT = GenericFakeChatModel(messages=itertools.cycle([AIMessage("charging your order now")]))
 
 
@@ -90,6 +107,23 @@ async def explain(state: Order) -> dict[str, Any]:
     get_stream_writer()({"explaining": state["order_id"]})
     said = await CHAT.ainvoke(f"explain the charge of {state['order_id']}")
     return {"log": [str(said.content)]}
+
+
+async def score(state: Order) -> dict[str, Any]:
+    """Run beside ``explain`` (the same step): it ends a second after the explanation's run began,
+    once that node's update has been streamed."""
+    _effect("score")
+    run_id = current_action().run_id
+    while not _ran("explain", run_id):
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    return {"log": ["scored"]}
+
+
+def _ran(node: str, run_id: str) -> bool:
+    with connect() as c:
+        found = c.execute("SELECT 1 FROM effects WHERE run_id = %s AND node = %s", (run_id, node)).fetchall()
+    return bool(found)
 
 
 def build(*path: tuple[str, Any]) -> StateGraph[Order]:
@@ -125,6 +159,30 @@ told = DurableGraph(
 )
 
 
+typed = DurableGraph(
+    app,
+    "typed",
+    build(("lookup", lookup), ("review", typed_review), ("charge", charge)).compile(),
+    nodes={"lookup": "read", "review": "read", "charge": "idempotent"},
+    interrupts={"review": Approval},
+)
+
+fanned_builder = StateGraph(Order)
+for _name, _fn in (("lookup", lookup), ("explain", explain), ("score", score), ("charge", charge)):
+    fanned_builder.add_node(_name, _fn)
+fanned_builder.add_edge(START, "lookup")
+fanned_builder.add_edge("lookup", "explain")  # explain and score: two branches of one step
+fanned_builder.add_edge("lookup", "score")
+fanned_builder.add_edge(["explain", "score"], "charge")
+fanned_builder.add_edge("charge", END)
+fanned = DurableGraph(
+    app,
+    "fanned",
+    fanned_builder.compile(),
+    nodes={"lookup": "read", "score": "read", "charge": "idempotent"},
+)
+
+
 @app.workflow("orders", version="1")
 async def orders_workflow(run: Run, order_id: str) -> dict[str, Any]:
     return dict(await orders.run(run, {"order_id": order_id, "log": []}))
@@ -138,6 +196,19 @@ async def reviewed_workflow(run: Run, order_id: str) -> dict[str, Any]:
 @app.workflow("told", version="1")
 async def told_workflow(run: Run, order_id: str) -> dict[str, Any]:
     state = await told.run(
+        run, {"order_id": order_id, "log": []}, stream_mode=["updates", "custom", "messages"]
+    )
+    return dict(state)
+
+
+@app.workflow("typed", version="1")
+async def typed_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    return dict(await typed.run(run, {"order_id": order_id, "log": []}))
+
+
+@app.workflow("fanned", version="1")
+async def fanned_workflow(run: Run, order_id: str) -> dict[str, Any]:
+    state = await fanned.run(
         run, {"order_id": order_id, "log": []}, stream_mode=["updates", "custom", "messages"]
     )
     return dict(state)

@@ -4,7 +4,8 @@ and whose ``tools`` node (LangGraph's ``ToolNode``) makes them, run durably by t
 ``lookup`` a read, ``refund`` idempotent (the bank's ``refunds`` keeps one refund per idempotency
 key), ``email`` plain (one row of ``emails`` a call). Each tool counts its every run in
 ``effects`` with its idempotency key. ``GRAPH_DIE_IN=email`` kills the worker in the middle of the
-email (before its row); ``GRAPH_DIE_IN=refund`` right after the bank's row (before its result)."""
+email (before its row); ``GRAPH_DIE_IN=refund`` right after the bank's row (before its result).
+The workflow ``tooled_streamed`` runs the same graph with its ``updates`` streamed."""
 
 from __future__ import annotations
 
@@ -119,3 +120,9 @@ tooled = DurableGraph(
 async def tooled_workflow(run: Run, prompt: str) -> dict[str, Any]:
     state = await tooled.run(run, {"messages": [("user", prompt)]})
     return {"answer": state["messages"][-1].content, "in_doubt": run.in_doubt("tooled.email")}
+
+
+@app.workflow("tooled_streamed", version="1")
+async def tooled_streamed(run: Run, prompt: str) -> str:
+    state = await tooled.run(run, {"messages": [("user", prompt)]}, stream_mode=["updates"])
+    return str(state["messages"][-1].content)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from outlast.errors import AnswerRefused
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import graph_shop
 
@@ -96,6 +97,25 @@ def test_an_interrupt_is_a_durable_request_answered_with_respond(
     assert effects(h, run_id) == ["lookup", "review", "review", "charge"]
 
 
+def test_an_interrupt_s_answer_is_typed_checked_by_respond_and_given_as_its_type(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``interrupts={"review": Approval}``: the request carries the model's JSON schema, an answer
+    that does not fit it is refused by ``client.respond`` (the run still waits), and the node's
+    ``interrupt()`` returns an ``Approval``."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("typed", {"order_id": "A1"}).id
+    h.start_worker()
+    asked = h.wait_for_request(run_id, "op-3")
+    assert asked["response_schema"]["required"] == ["by", "up_to"]
+    with pytest.raises(AnswerRefused, match="up_to"):
+        h.client.respond(run_id, "op-3", {"by": "ann"})
+    assert h.client.status(run_id).state == "waiting"
+    h.client.respond(run_id, "op-3", {"by": "ann", "up_to": 50})
+    done = h.wait(run_id, "succeeded", timeout=60)
+    assert done.result["log"] == ["found A1", "approved by ann up to 50", "charged 30"]
+
+
 def streamed(h: Harness, run_id: str, mode: str) -> list[Any]:
     return [c["data"] for c in h.stream(run_id) if isinstance(c, dict) and c.get("mode") == mode]
 
@@ -135,6 +155,27 @@ def test_a_resumed_graph_does_not_stream_again_the_nodes_served_from_the_journal
     assert said == "charging your order now"
 
 
+def test_of_two_branches_of_one_step_only_the_one_run_again_is_streamed_again(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``explain`` and ``score`` run in the same step. Crashed as ``score`` (a read) returned,
+    ``explain``'s update journaled and streamed: on the resume, ``explain`` is served from the
+    journal while ``score`` runs live beside it; ``explain``'s update, chunk and tokens are not
+    streamed again, ``score``'s update is streamed (once: the crash cut it before)."""
+    h = shop(outlast_harness, monkeypatch)
+    run_id = h.client.enqueue("fanned", {"order_id": "A1"}).id
+    h.crash_at("after_effect", "fanned.score")
+    h.start_worker()
+    done = h.wait(run_id, "succeeded", timeout=60).result
+    assert sorted(done["log"]) == ["charged 30", "charging your order now", "found A1", "scored"]
+    assert effects(h, run_id).count("explain") == 1 and effects(h, run_id).count("score") == 2
+    updates = [next(iter(u)) for u in streamed(h, run_id, "updates")]
+    assert sorted(updates[1:3]) == ["explain", "score"] and len(updates) == 4, updates
+    assert streamed(h, run_id, "custom") == [{"explaining": "A1"}]
+    said = "".join(m[0]["content"] for m in streamed(h, run_id, "messages"))
+    assert said == "charging your order now"
+
+
 def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
     outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -159,6 +200,26 @@ def test_each_tool_call_of_a_tool_node_is_an_operation_with_its_declared_effect(
         k for (k,) in h.sql("SELECT key FROM effects WHERE tool = 'refund'")
     ]
     assert not any(e.get("tool") == "tooled.lookup" for e in journal if e["kind"] == "intention")
+
+
+def test_a_tool_node_s_updates_are_streamed(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``ToolNode`` is no operation, but its calls made now are: its update (the calls'
+    messages) is streamed like any node's."""
+    from tests.apps import graph_tools
+
+    h = outlast_harness(graph_tools.app)
+    monkeypatch.setenv("OUTLAST_DATABASE_URL", h.database_url)
+    monkeypatch.setenv("OUTLAST_SCHEMA", h.schema)
+    graph_tools.setup(h.database_url, h.schema)
+    h.start_worker()
+    run_id = h.client.enqueue("tooled_streamed", {"prompt": "refund A1"}).id
+    h.wait(run_id, "succeeded")
+    updates = streamed(h, run_id, "updates")
+    assert [next(iter(u)) for u in updates] == ["agent", "tools", "agent", "tools", "agent"]
+    said = [m["content"] for m in updates[1]["tools"]["messages"]]
+    assert said == ["A1: 30 EUR", "refunded 30"], updates[1]
 
 
 def test_each_call_of_an_mcp_tool_is_an_operation_of_its_annotated_effect_keyed_in_its_meta(

@@ -17,18 +17,23 @@ waits with the reason ``in_doubt``. A node's code reads ``current_action()`` lik
 A node that calls ``interrupt(value)`` makes the run wait on a request (``run.request``) named
 after the node, its payload the value, with no worker held; the answer (``client.respond``) is
 what ``interrupt()`` returns when the node runs again from its start, as LangGraph resumes it: each
-execution of the node is an operation of its own (``answers=N`` after its N-th answer).
+execution of the node is an operation of its own (``answers=N`` after its N-th answer). The
+answer's type is the node's in ``interrupts=`` (a pydantic model, a ``TypedDict``, any type
+pydantic validates), its JSON schema stored with the request and checked by ``client.respond``;
+else any JSON value.
 
 A ``ToolNode`` of the graph is no operation: it runs in the workflow, on every replay, and each of
 its tool calls is one (``run.call`` of ``GRAPH.TOOL``, through ToolNode's ``awrap_tool_call``), its
 result the ``ToolMessage`` or ``Command``, with the effect declared in ``tools=``, else what an MCP
 server's annotations of the tool say (``outlast._mcp``), else plain. A call in doubt is answered to
-the model as a failed call whose outcome is unknown.
+the model as a failed call whose outcome is unknown; a reconciler's answer, what the tool would
+have returned, is made the call's ``ToolMessage``.
 
 ``run(..., stream_mode=[...])`` sends LangGraph's chunks of those modes to the run's live readers
 (``run.stream``, which sends nothing while the run replays); an ``updates`` chunk is sent only for a
 node whose update was made now, not served from the journal (``_LIVE``: the case of a node served
-from the journal while another of its step runs live).
+from the journal while another of its step runs live); a ``ToolNode``'s when one of its calls was
+made now.
 
 The graph is deterministic given its nodes' updates (LangGraph's routing runs on the state), so a
 replay takes the same path. A node's update is journaled as JSON when it is JSON, else with
@@ -59,6 +64,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.prebuilt import ToolNode
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.pregel import Pregel
+from langgraph.types import Command
 
 from outlast._mcp import mcp_effect_name
 from outlast.action import NOT_EXECUTED, Action
@@ -80,6 +86,8 @@ _BODY: contextvars.ContextVar[Callable[[], Awaitable[Any]]] = contextvars.Contex
 # the nodes whose update was made live in this graph run (not served from the journal), each once
 # per execution, taken back as its ``updates`` chunk is streamed
 _LIVE: contextvars.ContextVar[collections.Counter[str]] = contextvars.ContextVar("outlast_graph_live")
+# the ToolNode executions (their tasks) one of whose calls ran live, counted once each in ``_LIVE``
+_LIVE_TASKS: contextvars.ContextVar[set[Any]] = contextvars.ContextVar("outlast_graph_live_tasks")
 
 
 @dataclass(frozen=True)
@@ -108,9 +116,12 @@ class DurableGraph:
         *,
         nodes: Mapping[str, NodeEffect | EffectName] | None = None,
         tools: Mapping[str, NodeEffect | EffectName] | None = None,
+        interrupts: Mapping[str, Any] | None = None,
     ) -> None:
         declared = _effects(nodes)
         _refuse_unknown(name, "node", declared, set(graph.nodes))
+        answers = dict(interrupts or {})
+        _refuse_unknown(name, "node", answers, set(graph.nodes))
         self.name = name
         wrapped: dict[str, Any] = {}
         tool_nodes = {n: s.bound for n, s in graph.nodes.items() if isinstance(s.bound, ToolNode)}
@@ -122,7 +133,7 @@ class DurableGraph:
                 continue
             tool = f"{name}.{node}"
             _register(app, tool, declared.get(node, NodeEffect()))
-            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound)})
+            wrapped[node] = spec.copy({"bound": _journaled(tool, spec.bound, answers.get(node, Any))})
         by_name = {t.name: t for n in tool_nodes.values() for t in n.tools_by_name.values()}
         per_tool = _effects(tools)
         _refuse_unknown(name, "tool", per_tool, set(by_name))
@@ -149,11 +160,13 @@ class DurableGraph:
         (``client.stream(run_id)``) as ``{"mode": MODE, "data": CHUNK}``, as JSON; the work of
         nodes served from the journal on a resume is not streamed again."""
         token, live = _RUN.set(run), _LIVE.set(collections.Counter())
+        tasks = _LIVE_TASKS.set(set())
         try:
             if not stream_mode:
                 return await self.graph.ainvoke(input, config)
             return await self._streamed(run, input, config, set(stream_mode))
         finally:
+            _LIVE_TASKS.reset(tasks)
             _LIVE.reset(live)
             _RUN.reset(token)
 
@@ -202,10 +215,12 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
         call = request.tool_call
 
         async def body() -> Any:
-            return _dump(await (inner(request, execute) if inner is not None else execute(request)))
+            done = _dump(await (inner(request, execute) if inner is not None else execute(request)))
+            _made_now(var_child_runnable_config.get() or {})
+            return done
 
         try:
-            return _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
+            done = _load(await _operation(_RUN.get(), f"{graph}.{call['name']}", call["args"], body))
         except InDoubt as exc:
             return ToolMessage(
                 f"The outcome of this {call['name']} call is unknown: it was interrupted and may or may "
@@ -215,6 +230,11 @@ def _tool_calls_journaled(graph: str, node: ToolNode) -> ToolNode:
                 name=call["name"],
                 status="error",
             )
+        if isinstance(done, (ToolMessage, Command)):
+            return done
+        # a reconciler's answer: the tool's output, made the call's message as the tool's would be
+        content = done if isinstance(done, str) else json.dumps(done)
+        return ToolMessage(content, tool_call_id=call["id"] or "", name=call["name"])
 
     return ToolNode(
         list(node.tools_by_name.values()),
@@ -236,8 +256,9 @@ async def _operation(run: Run, tool: str, args: dict[str, Any], body: Callable[[
         _BODY.reset(token)
 
 
-def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
-    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once."""
+def _journaled(tool: str, bound: Runnable[Any, Any], answer: Any) -> Runnable[Any, Any]:
+    """The node ``bound`` as one operation of the tool ``tool``: its update journaled once; its
+    interrupts' answers of the type ``answer``."""
 
     async def node(state: Any, config: RunnableConfig) -> Any:
         try:
@@ -250,8 +271,7 @@ def _journaled(tool: str, bound: Runnable[Any, Any]) -> Runnable[Any, Any]:
             done = await _execution(run, tool, bound, state, _resumed(config, answers), step, len(answers))
             if "interrupt" not in done:
                 return _load(done)
-            answer = await run.request(tool, done["interrupt"], response=cast(type[Any], Any))
-            answers.append(answer)
+            answers.append(await run.request(tool, done["interrupt"], response=cast(type[Any], answer)))
 
     return RunnableLambda(node, name=tool)
 
@@ -276,6 +296,17 @@ async def _execution(
     return cast(
         dict[str, Any], await _operation(run, tool, {"step": step, **({"answers": n} if n else {})}, body)
     )
+
+
+def _made_now(config: RunnableConfig) -> None:
+    """Count the ToolNode's execution whose call this is as made live (once, however many of its
+    calls ran live): its ``updates`` chunk is streamed."""
+    metadata = config.get("metadata") or {}
+    node, task = metadata.get("langgraph_node"), metadata.get("langgraph_checkpoint_ns")
+    counted = _LIVE_TASKS.get()
+    if node is not None and task not in counted:
+        counted.add(task)
+        _LIVE.get()[node] += 1
 
 
 def _made_live(updates: dict[str, Any]) -> dict[str, Any]:
