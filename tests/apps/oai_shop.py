@@ -74,7 +74,11 @@ def _step(items: list[Any]) -> tuple[int, dict[str, str]]:
 
 
 class ScriptedModel(Model):
-    """The model: one step per response, each call counted in the world before it answers."""
+    """The model: one step per response, each call counted in the world before it answers
+    (``say``: a text the second response carries before its tool calls)."""
+
+    def __init__(self, say: str = "") -> None:
+        self.say = say
 
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
@@ -90,7 +94,8 @@ class ScriptedModel(Model):
         if step == 1:
             output: list[Any] = [call("call-1", "lookup_order", {"order_id": "A1"})]
         elif step == 2:
-            output = [
+            output = [text(self.say)] if self.say else []
+            output += [
                 call("call-2", "refund", {"order_id": "A1", "amount": 30}),
                 call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
             ]
@@ -183,16 +188,22 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
 
 
 def build(
-    name: str, email: ToolEffect, *, refunding: ToolEffect | None = None, streamed: bool = False
+    name: str,
+    email: ToolEffect,
+    *,
+    refunding: ToolEffect | None = None,
+    streamed: bool = False,
+    say: str = "",
 ) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
     returns its final output and whether the email was in doubt (``refunding``: the refund's
-    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``)."""
+    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``; ``say``: what
+    the model says before its refund)."""
     app = App()
     agent = Agent(
         name="support",
         instructions="Refund what the customer asks for.",
-        model=ScriptedModel(),
+        model=ScriptedModel(say),
         model_settings=ModelSettings(parallel_tool_calls=False),
         tools=[lookup_order, refund, email_customer],
     )
@@ -232,4 +243,12 @@ approving_large_app = build(
     refunding=ToolEffect(
         "idempotent", approval=Approval(approvers=["ann"], when=lambda a: a["amount"] > 100)
     ),
+)
+# streamed, the refund needing approval: the text said before the wait is not sent again after it
+streamed_approving_app = build(
+    "oai_shop_streamed_approving",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect("idempotent", approval=Approval(approvers=["ann"])),
+    streamed=True,
+    say="Refunding order A1.",
 )

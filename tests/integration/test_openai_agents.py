@@ -6,13 +6,13 @@ a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from agents import Agent
 
-from outlast import App, Run
-from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
+from outlast import App
+from outlast.integrations.openai_agents import DurableAgent
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
 
@@ -155,13 +155,30 @@ def test_approval_when_picks_the_calls_that_need_one_from_the_model_s_arguments(
     assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
 
 
-def test_a_streamed_run_of_an_agent_whose_tools_need_approval_is_refused() -> None:
-    """Its approvals would go unanswered: run_streamed says to use run, which waits for them."""
-    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
-    approval = ToolEffect("idempotent", approval=Approval(approvers=["ann"]))
-    durable = DurableAgent(App(), "streamed_approving", agent, tools={"refund": approval})
-    with pytest.raises(NotImplementedError, match="need approval"):
-        durable.run_streamed(cast(Run, None), "refund order A1")
+def test_a_streamed_run_waits_for_its_approvals_and_sends_no_text_twice(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_streamed`` of an agent whose refund needs approval: the SDK's interruption is an
+    outlast approval bound to the model's arguments, waited for with no worker held; the resumed
+    run replays the responses streamed before the wait from the journal, so the text they sent
+    live is not sent again, and the refund is made with what was approved."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.streamed_approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_streamed_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    assert (asked["action"], asked["args"]) == (
+        "oai_shop_streamed_approving.refund",
+        {"order_id": "A1", "amount": 30},
+    )
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+    assert model_calls(h, run_id) == [1, 2]
+    h.client.approve(run_id, asked["op_id"], approver="ann", comment="ok", args_hash=asked["args_hash"])
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert done.result == {"output": ANSWER, "in_doubt": False}
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+    assert model_calls(h, run_id) == [1, 2, 3]  # the wait sent no model call again
+    assert "".join(h.stream(run_id)) == "Refunding order A1." + ANSWER  # each text sent once
 
 
 def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> None:

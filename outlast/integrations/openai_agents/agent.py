@@ -19,7 +19,8 @@ interrupts for it waits for an outlast approval bound to the model's arguments (
 no worker held), then goes on from the SDK's ``RunState``. The tools of the agents' MCP servers
 are journaled as function tools are, of the effect their server's annotations declare
 (``mcp_effect``) unless ``tools=`` says, each call carrying its operation's idempotency key in its
-``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live.
+``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live, its
+approvals waited for as ``run`` waits for them (``DurableStreaming``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import contextvars
 import dataclasses
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import pydantic
@@ -165,21 +166,23 @@ class DurableAgent:
 
     def run_streamed(
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
-    ) -> RunResultStreaming:
+    ) -> DurableStreaming:
         """``Runner.run_streamed`` of the agent on ``input`` as part of the workflow's ``run``: each
         model call is streamed, its text sent live to ``client.stream(run_id)`` as it comes, its
         completed response journaled. The workflow reads ``stream_events()`` to the end, then
-        ``final_output``; a resumed run's events are the journaled responses alone. An agent with
-        tools that need approval is run by ``run``, which waits for the approvals."""
-        approving = sorted(t for t, e in self.tools.items() if e.approval is not None)
-        if approving:
-            raise NotImplementedError(
-                f"agent {self.name!r}: tools {approving} need approval, which DurableAgent.run waits "
-                "for; run_streamed does not"
-            )
-        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        ``final_output``; a resumed run's events are the journaled responses alone, so the text
+        already sent is not sent again. A run the SDK interrupts for its tools' approvals waits
+        for them inside ``stream_events()`` as ``run`` does (no worker held), then streams on."""
+        scope = Scope(run, self.name, self.usage_budget)
+        config = _journaled(run_config)
+        return DurableStreaming(self, scope, self._streamed(scope, input, config, kwargs), config, kwargs)
+
+    def _streamed(
+        self, scope: Scope, input: Any, config: RunConfig, kwargs: dict[str, Any]
+    ) -> RunResultStreaming:
+        token = SCOPE.set(scope)
         try:  # the SDK's run task is created here, and keeps this scope
-            return Runner.run_streamed(self.agent, input, run_config=_journaled(run_config), **kwargs)
+            return Runner.run_streamed(self.agent, input, run_config=config, **kwargs)
         finally:
             SCOPE.reset(token)
 
@@ -268,6 +271,42 @@ class DurableAgent:
         approval = self.tools.get(tool.name, ToolEffect()).approval
         needs = tool.needs_approval if approval is None else _needs(approval)
         return dataclasses.replace(tool, on_invoke_tool=on_invoke, needs_approval=needs)
+
+
+class DurableStreaming:
+    """What ``DurableAgent.run_streamed`` returns: the SDK's ``RunResultStreaming`` of the run's
+    latest leg (its attributes read through, ``final_output`` among them). ``stream_events()``
+    yields each leg's events; where a leg ends on interruptions for approvals, it waits for the
+    outlast approvals (``run.approval``: the run is suspended, its worker let go, and a resume
+    replays the legs before from the journal), then streams the leg the decisions start."""
+
+    def __init__(
+        self,
+        agent: DurableAgent,
+        scope: Scope,
+        first: RunResultStreaming,
+        config: RunConfig,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._agent = agent
+        self._scope = scope
+        self._config = config
+        self._kwargs = {k: v for k, v in kwargs.items() if k != "context"}  # the state carries it
+        self.result = first
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.result, name)
+
+    async def stream_events(self) -> AsyncIterator[Any]:
+        while True:
+            async for event in self.result.stream_events():
+                yield event
+            if not self.result.interruptions:
+                return
+            state = self.result.to_state()
+            for item in self.result.interruptions:  # in the order the model made the calls
+                await self._agent._decide(self._scope, state, item)
+            self.result = self._agent._streamed(self._scope, state, self._config, self._kwargs)
 
 
 # the idempotency key of the MCP tool call dispatched now (its operation's)
