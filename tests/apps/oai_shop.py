@@ -9,7 +9,9 @@ plain (in doubt after a crash)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -171,10 +173,25 @@ def refund(order_id: str, amount: int) -> str:
     return f"refunded {amount}"
 
 
-@function_tool
-def email_customer(to: str, text: str) -> str:
+def email_customer_fn(to: str, text: str) -> str:
     """Email the customer."""
     _effect("email_customer", f"{to}:{text}")
+    return "sent"
+
+
+email_customer = function_tool(email_customer_fn, name_override="email_customer")
+
+
+@function_tool(name_override="email_customer")
+async def hanging_email(to: str, text: str) -> str:
+    """Email the customer (slowly: under ``OAI_SHOP_HANG``, the outbox takes 0.3 s to send, then
+    the call hangs, for a crash test to kill its worker mid-call)."""
+    if not os.environ.get("OAI_SHOP_HANG"):
+        return str(email_customer_fn(to, text))
+    _effect("email_started", to)
+    await asyncio.sleep(0.3)
+    _effect("email_customer", f"{to}:{text}")
+    await asyncio.sleep(600)
     return "sent"
 
 
@@ -194,18 +211,19 @@ def build(
     refunding: ToolEffect | None = None,
     streamed: bool = False,
     say: str = "",
+    emailing: Any = email_customer,
 ) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
     returns its final output and whether the email was in doubt (``refunding``: the refund's
     declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``; ``say``: what
-    the model says before its refund)."""
+    the model says before its refund; ``emailing``: the email tool)."""
     app = App()
     agent = Agent(
         name="support",
         instructions="Refund what the customer asks for.",
         model=ScriptedModel(say),
         model_settings=ModelSettings(parallel_tool_calls=False),
-        tools=[lookup_order, refund, email_customer],
+        tools=[lookup_order, refund, emailing],
     )
     durable = DurableAgent(
         app,
@@ -252,3 +270,8 @@ streamed_approving_app = build(
     streamed=True,
     say="Refunding order A1.",
 )
+# the email hangs mid-call under OAI_SHOP_HANG (a crash test kills its worker there)
+hanging_app = build(
+    "oai_shop_hanging", ToolEffect("reconciled", reconciler=email_sent), emailing=hanging_email
+)
+hanging_plain_app = build("oai_shop_hanging_plain", ToolEffect("plain"), emailing=hanging_email)
