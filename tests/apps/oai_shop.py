@@ -32,7 +32,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from outlast import NOT_EXECUTED, App, Run, current_action
 from outlast.action import Action
-from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
+from outlast.integrations.openai_agents import Approval, DurableAgent, RunSession, ToolEffect
 from tests.apps import connect, setup_tables
 
 TABLES = """
@@ -275,3 +275,43 @@ hanging_app = build(
     "oai_shop_hanging", ToolEffect("reconciled", reconciler=email_sent), emailing=hanging_email
 )
 hanging_plain_app = build("oai_shop_hanging_plain", ToolEffect("plain"), emailing=hanging_email)
+
+
+class ChatModel(Model):
+    """A chat model: it answers the user's last message and says how many it has seen, each call
+    counted in the world (its step: the user messages it was given)."""
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        said = [str(i["content"]) for i in items if isinstance(i, dict) and i.get("role") == "user"]
+        with connect() as c:
+            c.execute(
+                "INSERT INTO model_calls (run_id, step) VALUES (%s, %s)", (current_action().run_id, len(said))
+            )
+        usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+        return ModelResponse(
+            output=[text(f"You said {said[-1]!r} ({len(said)} messages)")], usage=usage, response_id=None
+        )
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+        yield
+
+
+chat_app = App()
+chat = DurableAgent(chat_app, "oai_chat", Agent(name="chat", model=ChatModel()))
+
+
+@chat_app.workflow("oai_chat", version="1")
+async def chat_run(run: Run, turns: int = 2) -> list[str]:
+    """A chat: each turn waits for the user's message (no worker held), the conversation kept in
+    a ``RunSession`` of the run."""
+    session = RunSession(run)
+    answers = []
+    for _ in range(turns):
+        message = await run.receive("user")
+        result = await chat.run(run, message["text"], session=session)
+        answers.append(str(result.final_output))
+    return answers

@@ -6,15 +6,16 @@ a scripted ``Model`` (tests/apps/oai_shop.py): no network, no key."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from agents import Agent
 
-from outlast import App
+from outlast import App, Run
 from outlast.integrations.openai_agents import DurableAgent
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
+from tests.conftest import wait_for
 
 ANSWER = "done: email_customer=sent; lookup_order={'amount': 30, 'order_id': 'A1'}; refund=refunded 30"
 
@@ -186,3 +187,33 @@ def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> Non
     agent.tools = [dataclasses.replace(oai_shop.refund, needs_approval=True)]
     with pytest.raises(ValueError, match="declare who approves"):
         DurableAgent(App(), "unapproved", agent)
+
+
+def test_a_chat_keeps_its_conversation_in_the_run_across_waits(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between turns the run waits for the user's message (``run.receive``, no worker held); the
+    conversation is a ``RunSession`` of the run, rebuilt on each resume by replaying the turns
+    before from the journal: the second turn's model is given both messages, and the first
+    turn's model call is not made again."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.chat_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_chat", {"turns": 2}).id
+    h.wait(run_id, "waiting")
+    h.send(run_id, "user", {"text": "Where is my order?"})
+    wait_for(lambda: model_calls(h, run_id) == [1], 30, 0.05, "the first turn's answer")
+    h.wait(run_id, "waiting")
+    h.send(run_id, "user", {"text": "Thanks"})
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert done.result == ["You said 'Where is my order?' (1 messages)", "You said 'Thanks' (2 messages)"]
+    assert model_calls(h, run_id) == [1, 2]  # the first turn replayed from the journal, not asked again
+
+
+def test_a_session_kept_outside_the_run_is_refused() -> None:
+    """Its items would be added again by each resume's replay of the turns before."""
+    from agents import SQLiteSession
+
+    durable = DurableAgent(App(), "chat_outside", Agent(name="chat", model=oai_shop.ChatModel()))
+    with pytest.raises(ValueError, match="RunSession"):
+        durable.run_streamed(cast(Run, None), "hi", session=SQLiteSession("s"))

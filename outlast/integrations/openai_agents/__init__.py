@@ -8,11 +8,14 @@ extra).
   same streamed (``DurableStreaming``).
 - ``JournaledModel`` and ``JournaledProvider`` (``model.py``): any SDK model, its calls
   journaled (request captured, response kept, never asked again on a resume).
+- ``RunSession`` (``session.py``): the SDK's ``Session`` of a chat agent's conversation, kept in
+  the run and rebuilt by replay on a resume.
 """
 
 from outlast._agent_tools import Approval, ToolEffect, mcp_effect
 from outlast.integrations.openai_agents.agent import DurableAgent, DurableStreaming
 from outlast.integrations.openai_agents.model import JournaledModel, JournaledProvider
+from outlast.integrations.openai_agents.session import RunSession
 
 __all__ = [
     "Approval",
@@ -20,6 +23,7 @@ __all__ = [
     "DurableStreaming",
     "JournaledModel",
     "JournaledProvider",
+    "RunSession",
     "ToolEffect",
     "mcp_effect",
 ]

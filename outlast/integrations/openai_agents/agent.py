@@ -16,7 +16,8 @@ doubt, never run twice, and the model is told its outcome is unknown. A tool's c
 
 A tool declared with ``approval=Approval(...)`` needs approval in the SDK: the run the SDK
 interrupts for it waits for an outlast approval bound to the model's arguments (``run.approval``,
-no worker held), then goes on from the SDK's ``RunState``. The tools of the agents' MCP servers
+no worker held), then goes on from the SDK's ``RunState``. A conversation across turns is a
+``RunSession`` (``session.py``) handed to each ``run``. The tools of the agents' MCP servers
 are journaled as function tools are, of the effect their server's annotations declare
 (``mcp_effect``) unless ``tools=`` says, each call carrying its operation's idempotency key in its
 ``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live, its
@@ -70,6 +71,7 @@ from outlast.integrations.openai_agents.model import (
     dispatched,
     not_executed,
 )
+from outlast.integrations.openai_agents.session import RunSession
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
@@ -133,6 +135,7 @@ class DurableAgent:
         held), each bound to the arguments the model proposed, then goes on: an approved call is
         made with the arguments approved (a revision approved in its turn), a rejected or expired
         one is not, and the model is told why."""
+        _session_of(run, kwargs)
         scope = Scope(run, self.name, self.usage_budget)
         token = SCOPE.set(scope)
         try:
@@ -173,6 +176,7 @@ class DurableAgent:
         ``final_output``; a resumed run's events are the journaled responses alone, so the text
         already sent is not sent again. A run the SDK interrupts for its tools' approvals waits
         for them inside ``stream_events()`` as ``run`` does (no worker held), then streams on."""
+        _session_of(run, kwargs)
         scope = Scope(run, self.name, self.usage_budget)
         config = _journaled(run_config)
         return DurableStreaming(self, scope, self._streamed(scope, input, config, kwargs), config, kwargs)
@@ -340,6 +344,17 @@ def _hints(annotations: Any) -> dict[str, Any]:
         hint: fields.get(hint) or fields.get(snake)
         for hint, snake in (("readOnlyHint", "read_only_hint"), ("idempotentHint", "idempotent_hint"))
     }
+
+
+def _session_of(run: Run, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a ``session=`` kept outside the run: a resume replays the turns before, and would
+    add their items to it again (``RunSession`` is rebuilt by that replay)."""
+    session = kwargs.get("session")
+    if session is not None and not (isinstance(session, RunSession) and session.run is run):
+        raise ValueError(
+            f"session {type(session).__name__}: a resumed run would add its replayed turns to it "
+            "again; give a RunSession(run) made in the workflow"
+        )
 
 
 def _needs(approval: Approval) -> Any:
