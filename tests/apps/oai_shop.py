@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, ModelSettings, function_tool
+from agents import Agent, GuardrailFunctionOutput, ModelSettings, function_tool, input_guardrail
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -195,6 +195,13 @@ async def hanging_email(to: str, text: str) -> str:
     return "sent"
 
 
+@input_guardrail
+def polite(ctx: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+    """A guardrail that asks a service (counted in the world) whether the request is polite."""
+    _effect("guardrail", str(given))
+    return GuardrailFunctionOutput(output_info={"polite": True}, tripwire_triggered=False)
+
+
 def email_sent(args: dict[str, Any], action: Action) -> Any:
     """Ask the outbox whether the email went out."""
     with connect() as c:
@@ -212,11 +219,13 @@ def build(
     streamed: bool = False,
     say: str = "",
     emailing: Any = email_customer,
+    guardrails: list[Any] | None = None,
 ) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
     returns its final output and whether the email was in doubt (``refunding``: the refund's
     declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``; ``say``: what
-    the model says before its refund; ``emailing``: the email tool)."""
+    the model says before its refund; ``emailing``: the email tool; ``guardrails``: the agent's
+    input guardrails)."""
     app = App()
     agent = Agent(
         name="support",
@@ -224,6 +233,7 @@ def build(
         model=ScriptedModel(say),
         model_settings=ModelSettings(parallel_tool_calls=False),
         tools=[lookup_order, refund, emailing],
+        input_guardrails=guardrails or [],
     )
     durable = DurableAgent(
         app,
@@ -315,3 +325,7 @@ async def chat_run(run: Run, turns: int = 2) -> list[str]:
         result = await chat.run(run, message["text"], session=session)
         answers.append(str(result.final_output))
     return answers
+
+
+# the agent's input guardrail journaled: a resume does not ask its service again
+guarded_app = build("oai_shop_guarded", ToolEffect("reconciled", reconciler=email_sent), guardrails=[polite])

@@ -217,3 +217,21 @@ def test_a_session_kept_outside_the_run_is_refused() -> None:
     durable = DurableAgent(App(), "chat_outside", Agent(name="chat", model=oai_shop.ChatModel()))
     with pytest.raises(ValueError, match="RunSession"):
         durable.run_streamed(cast(Run, None), "hi", session=SQLiteSession("s"))
+
+
+def test_a_guardrail_s_verdict_is_journaled_and_served_on_a_resume(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input guardrail's check is an operation (``NAME:guardrail``) before the first model
+    call: a run crashed after that call is served the verdict from the journal, and the
+    guardrail's service is asked once."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.guarded_app)
+    run_id = h.client.enqueue("oai_shop_guarded", {"prompt": "refund order A1"}).id
+    h.crash_at("after_result", "oai_shop_guarded:model")
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
+    assert h.sql("SELECT count(*) FROM effects WHERE tool = 'guardrail'") == [(1,)]
+    assert model_calls(h, run_id) == [1, 2, 3]
+    checks = [e for e in h.journal(run_id) if e.get("tool") == "oai_shop_guarded:guardrail"]
+    assert [c["kind"] for c in checks] == ["result"]  # a read: its result alone, once
+    assert checks[0]["ok"] == {"output_info": {"polite": True}, "tripwire_triggered": False}

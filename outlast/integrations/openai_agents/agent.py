@@ -12,7 +12,9 @@ redone after a crash), ``"idempotent"`` (sent again with the same
 ``current_action().idempotency_key``), ``ToolEffect("reconciled", reconciler=fn)`` (the
 reconciler says whether it happened), or ``"plain"``, the default: a call cut by a crash is in
 doubt, never run twice, and the model is told its outcome is unknown. A tool's code reads
-``current_action()``. A tool's result is journaled as JSON (what the model sees of it).
+``current_action()``. A tool's result is journaled as JSON (what the model sees of it). An
+agent's guardrails are calls of ``NAME:guardrail``, their verdicts journaled; a handoff is replayed
+from the journaled response that makes it (its ``on_handoff`` run again).
 
 A tool declared with ``approval=Approval(...)`` needs approval in the SDK: the run the SDK
 interrupts for it waits for an outlast approval bound to the model's arguments (``run.approval``,
@@ -31,13 +33,14 @@ import dataclasses
 import inspect
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
 import pydantic_core
 from agents import (
     Agent,
     FunctionTool,
+    GuardrailFunctionOutput,
     RunConfig,
     Runner,
     RunResult,
@@ -119,6 +122,7 @@ class DurableAgent:
         _register(
             app, f"{name}:model", ToolEffect("reconciled", not_executed), dict(model_cost or {}), "model"
         )
+        _register(app, f"{name}:guardrail", ToolEffect("read"), {}, "tool")
         for tool in sorted(found):
             effect = self.tools.get(tool, ToolEffect())
             _register(app, self.tool_name(tool), effect, dict(effect.cost), "tool")
@@ -199,6 +203,8 @@ class DurableAgent:
         copy = agent.clone(
             model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
             tools=[self._tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools],
+            input_guardrails=[self._guardrail(g, "input") for g in agent.input_guardrails],
+            output_guardrails=[self._guardrail(g, "output") for g in agent.output_guardrails],
         )
         self._copies[id(agent)] = copy
         if copy.mcp_servers:
@@ -207,6 +213,39 @@ class DurableAgent:
             self._durable(h) if isinstance(h, Agent) else self._handoff(h) for h in agent.handoffs
         ]
         return copy
+
+    def _guardrail(self, guardrail: Any, kind: Literal["input", "output"]) -> Any:
+        """A copy of an agent's guardrail whose check is a call of ``NAME:guardrail`` (a read:
+        one cut by a crash is run again), its verdict journaled (``output_info`` as JSON) and
+        served from the journal on a resume, so a guardrail that asks a model or a service does
+        not ask it again. An input guardrail of the copy runs before the agent's first model call,
+        not beside it, so that the two operations keep their order on a resume."""
+        check = guardrail.guardrail_function
+        name = guardrail.get_name()
+
+        async def checked(ctx: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+            scope = SCOPE.get(None)
+
+            async def verdict() -> GuardrailFunctionOutput:
+                out = check(ctx, agent, given)
+                return cast(GuardrailFunctionOutput, await out if inspect.isawaitable(out) else out)
+
+            if scope is None:
+                return await verdict()
+
+            async def body(journaled: dict[str, Any]) -> Any:
+                out = await verdict()
+                info = pydantic_core.to_jsonable_python(out.output_info, fallback=str)
+                return {"output_info": info, "tripwire_triggered": out.tripwire_triggered}
+
+            args = {"guardrail": name, "kind": kind, "agent": agent.name}
+            found = await call(scope.run, f"{self.name}:guardrail", args, body)
+            return GuardrailFunctionOutput(found["output_info"], bool(found["tripwire_triggered"]))
+
+        changes: dict[str, Any] = {"guardrail_function": checked, "name": name}
+        if kind == "input":
+            changes["run_in_parallel"] = False
+        return dataclasses.replace(guardrail, **changes)
 
     def _handoff(self, handoff: Handoff[Any, Any]) -> Handoff[Any, Any]:
         invoke = handoff.on_invoke_handoff
