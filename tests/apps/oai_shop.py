@@ -9,11 +9,13 @@ plain (in doubt after a crash)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, ModelSettings, function_tool
+from agents import Agent, GuardrailFunctionOutput, ModelSettings, function_tool, input_guardrail
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -30,7 +32,7 @@ from openai.types.responses.response_usage import InputTokensDetails, OutputToke
 
 from outlast import NOT_EXECUTED, App, Run, current_action
 from outlast.action import Action
-from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
+from outlast.integrations.openai_agents import Approval, DurableAgent, RunSession, ToolEffect
 from tests.apps import connect, setup_tables
 
 TABLES = """
@@ -74,7 +76,11 @@ def _step(items: list[Any]) -> tuple[int, dict[str, str]]:
 
 
 class ScriptedModel(Model):
-    """The model: one step per response, each call counted in the world before it answers."""
+    """The model: one step per response, each call counted in the world before it answers
+    (``say``: a text the second response carries before its tool calls)."""
+
+    def __init__(self, say: str = "") -> None:
+        self.say = say
 
     async def get_response(
         self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
@@ -90,7 +96,8 @@ class ScriptedModel(Model):
         if step == 1:
             output: list[Any] = [call("call-1", "lookup_order", {"order_id": "A1"})]
         elif step == 2:
-            output = [
+            output = [text(self.say)] if self.say else []
+            output += [
                 call("call-2", "refund", {"order_id": "A1", "amount": 30}),
                 call("call-3", "email_customer", {"to": "ann@example.com", "text": "refunded"}),
             ]
@@ -166,11 +173,33 @@ def refund(order_id: str, amount: int) -> str:
     return f"refunded {amount}"
 
 
-@function_tool
-def email_customer(to: str, text: str) -> str:
+def email_customer_fn(to: str, text: str) -> str:
     """Email the customer."""
     _effect("email_customer", f"{to}:{text}")
     return "sent"
+
+
+email_customer = function_tool(email_customer_fn, name_override="email_customer")
+
+
+@function_tool(name_override="email_customer")
+async def hanging_email(to: str, text: str) -> str:
+    """Email the customer (slowly: under ``OAI_SHOP_HANG``, the outbox takes 0.3 s to send, then
+    the call hangs, for a crash test to kill its worker mid-call)."""
+    if not os.environ.get("OAI_SHOP_HANG"):
+        return str(email_customer_fn(to, text))
+    _effect("email_started", to)
+    await asyncio.sleep(0.3)
+    _effect("email_customer", f"{to}:{text}")
+    await asyncio.sleep(600)
+    return "sent"
+
+
+@input_guardrail
+def polite(ctx: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+    """A guardrail that asks a service (counted in the world) whether the request is polite."""
+    _effect("guardrail", str(given))
+    return GuardrailFunctionOutput(output_info={"polite": True}, tripwire_triggered=False)
 
 
 def email_sent(args: dict[str, Any], action: Action) -> Any:
@@ -183,18 +212,28 @@ def email_sent(args: dict[str, Any], action: Action) -> Any:
 
 
 def build(
-    name: str, email: ToolEffect, *, refunding: ToolEffect | None = None, streamed: bool = False
+    name: str,
+    email: ToolEffect,
+    *,
+    refunding: ToolEffect | None = None,
+    streamed: bool = False,
+    say: str = "",
+    emailing: Any = email_customer,
+    guardrails: list[Any] | None = None,
 ) -> App:
     """An app whose workflow ``name`` runs the support agent (the email declared ``email``), and
     returns its final output and whether the email was in doubt (``refunding``: the refund's
-    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``)."""
+    declaration, if not plain idempotent; ``streamed``: run with ``run_streamed``; ``say``: what
+    the model says before its refund; ``emailing``: the email tool; ``guardrails``: the agent's
+    input guardrails)."""
     app = App()
     agent = Agent(
         name="support",
         instructions="Refund what the customer asks for.",
-        model=ScriptedModel(),
+        model=ScriptedModel(say),
         model_settings=ModelSettings(parallel_tool_calls=False),
-        tools=[lookup_order, refund, email_customer],
+        tools=[lookup_order, refund, emailing],
+        input_guardrails=guardrails or [],
     )
     durable = DurableAgent(
         app,
@@ -233,3 +272,60 @@ approving_large_app = build(
         "idempotent", approval=Approval(approvers=["ann"], when=lambda a: a["amount"] > 100)
     ),
 )
+# streamed, the refund needing approval: the text said before the wait is not sent again after it
+streamed_approving_app = build(
+    "oai_shop_streamed_approving",
+    ToolEffect("reconciled", reconciler=email_sent),
+    refunding=ToolEffect("idempotent", approval=Approval(approvers=["ann"])),
+    streamed=True,
+    say="Refunding order A1.",
+)
+# the email hangs mid-call under OAI_SHOP_HANG (a crash test kills its worker there)
+hanging_app = build(
+    "oai_shop_hanging", ToolEffect("reconciled", reconciler=email_sent), emailing=hanging_email
+)
+hanging_plain_app = build("oai_shop_hanging_plain", ToolEffect("plain"), emailing=hanging_email)
+
+
+class ChatModel(Model):
+    """A chat model: it answers the user's last message and says how many it has seen, each call
+    counted in the world (its step: the user messages it was given)."""
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        said = [str(i["content"]) for i in items if isinstance(i, dict) and i.get("role") == "user"]
+        with connect() as c:
+            c.execute(
+                "INSERT INTO model_calls (run_id, step) VALUES (%s, %s)", (current_action().run_id, len(said))
+            )
+        usage = Usage(requests=1, input_tokens=10, output_tokens=5, total_tokens=15)
+        return ModelResponse(
+            output=[text(f"You said {said[-1]!r} ({len(said)} messages)")], usage=usage, response_id=None
+        )
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+        yield
+
+
+chat_app = App()
+chat = DurableAgent(chat_app, "oai_chat", Agent(name="chat", model=ChatModel()))
+
+
+@chat_app.workflow("oai_chat", version="1")
+async def chat_run(run: Run, turns: int = 2) -> list[str]:
+    """A chat: each turn waits for the user's message (no worker held), the conversation kept in
+    a ``RunSession`` of the run."""
+    session = RunSession(run)
+    answers = []
+    for _ in range(turns):
+        message = await run.receive("user")
+        result = await chat.run(run, message["text"], session=session)
+        answers.append(str(result.final_output))
+    return answers
+
+
+# the agent's input guardrail journaled: a resume does not ask its service again
+guarded_app = build("oai_shop_guarded", ToolEffect("reconciled", reconciler=email_sent), guardrails=[polite])

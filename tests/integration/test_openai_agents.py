@@ -12,9 +12,10 @@ import pytest
 from agents import Agent
 
 from outlast import App, Run
-from outlast.integrations.openai_agents import Approval, DurableAgent, ToolEffect
+from outlast.integrations.openai_agents import DurableAgent
 from outlast.testing import Harness, HarnessFactory
 from tests.apps import oai_shop
+from tests.conftest import wait_for
 
 ANSWER = "done: email_customer=sent; lookup_order={'amount': 30, 'order_id': 'A1'}; refund=refunded 30"
 
@@ -155,13 +156,30 @@ def test_approval_when_picks_the_calls_that_need_one_from_the_model_s_arguments(
     assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
 
 
-def test_a_streamed_run_of_an_agent_whose_tools_need_approval_is_refused() -> None:
-    """Its approvals would go unanswered: run_streamed says to use run, which waits for them."""
-    agent = Agent(name="support", model=oai_shop.ScriptedModel(), tools=[oai_shop.refund])
-    approval = ToolEffect("idempotent", approval=Approval(approvers=["ann"]))
-    durable = DurableAgent(App(), "streamed_approving", agent, tools={"refund": approval})
-    with pytest.raises(NotImplementedError, match="need approval"):
-        durable.run_streamed(cast(Run, None), "refund order A1")
+def test_a_streamed_run_waits_for_its_approvals_and_sends_no_text_twice(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_streamed`` of an agent whose refund needs approval: the SDK's interruption is an
+    outlast approval bound to the model's arguments, waited for with no worker held; the resumed
+    run replays the responses streamed before the wait from the journal, so the text they sent
+    live is not sent again, and the refund is made with what was approved."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.streamed_approving_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_shop_streamed_approving", {"prompt": "refund order A1"}).id
+    asked = approval_of(h, run_id)
+    assert (asked["action"], asked["args"]) == (
+        "oai_shop_streamed_approving.refund",
+        {"order_id": "A1", "amount": 30},
+    )
+    assert h.sql("SELECT count(*) FROM refunds") == [(0,)]
+    assert model_calls(h, run_id) == [1, 2]
+    h.client.approve(run_id, asked["op_id"], approver="ann", comment="ok", args_hash=asked["args_hash"])
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert done.result == {"output": ANSWER, "in_doubt": False}
+    assert h.sql("SELECT order_id, amount FROM refunds") == [("A1", 30)]
+    assert model_calls(h, run_id) == [1, 2, 3]  # the wait sent no model call again
+    assert "".join(h.stream(run_id)) == "Refunding order A1." + ANSWER  # each text sent once
 
 
 def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> None:
@@ -169,3 +187,51 @@ def test_a_tool_the_sdk_says_needs_approval_must_be_given_its_approvers() -> Non
     agent.tools = [dataclasses.replace(oai_shop.refund, needs_approval=True)]
     with pytest.raises(ValueError, match="declare who approves"):
         DurableAgent(App(), "unapproved", agent)
+
+
+def test_a_chat_keeps_its_conversation_in_the_run_across_waits(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between turns the run waits for the user's message (``run.receive``, no worker held); the
+    conversation is a ``RunSession`` of the run, rebuilt on each resume by replaying the turns
+    before from the journal: the second turn's model is given both messages, and the first
+    turn's model call is not made again."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.chat_app)
+    h.start_worker()
+    run_id = h.client.enqueue("oai_chat", {"turns": 2}).id
+    h.wait(run_id, "waiting")
+    h.send(run_id, "user", {"text": "Where is my order?"})
+    wait_for(lambda: model_calls(h, run_id) == [1], 30, 0.05, "the first turn's answer")
+    h.wait(run_id, "waiting")
+    h.send(run_id, "user", {"text": "Thanks"})
+    done = h.wait(run_id)
+    assert done.state == "succeeded", done.reason
+    assert done.result == ["You said 'Where is my order?' (1 messages)", "You said 'Thanks' (2 messages)"]
+    assert model_calls(h, run_id) == [1, 2]  # the first turn replayed from the journal, not asked again
+
+
+def test_a_session_kept_outside_the_run_is_refused() -> None:
+    """Its items would be added again by each resume's replay of the turns before."""
+    from agents import SQLiteSession
+
+    durable = DurableAgent(App(), "chat_outside", Agent(name="chat", model=oai_shop.ChatModel()))
+    with pytest.raises(ValueError, match="RunSession"):
+        durable.run_streamed(cast(Run, None), "hi", session=SQLiteSession("s"))
+
+
+def test_a_guardrail_s_verdict_is_journaled_and_served_on_a_resume(
+    outlast_harness: HarnessFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An input guardrail's check is an operation (``NAME:guardrail``) before the first model
+    call: a run crashed after that call is served the verdict from the journal, and the
+    guardrail's service is asked once."""
+    h = shop(outlast_harness, monkeypatch, oai_shop.guarded_app)
+    run_id = h.client.enqueue("oai_shop_guarded", {"prompt": "refund order A1"}).id
+    h.crash_at("after_result", "oai_shop_guarded:model")
+    h.start_worker()
+    assert h.wait(run_id, "succeeded", timeout=60).result == {"output": ANSWER, "in_doubt": False}
+    assert h.sql("SELECT count(*) FROM effects WHERE tool = 'guardrail'") == [(1,)]
+    assert model_calls(h, run_id) == [1, 2, 3]
+    checks = [e for e in h.journal(run_id) if e.get("tool") == "oai_shop_guarded:guardrail"]
+    assert [c["kind"] for c in checks] == ["result"]  # a read: its result alone, once
+    assert checks[0]["ok"] == {"output_info": {"polite": True}, "tripwire_triggered": False}

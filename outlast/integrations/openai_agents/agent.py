@@ -12,14 +12,18 @@ redone after a crash), ``"idempotent"`` (sent again with the same
 ``current_action().idempotency_key``), ``ToolEffect("reconciled", reconciler=fn)`` (the
 reconciler says whether it happened), or ``"plain"``, the default: a call cut by a crash is in
 doubt, never run twice, and the model is told its outcome is unknown. A tool's code reads
-``current_action()``. A tool's result is journaled as JSON (what the model sees of it).
+``current_action()``. A tool's result is journaled as JSON (what the model sees of it). An
+agent's guardrails are calls of ``NAME:guardrail``, their verdicts journaled; a handoff is replayed
+from the journaled response that makes it (its ``on_handoff`` run again).
 
 A tool declared with ``approval=Approval(...)`` needs approval in the SDK: the run the SDK
 interrupts for it waits for an outlast approval bound to the model's arguments (``run.approval``,
-no worker held), then goes on from the SDK's ``RunState``. The tools of the agents' MCP servers
+no worker held), then goes on from the SDK's ``RunState``. A conversation across turns is a
+``RunSession`` (``session.py``) handed to each ``run``. The tools of the agents' MCP servers
 are journaled as function tools are, of the effect their server's annotations declare
 (``mcp_effect``) unless ``tools=`` says, each call carrying its operation's idempotency key in its
-``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live.
+``_meta``. ``run_streamed`` is ``Runner.run_streamed``, each model call's text sent live, its
+approvals waited for as ``run`` waits for them (``DurableStreaming``).
 """
 
 from __future__ import annotations
@@ -28,14 +32,15 @@ import contextvars
 import dataclasses
 import inspect
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pydantic
 import pydantic_core
 from agents import (
     Agent,
     FunctionTool,
+    GuardrailFunctionOutput,
     RunConfig,
     Runner,
     RunResult,
@@ -69,6 +74,7 @@ from outlast.integrations.openai_agents.model import (
     dispatched,
     not_executed,
 )
+from outlast.integrations.openai_agents.session import RunSession
 
 if TYPE_CHECKING:
     from outlast.worker.run import Run
@@ -116,6 +122,7 @@ class DurableAgent:
         _register(
             app, f"{name}:model", ToolEffect("reconciled", not_executed), dict(model_cost or {}), "model"
         )
+        _register(app, f"{name}:guardrail", ToolEffect("read"), {}, "tool")
         for tool in sorted(found):
             effect = self.tools.get(tool, ToolEffect())
             _register(app, self.tool_name(tool), effect, dict(effect.cost), "tool")
@@ -132,6 +139,7 @@ class DurableAgent:
         held), each bound to the arguments the model proposed, then goes on: an approved call is
         made with the arguments approved (a revision approved in its turn), a rejected or expired
         one is not, and the model is told why."""
+        _session_of(run, kwargs)
         scope = Scope(run, self.name, self.usage_budget)
         token = SCOPE.set(scope)
         try:
@@ -165,21 +173,24 @@ class DurableAgent:
 
     def run_streamed(
         self, run: Run, input: Any, *, run_config: RunConfig | None = None, **kwargs: Any
-    ) -> RunResultStreaming:
+    ) -> DurableStreaming:
         """``Runner.run_streamed`` of the agent on ``input`` as part of the workflow's ``run``: each
         model call is streamed, its text sent live to ``client.stream(run_id)`` as it comes, its
         completed response journaled. The workflow reads ``stream_events()`` to the end, then
-        ``final_output``; a resumed run's events are the journaled responses alone. An agent with
-        tools that need approval is run by ``run``, which waits for the approvals."""
-        approving = sorted(t for t, e in self.tools.items() if e.approval is not None)
-        if approving:
-            raise NotImplementedError(
-                f"agent {self.name!r}: tools {approving} need approval, which DurableAgent.run waits "
-                "for; run_streamed does not"
-            )
-        token = SCOPE.set(Scope(run, self.name, self.usage_budget))
+        ``final_output``; a resumed run's events are the journaled responses alone, so the text
+        already sent is not sent again. A run the SDK interrupts for its tools' approvals waits
+        for them inside ``stream_events()`` as ``run`` does (no worker held), then streams on."""
+        _session_of(run, kwargs)
+        scope = Scope(run, self.name, self.usage_budget)
+        config = _journaled(run_config)
+        return DurableStreaming(self, scope, self._streamed(scope, input, config, kwargs), config, kwargs)
+
+    def _streamed(
+        self, scope: Scope, input: Any, config: RunConfig, kwargs: dict[str, Any]
+    ) -> RunResultStreaming:
+        token = SCOPE.set(scope)
         try:  # the SDK's run task is created here, and keeps this scope
-            return Runner.run_streamed(self.agent, input, run_config=_journaled(run_config), **kwargs)
+            return Runner.run_streamed(self.agent, input, run_config=config, **kwargs)
         finally:
             SCOPE.reset(token)
 
@@ -192,6 +203,8 @@ class DurableAgent:
         copy = agent.clone(
             model=JournaledModel(model, type(model).__name__) if isinstance(model, Model) else model,
             tools=[self._tool(t) if isinstance(t, FunctionTool) else t for t in agent.tools],
+            input_guardrails=[self._guardrail(g, "input") for g in agent.input_guardrails],
+            output_guardrails=[self._guardrail(g, "output") for g in agent.output_guardrails],
         )
         self._copies[id(agent)] = copy
         if copy.mcp_servers:
@@ -200,6 +213,39 @@ class DurableAgent:
             self._durable(h) if isinstance(h, Agent) else self._handoff(h) for h in agent.handoffs
         ]
         return copy
+
+    def _guardrail(self, guardrail: Any, kind: Literal["input", "output"]) -> Any:
+        """A copy of an agent's guardrail whose check is a call of ``NAME:guardrail`` (a read:
+        one cut by a crash is run again), its verdict journaled (``output_info`` as JSON) and
+        served from the journal on a resume, so a guardrail that asks a model or a service does
+        not ask it again. An input guardrail of the copy runs before the agent's first model call,
+        not beside it, so that the two operations keep their order on a resume."""
+        check = guardrail.guardrail_function
+        name = guardrail.get_name()
+
+        async def checked(ctx: Any, agent: Any, given: Any) -> GuardrailFunctionOutput:
+            scope = SCOPE.get(None)
+
+            async def verdict() -> GuardrailFunctionOutput:
+                out = check(ctx, agent, given)
+                return cast(GuardrailFunctionOutput, await out if inspect.isawaitable(out) else out)
+
+            if scope is None:
+                return await verdict()
+
+            async def body(journaled: dict[str, Any]) -> Any:
+                out = await verdict()
+                info = pydantic_core.to_jsonable_python(out.output_info, fallback=str)
+                return {"output_info": info, "tripwire_triggered": out.tripwire_triggered}
+
+            args = {"guardrail": name, "kind": kind, "agent": agent.name}
+            found = await call(scope.run, f"{self.name}:guardrail", args, body)
+            return GuardrailFunctionOutput(found["output_info"], bool(found["tripwire_triggered"]))
+
+        changes: dict[str, Any] = {"guardrail_function": checked, "name": name}
+        if kind == "input":
+            changes["run_in_parallel"] = False
+        return dataclasses.replace(guardrail, **changes)
 
     def _handoff(self, handoff: Handoff[Any, Any]) -> Handoff[Any, Any]:
         invoke = handoff.on_invoke_handoff
@@ -270,6 +316,42 @@ class DurableAgent:
         return dataclasses.replace(tool, on_invoke_tool=on_invoke, needs_approval=needs)
 
 
+class DurableStreaming:
+    """What ``DurableAgent.run_streamed`` returns: the SDK's ``RunResultStreaming`` of the run's
+    latest leg (its attributes read through, ``final_output`` among them). ``stream_events()``
+    yields each leg's events; where a leg ends on interruptions for approvals, it waits for the
+    outlast approvals (``run.approval``: the run is suspended, its worker let go, and a resume
+    replays the legs before from the journal), then streams the leg the decisions start."""
+
+    def __init__(
+        self,
+        agent: DurableAgent,
+        scope: Scope,
+        first: RunResultStreaming,
+        config: RunConfig,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._agent = agent
+        self._scope = scope
+        self._config = config
+        self._kwargs = {k: v for k, v in kwargs.items() if k != "context"}  # the state carries it
+        self.result = first
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.result, name)
+
+    async def stream_events(self) -> AsyncIterator[Any]:
+        while True:
+            async for event in self.result.stream_events():
+                yield event
+            if not self.result.interruptions:
+                return
+            state = self.result.to_state()
+            for item in self.result.interruptions:  # in the order the model made the calls
+                await self._agent._decide(self._scope, state, item)
+            self.result = self._agent._streamed(self._scope, state, self._config, self._kwargs)
+
+
 # the idempotency key of the MCP tool call dispatched now (its operation's)
 MCP_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("outlast_openai_agents_mcp_key")
 
@@ -301,6 +383,17 @@ def _hints(annotations: Any) -> dict[str, Any]:
         hint: fields.get(hint) or fields.get(snake)
         for hint, snake in (("readOnlyHint", "read_only_hint"), ("idempotentHint", "idempotent_hint"))
     }
+
+
+def _session_of(run: Run, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a ``session=`` kept outside the run: a resume replays the turns before, and would
+    add their items to it again (``RunSession`` is rebuilt by that replay)."""
+    session = kwargs.get("session")
+    if session is not None and not (isinstance(session, RunSession) and session.run is run):
+        raise ValueError(
+            f"session {type(session).__name__}: a resumed run would add its replayed turns to it "
+            "again; give a RunSession(run) made in the workflow"
+        )
 
 
 def _needs(approval: Approval) -> Any:
