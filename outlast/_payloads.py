@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Protocol
 
-from outlast._journal import Entry, Unstorable, canonical, fits
+from pydantic_core import to_jsonable_python
+
+from outlast._journal import MAX_DEPTH, Entry, Unstorable, _depth, canonical, check_size, fits, jsonable
 from outlast.errors import PayloadChanged
 
 REFS = "$refs"
@@ -34,6 +36,7 @@ PAYLOAD = "payload"  # the key a message's payload held by reference is under
 INPUT = "input"  # a run's input
 RESULT = "result"  # a run's result
 JSON = "application/json"
+_SLICE = 1 << 20  # characters of a text encoded at a time (to hash it, or to store it)
 _OPENS = '{"' + REFS + '":'
 # The entries a trigger projects from their body (state, events): never held by reference.
 INLINE_ONLY = frozenset({"state", "event"})
@@ -99,6 +102,87 @@ def held_by_reference(key: str, text: str) -> tuple[dict[str, Any], str, bytes]:
     return {REFS: {key: {"sha256": sha, "size": len(body), "media_type": JSON}}}, sha, body
 
 
+class Serialised:
+    """A JSON object's canonical text in parts (its keys, and each value's text apart), made
+    once: ``text`` joins them for a value kept inline; ``body`` encodes them for the payload
+    store a slice at a time, dropping each part as it goes, so that the text and its bytes
+    are never both whole in memory."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts: list[str]) -> None:
+        self.parts = parts
+        self.size = sum(len(p) if p.isascii() else len(p.encode()) for p in parts)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    def body(self) -> bytearray:
+        out = bytearray()
+        parts, self.parts = self.parts, []
+        for i, p in enumerate(parts):
+            parts[i] = ""
+            for at in range(0, len(p), _SLICE):
+                out += p[at : at + _SLICE].encode()
+            del p
+        return out
+
+
+def serialised(value: dict[str, Any], limit: int | None = None) -> Serialised:
+    """A dict's canonical text (``canonical(value, limit)``, the same refusals) in parts: its
+    values each made apart, never joined with the rest (a large one is one copy of its text,
+    not two). A dict whose keys are not all strings is one part."""
+    try:
+        jv = to_jsonable_python(value)
+    except (ValueError, RecursionError):
+        return Serialised([canonical(value, limit)])  # which refuses it in its own words
+    if not isinstance(jv, dict) or not all(type(k) is str for k in jv):
+        return Serialised([canonical(value, limit)])
+    parts = ["{"]
+    try:
+        for k in sorted(jv):
+            if len(parts) > 1:
+                parts.append(",")
+            text = canonical(jv[k])
+            if (
+                text.count("[") + text.count("{") >= MAX_DEPTH and _depth(text) >= MAX_DEPTH
+            ):  # one deeper here
+                canonical(value)  # refuses it as the whole value would be refused
+            parts += [canonical(k), ":", text]
+    except Unstorable:
+        canonical(value, limit)  # the whole value's own words for it
+        raise
+    parts.append("}")
+    made = Serialised(parts)
+    if limit is not None and made.size > limit:
+        check_size(made.text(), limit)
+    return made
+
+
+def result_of(value: dict[str, Any], limit: int, inline_max: int, scrub: Callable[[Any], Any] | None) -> Any:
+    """A dict (a run's result) as ``jsonable`` makes it; one holding a text past ``inline_max``
+    (surely held by reference), with no secret for ``scrub`` to mask in it, its canonical text
+    alone (``Serialised``), made once and never whole beside the value's own text."""
+    if not any(type(v) is str and len(v) > inline_max for v in value.values()):
+        return jsonable(value, limit)  # as before: one text made whole, then read back
+    made = serialised(value, limit)
+    if scrub is None or scrub(value) is value:
+        return made
+    return json.loads(made.text())
+
+
+def result_held(result: Any, inline_max: int) -> tuple[dict[str, Any], str, bytes | bytearray] | None:
+    """A run's result past ``inline_max`` held by reference: what its row holds, and the SHA-256
+    and bytes the payload store keeps (None: the result is inline). A ``Serialised`` one (made by
+    ``result_of``) is not serialised again."""
+    if not isinstance(result, Serialised):
+        text = canonical(result)
+        return held_by_reference(RESULT, text) if by_reference(result, text, inline_max) else None
+    body = result.body()
+    sha = hashlib.sha256(body).hexdigest()
+    return {REFS: {RESULT: {"sha256": sha, "size": len(body), "media_type": JSON}}}, sha, body
+
+
 def column_ref(value: Any, key: str) -> dict[str, Any] | None:
     """The reference a column's value holds under ``key`` (None: the value is inline). A sender
     stores every value holding ``$refs`` by reference, so an inline value never looks like one."""
@@ -108,11 +192,22 @@ def column_ref(value: Any, key: str) -> dict[str, Any] | None:
     return None
 
 
+def sha256_of(got: bytes | str) -> str:
+    """The SHA-256 of a value's bytes, or of its text as UTF-8: a text is encoded a slice at a
+    time (the same bytes in the same order), never whole, which would be one more copy of it."""
+    if isinstance(got, bytes):
+        return hashlib.sha256(got).hexdigest()
+    h = hashlib.sha256()
+    for i in range(0, len(got), _SLICE):
+        h.update(got[i : i + _SLICE].encode())
+    return h.hexdigest()
+
+
 def whole_value(run_id: str, key: str, ref: Mapping[str, Any], got: bytes | str | None) -> Any:
     """The value a column holds by ``ref``, from its bytes (or their text); ``PayloadChanged`` if
     they are missing or their SHA-256 is not the reference's."""
     sha = ref["sha256"]
-    if got is None or hashlib.sha256(got.encode() if isinstance(got, str) else got).hexdigest() != sha:
+    if got is None or sha256_of(got) != sha:
         why = "missing from" if got is None else "changed in"
         raise PayloadChanged(
             f"run '{run_id}': the {key} held by reference ({sha}) is {why} the payload store"
@@ -127,10 +222,11 @@ class PayloadsUnavailable(Exception):
 @dataclass(frozen=True)
 class Resolved(Entry):
     """An entry holding references, with the bytes read for them (by SHA-256; absent when the
-    store had none). ``data`` and ``fields`` give the values whole; a payload missing or changed
-    makes the entry not ``intact``, which the chain's check refuses, and stays a reference."""
+    store had none), or their text (a message's take: the text its receive read, kept rather
+    than encoded again). ``data`` and ``fields`` give the values whole; a payload missing or
+    changed makes the entry not ``intact``, which the chain's check refuses, and stays a reference."""
 
-    payloads: Mapping[str, bytes] = field(default_factory=dict, compare=False)
+    payloads: Mapping[str, bytes | str] = field(default_factory=dict, compare=False)
 
     @property
     def intact(self) -> bool:
@@ -140,8 +236,7 @@ class Resolved(Entry):
     def _checked(self) -> bool:
         got = self.payloads
         return all(
-            s in got and hashlib.sha256(got[s]).hexdigest() == s
-            for s in (r["sha256"] for r in refs(self.body).values())
+            s in got and sha256_of(got[s]) == s for s in (r["sha256"] for r in refs(self.body).values())
         )
 
     def _whole(self) -> dict[str, Any]:

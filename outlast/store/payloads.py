@@ -2,7 +2,8 @@
 
 Each value (``outlast._payloads``) is one row, with its bytes, or with the bytes in the object
 store the store was given (``objects``). A value is stored before the entry that refers to it
-is journaled; a run's values are read back in one round trip (in an object store, concurrently).
+is journaled; a run's values are read back in one round trip (in an object store, concurrently),
+a column's value held by reference a slice at a time.
 
 A value's bytes go to Postgres as they are (``Unsent``): psycopg's own dumper for ``bytes`` copies
 them into a buffer first, which for a large value is one more copy of it in the worker's memory."""
@@ -10,6 +11,7 @@ them into a buffer first, which for a large value is one more copy of it in the 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +27,8 @@ from outlast.store.base import Family
 
 SWEPT_WAIT = 0.2  # seconds between tries of a put that met a row being swept
 SWEPT_TRIES = 50
+SLICES = 16  # a value held by reference is read back in at most this many slices,
+SLICE_MIN = 256 * 1024  # each of at least this many bytes
 _NO_STORE = "run '{run_id}': its payloads are in an object store, and OUTLAST_PAYLOAD_STORE is not set here"
 
 
@@ -33,7 +37,7 @@ class Unsent:
 
     __slots__ = ("data",)
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes | bytearray) -> None:
         self.data = data
 
 
@@ -41,23 +45,33 @@ class _UnsentDumper(Dumper):
     format = Format.BINARY
     oid = psycopg.postgres.types["bytea"].oid
 
-    def dump(self, obj: Unsent) -> bytes:
+    def dump(self, obj: Unsent) -> bytes | bytearray:
         return obj.data
 
 
 psycopg.adapters.register_dumper(Unsent, _UnsentDumper)
 
 
+def _text(read: bytearray) -> str | bytes:
+    """The bytes read as text (bytes that are not UTF-8 stay bytes: their SHA-256 refuses them)."""
+    try:
+        return read.decode()
+    except UnicodeDecodeError:
+        return bytes(read)
+
+
 class Payloads(Family):
     """Store a run's values by SHA-256, read them back, count them, sweep the orphans."""
 
-    async def put_payloads(self, run_id: str, values: dict[str, bytes], media_type: str = JSON) -> None:
+    async def put_payloads(
+        self, run_id: str, values: Mapping[str, bytes | bytearray], media_type: str = JSON
+    ) -> None:
         """Store each value (by SHA-256) of ``run_id``: its row, then its object (a row with no
         object is an orphan the sweeper deletes, never an object with no row)."""
         for sha, data in values.items():
             await self._put(run_id, sha, data, media_type)
 
-    async def _put(self, run_id: str, sha: str, data: bytes, media_type: str) -> None:
+    async def _put(self, run_id: str, sha: str, data: bytes | bytearray, media_type: str) -> None:
         body = None if self.objects is not None else Unsent(data)
         for _ in range(SWEPT_TRIES):
             rows = await self._rows(
@@ -71,7 +85,7 @@ class Payloads(Family):
         if rows[0]["external"]:
             if self.objects is None:
                 raise ServiceUnavailable(_NO_STORE.format(run_id=run_id))
-            await self.objects.put(key_of(run_id, sha), data)
+            await self.objects.put(key_of(run_id, sha), bytes(data))  # a bytearray copied for its client
 
     async def payloads(self, run_id: str, shas: list[str]) -> dict[str, bytes]:
         """The values of ``run_id`` by SHA-256 (a value the store does not have is absent)."""
@@ -99,13 +113,34 @@ class Payloads(Family):
         ref = column_ref(value, key)
         if ref is None:
             return value
+        return (await self.whole_and_text(run_id, ref, key))[0]
+
+    async def whole_and_text(self, run_id: str, ref: dict[str, Any], key: str) -> tuple[Any, str | bytes]:
+        """The value a column holds by ``ref``, whole, and the text (or bytes) it was read from:
+        kept by a caller that journals the same value by reference (a message's take)."""
         sha = ref["sha256"]
-        rows = await self._rows("payload_text", run_id=run_id, sha256=sha)
-        got: str | bytes | None = rows[0]["text"] if rows else None
-        if rows and rows[0]["external"]:
-            got = (await self.payloads(run_id, [sha])).get(sha)
-        del rows  # the text alone is kept: the value's peak in memory is its text and the value
-        return whole_value(run_id, key, ref, got)
+        step = max(SLICE_MIN, -(-int(ref["size"]) // SLICES))
+        read = bytearray()
+        got: str | bytes | None = None
+        while True:  # a slice at a time: the client's buffers hold a slice, never the whole value
+            rows = await self._rows(
+                "payload_slice", run_id=run_id, sha256=sha, start=len(read) + 1, length=step
+            )
+            if not rows:
+                break
+            if rows[0]["external"]:
+                got = (await self.payloads(run_id, [sha])).get(sha)
+                break
+            piece = rows[0]["body"]
+            del rows
+            read += piece
+            if len(piece) < step:
+                got = _text(read)
+                break
+        del read  # the text alone is kept: the value's peak in memory is its text and the value
+        value = whole_value(run_id, key, ref, got)
+        assert got is not None  # whole_value refused it otherwise
+        return value, got
 
     async def whole_record(self, run: RunRecord) -> RunRecord:
         """``run`` with its input and result whole (read back only if held by reference)."""

@@ -11,9 +11,9 @@ from typing import Any
 import structlog
 
 from outlast import _failpoints as failpoints, _metrics as metrics, _tracing as tracing
-from outlast._journal import Unstorable, canonical, first_bad_crossing, jsonable, storable
+from outlast._journal import Unstorable, first_bad_crossing, jsonable, storable
 from outlast._model import Partial, RunRecord, RunState
-from outlast._payloads import INPUT, RESULT, by_reference, column_ref, held_by_reference, too_large, wanted
+from outlast._payloads import INPUT, column_ref, result_held, result_of, too_large, wanted
 from outlast._secrets import Secrets
 from outlast.app import App, Workflow
 from outlast.errors import (
@@ -93,10 +93,10 @@ class Execution:
     async def _held(self, result: Any, inline_max: int) -> Any:
         """A result past ``OUTLAST_MAX_PAYLOAD`` stored in the payload store (waiting out an
         outage, as a journal entry's values do): what the run's row holds instead."""
-        text = canonical(result)
-        if not by_reference(result, text, inline_max):
+        found = result_held(result, inline_max)
+        if found is None:
             return result
-        held, sha, body = held_by_reference(RESULT, text)
+        held, sha, body = found
         await self.writes.store_payloads({sha: body})
         return held
 
@@ -174,6 +174,7 @@ class Execution:
             if isinstance(value, CarriedForward):
                 return value
             state, result = self._outcome(wf, value)
+            del value  # a large result is held as its text alone from here
         except (Fenced, ServiceUnavailable, HandOver, Paused):  # Paused: claims.py parks the run
             raise
         except Suspended as exc:
@@ -235,8 +236,12 @@ class Execution:
                     "partial results; declare it with @app.workflow(..., partial=True)"
                 )
             state, value = RunState.PARTIAL, value.result()
+        limit = self.writes.referenced or self.taken.max_payload
         try:
-            return state, jsonable(value, self.writes.referenced or self.taken.max_payload)
+            if type(value) is dict and self.writes.inline_max is not None and limit is not None:
+                scrub = self.secrets.scrub if self.secrets is not None else None
+                return state, result_of(value, limit, self.writes.inline_max, scrub)
+            return state, jsonable(value, limit)
         except Unstorable as exc:
             raise too_large(self.run.id, f"the result of workflow '{wf.name}'", exc) from None
 

@@ -66,9 +66,10 @@ class Inbox(Waits):
             await self._settled()  # calls made in parallel journal their results before a wait
             await r.go_live(op_id, lambda: f"receive({channel!r})")
             got = await self.live(op_id, channel, until)
-        if got.data.get("channel") != channel:
+        data = got.data  # decoded once: a message held by reference is decoded from its text
+        if data.get("channel") != channel:
             raise r.mismatch(op_id, f"receive({channel!r})")
-        return self.served(channel, got.data)
+        return self.served(channel, data)
 
     async def live(self, op_id: str, channel: str, until: datetime | None) -> Entry:
         """The receive gone live: the message taken, or the timeout journaled; with none yet, the
@@ -121,10 +122,16 @@ class Inbox(Waits):
         run's count of accepted messages, which a wait must still find. Receives made in parallel
         look and take one at a time: two never reach for the same message."""
         async with self.taking:
-            data, seen = await self.look(channel)
+            data, seen, held = await self._look(channel)
             if data is None:
                 return None, seen
-            entry = await self._replayer.append("message", op_id, data, take=data["message_id"])
+            if held is None:
+                entry = await self._replayer.append("message", op_id, data, take=data["message_id"])
+            else:  # by the reference its row holds: the payload is not serialised again
+                entry = await self._replayer.append_held(
+                    "message", op_id, data, PAYLOAD, *held, take=data["message_id"]
+                )
+            del data, held  # the entry keeps the text it was read from; the value is decoded from it
         failpoints.hit("after_take", channel)
         return entry, seen
 
@@ -137,6 +144,14 @@ class Inbox(Waits):
         """The channel's oldest untaken message the run can take, as a take journals it (None:
         none; one its type refuses is set aside on the way), and the run's count of accepted
         messages; ``Fenced`` if the run is no longer held."""
+        data, seen, _ = await self._look(channel)
+        return data, seen
+
+    async def _look(
+        self, channel: str
+    ) -> tuple[dict[str, Any] | None, int, tuple[dict[str, Any], str | bytes] | None]:
+        """``look``'s, and for a payload held by reference its reference and the text read."""
+        held: tuple[dict[str, Any], str | bytes] | None = None
         control = self._control
         while True:
             look = await control.db(self._messages.inbox(self.run_id, control.token, channel))
@@ -145,12 +160,14 @@ class Inbox(Waits):
             if look["cancel_requested"]:
                 control.cancelled()  # as a heartbeat would say, later
             if look["message_id"] is None:
-                return None, int(look["messages_sent"])
+                return None, int(look["messages_sent"]), None
+            held = None
             if (ref := column_ref(look["payload"], PAYLOAD)) is not None:  # a large message
-                look["payload"] = await control.db(
-                    self._messages.whole(self.run_id, look["payload"], PAYLOAD)
+                look["payload"], got = await control.db(
+                    self._messages.whole_and_text(self.run_id, ref, PAYLOAD)
                 )
                 self._writes.stored.add(ref["sha256"])  # its take's entry refers to the same value
+                held = (ref, got) if self._writes.inline_max is not None else None
             why = unfit(self._channels, channel, look["payload"])
             if why is None:
                 break
@@ -164,7 +181,7 @@ class Inbox(Waits):
             "number": look["seq"],  # the run's n-th message (not "seq": the entry's own)
             "payload": look["payload"],
         }
-        return data, int(look["messages_sent"])
+        return data, int(look["messages_sent"]), held
 
     async def wait(self, channel: str, seen: int, until: datetime | None) -> bool:
         """Commit the run's wait on ``channel`` (fenced), unless a message was accepted since the

@@ -17,14 +17,14 @@ tool dispatched again with its key.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import _failpoints as failpoints
 from outlast._journal import Entry, Oversized, canonical, check_size, make_entry
 from outlast._model import RunRecord
-from outlast._payloads import INLINE_ONLY, Resolved, offload
+from outlast._payloads import INLINE_ONLY, JSON, REFS, Resolved, offload
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
@@ -179,6 +179,27 @@ class Replayer:
             failpoints.hit("after_fenced_write", kind)
         return entry
 
+    async def append_held(
+        self,
+        kind: str,
+        op_id: str,
+        data: dict[str, Any],
+        key: str,
+        ref: Mapping[str, Any],
+        got: bytes | str,
+        take: str | None = None,
+    ) -> Entry:
+        """``append`` for an entry whose value at ``key`` is in the payload store already, by
+        ``ref`` (a message's take: the reference its row holds), ``got`` the text it was read
+        from: journaled by that reference, as ``offload`` would, without serialising the value."""
+        if self._control.offline:
+            raise JournalEnd(op_id, f"to journal a {kind} entry")
+        kept = {k: v for k, v in data.items() if k != key}
+        kept[REFS] = {key: {"sha256": ref["sha256"], "size": ref["size"], "media_type": JSON}}
+        entry = self._chain(kind, op_id, kept, None, {ref["sha256"]: got})
+        await self._writes.commit(entry, take)
+        return entry
+
     async def hold(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry:
         """Chain an entry now and write it with the run's next write (see the module's words), or
         after ``hold_ms``, or once ``hold_max`` entries are held; with no holding, append it."""
@@ -215,7 +236,7 @@ class Replayer:
         op_id: str,
         data: dict[str, Any],
         inline_max: int | None = None,
-        payloads: dict[str, bytes] | None = None,
+        payloads: Mapping[str, bytes | str] | None = None,
     ) -> Entry:
         """The entry, chained to the head now (a patch marker still to journal goes before it);
         ``Oversized`` past ``inline_max``, before the entry is chained."""

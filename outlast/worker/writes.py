@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 from outlast import _failpoints as failpoints
@@ -61,7 +61,7 @@ class JournalWrites:
         self.broken: BaseException | None = None  # a flush that failed: the run cannot go on
         self._timer: asyncio.TimerHandle | None = None
 
-    async def store_payloads(self, values: dict[str, bytes], media_type: str = JSON) -> None:
+    async def store_payloads(self, values: Mapping[str, bytes | bytearray], media_type: str = JSON) -> None:
         """Store the values an entry holds by reference, before it is journaled (each once in the
         run). While the payload store is out of reach the run waits, holding its lease (claimed
         again and again it would count as crashing its workers); a hand-over, a cancellation or

@@ -73,3 +73,8 @@ async def big_input(run: Run, text: str) -> dict[str, int]:
 @app.workflow("big_result")
 async def big_result(run: Run, size: int) -> dict[str, str]:
     return {"text": text_of("r", size)}  # held by reference in the run's row
+
+
+@app.workflow("big_fresh_result")
+async def big_fresh_result(run: Run, size: int) -> dict[str, str]:
+    return {"text": text_of(uuid.uuid4().hex, size)}  # a different text at each attempt

@@ -58,7 +58,7 @@ UNFENCED = {
     "approval", "budget", "budget_standing", "request", "cutoff", "db_now", "due", "get_run",
     "journal", "journal_to_replay", "captures", "program_served", "redis_used", "run_gauges", "schedules",
     "unseen", "workers", "pause_of", "parked",
-    "unknown_workflows", "orphans", "movable", "whole_record", "whole",
+    "unknown_workflows", "orphans", "movable", "whole_record", "whole", "whole_and_text",
     # the worker's, the sweeper's and the scheduler's (no run held; claim makes the token)
     "open", "close", "hurry", "claim", "renew", "beat_programs", "declare_channels", "beat_worker",
     "forget_worker", "forget_gone_workers", "forget_served_programs", "forget_watchers", "expire_deadlines",

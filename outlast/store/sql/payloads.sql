@@ -17,10 +17,11 @@ RETURNING sha256, body IS NULL AS external;
 SELECT sha256, body FROM payloads
 WHERE run_id = %(run_id)s AND sha256 = ANY(%(shas)s::text[]) AND NOT swept;
 
--- name: payload_text
--- One JSON value of a run as its text (a column's value held by reference): decoded by Postgres,
--- so the reader holds no hex copy of its bytes. `body` NULL: its bytes are in the object store.
-SELECT convert_from(body, 'UTF8') AS text, body IS NULL AS external FROM payloads
+-- name: payload_slice
+-- A slice of one value's bytes (a column's value held by reference, read a slice at a time: the
+-- reader and its Postgres client never hold the whole value twice). `body` NULL: its bytes are in
+-- the object store.
+SELECT substring(body FROM %(start)s FOR %(length)s) AS body, body IS NULL AS external FROM payloads
 WHERE run_id = %(run_id)s AND sha256 = %(sha256)s AND NOT swept;
 
 -- name: payload_bytes
