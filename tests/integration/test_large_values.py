@@ -7,6 +7,7 @@ message stays inline, byte for byte."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -151,4 +152,58 @@ def test_a_result_past_the_referenced_limit_fails_the_run_naming_it_and_the_sett
         said = f"{done.reason} {done.error}"
         assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said, said
         assert f"run '{rid}': the result of workflow 'big_result'" in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_state_value_and_an_event_of_10_mib_are_held_by_reference_and_read_back_whole(
+    world: World, tmp_path: Path
+) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_shown", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded", (done.reason, done.error)
+        state_of = "SELECT value::text FROM run_state WHERE run_id = %s AND key = %s"
+        ((value,),) = world.sql(state_of, rid, "report")
+        ((data,),) = world.sql("SELECT (detail->'data')::text FROM events WHERE kind = 'custom:report'")
+        for held in (value, data):  # the rows hold the references
+            assert held.startswith('{"' + REFS) and len(held) < 200
+        assert world.sql(state_of, rid, "small") == [('{"n": 1}',)]
+        world.sweep_payloads()  # past the grace: kept, as their journal entries refer to them
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(2,)]
+        state = client.state(rid)
+        assert state["report"].value == {"text": text_of("s", size)} and state["small"].value == {"n": 1}
+        assert client.wait_state(rid, "report").value == {"text": text_of("s", size)}
+        (event,) = [e for e in client.events(rid) if e["kind"] == "custom:report"]
+        assert event["detail"]["data"] == {"text": text_of("e", size)}
+        assert client.verify(rid) is None
+
+    async def exported() -> None:
+        async with AsyncClient(settings=world.settings()) as c:
+            await export(c, rid, tmp_path / "bundle")
+
+    run_blocking(exported)
+    lines = [json.loads(line) for line in (tmp_path / "bundle" / "events.jsonl").read_text().splitlines()]
+    (kept,) = [e for e in lines if e["kind"] == "custom:report"]
+    assert kept["detail"]["data"] == {"text": text_of("e", size)}  # the debug bundle carries it whole
+
+    users = world.tmp / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    with TestClient(create_app(world.settings(users=str(users))), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth)
+    assert page.status_code == 200 and len(page.text) < 100_000, len(page.text)
+    assert "s" * 63 in page.text and "e" * 63 in page.text and REFS not in page.text  # cut, but the values
+
+
+def test_a_state_value_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_shown", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}': set_state('report')" in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
