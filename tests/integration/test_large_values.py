@@ -207,3 +207,37 @@ def test_a_state_value_past_the_referenced_limit_fails_the_run_naming_it_and_the
         assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
         assert f"run '{rid}': set_state('report')" in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_an_input_of_10_mib_carried_forward_is_held_by_reference_and_read_back_whole(world: World) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_carry", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        ((held, first),) = world.sql("SELECT carried::text, input FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200 and first == {"size": size}
+        ((sha, stored),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert stored > size and sha in held
+        world.sweep_payloads()  # past the grace: kept, as the run's carried input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+        assert client.status(rid).input == {"size": size, "text": text_of("c", size)}  # shown whole
+        assert [g["input"] for g in client.generations(rid)] == [
+            {"size": size},
+            {"size": size, "text": text_of("c", size)},
+        ]
+        assert client.verify(rid) is None
+
+
+def test_an_input_carried_forward_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_carry", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}': carry_forward at" in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
