@@ -241,3 +241,37 @@ def test_an_input_carried_forward_past_the_referenced_limit_fails_the_run_naming
         assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
         assert f"run '{rid}': carry_forward at" in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_child_input_of_10_mib_is_held_by_reference_in_the_child_row_and_read_back_whole(
+    world: World,
+) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_child", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        ((child, held),) = world.sql("SELECT id, input::text FROM runs WHERE started_by = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the child's row holds the reference
+        ((sha, stored),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", child)
+        assert stored > size and sha in held
+        world.sweep_payloads()  # past the grace: kept, as the child's input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", child) == [(1,)]
+        assert client.status(child).input == {"text": text_of("i", size)}  # shown whole
+        assert client.verify(rid) is None and client.verify(child) is None
+
+
+def test_a_child_input_past_the_referenced_limit_fails_the_parent_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_child", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}'," in said and "child run of 'big_input'" in said
+        assert world.sql("SELECT count(*) FROM runs") == [(1,)] and world.sql(
+            "SELECT count(*) FROM payloads"
+        ) == [(0,)]
