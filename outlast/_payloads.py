@@ -33,6 +33,7 @@ REFS = "$refs"
 PAYLOAD = "payload"  # the key a message's payload held by reference is under
 INPUT = "input"  # a run's input
 RESULT = "result"  # a run's result
+ANSWER = "answer"  # a request's answer (its row in ``requests``)
 JSON = "application/json"
 _OPENS = '{"' + REFS + '":'
 # The entries a trigger projects from their body (state, events), by the key of the value shown:

@@ -97,3 +97,14 @@ async def big_child(run: Run, size: int) -> dict[str, int]:
     child = await run.start("big_input", {"text": text_of("i", size)})  # its row holds a reference
     got: dict[str, int] = await child.result()
     return got
+
+
+@app.workflow("big_answer")
+async def big_answer(run: Run) -> dict[str, int]:
+    got = await run.request("report", {"q": "the report?"}, response=dict)  # answered with 10 MiB
+    told = await run.call("note", text=got["text"][:100])
+    return {
+        "length": len(got["text"]),
+        "same": int(got["text"].startswith(text_of("a", 4096))),
+        "told": told["length"],
+    }

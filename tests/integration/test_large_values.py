@@ -8,6 +8,7 @@ message stays inline, byte for byte."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,52 @@ def test_a_child_input_past_the_referenced_limit_fails_the_parent_naming_it_and_
         assert world.sql("SELECT count(*) FROM runs") == [(1,)] and world.sql(
             "SELECT count(*) FROM payloads"
         ) == [(0,)]
+
+
+def _asked(client: Client, rid: str) -> str:
+    for _ in range(300):
+        if pending := client.requests(rid):
+            return str(pending[0]["id"])
+        time.sleep(0.1)
+    raise AssertionError(f"run {rid} asked nothing")
+
+
+def test_an_answer_of_10_mib_is_held_by_reference_in_the_request_row_and_read_back_whole(
+    world: World,
+) -> None:
+    size = 10 * MiB
+    answer = {"text": text_of("a", size)}
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_answer").id
+        world.worker(APP)
+        op = _asked(client, rid)
+        assert client.respond(rid, op, answer, by="vera").again is False
+        ((held,),) = world.sql("SELECT answer::text FROM requests WHERE run_id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        assert client.respond(rid, op, answer, by="vera").again is True  # the same answer again
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        world.sweep_payloads()  # past the grace: kept, as the request's answer refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]  # stored once
+        assert [r["answer"] == answer for r in client.requests(rid, pending=False)] == [True]  # whole
+        assert client.verify(rid) is None
+
+    users = world.tmp / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    with TestClient(create_app(world.settings(users=str(users))), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth)
+    assert page.status_code == 200 and len(page.text) < 100_000, len(page.text)  # cut for display
+
+
+def test_an_answer_past_the_referenced_limit_is_refused_naming_the_run_the_request_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        rid = client.enqueue("big_answer").id
+        world.worker(APP)
+        op = _asked(client, rid)
+        with pytest.raises(InvalidInput) as refused:
+            client.respond(rid, op, {"text": text_of("a", 60_000)}, by="vera")
+        said = str(refused.value)
+        assert f"run '{rid}', request {op}" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
