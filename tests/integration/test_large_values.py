@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,13 @@ from starlette.testclient import TestClient
 
 from outlast import AsyncClient, Client, _bundle as bundle
 from outlast._bundle import export
+from outlast._callbacks import sign
 from outlast._payloads import REFS
 from outlast.dashboard import create_app
 from outlast.errors import InvalidInput
 from outlast.identity import add_user
 from outlast.testing.worker import run_blocking
+from outlast.web import Callbacks
 from tests.apps.payloads import text_of
 from tests.conftest import World
 
@@ -325,3 +328,30 @@ def test_an_answer_past_the_referenced_limit_is_refused_naming_the_run_the_reque
         said = str(refused.value)
         assert f"run '{rid}', request {op}" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_message_of_5_mib_sent_through_a_callback_url_goes_through_the_payload_store(
+    world: World,
+) -> None:
+    key = "kA7-qc3Rz0vN1uWd6yXe9mTp2sLb5hGf8jHo4iK"
+    text = text_of("m", 5 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        token = sign(key, rid, "in", datetime.now(UTC) + timedelta(hours=1))
+        with TestClient(
+            Callbacks(settings=world.settings(secret_key=key)), base_url="http://127.0.0.1"
+        ) as http:
+            assert http.post(f"/{token}", json={"text": text}).status_code == 202
+        ((held,),) = world.sql("SELECT payload::text FROM messages WHERE run_id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 5 * MiB, "same": 1, "told": 100}
+        other = client.enqueue("inbox").id
+
+    small = world.settings(secret_key=key, max_payload=4096, max_referenced=50_000)
+    token = sign(key, other, "in", datetime.now(UTC) + timedelta(hours=1))
+    with TestClient(Callbacks(settings=small), base_url="http://127.0.0.1") as http:
+        refused = http.post(f"/{token}", json={"text": text_of("m", 60_000)})
+    assert refused.status_code == 413  # a callback's answer names no run: its token shows it
+    assert world.sql("SELECT count(*) FROM messages WHERE run_id = %s", other) == [(0,)]
