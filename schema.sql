@@ -1,4 +1,4 @@
--- The whole outlast schema, version 35: what its migrations
+-- The whole outlast schema, version 36: what its migrations
 -- (outlast/store/migrations/NNNN_*.sql) make, as pg_dump 18 prints it. Generated; do not edit:
 -- python -m outlast.store.dump [postgresql://USER@HOST/DB] > schema.sql
 
@@ -51,13 +51,14 @@ $$;
 
 CREATE FUNCTION outlast.outlast_journal_shown() RETURNS trigger
     LANGUAGE plpgsql
-    AS $$
+    AS $_$
 DECLARE
     b jsonb := NEW.body::jsonb;
 BEGIN
     IF NEW.kind = 'state' THEN
         INSERT INTO run_state (run_id, key, value, version, seq)
-        VALUES (NEW.run_id, b->>'key', b->'value', 1, NEW.seq)
+        VALUES (NEW.run_id, b->>'key',
+                coalesce(b->'value', jsonb_build_object('$refs', b->'$refs')), 1, NEW.seq)
         ON CONFLICT (run_id, key) DO UPDATE
             SET value = EXCLUDED.value, version = run_state.version + 1, seq = EXCLUDED.seq,
                 updated_at = now();
@@ -67,10 +68,11 @@ BEGIN
     ELSE
         INSERT INTO events (run_id, kind, detail)
         VALUES (NEW.run_id, 'custom:' || (b->>'event'),
-                jsonb_build_object('data', b->'data', 'op', NEW.op_id, 'seq', NEW.seq));
+                jsonb_build_object('data', coalesce(b->'data', jsonb_build_object('$refs', b->'$refs')),
+                                   'op', NEW.op_id, 'seq', NEW.seq));
     END IF;
     RETURN NULL;
-END $$;
+END $_$;
 
 CREATE FUNCTION outlast.outlast_leased(state text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE

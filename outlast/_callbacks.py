@@ -174,7 +174,7 @@ async def deliver(
         bound = verify(s.secret_key, token)
     except BadToken:
         return 404, {"error": "not a callback"}
-    if len(body) > s.max_payload:
+    if len(body) > s.max_referenced:  # past OUTLAST_MAX_PAYLOAD, held by reference (client.send)
         return 413, {"error": "the body is too large"}
     if key is not None and not (0 < len(key) <= MAX_KEY and key.isprintable()):
         return 400, {"error": "a bad Idempotency-Key"}

@@ -35,11 +35,15 @@ REFS = "$refs"
 PAYLOAD = "payload"  # the key a message's payload held by reference is under
 INPUT = "input"  # a run's input
 RESULT = "result"  # a run's result
+ANSWER = "answer"  # a request's answer (its row in ``requests``)
 JSON = "application/json"
 _SLICE = 1 << 20  # characters of a text encoded at a time (to hash it, or to store it)
 _OPENS = '{"' + REFS + '":'
-# The entries a trigger projects from their body (state, events): never held by reference.
-INLINE_ONLY = frozenset({"state", "event"})
+# The entries a trigger projects from their body (state, events), by the key of the value shown:
+# only that value is held by reference, and the row shown holds ``{"$refs": {key: reference}}``
+# (migration 0036), read back whole as a column's value is (``column_ref``).
+SHOWN = {"state": "value", "event": "data"}
+INLINE_ONLY = frozenset(SHOWN)
 
 
 class ObjectStore(Protocol):
@@ -86,6 +90,25 @@ def offload(data: Mapping[str, Any], inline_max: int) -> tuple[dict[str, Any], d
         del kept[k]
     kept[REFS] = refs_
     return kept, out
+
+
+def offload_shown(
+    kind: str, data: Mapping[str, Any], inline_max: int
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """A state or event entry's ``data`` with its shown value by reference (``SHOWN``), and its
+    bytes by SHA-256; ``Unstorable`` if the rest still passes ``inline_max``."""
+    key = SHOWN[kind]
+    kept = {k: v for k, v in data.items() if k != key}
+    check_size(canonical(kept), inline_max - 200)
+    held, sha, body = held_by_reference(key, canonical(data.get(key)))
+    return {**kept, **held}, {sha: body}
+
+
+def reads_as_reference(kind: str, data: Mapping[str, Any]) -> bool:
+    """Whether a state or event entry's shown value holds ``$refs`` itself: its row would read
+    as a reference, so it is held by reference (as a message's payload is)."""
+    value = data.get(SHOWN[kind])
+    return isinstance(value, dict) and REFS in value
 
 
 def by_reference(value: Any, text: str, inline_max: int) -> bool:

@@ -48,8 +48,10 @@ async def run_view(
     info = await describe(client, run_id, shown=op)
     times = await client.journal_times(run_id)
     entries = await client.journal(run_id)
+    in_events = f": whole in outlast events {run_id}"  # a custom event's data may be 10 MiB (0036)
     timeline: list[dict[str, Any]] = [
-        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": e["detail"]} for e in events
+        {"at": e["at"], "what": "event", "kind": e["kind"], "detail": bounded(e["detail"], in_events)}
+        for e in events
     ]
     if draw:
         bars, markers = drawing.read(entries, times, events)

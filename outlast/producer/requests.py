@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from outlast._answers import Verdict, judge, responder, who
+from outlast._journal import Limit
 from outlast._model import Answered
+from outlast._payloads import ANSWER, by_reference, held_by_reference
 from outlast.identity import Principal
 from outlast.producer.checks import check_json
 from outlast.producer.core import ClientCore
@@ -57,19 +59,28 @@ class Requests(ClientCore):
         dashboard, the API); else ``by`` (the CLI's ``--by``), or the operating-system user."""
         where = f"run '{run_id}', request {request_id}"
         # a pydantic model or a dataclass as JSON, and no more than a payload may weigh
-        value = json.loads(check_json(value, "the answer", where, self.settings.max_payload))
+        # past OUTLAST_MAX_PAYLOAD, held by reference in the request's row (stored before it)
+        text = check_json(
+            value, "the answer", where, Limit(self.settings.max_referenced, "OUTLAST_MAX_REFERENCED")
+        )
+        value = json.loads(text)
+        kept = value
+        if by_reference(value, text, self.settings.max_payload):
+            kept, sha, body = held_by_reference(ANSWER, text)
         p, name = responder(principal, by, where)
         record = who(p, name)
         asked = await self.status(run_id)
         until = time.monotonic() + _SETTLING
+        stored = False
         while True:
             req = await self.store.requests.request(run_id, request_id)
             if judge(req, value, p, name, run_id, where) is Verdict.SAME_AGAIN:
                 assert req is not None
                 return Answered(run_id, request_id, req["answer"], req["answered_by"], True)
-            answered, queue = await self.store.requests.answer_request(
-                run_id, request_id, value, name, record
-            )
+            if kept is not value and not stored:  # once, before the row that refers to it
+                await self.store.requests.put_payloads(run_id, {sha: body})
+                stored = True
+            answered, queue = await self.store.requests.answer_request(run_id, request_id, kept, name, record)
             if answered:
                 if queue is not None:
                     await self.queue.publish(queue, run_id, priority=asked.priority)

@@ -11,6 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from outlast._journal import Entry
+from outlast._payloads import INPUT
 from outlast.store.payloads import Payloads
 
 
@@ -64,7 +65,9 @@ class Generations(Payloads):
 
     async def generations(self, run_id: str) -> list[Generation]:
         """The run's ended generations, oldest first (none until it carries forward)."""
-        return [Generation(**r) for r in await self._rows("generations", run_id=run_id)]
+        rows = await self._rows("generations", run_id=run_id)
+        await self._read_back(run_id, rows, "input", INPUT)  # an input held by reference, whole
+        return [Generation(**r) for r in rows]
 
     async def journal_past(self, run_id: str, generation: int) -> list[Entry]:
         """The entries of an ended generation of the run, in order ([] if none is kept)."""

@@ -11,6 +11,7 @@ them into a buffer first, which for a large value is one more copy of it in the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -22,7 +23,7 @@ from psycopg.pq import Format
 from outlast._journal import Entry
 from outlast._model import RunRecord
 from outlast._payloads import INPUT, JSON, RESULT, column_ref, key_of, resolved, wanted, whole_value
-from outlast.errors import ServiceUnavailable
+from outlast.errors import PayloadChanged, ServiceUnavailable
 from outlast.store.base import Family
 
 SWEPT_WAIT = 0.2  # seconds between tries of a put that met a row being swept
@@ -141,6 +142,17 @@ class Payloads(Family):
         value = whole_value(run_id, key, ref, got)
         assert got is not None  # whole_value refused it otherwise
         return value, got
+
+    async def _read_back(self, run_id: str, rows: list[dict[str, Any]], field: str, key: str) -> None:
+        """Each row's ``field`` (``rows``: dicts read, changed in place) whole where it holds a
+        reference under ``key``, in one round trip; a payload missing or changed stays the reference."""
+        held = [(r, ref) for r in rows if (ref := column_ref(r.get(field), key)) is not None]
+        if not held:
+            return
+        got = await self.payloads(run_id, sorted({ref["sha256"] for _, ref in held}))
+        for r, ref in held:
+            with contextlib.suppress(PayloadChanged):
+                r[field] = whole_value(run_id, key, ref, got.get(ref["sha256"]))
 
     async def whole_record(self, run: RunRecord) -> RunRecord:
         """``run`` with its input and result whole (read back only if held by reference)."""

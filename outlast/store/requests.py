@@ -7,10 +7,11 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from outlast.store.base import Family
+from outlast._payloads import ANSWER
+from outlast.store.payloads import Payloads
 
 
-class Requests(Family):
+class Requests(Payloads):
     """Publish a request with the run's wait (fenced), read requests, answer one (waking its run)."""
 
     async def await_request(
@@ -41,11 +42,16 @@ class Requests(Family):
         return bool(rows)
 
     async def request(self, run_id: str, op_id: str) -> dict[str, Any] | None:
+        """The request, its answer whole (read back if held by reference)."""
         rows = await self._rows("get_request", run_id=run_id, op_id=op_id)
+        await self._read_back(run_id, rows, "answer", ANSWER)
         return rows[0] if rows else None
 
     async def requests(self, run_id: str) -> list[dict[str, Any]]:
-        return await self._rows("run_requests", run_id=run_id)
+        """The run's requests, their answers whole (read back if held by reference)."""
+        rows = await self._rows("run_requests", run_id=run_id)
+        await self._read_back(run_id, rows, "answer", ANSWER)
+        return rows
 
     async def answer_request(
         self, run_id: str, op_id: str, answer: Any, by: str, who: dict[str, Any]

@@ -115,7 +115,12 @@ class Runs(Payloads):
         return int(rows[0]["id"]) if rows else None
 
     async def events(self, run_id: str, after: int = 0) -> list[dict[str, Any]]:
-        return await self._rows("events", run_id=run_id, after=after)
+        """The run's events after ``after``; a custom event's data held by reference read back
+        whole (migration 0036)."""
+        rows = await self._rows("events", run_id=run_id, after=after)
+        custom = [r["detail"] for r in rows if r["kind"].startswith("custom:")]
+        await self._read_back(run_id, custom, "data", "data")
+        return rows
 
     async def cancel(self, run_id: str, detail: dict[str, Any]) -> tuple[str, str] | None:
         """Record a cancellation request; returns (state, queue) or None if already final. Its

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from outlast.store.base import Family
+from outlast.store.payloads import Payloads
 
 
-class StoreShown(Family):
+class StoreShown(Payloads):
     """Read a run's state."""
 
     async def run_state(self, run_id: str, key: str | None = None) -> list[dict[str, Any]]:
-        """The run's state rows (key, value, version, seq, updated_at), one key's or all, by key."""
-        return await self._rows("run_state", run_id=run_id, key=key)
+        """The run's state rows (key, value, version, seq, updated_at), one key's or all, by key;
+        a value held by reference read back whole (migration 0036)."""
+        rows = await self._rows("run_state", run_id=run_id, key=key)
+        await self._read_back(run_id, rows, "value", "value")
+        return rows

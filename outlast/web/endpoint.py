@@ -3,8 +3,9 @@ token (signed with ``OUTLAST_SECRET_KEY``, bound to one run, one channel and an 
 ``outlast._callbacks``) makes the request's body a message on that channel of that run (JSON when it
 is sent as JSON, else its text). The same delivery repeated (same token, same body), or the same
 ``Idempotency-Key`` header, is one message. A bad token (expired, altered, foreign) is a 404 and
-nothing is stored; the body is bounded (``OUTLAST_MAX_PAYLOAD``: 413). A response names no run and
-says nothing of any other."""
+nothing is stored; the body is bounded (``OUTLAST_MAX_REFERENCED``: 413; past
+``OUTLAST_MAX_PAYLOAD`` it is held by reference, as ``client.send``'s payload). A response names
+no run and says nothing of any other."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ class Callbacks:
         """One delivery (a route of its own where this is not mounted: the dashboard's)."""
         client = self.client()
         token = request.path_params["token"]
-        body = await _bounded(request, client.settings.max_payload)
+        body = await _bounded(request, client.settings.max_referenced)  # past max_payload: by reference
         if body is None:
             return JSONResponse({"error": "the body is too large"}, status_code=413)
         status, answer = await deliver(

@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from outlast import _failpoints as failpoints, _tracing as tracing
-from outlast._journal import Entry, canonical, digest
+from outlast._journal import Entry, Unstorable, canonical, digest
 from outlast._model import RunState
+from outlast._payloads import INPUT, by_reference, held_by_reference
 from outlast.errors import ChildFailed, Fenced, InvalidInput, RunConflict, UnknownRun
 from outlast.queue import MAX_RUN_ID
 from outlast.settings import check_name
@@ -85,7 +86,10 @@ class RunChildren:
         where = f"run '{self.run_id}', {op_id}: child run of '{workflow}'"
         if not isinstance(input, dict):
             raise InvalidInput(f"{where}: the input must be a JSON object, got {type(input).__name__}")
-        text = canonical(input, self._max_payload)
+        try:  # held by reference past OUTLAST_MAX_PAYLOAD (in the child's row), so bounded by this
+            text = canonical(input, self._writes.referenced or self._max_payload)
+        except Unstorable as exc:
+            raise Unstorable(f"{where}: {exc}") from None
         ihash = digest(text)
         if r.journaled(op_id):
             e = r.entry(op_id, "child")
@@ -105,11 +109,11 @@ class RunChildren:
                 "characters (children nested too deep, or a long run id)"
             )
         await r.go_live(op_id, lambda: f"start of child {describe(workflow, input)}")
-        row = {
+        row: dict[str, Any] = {
             "id": child_id,
             "workflow": workflow,
             "queue": queue or self._app.queue_of(workflow) or self._queue,
-            "input": json.loads(text),
+            "input": await self._held(child_id, input, text),
             "input_hash": ihash,
             "program": program,
             "trace_context": tracing.carrier(),
@@ -128,8 +132,20 @@ class RunChildren:
             await self._same_child(child_id, workflow, ihash)
         await r.append("child", op_id, {"workflow": workflow, "child": child_id, "input_hash": ihash})
         if not got.held_back:  # else published in its tenant's turn (a claim or the sweeper)
-            self.started.append((row["queue"], child_id))
+            self.started.append((str(row["queue"]), child_id))
         return Child(self, child_id, workflow)
+
+    async def _held(self, child_id: str, input: dict[str, Any], text: str) -> dict[str, Any]:
+        """The child's input as its row holds it: past ``OUTLAST_MAX_PAYLOAD``, its reference, the
+        value stored first under the child's id (an orphan the sweeper deletes if the row never
+        comes); else the value itself."""
+        limit = self._writes.inline_max
+        if limit is None or not by_reference(input, text, limit):
+            held: dict[str, Any] = json.loads(text)
+            return held
+        held, sha, body = held_by_reference(INPUT, text)
+        await self._control.db(self._runs.put_payloads(child_id, {sha: body}))
+        return held
 
     async def _same_child(self, child_id: str, workflow: str, ihash: str) -> None:
         found = await self._control.db(self._runs.get_run(child_id))

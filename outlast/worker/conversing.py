@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, NoReturn, TypeVar
 
-from outlast._journal import jsonable
+from outlast._journal import Unstorable, jsonable
+from outlast._payloads import too_large
 from outlast.errors import InvalidInput
 from outlast.worker.control import CarriedForward
 from outlast.worker.first import First
@@ -93,4 +94,8 @@ class Conversing:
             raise InvalidInput(
                 f"run '{run_id}': carry_forward at {op_id} takes a dict of the workflow's input"
             )
-        raise CarriedForward(jsonable(data, self._max_payload), self._replayer.positions)
+        try:
+            carried = jsonable(data, self._max_payload)
+        except Unstorable as exc:
+            raise too_large(self._replayer.run_id, f"carry_forward at {op_id}", exc) from None
+        raise CarriedForward(carried, self._replayer.positions)

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from outlast import _failpoints as failpoints
-from outlast._journal import Entry, Oversized, canonical, check_size, make_entry
+from outlast._journal import Entry, Oversized, make_entry
 from outlast._model import RunRecord
-from outlast._payloads import INLINE_ONLY, JSON, REFS, Resolved, offload
+from outlast._payloads import INLINE_ONLY, JSON, REFS, Resolved, offload, offload_shown, reads_as_reference
 from outlast.errors import Cancelled, DeadlineExceeded, ResumeImpossible
 from outlast.worker.control import JournalEnd, RunControl
 from outlast.worker.journaled import Journaled, asked_by_result, describe, describe_entry
@@ -213,7 +213,10 @@ class Replayer:
 
     def _chained(self, kind: str, op_id: str, data: dict[str, Any]) -> Entry | None:
         """The entry, chained to the head now; None if it passes ``OUTLAST_MAX_PAYLOAD``
-        (``_offloaded`` then chains it). Not a coroutine: an entry of every crossing comes here."""
+        (``_offloaded`` then chains it), or is shown (state, event) holding ``$refs`` itself,
+        which its row would read as a reference. Not a coroutine: an entry of every crossing comes here."""
+        if kind in INLINE_ONLY and reads_as_reference(kind, data):
+            return None
         try:
             return self._chain(kind, op_id, data, self._writes.inline_max)
         except Oversized:
@@ -224,9 +227,10 @@ class Replayer:
         the payload store: it holds their references (``outlast._payloads``)."""
         inline_max = self._writes.inline_max
         assert inline_max is not None
-        if kind in INLINE_ONLY:  # projected from its body by a trigger: kept inline
-            check_size(canonical(data), inline_max)
-        kept, values = offload(data, inline_max)
+        if kind in INLINE_ONLY:  # projected by a trigger: its value alone by reference (0036)
+            kept, values = offload_shown(kind, data, inline_max)
+        else:
+            kept, values = offload(data, inline_max)
         await self._writes.store_payloads(values)
         return self._chain(kind, op_id, kept, None, values)
 

@@ -50,7 +50,8 @@ class Run(Showing, Conversing):
         self._budgets = store.budgets  # the run's budget standing
         self._control = scope.control
         self._budget_id = record.budget_id
-        self._max_payload = scope.max_payload  # of what a carry forward takes on (``Conversing``)
+        # Of what a carry forward takes on (``Conversing``): held by reference past OUTLAST_MAX_PAYLOAD.
+        self._max_payload = scope.writes.referenced or scope.max_payload
         self._replayer = scope.replayer
         # No part holds the run itself, only what it needs of it (the crossings under way, a weak
         # reference for the policy hook): a finished run's objects then die by reference count,

@@ -33,7 +33,9 @@ class RunShown:
         self._replayer = scope.replayer
         self._secrets = scope.secrets
         self._live = scope.live
-        self._max_payload = scope.max_payload
+        # A value past OUTLAST_MAX_PAYLOAD is held by reference (``Replayer._offloaded``), the
+        # state row or event holding the reference: refused past OUTLAST_MAX_REFERENCED only.
+        self._max_payload = scope.writes.referenced or scope.max_payload
 
     async def set_state(self, op_id: str, key: str, value: Any) -> None:
         run_id = self._replayer.run_id

@@ -78,3 +78,38 @@ async def big_result(run: Run, size: int) -> dict[str, str]:
 @app.workflow("big_fresh_result")
 async def big_fresh_result(run: Run, size: int) -> dict[str, str]:
     return {"text": text_of(uuid.uuid4().hex, size)}  # a different text at each attempt
+
+
+@app.workflow("big_shown")
+async def big_shown(run: Run, size: int) -> dict[str, int]:
+    await run.set_state("report", {"text": text_of("s", size)})  # the state row holds a reference
+    await run.emit("report", {"text": text_of("e", size)})  # the event row too
+    await run.set_state("small", {"n": 1})  # inline, as ever
+    await run.call("note", text="after")  # resumed past them: served from the journal whole
+    return {"length": size}
+
+
+@app.workflow("big_carry")
+async def big_carry(run: Run, size: int, text: str = "") -> dict[str, int]:
+    if not text:  # generation 0 carries a large input forward
+        await run.carry_forward({"size": size, "text": text_of("c", size)})
+    told = await run.call("note", text=text[:100])
+    return {"length": len(text), "same": int(text == text_of("c", size)), "told": told["length"]}
+
+
+@app.workflow("big_child")
+async def big_child(run: Run, size: int) -> dict[str, int]:
+    child = await run.start("big_input", {"text": text_of("i", size)})  # its row holds a reference
+    got: dict[str, int] = await child.result()
+    return got
+
+
+@app.workflow("big_answer")
+async def big_answer(run: Run) -> dict[str, int]:
+    got = await run.request("report", {"q": "the report?"}, response=dict)  # answered with 10 MiB
+    told = await run.call("note", text=got["text"][:100])
+    return {
+        "length": len(got["text"]),
+        "same": int(got["text"].startswith(text_of("a", 4096))),
+        "told": told["length"],
+    }

@@ -99,7 +99,7 @@ def test_a_bad_token_is_refused_and_nothing_is_stored(world: World, client: Clie
     _body, mac = good.split(".")
     other = sign(KEY, "another-run", "paid", datetime.now(UTC) + timedelta(hours=1)).split(".")[0]
     altered = f"{other}.{mac}"  # another run's claims under this run's signature
-    endpoint = Callbacks(settings=world.settings(secret_key=KEY, max_payload=1024))
+    endpoint = Callbacks(settings=world.settings(secret_key=KEY, max_payload=1024, max_referenced=1024))
     with TestClient(endpoint, base_url="http://127.0.0.1") as http:
         for token in (expired, foreign, altered, good[:-2], "x", good + "x"):
             r = http.post(f"/{token}", json={"n": 1})

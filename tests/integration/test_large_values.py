@@ -7,6 +7,9 @@ message stays inline, byte for byte."""
 
 from __future__ import annotations
 
+import json
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,11 +17,13 @@ from starlette.testclient import TestClient
 
 from outlast import AsyncClient, Client, _bundle as bundle
 from outlast._bundle import export
+from outlast._callbacks import sign
 from outlast._payloads import REFS
 from outlast.dashboard import create_app
 from outlast.errors import InvalidInput
 from outlast.identity import add_user
 from outlast.testing.worker import run_blocking
+from outlast.web import Callbacks
 from tests.apps.payloads import text_of
 from tests.conftest import World
 
@@ -152,3 +157,201 @@ def test_a_result_past_the_referenced_limit_fails_the_run_naming_it_and_the_sett
         assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said, said
         assert f"run '{rid}': the result of workflow 'big_result'" in said
         assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_state_value_and_an_event_of_10_mib_are_held_by_reference_and_read_back_whole(
+    world: World, tmp_path: Path
+) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_shown", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded", (done.reason, done.error)
+        state_of = "SELECT value::text FROM run_state WHERE run_id = %s AND key = %s"
+        ((value,),) = world.sql(state_of, rid, "report")
+        ((data,),) = world.sql("SELECT (detail->'data')::text FROM events WHERE kind = 'custom:report'")
+        for held in (value, data):  # the rows hold the references
+            assert held.startswith('{"' + REFS) and len(held) < 200
+        assert world.sql(state_of, rid, "small") == [('{"n": 1}',)]
+        world.sweep_payloads()  # past the grace: kept, as their journal entries refer to them
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(2,)]
+        state = client.state(rid)
+        assert state["report"].value == {"text": text_of("s", size)} and state["small"].value == {"n": 1}
+        assert client.wait_state(rid, "report").value == {"text": text_of("s", size)}
+        (event,) = [e for e in client.events(rid) if e["kind"] == "custom:report"]
+        assert event["detail"]["data"] == {"text": text_of("e", size)}
+        assert client.verify(rid) is None
+
+    async def exported() -> None:
+        async with AsyncClient(settings=world.settings()) as c:
+            await export(c, rid, tmp_path / "bundle")
+
+    run_blocking(exported)
+    lines = [json.loads(line) for line in (tmp_path / "bundle" / "events.jsonl").read_text().splitlines()]
+    (kept,) = [e for e in lines if e["kind"] == "custom:report"]
+    assert kept["detail"]["data"] == {"text": text_of("e", size)}  # the debug bundle carries it whole
+
+    users = world.tmp / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    with TestClient(create_app(world.settings(users=str(users))), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth)
+    assert page.status_code == 200 and len(page.text) < 100_000, len(page.text)
+    assert "s" * 63 in page.text and "e" * 63 in page.text and REFS not in page.text  # cut, but the values
+
+
+def test_a_state_value_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_shown", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}': set_state('report')" in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_an_input_of_10_mib_carried_forward_is_held_by_reference_and_read_back_whole(world: World) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_carry", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        ((held, first),) = world.sql("SELECT carried::text, input FROM runs WHERE id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200 and first == {"size": size}
+        ((sha, stored),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", rid)
+        assert stored > size and sha in held
+        world.sweep_payloads()  # past the grace: kept, as the run's carried input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]
+        assert client.status(rid).input == {"size": size, "text": text_of("c", size)}  # shown whole
+        assert [g["input"] for g in client.generations(rid)] == [
+            {"size": size},
+            {"size": size, "text": text_of("c", size)},
+        ]
+        assert client.verify(rid) is None
+
+
+def test_an_input_carried_forward_past_the_referenced_limit_fails_the_run_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_carry", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}': carry_forward at" in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_child_input_of_10_mib_is_held_by_reference_in_the_child_row_and_read_back_whole(
+    world: World,
+) -> None:
+    size = 10 * MiB
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_child", {"size": size}).id
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        ((child, held),) = world.sql("SELECT id, input::text FROM runs WHERE started_by = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the child's row holds the reference
+        ((sha, stored),) = world.sql("SELECT sha256, size FROM payloads WHERE run_id = %s", child)
+        assert stored > size and sha in held
+        world.sweep_payloads()  # past the grace: kept, as the child's input refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", child) == [(1,)]
+        assert client.status(child).input == {"text": text_of("i", size)}  # shown whole
+        assert client.verify(rid) is None and client.verify(child) is None
+
+
+def test_a_child_input_past_the_referenced_limit_fails_the_parent_naming_it_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_child", {"size": 60_000}).id
+        world.worker(APP, OUTLAST_MAX_PAYLOAD="4096", OUTLAST_MAX_REFERENCED="50000")
+        done = client.wait(rid, timeout=60)
+        said = f"{done.reason} {done.error}"
+        assert done.state == "failed" and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said, said
+        assert f"run '{rid}'," in said and "child run of 'big_input'" in said
+        assert world.sql("SELECT count(*) FROM runs") == [(1,)] and world.sql(
+            "SELECT count(*) FROM payloads"
+        ) == [(0,)]
+
+
+def _asked(client: Client, rid: str) -> str:
+    for _ in range(300):
+        if pending := client.requests(rid):
+            return str(pending[0]["id"])
+        time.sleep(0.1)
+    raise AssertionError(f"run {rid} asked nothing")
+
+
+def test_an_answer_of_10_mib_is_held_by_reference_in_the_request_row_and_read_back_whole(
+    world: World,
+) -> None:
+    size = 10 * MiB
+    answer = {"text": text_of("a", size)}
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("big_answer").id
+        world.worker(APP)
+        op = _asked(client, rid)
+        assert client.respond(rid, op, answer, by="vera").again is False
+        ((held,),) = world.sql("SELECT answer::text FROM requests WHERE run_id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        assert client.respond(rid, op, answer, by="vera").again is True  # the same answer again
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": size, "same": 1, "told": 100}
+        world.sweep_payloads()  # past the grace: kept, as the request's answer refers to it
+        assert world.sql("SELECT count(*) FROM payloads WHERE run_id = %s", rid) == [(1,)]  # stored once
+        assert [r["answer"] == answer for r in client.requests(rid, pending=False)] == [True]  # whole
+        assert client.verify(rid) is None
+
+    users = world.tmp / "users.toml"
+    auth = {"Authorization": f"Bearer {add_user(users, 'vera', ['viewers'])}"}
+    with TestClient(create_app(world.settings(users=str(users))), base_url="http://127.0.0.1") as http:
+        page = http.get(f"/runs/{rid}", headers=auth)
+    assert page.status_code == 200 and len(page.text) < 100_000, len(page.text)  # cut for display
+
+
+def test_an_answer_past_the_referenced_limit_is_refused_naming_the_run_the_request_and_the_setting(
+    world: World,
+) -> None:
+    with Client(settings=world.settings(max_payload=4096, max_referenced=50_000)) as client:
+        rid = client.enqueue("big_answer").id
+        world.worker(APP)
+        op = _asked(client, rid)
+        with pytest.raises(InvalidInput) as refused:
+            client.respond(rid, op, {"text": text_of("a", 60_000)}, by="vera")
+        said = str(refused.value)
+        assert f"run '{rid}', request {op}" in said and "OUTLAST_MAX_REFERENCED" in said and "\n" not in said
+        assert world.sql("SELECT count(*) FROM payloads") == [(0,)]
+
+
+def test_a_message_of_5_mib_sent_through_a_callback_url_goes_through_the_payload_store(
+    world: World,
+) -> None:
+    key = "kA7-qc3Rz0vN1uWd6yXe9mTp2sLb5hGf8jHo4iK"
+    text = text_of("m", 5 * MiB)
+    with Client(settings=world.settings()) as client:
+        rid = client.enqueue("inbox").id
+        token = sign(key, rid, "in", datetime.now(UTC) + timedelta(hours=1))
+        with TestClient(
+            Callbacks(settings=world.settings(secret_key=key)), base_url="http://127.0.0.1"
+        ) as http:
+            assert http.post(f"/{token}", json={"text": text}).status_code == 202
+        ((held,),) = world.sql("SELECT payload::text FROM messages WHERE run_id = %s", rid)
+        assert held.startswith('{"' + REFS) and len(held) < 200  # the row holds the reference
+        world.worker(APP)
+        done = client.wait(rid, timeout=60)
+        assert done.state == "succeeded" and done.result == {"length": 5 * MiB, "same": 1, "told": 100}
+        other = client.enqueue("inbox").id
+
+    small = world.settings(secret_key=key, max_payload=4096, max_referenced=50_000)
+    token = sign(key, other, "in", datetime.now(UTC) + timedelta(hours=1))
+    with TestClient(Callbacks(settings=small), base_url="http://127.0.0.1") as http:
+        refused = http.post(f"/{token}", json={"text": text_of("m", 60_000)})
+    assert refused.status_code == 413  # a callback's answer names no run: its token shows it
+    assert world.sql("SELECT count(*) FROM messages WHERE run_id = %s", other) == [(0,)]

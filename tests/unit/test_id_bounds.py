@@ -52,6 +52,8 @@ class Control:
 
 
 class Writes:
+    inline_max = referenced = None  # no payload store: every input inline
+
     async def fenced(self, what: str, write: Any) -> Any:  # no result held here: the write itself
         return await write
 

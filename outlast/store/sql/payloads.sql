@@ -30,7 +30,8 @@ SELECT outlast_payload_bytes(%(run_id)s) AS bytes;
 
 -- name: payloads_sweep
 -- One batch of rows past the grace not yet known to be journaled, or whose run is gone: those a
--- journal entry of the run, its input, its result or a message of it (taken or not), or an
+-- journal entry of the run, its input (as enqueued, carried forward or of an ended generation), its
+-- result, a request's answer or a message of it (taken or not), or an
 -- artifact (0034, kept past its run or not) refers to are marked journaled, the others swept
 -- (orphans, and the payloads of runs pruned).
 WITH old AS (
@@ -45,7 +46,12 @@ WITH old AS (
                        AND m.payload -> '$refs' -> 'payload' ->> 'sha256' = p.sha256)
              OR EXISTS (SELECT 1 FROM runs r WHERE r.id = p.run_id
                        AND (r.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256
-                            OR r.result -> '$refs' -> 'result' ->> 'sha256' = p.sha256))) AS kept
+                            OR r.carried -> '$refs' -> 'input' ->> 'sha256' = p.sha256
+                            OR r.result -> '$refs' -> 'result' ->> 'sha256' = p.sha256))
+             OR EXISTS (SELECT 1 FROM requests q WHERE q.run_id = p.run_id
+                       AND q.answer -> '$refs' -> 'answer' ->> 'sha256' = p.sha256)
+             OR EXISTS (SELECT 1 FROM generations g WHERE g.run_id = p.run_id
+                       AND g.input -> '$refs' -> 'input' ->> 'sha256' = p.sha256)) AS kept
     FROM payloads p
     WHERE NOT p.swept
       AND p.created_at < {{now}} - make_interval(secs => %(grace)s)
